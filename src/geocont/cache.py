@@ -1,0 +1,80 @@
+"""Results cached by their full configuration, so unchanged re-runs cost no training.
+
+Each entry lives in ``<cache>/<kind>/<key>/`` with ``config.json`` (what produced it)
+and ``table.parquet``. The key hashes the kind, :data:`SCHEMA_VERSION` and the whole
+configuration. Entries are written to a temporary folder and renamed into place, so an
+interrupted run leaves no half-written entry; an unreadable entry is discarded and
+recomputed, never half-read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+#: Bump when the meaning or layout of cached tables changes; old entries are then ignored.
+SCHEMA_VERSION = 1
+
+
+def cache_root() -> Path:
+    """``$GEOCONT_CACHE_DIR``, or ``~/.cache/geocont/runs``."""
+    return Path(os.environ.get("GEOCONT_CACHE_DIR", Path.home() / ".cache" / "geocont" / "runs"))
+
+
+def cache_key(kind: str, config: dict[str, Any]) -> str:
+    """Stable hash of ``kind``, the schema version and the configuration."""
+    payload = json.dumps({"kind": kind, "schema": SCHEMA_VERSION, "config": config}, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+def entry_path(kind: str, config: dict[str, Any]) -> Path:
+    return cache_root() / kind / cache_key(kind, config)
+
+
+def load(kind: str, config: dict[str, Any]) -> pd.DataFrame | None:
+    """The cached table for this configuration, or None (a corrupt entry is removed)."""
+    path = entry_path(kind, config)
+    table_file = path / "table.parquet"
+    if not table_file.exists():
+        return None
+    try:
+        return pd.read_parquet(table_file)
+    except Exception as error:  # noqa: BLE001 - any unreadable entry is recomputed
+        warnings.warn(f"discarding unreadable cache entry {path} ({error}); recomputing", stacklevel=2)
+        shutil.rmtree(path, ignore_errors=True)
+        return None
+
+
+def store(kind: str, config: dict[str, Any], table: pd.DataFrame) -> Path:
+    """Write an entry atomically (temporary folder, then rename)."""
+    path = entry_path(kind, config)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+    try:
+        (staging / "config.json").write_text(
+            json.dumps({"kind": kind, "schema": SCHEMA_VERSION, "config": config}, indent=2, default=str)
+        )
+        table.to_parquet(staging / "table.parquet")
+        if path.exists():
+            shutil.rmtree(path)
+        staging.rename(path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return path
+
+
+def cached(kind: str, config: dict[str, Any], compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """Load the table for ``config`` or compute and store it."""
+    table = load(kind, config)
+    if table is None:
+        table = compute()
+        store(kind, config, table)
+    return table

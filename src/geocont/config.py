@@ -1,0 +1,103 @@
+"""Run configurations: plain, frozen, validated data. A config is the cache key of a run."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from .data import check_dataset_name
+from .mlp import ACTIVATIONS, block_spec
+
+OPTIMIZERS = ("adam", "sgd")
+DEVICES = ("cpu", "cuda", "auto")
+
+
+def _check_positive(name: str, value: Any, integer: bool = True) -> None:
+    kind = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
+        raise ValueError(f"{name} must be a positive {'integer' if integer else 'number'}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """Adam (with any betas, beta2 = 0 included) or SGD (with optional momentum)."""
+
+    name: str = "adam"
+    lr: float = 1e-3
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.name not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.name!r}; valid choices: {', '.join(OPTIMIZERS)}")
+        _check_positive("lr", self.lr, integer=False)
+        for field in ("beta1", "beta2", "momentum"):
+            value = getattr(self, field)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"{field} must be in [0, 1), got {value!r}")
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
+
+    @property
+    def label(self) -> str:
+        """Short human name, e.g. ``adam``, ``adam(beta2=0)``, ``sgd(momentum=0.9)``."""
+        if self.name == "adam":
+            changed = [f"{f}={getattr(self, f):g}" for f in ("beta1", "beta2") if getattr(self, f) != getattr(OptimizerConfig, f)]
+        else:
+            changed = [f"momentum={self.momentum:g}"] if self.momentum else []
+        return f"{self.name}({', '.join(changed)})" if changed else self.name
+
+
+@dataclass(frozen=True)
+class MLPRunConfig:
+    """Everything that determines one MLP training run (and so its cache key)."""
+
+    condition: str = "res-relu"
+    seed: int = 0
+    dataset: str = "mnist-subset"
+    max_train: int | None = None
+    depth: int = 16
+    width: int = 256
+    init_scale: float = 1.0
+    optimizer: OptimizerConfig = OptimizerConfig()
+    batch_size: int = 128
+    epochs: int = 30
+    n_snapshots: int = 12
+    n_directions: int = 8
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        block_spec(self.condition)  # raises with the valid names
+        check_dataset_name(self.dataset)
+        for field in ("depth", "width", "batch_size", "epochs", "n_directions"):
+            _check_positive(field, getattr(self, field))
+        if self.depth < 2:
+            raise ValueError(f"depth must be >= 2 to have adjacent layers, got {self.depth}")
+        if self.n_snapshots < 2:
+            raise ValueError(f"n_snapshots must be >= 2, got {self.n_snapshots}")
+        if self.n_directions > self.width:
+            raise ValueError(f"n_directions ({self.n_directions}) cannot exceed width ({self.width})")
+        _check_positive("init_scale", self.init_scale, integer=False)
+        if self.max_train is not None:
+            _check_positive("max_train", self.max_train)
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        if self.device not in DEVICES:
+            raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
+        if not isinstance(self.optimizer, OptimizerConfig):
+            raise TypeError("optimizer must be an OptimizerConfig")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (JSON-ready): the run's identity in the cache."""
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> "MLPRunConfig":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+
+__all__ = ["ACTIVATIONS", "MLPRunConfig", "OPTIMIZERS", "OptimizerConfig"]

