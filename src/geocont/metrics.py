@@ -220,9 +220,13 @@ def _gram_eigh_triplets(stack: torch.Tensor, k: int) -> list[SingularTriplets]:
     transposed = W.shape[1] < W.shape[2]  # eigendecompose the smaller Gram
     if transposed:
         W = W.transpose(1, 2)
+    # scale each matrix to max |entry| = 1 so that the Gram cannot overflow float32
+    scale = W.abs().amax(dim=(1, 2), keepdim=True).clamp_min(torch.finfo(W.dtype).tiny)
+    W = W / scale
     s2, v = _top_gram_eigenpairs(W.transpose(1, 2) @ W, k)
     s = s2.clamp_min(0).sqrt()
     u = (W @ v) / s.clamp_min(torch.finfo(s.dtype).tiny).unsqueeze(1)
+    s = s * scale[:, 0]
     if transposed:
         u, v = v, u
     return [SingularTriplets(u[i], s[i], v[i], "gram-eigh") for i in range(stack.shape[0])]

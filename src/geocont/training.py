@@ -9,7 +9,7 @@ from typing import Callable, Iterable, Sequence
 import pandas as pd
 import torch
 from torch import nn
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from . import cache
 from .config import MLPRunConfig, OptimizerConfig
@@ -64,7 +64,7 @@ def train_with_recording(
         optimizer.zero_grad(set_to_none=True)
         loss = compute_loss(step)
         if not torch.isfinite(loss):
-            raise TrainingDiverged(f"{description}: loss became {float(loss)} at step {step}")
+            raise TrainingDiverged(f"{description}: loss became {float(loss.detach())} at step {step}")
         loss.backward()
         if recorder is not None and recorder.observe(step):
             recorder.record(step, "train_loss", float(loss.detach()))
@@ -155,14 +155,17 @@ def run_sweep(configs: Sequence[MLPRunConfig], progress: bool = True) -> pd.Data
     """Run (or load) every configuration; one table with :data:`SWEEP_COLUMNS` added.
 
     All configurations are validated before the first run starts. Each run is cached on
-    its own, so an interrupted sweep resumes where it stopped.
+    its own, so an interrupted sweep resumes where it stopped. ``progress`` shows one
+    bar over the runs.
     """
     configs = list(configs)
     if not configs:
         raise ValueError("run_sweep needs at least one configuration")
     tables = []
-    for config in tqdm(configs, desc="runs", disable=not progress):
-        table = run_mlp(config, progress).assign(
+    bar = tqdm(configs, desc="runs", disable=not progress)
+    for config in bar:
+        bar.set_postfix_str(f"{config.condition} {config.optimizer.label} seed={config.seed}")
+        table = run_mlp(config, progress=False).assign(
             condition=config.condition, optimizer=config.optimizer.label,
             init_scale=config.init_scale, seed=config.seed,
         )

@@ -1,0 +1,118 @@
+"""Figures for the book: one theme, labelled axes, the random baseline, seeds as a band.
+
+Figures read tables; they never train.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+from .analysis import at_final_step, per_run
+from .tables import select
+
+BASELINE_STYLE = dict(color="0.35", linestyle="--", linewidth=1.2)
+
+#: Readable names of (metric, space, direction), used for axis labels.
+QUANTITY_LABELS = {
+    ("weight_cos", "input", 1): "weight v1 |cos| (input space)",
+    ("weight_cos", "output", 1): "weight u1 |cos| (output space)",
+    ("grad_cos", "input", 1): "gradient v1 |cos| (input space)",
+    ("grad_cos", "output", 1): "gradient u1 |cos| (output space)",
+    ("cumgrad_cos", "input", 1): "cumulative-gradient v1 |cos|",
+    ("weight_align", "input", 0): "σ²-weighted alignment (input)",
+    ("weight_align", "output", 0): "σ²-weighted alignment (output)",
+    ("rel_update", "", 0): "‖W(t) − W(0)‖ / ‖W(0)‖",
+    ("test_acc", "", 0): "test accuracy",
+}
+
+
+def quantity_label(metric: str, space: str = "", direction: int = 0) -> str:
+    return QUANTITY_LABELS.get((metric, space, direction), f"{metric} {space} {direction}".strip())
+
+
+def set_theme() -> None:
+    """The book's single figure style (colour-blind-safe palette)."""
+    sns.set_theme(context="notebook", style="whitegrid", palette="colorblind")
+    plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 110, "axes.titleweight": "bold"})
+
+
+def palette(names: Sequence[str]) -> dict[str, tuple]:
+    """A fixed colour per name, so a condition has the same colour in every figure."""
+    colours = sns.color_palette("colorblind", n_colors=max(len(names), 3))
+    return dict(zip(names, colours))
+
+
+def draw_baseline(ax: plt.Axes, value: float, label: str = "random baseline") -> None:
+    ax.axhline(value, label=label, **BASELINE_STYLE)
+
+
+def plot_over_training(
+    table: pd.DataFrame, metric: str, space: str = "", direction: int = 1, *, hue: str = "condition",
+    ax: plt.Axes | None = None, baseline: float | None = None, colours: dict | None = None,
+    hue_order: Sequence[str] | None = None, legend: bool = True,
+) -> plt.Axes:
+    """Layer-mean of a metric against step (symlog axis): seed mean as a line, ±1 sd as a band."""
+    ax = ax or plt.gca()
+    frame = per_run(table, metric, space, direction)
+    hue_order = list(hue_order or frame[hue].unique())
+    colours = colours or palette(hue_order)
+    sns.lineplot(
+        data=frame, x="step", y="value", hue=hue, hue_order=hue_order, palette=colours,
+        errorbar="sd", marker="o", markersize=3.5, ax=ax, legend=legend,
+    )
+    if baseline is not None:
+        draw_baseline(ax, baseline)
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlim(left=0)
+    ax.set_xlabel("training step (symlog)")
+    ax.set_title(quantity_label(metric, space, direction), fontsize="medium")
+    ax.set_ylabel("|cos|, mean over layer pairs" if metric.endswith("_cos") else quantity_label(metric, space, direction))
+    if legend:
+        ax.legend(fontsize="small")
+    return ax
+
+
+def plot_layer_heatmap(
+    table: pd.DataFrame, metric: str, space: str, direction: int = 1, *, rows: str = "condition",
+    row_order: Sequence[str] | None = None, ax: plt.Axes | None = None,
+) -> plt.Axes:
+    """Adjacent-pair |cos| per layer pair at the last step, mean over seeds: rows x pairs."""
+    ax = ax or plt.gca()
+    frame = select(table, metric, space, direction)
+    last = frame.groupby(["condition", "optimizer", "init_scale", "seed"], observed=True)["step"].transform("max")
+    frame = frame[frame["step"] == last]
+    grid = frame.groupby([rows, "layer"], observed=True)["value"].mean().unstack("layer")
+    if row_order is not None:
+        grid = grid.loc[[r for r in row_order if r in grid.index]]
+    grid.columns = [f"{l}–{l + 1}" for l in grid.columns]
+    sns.heatmap(grid, vmin=0, vmax=1, cmap="viridis", ax=ax, cbar_kws={"label": "|cos|"})
+    ax.set_xlabel("adjacent layer pair (l, l+1)")
+    ax.set_ylabel("")
+    ax.set_title(quantity_label(metric, space, direction))
+    return ax
+
+
+def plot_final_by(
+    table: pd.DataFrame, metric: str, space: str, direction: int, *, x: str, hue: str,
+    ax: plt.Axes | None = None, baseline: float | None = None, order: Sequence[str] | None = None,
+    hue_order: Sequence[str] | None = None, colours: dict | None = None,
+) -> plt.Axes:
+    """Final layer-mean values as bars (seed mean) with each seed as a dot."""
+    ax = ax or plt.gca()
+    frame = at_final_step(per_run(table, metric, space, direction))
+    hue_order = list(hue_order or frame[hue].unique())
+    colours = colours or palette(hue_order)
+    sns.barplot(data=frame, x=x, y="value", hue=hue, order=order, hue_order=hue_order, palette=colours,
+                errorbar=None, alpha=0.75, ax=ax)
+    sns.stripplot(data=frame, x=x, y="value", hue=hue, order=order, hue_order=hue_order, palette=colours,
+                  dodge=True, edgecolor="black", linewidth=0.6, size=5, ax=ax, legend=False)
+    if baseline is not None:
+        draw_baseline(ax, baseline)
+    ax.set_ylabel(quantity_label(metric, space, direction))
+    ax.set_xlabel(x)
+    ax.legend(fontsize="small")
+    return ax

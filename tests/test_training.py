@@ -1,0 +1,88 @@
+"""The training loop, the recorder's table, determinism and the run cache."""
+
+import pandas as pd
+import pytest
+import torch
+
+from geocont import cache
+from geocont.config import MLPRunConfig, OptimizerConfig
+from geocont.recorder import ContinuityRecorder, log_spaced_steps
+from geocont.tables import METRICS, RUN_COLUMNS, select
+from geocont.training import TrainingDiverged, run_mlp, run_sweep, train_mlp
+
+TINY = MLPRunConfig(dataset="mnist-subset", max_train=256, width=16, depth=4, epochs=2,
+                    batch_size=64, n_snapshots=4, n_directions=3)
+
+
+def test_log_spaced_schedule():
+    steps = log_spaced_steps(1000, 8)
+    assert steps[0] == 0 and steps[-1] == 1000 and steps == sorted(set(steps))
+    assert 6 <= len(steps) <= 9
+    assert log_spaced_steps(0, 5) == [0]
+    with pytest.raises(ValueError):
+        log_spaced_steps(10, 1)
+
+
+def test_run_table_is_tidy_and_complete():
+    table = train_mlp(TINY, progress=False)
+    assert list(table.columns) == RUN_COLUMNS
+    assert set(table["metric"].unique()) == set(METRICS)
+    steps = sorted(table["step"].unique())
+    assert steps[0] == 0 and steps[-1] == 2 * (256 // 64)
+    weight_v = select(table, "weight_cos", "input")
+    assert set(weight_v["direction"]) == {1, 2, 3} and set(weight_v["layer"]) == {0, 1, 2}
+    assert weight_v["value"].between(0, 1 + 1e-6).all()
+    assert select(table, "rel_update").query("step == 0")["value"].abs().max() == 0
+    assert (select(table, "rel_update").query(f"step == {steps[-1]}")["value"] > 0).all()
+    # one row per step x layer x metric x space x direction
+    assert not table.duplicated(["step", "group", "layer", "metric", "space", "direction"]).any()
+
+
+def test_same_seed_same_numbers_and_different_seed_differs():
+    a = train_mlp(TINY, progress=False)
+    b = train_mlp(TINY, progress=False)
+    pd.testing.assert_frame_equal(a, b)
+    c = train_mlp(TINY.replace(seed=1), progress=False)
+    assert not a["value"].equals(c["value"])
+
+
+def test_cumulative_gradient_is_the_running_sum():
+    torch.manual_seed(0)
+    layers = [torch.nn.Parameter(torch.randn(6, 6)) for _ in range(3)]
+    recorder = ContinuityRecorder({"g": layers}, schedule=[2], n_directions=2)
+    grads = []
+    for step in range(3):
+        for p in layers:
+            p.grad = torch.randn(6, 6)
+        grads.append(torch.stack([p.grad.clone() for p in layers]))
+        recorder.observe(step)
+    assert torch.allclose(recorder._cumulative["g"], sum(grads))
+    with pytest.raises(ValueError, match="at least two"):
+        ContinuityRecorder({"g": layers[:1]}, [0])
+
+
+def test_cache_reuses_and_survives_corruption(isolated_cache):
+    first = run_mlp(TINY, progress=False)
+    entry = cache.entry_path("mlp", TINY.to_dict())
+    assert (entry / "table.parquet").exists() and (entry / "config.json").exists()
+    stamp = (entry / "table.parquet").stat().st_mtime_ns
+    pd.testing.assert_frame_equal(run_mlp(TINY, progress=False), first)
+    assert (entry / "table.parquet").stat().st_mtime_ns == stamp  # loaded, not retrained
+    (entry / "table.parquet").write_bytes(b"truncated")
+    with pytest.warns(UserWarning, match="unreadable cache entry"):
+        again = run_mlp(TINY, progress=False)
+    pd.testing.assert_frame_equal(again, first)
+    assert cache.cache_key("mlp", TINY.to_dict()) != cache.cache_key("mlp", TINY.replace(seed=1).to_dict())
+
+
+def test_sweep_adds_configuration_columns():
+    configs = [TINY.replace(condition=c) for c in ("res-relu", "nores-relu")]
+    table = run_sweep(configs, progress=False)
+    assert {"condition", "optimizer", "init_scale", "seed"} <= set(table.columns)
+    assert set(table["condition"]) == {"res-relu", "nores-relu"}
+
+
+def test_divergence_is_reported_with_the_step():
+    exploding = TINY.replace(optimizer=OptimizerConfig("sgd", lr=0.9, momentum=0.99), init_scale=30.0)
+    with pytest.raises(TrainingDiverged, match="at step"):
+        train_mlp(exploding, progress=False)
