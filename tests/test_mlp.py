@@ -48,3 +48,14 @@ def test_bad_model_arguments_name_the_choices():
         ResidualMLP("res-tanh")
     with pytest.raises(ValueError, match="init_scale"):
         ResidualMLP("res-relu", init_scale=0.0)
+
+
+def test_preactivation_norms_follow_the_forward_pass():
+    from geocont.mlp import preactivation_norms
+
+    model = ResidualMLP("res-radial", in_features=8, width=8, depth=3)
+    x = torch.randn(5, 8)
+    norms = preactivation_norms(model, x)
+    assert norms.shape == (3, 5)
+    first = model.blocks[0].linear(model.embed(x))
+    assert torch.allclose(norms[0], first.norm(dim=-1))

@@ -46,6 +46,16 @@ def palette(names: Sequence[str]) -> dict[str, tuple]:
     return dict(zip(names, colours))
 
 
+def figure_legend(fig: plt.Figure, ax: plt.Axes, ncol: int | None = None) -> None:
+    """Move ``ax``'s legend below the whole figure, in one row."""
+    handles, labels = ax.get_legend_handles_labels()
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+    fig.legend(handles, labels, loc="lower center", ncol=ncol or len(labels), frameon=False,
+               bbox_to_anchor=(0.5, -0.02))
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+
+
 def draw_baseline(ax: plt.Axes, value: float, label: str = "random baseline") -> None:
     ax.axhline(value, label=label, **BASELINE_STYLE)
 

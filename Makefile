@@ -1,0 +1,37 @@
+# Two commands set up everything on a fresh machine (see README):
+#   make book   -> install, execute every chapter at the `cpu` scale, render _build/html
+#   make test   -> install, run the unit tests and every chapter at the `smoke` scale (nbval)
+
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+STAMP := $(VENV)/.geocont-installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+FASHION_MNIST := /usr/share/datasets/fashion-mnist
+
+.PHONY: setup book test bench clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	@if [ ! -d $(FASHION_MNIST) ]; then \
+	  echo "installing Debian package dataset-fashion-mnist"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq dataset-fashion-mnist; \
+	fi
+	python3 -m venv $(VENV)
+	$(PYTHON) -m pip install -q --upgrade pip
+	$(PYTHON) -m pip install -q -r requirements.txt
+	$(PYTHON) -m pip install -q --no-deps -e .
+	touch $@
+
+book: setup
+	$(PYTHON) -m geocont.book build
+
+test: setup
+	$(PYTHON) -m pytest -q -p no:cacheprovider --nbval-lax tests book
+
+bench: setup
+	$(PYTHON) benchmarks/bench_singular.py
+	$(PYTHON) benchmarks/bench_recording.py --scale cpu
+
+clean:
+	rm -rf _build
