@@ -59,3 +59,34 @@ def test_preactivation_norms_follow_the_forward_pass():
     assert norms.shape == (3, 5)
     first = model.blocks[0].linear(model.embed(x))
     assert torch.allclose(norms[0], first.norm(dim=-1))
+
+
+@pytest.mark.parametrize("condition, norm_type", [("res-ln", torch.nn.LayerNorm), ("res-ln-relu", torch.nn.LayerNorm),
+                                                  ("res-rms", torch.nn.RMSNorm), ("res-rms-relu", torch.nn.RMSNorm)])
+def test_normalisation_is_applied_before_the_linear_map(condition, norm_type):
+    model = ResidualMLP(condition, in_features=8, width=8, depth=2)
+    block = model.blocks[0]
+    assert isinstance(block.norm, norm_type)
+    assert not any(True for _ in block.norm.parameters())  # no learnable gain or bias
+    h = torch.randn(4, 8) * 3 + 1
+    if norm_type is torch.nn.LayerNorm:
+        normed = (h - h.mean(-1, keepdim=True)) / torch.sqrt(h.var(-1, unbiased=False, keepdim=True) + 1e-5)
+    else:
+        normed = h / torch.sqrt((h**2).mean(-1, keepdim=True) + 1e-5)
+    pre = block.linear(normed)
+    expected = h + (torch.relu(pre) if condition.endswith("relu") else pre)
+    assert torch.allclose(block(h), expected, atol=1e-5)
+    plain = ResidualMLP("res-relu", in_features=8, width=8, depth=2).blocks[0]
+    assert isinstance(plain.norm, torch.nn.Identity)
+
+
+def test_rmsnorm_is_rotation_equivariant_and_layernorm_is_not():
+    from geocont.mlp import make_norm
+
+    x = torch.randn(5, 16, dtype=torch.float64)
+    rotation, _ = torch.linalg.qr(torch.randn(16, 16, dtype=torch.float64))
+    rms, ln = make_norm("rmsnorm", 16).double(), make_norm("layernorm", 16).double()
+    assert torch.allclose(rms(x @ rotation.T), rms(x) @ rotation.T)
+    assert not torch.allclose(ln(x @ rotation.T), ln(x) @ rotation.T)
+    with pytest.raises(ValueError, match="valid choices: none, layernorm, rmsnorm"):
+        make_norm("batchnorm", 16)

@@ -88,13 +88,14 @@ def execute(root: Path, notebook: Path, parameters: dict) -> Path:
     target = root / EXECUTED / notebook
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial.ipynb")
+    source_hash = _sha256(root / notebook)  # before running: the source may be edited meanwhile
     print(f"executing {notebook} with {parameters}", flush=True)
     papermill.execute_notebook(
         str(root / notebook), str(partial), parameters=parameters, cwd=str(root), progress_bar=True,
         kernel_name="python3",
     )
     executed = nbformat.read(partial, as_version=4)
-    executed.metadata["geocont"] = {"source_sha256": _sha256(root / notebook)}
+    executed.metadata["geocont"] = {"source_sha256": source_hash}
     nbformat.write(executed, partial)
     partial.replace(target)
     return target

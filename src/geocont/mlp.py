@@ -3,9 +3,15 @@
 Architecture (our choice where the paper is silent)::
 
     h_0     = embed(x)                         Linear(784 -> width)
-    h_{l+1} = h_l + act(W_l h_l + b_l)         residual block, l = 0 .. depth-1
-            = act(W_l h_l + b_l)               without the residual (NoRes)
+    h_{l+1} = h_l + act(W_l norm(h_l) + b_l)   residual block, l = 0 .. depth-1
+            = act(W_l norm(h_l) + b_l)         without the residual (NoRes)
     logits  = head(h_depth)                    Linear(width -> classes)
+
+``norm`` is the identity except in the normalisation conditions, where it is a pre-norm
+LayerNorm or RMSNorm *without* learnable gain or bias (an element-wise gain would break
+the rotational symmetry by itself): LayerNorm centres and rescales, so it singles out the
+all-ones direction and breaks SO(d) symmetry; RMSNorm only rescales and is
+rotation-equivariant.
 
 The ``depth`` hidden matrices ``W_l`` ([width, width]) are the ones whose adjacent-layer
 continuity is measured.
@@ -49,6 +55,20 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {
 }
 
 
+NORMS: tuple[str, ...] = ("none", "layernorm", "rmsnorm")
+
+
+def make_norm(name: str, width: int) -> nn.Module:
+    """The pre-norm of a block, without learnable gain or bias (see the module docstring)."""
+    if name == "layernorm":
+        return nn.LayerNorm(width, elementwise_affine=False)
+    if name == "rmsnorm":
+        return nn.RMSNorm(width, elementwise_affine=False)
+    if name == "none":
+        return nn.Identity()
+    raise ValueError(f"unknown norm {name!r}; valid choices: {', '.join(NORMS)}")
+
+
 @dataclass(frozen=True)
 class BlockSpec:
     """What one hidden block contains."""
@@ -56,6 +76,7 @@ class BlockSpec:
     residual: bool
     activation: str
     description: str
+    norm: str = "none"
 
 
 #: The named ablation conditions; the chapters refer to these names only.
@@ -66,6 +87,10 @@ CONDITIONS: dict[str, BlockSpec] = {
     "nores-relu": BlockSpec(False, "relu", "NoRes: ReLU, residual removed"),
     "res-none": BlockSpec(True, "none", "Res+None: linear residual network"),
     "res-radial": BlockSpec(True, "radial", "Res+Radial: x tanh(||x||), rotation-equivariant"),
+    "res-ln": BlockSpec(True, "none", "pre-LayerNorm, no activation", norm="layernorm"),
+    "res-ln-relu": BlockSpec(True, "relu", "pre-LayerNorm + ReLU", norm="layernorm"),
+    "res-rms": BlockSpec(True, "none", "pre-RMSNorm (no centring), no activation", norm="rmsnorm"),
+    "res-rms-relu": BlockSpec(True, "relu", "pre-RMSNorm + ReLU", norm="rmsnorm"),
 }
 
 
@@ -80,16 +105,17 @@ def block_spec(condition: str) -> BlockSpec:
 
 
 class ResidualBlock(nn.Module):
-    """``h + act(W h + b)``, or ``act(W h + b)`` when ``residual`` is False."""
+    """``h + act(W norm(h) + b)``, or ``act(W norm(h) + b)`` when ``residual`` is False."""
 
     def __init__(self, width: int, spec: BlockSpec):
         super().__init__()
+        self.norm = make_norm(spec.norm, width)
         self.linear = nn.Linear(width, width)
         self.activation = ACTIVATIONS[spec.activation]()
         self.residual = spec.residual
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        out = self.activation(self.linear(h))
+        out = self.activation(self.linear(self.norm(h)))
         return h + out if self.residual else out
 
 
@@ -154,7 +180,7 @@ def preactivation_norms(model: ResidualMLP, x: torch.Tensor) -> torch.Tensor:
     h = model.embed(x.flatten(1))
     norms = []
     for block in model.blocks:
-        z = block.linear(h)
+        z = block.linear(block.norm(h))
         norms.append(torch.linalg.vector_norm(z, dim=-1))
         h = h + block.activation(z) if block.residual else block.activation(z)
     return torch.stack(norms)

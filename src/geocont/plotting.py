@@ -56,6 +56,20 @@ def figure_legend(fig: plt.Figure, ax: plt.Axes, ncol: int | None = None) -> Non
     fig.tight_layout(rect=(0, 0.05, 1, 1))
 
 
+#: Index into seaborn's 10-colour colour-blind palette for each condition: fixed across the
+#: book, and distinct within each chapter's set of conditions.
+_CONDITION_COLOUR_INDEX = {
+    "res-relu": 0, "res-gelu": 1, "res-silu": 2, "nores-relu": 3, "res-none": 4, "res-radial": 5,
+    "res-ln": 1, "res-ln-relu": 7, "res-rms": 8, "res-rms-relu": 9,
+}
+
+
+def condition_colours() -> dict[str, tuple]:
+    """The colour of every MLP condition (the same in every figure of the book)."""
+    colours = sns.color_palette("colorblind", n_colors=10)
+    return {name: colours[index] for name, index in _CONDITION_COLOUR_INDEX.items()}
+
+
 def draw_baseline(ax: plt.Axes, value: float, label: str = "random baseline") -> None:
     ax.axhline(value, label=label, **BASELINE_STYLE)
 
@@ -125,4 +139,25 @@ def plot_final_by(
     ax.set_ylabel(quantity_label(metric, space, direction))
     ax.set_xlabel(x)
     ax.legend(fontsize="small")
+    return ax
+
+
+def plot_direction_profile(
+    profile: pd.DataFrame, *, ax: plt.Axes | None = None, baseline: float | None = None,
+    colours: dict | None = None, hue_order: Sequence[str] | None = None, title: str = "",
+) -> plt.Axes:
+    """Continuity of singular direction i = 1..k (x) per condition: seed mean and ±1 sd band."""
+    ax = ax or plt.gca()
+    hue_order = list(hue_order or profile["condition"].unique())
+    colours = colours or palette(hue_order)
+    sns.lineplot(data=profile, x="direction", y="value", hue="condition", hue_order=hue_order,
+                 palette=colours, errorbar="sd", marker="o", ax=ax)
+    if baseline is not None:
+        draw_baseline(ax, baseline)
+    ax.set_xticks(sorted(profile["direction"].unique()))
+    ax.set_xlabel("singular direction i (1 = leading)")
+    ax.set_ylabel("|cos| of i-th singular vectors, adjacent layers")
+    ax.set_ylim(0, 1.02)
+    if title:
+        ax.set_title(title, fontsize="medium")
     return ax

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import MLPRunConfig, OptimizerConfig
-from .mlp import CONDITIONS, block_spec
+from .mlp import block_spec
 
 SCALES: tuple[str, ...] = ("smoke", "cpu", "paper")
 
@@ -38,6 +38,12 @@ ROBUSTNESS_OPTIMIZERS: dict[str, OptimizerConfig] = {
     "sgd(momentum=0.9)": OptimizerConfig("sgd", lr=0.01, momentum=0.9),
 }
 
+#: The conditions each MLP chapter compares (any may be overridden with ``conditions=``).
+CHAPTER_CONDITIONS: dict[str, tuple[str, ...]] = {
+    "mlp_conditions": ("res-relu", "res-gelu", "res-silu", "nores-relu", "res-none", "res-radial"),
+    "activation_vs_norm": ("res-relu", "res-ln", "res-ln-relu", "res-none", "res-rms", "res-rms-relu"),
+}
+
 _MLP_SCALES: dict[str, dict[str, Any]] = {
     "smoke": dict(dataset="mnist-subset", max_train=1024, width=32, depth=16, epochs=3,
                   batch_size=64, n_snapshots=8, seeds=(0, 1)),
@@ -55,7 +61,7 @@ class MLPChapterSettings:
     scale: str
     base: MLPRunConfig
     seeds: tuple[int, ...]
-    conditions: tuple[str, ...] = tuple(CONDITIONS)
+    conditions: tuple[str, ...] = CHAPTER_CONDITIONS["mlp_conditions"]
     robustness_conditions: tuple[str, ...] = ("res-relu", "res-none")
     optimizers: dict[str, OptimizerConfig] = field(default_factory=lambda: dict(ROBUSTNESS_OPTIMIZERS))
     #: extra initialisation scales tried on the robustness conditions (base optimizer)
@@ -81,14 +87,17 @@ class MLPChapterSettings:
         ]
 
 
-def mlp_chapter_settings(scale: str, **overrides: Any) -> MLPChapterSettings:
-    """Settings of the MLP chapters at ``scale``, with optional overrides.
+def mlp_chapter_settings(scale: str, chapter: str = "mlp_conditions", **overrides: Any) -> MLPChapterSettings:
+    """Settings of an MLP chapter at ``scale``, with optional overrides.
 
-    Overrides may name any :class:`MLPRunConfig` field, ``seeds`` (an int n means
-    ``range(n)``, or a list), ``conditions``, ``lr``, ``beta1``, ``beta2``, ``momentum`` or
-    ``optimizer`` ("adam" / "sgd") for the base optimizer.
+    ``chapter`` picks the default conditions (:data:`CHAPTER_CONDITIONS`). Overrides may
+    name any :class:`MLPRunConfig` field, ``seeds`` (an int n means ``range(n)``, or a
+    list), ``conditions``, ``lr``, ``beta1``, ``beta2``, ``momentum`` or ``optimizer``
+    ("adam" / "sgd") for the base optimizer.
     """
     check_scale(scale)
+    if chapter not in CHAPTER_CONDITIONS:
+        raise ValueError(f"unknown chapter {chapter!r}; valid choices: {', '.join(CHAPTER_CONDITIONS)}")
     overrides = {k: v for k, v in overrides.items() if v is not None}
     optimizer_fields = {"lr", "beta1", "beta2", "momentum", "weight_decay"}
     run_fields = {f.name for f in dataclasses.fields(MLPRunConfig)} - {"condition", "seed"}
@@ -101,7 +110,7 @@ def mlp_chapter_settings(scale: str, **overrides: Any) -> MLPChapterSettings:
     seeds = tuple(range(seeds)) if isinstance(seeds, int) else tuple(int(s) for s in seeds)
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be a positive count or a list of distinct seeds, got {seeds!r}")
-    conditions = tuple(preset.pop("conditions", CONDITIONS))
+    conditions = tuple(preset.pop("conditions", CHAPTER_CONDITIONS[chapter]))
     for condition in conditions:
         block_spec(condition)
     optimizer_changes = {k: preset.pop(k) for k in list(preset) if k in optimizer_fields}

@@ -50,7 +50,7 @@ CLAIM_COLUMNS = [
     "chapter", "claim", "quantity", "paper", "ours_mean", "ours_std", "n_seeds",
     "baseline", "verdict", "note",
 ]
-VERDICTS = ("reproduced", "partly reproduced", "not reproduced", "not tested")
+VERDICTS = ("reproduced", "partly reproduced", "inconclusive", "not reproduced", "not tested")
 
 
 def make_row(step: int, group: str, layer: int, metric: str, space: str, direction: int, value: float) -> Row:
