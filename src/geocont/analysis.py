@@ -12,9 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .tables import claim_row, select
-
-RUN_KEYS = ["condition", "optimizer", "init_scale", "seed"]
+from .tables import RUN_KEYS, claim_row, select
 
 
 def per_run(table: pd.DataFrame, metric: str, space: str = "", direction: int | None = None) -> pd.DataFrame:

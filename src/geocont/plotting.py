@@ -106,9 +106,7 @@ def plot_layer_heatmap(
 ) -> plt.Axes:
     """Adjacent-pair |cos| per layer pair at the last step, mean over seeds: rows x pairs."""
     ax = ax or plt.gca()
-    frame = select(table, metric, space, direction)
-    last = frame.groupby(["condition", "optimizer", "init_scale", "seed"], observed=True)["step"].transform("max")
-    frame = frame[frame["step"] == last]
+    frame = at_final_step(select(table, metric, space, direction))
     grid = frame.groupby([rows, "layer"], observed=True)["value"].mean().unstack("layer")
     if row_order is not None:
         grid = grid.loc[[r for r in row_order if r in grid.index]]

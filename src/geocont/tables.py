@@ -44,6 +44,8 @@ METRICS: dict[str, str] = {
 }
 
 RUN_COLUMNS = ["step", "group", "layer", "metric", "space", "direction", "value"]
+#: The configuration columns a sweep adds; together they identify one run.
+RUN_KEYS = ["condition", "optimizer", "init_scale", "seed"]
 Row = tuple[int, str, int, str, str, int, float]
 
 CLAIM_COLUMNS = [

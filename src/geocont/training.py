@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import math
 from typing import Callable, Iterable, Sequence
 
 import pandas as pd
@@ -147,12 +146,9 @@ def run_mlp(config: MLPRunConfig, progress: bool = True) -> pd.DataFrame:
     return cache.cached("mlp", config.to_dict(), lambda: train_mlp(config, progress))
 
 
-#: Configuration columns every sweep table carries (``optimizer`` is the optimizer's label).
-SWEEP_COLUMNS = ("condition", "optimizer", "init_scale", "seed")
-
-
 def run_sweep(configs: Sequence[MLPRunConfig], progress: bool = True) -> pd.DataFrame:
-    """Run (or load) every configuration; one table with :data:`SWEEP_COLUMNS` added.
+    """Run (or load) every configuration; one table with :data:`geocont.tables.RUN_KEYS` added
+    (``optimizer`` is the optimizer's label).
 
     All configurations are validated before the first run starts. Each run is cached on
     its own, so an interrupted sweep resumes where it stopped. ``progress`` shows one
@@ -174,16 +170,3 @@ def run_sweep(configs: Sequence[MLPRunConfig], progress: bool = True) -> pd.Data
     for column in ("condition", "optimizer", "group", "metric", "space"):
         combined[column] = combined[column].astype("category")
     return combined
-
-
-def final_step_values(table: pd.DataFrame) -> pd.DataFrame:
-    """Rows at each run's last recorded step."""
-    last = table.groupby(["condition", "optimizer", "init_scale", "seed"], observed=True)["step"].transform("max")
-    return table[table["step"] == last]
-
-
-def mean_and_spread(values: pd.Series) -> tuple[float, float, int]:
-    """Mean, standard deviation (ddof=1; NaN for one value) and count."""
-    values = values.dropna()
-    n = len(values)
-    return float(values.mean()), (float(values.std()) if n > 1 else math.nan), n
