@@ -6,16 +6,17 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.geocont-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-FASHION_MNIST := /usr/share/datasets/fashion-mnist
+# Debian packages with offline data: Fashion-MNIST, and the King James Bible (text + reader)
+DEBIAN_DATA := dataset-fashion-mnist bible-kjv bible-kjv-text
 
 .PHONY: setup book test bench clean
 
 setup: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
-	@if [ ! -d $(FASHION_MNIST) ]; then \
-	  echo "installing Debian package dataset-fashion-mnist"; \
-	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq dataset-fashion-mnist; \
+	@if ! dpkg -s $(DEBIAN_DATA) >/dev/null 2>&1; then \
+	  echo "installing Debian packages: $(DEBIAN_DATA)"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(DEBIAN_DATA); \
 	fi
 	python3 -m venv $(VENV)
 	$(PYTHON) -m pip install -q --upgrade pip

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import MLPRunConfig, OptimizerConfig
+from .transformer import TransformerShape
 from .mlp import block_spec
 
 SCALES: tuple[str, ...] = ("smoke", "cpu", "paper")
@@ -119,3 +120,16 @@ def mlp_chapter_settings(scale: str, chapter: str = "mlp_conditions", **override
     optimizer = dataclasses.replace(ROBUSTNESS_OPTIMIZERS["adam"], **optimizer_changes)
     base = MLPRunConfig(optimizer=optimizer, **preset)
     return MLPChapterSettings(scale=scale, base=base, seeds=seeds, conditions=conditions)
+
+
+#: Transformer sizes per scale. ``paper``: 8 layers, d = 512, SwiGLU width 1376, and an
+#: 8192-token BPE vocabulary (untied embeddings): about 33.7M parameters, the paper's
+#: "about 34M" (its tokenizer is not given; the vocabulary size is our choice).
+LM_SHAPES: dict[str, TransformerShape] = {
+    "smoke": TransformerShape(n_layers=2, d_model=32, n_heads=2, n_kv_heads=2, ffn_dim=88, vocab_size=512,
+                              max_seq_len=64),
+    "cpu": TransformerShape(n_layers=4, d_model=128, n_heads=4, n_kv_heads=4, ffn_dim=344, vocab_size=4096,
+                            max_seq_len=128),
+    "paper": TransformerShape(n_layers=8, d_model=512, n_heads=8, n_kv_heads=8, ffn_dim=1376, vocab_size=8192,
+                              max_seq_len=512),
+}

@@ -41,6 +41,7 @@ METRICS: dict[str, str] = {
     "train_loss": "cross-entropy of the minibatch at this step",
     "test_loss": "cross-entropy on the held-out set",
     "test_acc": "accuracy on the held-out set",
+    "val_loss": "language-model cross-entropy on the held-out validation windows",
 }
 
 RUN_COLUMNS = ["step", "group", "layer", "metric", "space", "direction", "value"]

@@ -1,0 +1,108 @@
+"""Training Llama-style language models with continuity recording (the transformer chapters).
+
+Uses the package's one training loop (:func:`geocont.training.train_with_recording`) and
+recorder; each of the seven projections (``q_proj`` ... ``down_proj``) is one recorder
+group, so the run table has one ``group`` per projection.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import torch
+
+from . import cache
+from .config import OptimizerConfig, DEVICES
+from .recorder import ContinuityRecorder, log_spaced_steps
+from .tables import rows_to_frame
+from .text import check_corpus_name, encode, load_corpus, train_tokenizer
+from .training import make_optimizer, resolve_device, train_with_recording
+from .transformer import TransformerShape, build_llama, projection_groups
+
+
+@dataclass(frozen=True)
+class LMRunConfig:
+    """Everything that determines one language-model training run (its cache key)."""
+
+    shape: TransformerShape = TransformerShape()
+    corpus: str = "kjv"
+    seed: int = 0
+    optimizer: OptimizerConfig = OptimizerConfig("adam", lr=1e-3)
+    batch_size: int = 16
+    steps: int = 600
+    n_snapshots: int = 10
+    n_directions: int = 4
+    eval_windows: int = 64
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        check_corpus_name(self.corpus)
+        for name in ("batch_size", "steps", "n_directions", "eval_windows"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.n_snapshots < 2:
+            raise ValueError(f"n_snapshots must be >= 2, got {self.n_snapshots}")
+        if self.device not in DEVICES:
+            raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> "LMRunConfig":
+        return dataclasses.replace(self, **changes)
+
+
+@functools.lru_cache(maxsize=4)
+def token_splits(corpus: str, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(train ids, validation ids) of a corpus under its cached BPE tokenizer."""
+    text = load_corpus(corpus)
+    tokenizer = train_tokenizer(text, vocab_size)
+    return encode(tokenizer, text.train), encode(tokenizer, text.validation)
+
+
+def _windows(ids: torch.Tensor, starts: torch.Tensor, length: int) -> torch.Tensor:
+    return torch.stack([ids[s:s + length] for s in starts.tolist()])
+
+
+def train_lm(config: LMRunConfig, progress: bool = True) -> pd.DataFrame:
+    """Train one model and return its run table (uncached; see :func:`run_lm`)."""
+    train_ids, val_ids = token_splits(config.corpus, config.shape.vocab_size)
+    device = resolve_device(config.device)
+    model = build_llama(config.shape, seed=config.seed).to(device)
+    length = config.shape.max_seq_len
+    sampler = torch.Generator().manual_seed(config.seed)
+    eval_starts = torch.linspace(0, len(val_ids) - length - 1, config.eval_windows).long()
+    eval_batch = _windows(val_ids, eval_starts, length).to(device)
+    recorder = ContinuityRecorder(projection_groups(model), log_spaced_steps(config.steps, config.n_snapshots),
+                                  n_directions=config.n_directions)
+    optimizer = make_optimizer(model.parameters(), config.optimizer)
+
+    def compute_loss(step: int) -> torch.Tensor:
+        starts = torch.randint(0, len(train_ids) - length - 1, (config.batch_size,), generator=sampler)
+        batch = _windows(train_ids, starts, length).to(device)
+        return model(input_ids=batch, labels=batch).loss
+
+    @torch.no_grad()
+    def evaluate() -> dict[str, float]:
+        model.eval()
+        losses = [float(model(input_ids=chunk, labels=chunk).loss) for chunk in eval_batch.split(16)]
+        model.train()
+        return {"val_loss": sum(losses) / len(losses)}
+
+    shape = config.shape
+    train_with_recording(
+        compute_loss=compute_loss, optimizer=optimizer, recorder=recorder, total_steps=config.steps,
+        evaluate=evaluate, progress=progress,
+        description=f"{shape.mlp_activation}/{shape.attention} seed={config.seed}",
+    )
+    return rows_to_frame(recorder.rows)
+
+
+def run_lm(config: LMRunConfig, progress: bool = True) -> pd.DataFrame:
+    """The run table of ``config``, from the cache or by training once."""
+    return cache.cached("lm", config.to_dict(), lambda: train_lm(config, progress))

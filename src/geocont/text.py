@@ -1,0 +1,125 @@
+"""Text corpora and tokenizers for the transformer chapters.
+
+* ``kjv``: the King James Bible (public domain, ~0.8M words) from the Debian packages
+  ``bible-kjv`` and ``bible-kjv-text`` (the ``bible`` program dumps the text); offline.
+* ``wikitext-103``: WikiText-103 (raw) through the ``datasets`` library, where a network
+  or a local Hugging Face cache exists; the paper's corpus.
+
+Splits are deterministic: for ``kjv`` every tenth chapter is held out for validation.
+Tokenizers are byte-level BPE trained with the ``tokenizers`` library on the training
+split only, and cached by corpus and vocabulary size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .cache import cache_root
+
+CORPORA: tuple[str, ...] = ("kjv", "wikitext-103")
+KJV_RANGE = "gen1:1-rev22:21"
+VALIDATION_EVERY = 10
+
+
+class CorpusNotAvailable(FileNotFoundError):
+    """A corpus is missing; the message says how to install it."""
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    train: str
+    validation: str
+    source: str
+
+
+def check_corpus_name(name: str) -> None:
+    if name not in CORPORA:
+        raise ValueError(f"unknown corpus {name!r}; valid choices: {', '.join(CORPORA)}")
+
+
+def _load_kjv() -> Corpus:
+    program = shutil.which("bible")
+    if program is None:
+        raise CorpusNotAvailable(
+            "the King James Bible corpus needs the Debian packages bible-kjv and bible-kjv-text: "
+            "`apt-get install bible-kjv bible-kjv-text` (the project's `make setup` installs them)"
+        )
+    text = subprocess.run([program, KJV_RANGE], capture_output=True, text=True, check=True).stdout
+    chapters = re.split(r"\n(?=[1-3]?\s?[A-Z][a-z]+(?: of [A-Z][a-z]+)? \d+\n)", text)
+    chapters = [_clean_kjv_chapter(c) for c in chapters if c.strip()]
+    if len(chapters) < 1000:
+        raise CorpusNotAvailable(f"`bible {KJV_RANGE}` returned only {len(chapters)} chapters; is bible-kjv-text installed?")
+    train = [c for i, c in enumerate(chapters) if i % VALIDATION_EVERY != VALIDATION_EVERY - 1]
+    validation = [c for i, c in enumerate(chapters) if i % VALIDATION_EVERY == VALIDATION_EVERY - 1]
+    return Corpus("kjv", "\n\n".join(train), "\n\n".join(validation), f"`{program} {KJV_RANGE}` (Debian bible-kjv-text)")
+
+
+def _clean_kjv_chapter(chapter: str) -> str:
+    """Drop the chapter heading and verse numbers; re-join wrapped lines into verses."""
+    lines = chapter.strip().splitlines()[1:]
+    verses, current = [], []
+    for line in lines:
+        match = re.match(r"^\s+\d+ (.*)$", line)
+        if match:
+            if current:
+                verses.append(" ".join(current))
+            current = [match.group(1).strip()]
+        elif line.strip():
+            current.append(line.strip())
+    if current:
+        verses.append(" ".join(current))
+    return "\n".join(verses)
+
+
+def _load_wikitext() -> Corpus:
+    try:
+        import datasets
+
+        data = datasets.load_dataset("Salesforce/wikitext", "wikitext-103-raw-v1")
+    except Exception as error:  # noqa: BLE001 - any failure here means "not available"
+        raise CorpusNotAvailable(
+            f"WikiText-103 could not be loaded through `datasets` ({type(error).__name__}: {error}). It needs a "
+            "network or a local Hugging Face cache (HF_HOME); offline, use corpus='kjv'."
+        ) from error
+    return Corpus("wikitext-103", "".join(data["train"]["text"]), "".join(data["validation"]["text"]),
+                  "Salesforce/wikitext wikitext-103-raw-v1 via datasets")
+
+
+def load_corpus(name: str) -> Corpus:
+    """A corpus by name, split into training and validation text."""
+    check_corpus_name(name)
+    return _load_kjv() if name == "kjv" else _load_wikitext()
+
+
+def train_tokenizer(corpus: Corpus, vocab_size: int):
+    """Byte-level BPE trained on ``corpus.train``, cached under the run cache."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    digest = hashlib.sha256(corpus.train.encode()).hexdigest()[:16]
+    path = cache_root() / "tokenizers" / f"{corpus.name}-{vocab_size}-{digest}.json"
+    if path.exists():
+        return Tokenizer.from_file(str(path))
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tokenizer.train_from_iterator(corpus.train.split("\n\n"), trainer=trainer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    tokenizer.save(str(partial))
+    partial.replace(path)
+    return tokenizer
+
+
+def encode(tokenizer, text: str) -> torch.Tensor:
+    """Token ids of a text as one long tensor."""
+    return torch.tensor(tokenizer.encode(text).ids, dtype=torch.long)
