@@ -14,9 +14,11 @@ DEBIAN_DATA := dataset-fashion-mnist bible-kjv bible-kjv-text
 setup: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
-	@if ! dpkg -s $(DEBIAN_DATA) >/dev/null 2>&1; then \
-	  echo "installing Debian packages: $(DEBIAN_DATA)"; \
-	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(DEBIAN_DATA); \
+	@missing=$$(for p in $(DEBIAN_DATA); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:" $$missing; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 	python3 -m venv $(VENV)
 	$(PYTHON) -m pip install -q --upgrade pip
