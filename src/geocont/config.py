@@ -13,7 +13,8 @@ OPTIMIZERS = ("adam", "sgd")
 DEVICES = ("cpu", "cuda", "auto")
 
 
-def _check_positive(name: str, value: Any, integer: bool = True) -> None:
+def check_positive(name: str, value: Any, integer: bool = True) -> None:
+    """Raise a ValueError unless ``value`` is a positive integer (or number, ``integer=False``)."""
     kind = int if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
         raise ValueError(f"{name} must be a positive {'integer' if integer else 'number'}, got {value!r}")
@@ -34,7 +35,7 @@ class OptimizerConfig:
     def __post_init__(self) -> None:
         if self.name not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {self.name!r}; valid choices: {', '.join(OPTIMIZERS)}")
-        _check_positive("lr", self.lr, integer=False)
+        check_positive("lr", self.lr, integer=False)
         for field in ("beta1", "beta2", "momentum"):
             value = getattr(self, field)
             if not 0.0 <= value < 1.0:
@@ -74,16 +75,16 @@ class MLPRunConfig:
         block_spec(self.condition)  # raises with the valid names
         check_dataset_name(self.dataset)
         for field in ("depth", "width", "batch_size", "epochs", "n_directions"):
-            _check_positive(field, getattr(self, field))
+            check_positive(field, getattr(self, field))
         if self.depth < 2:
             raise ValueError(f"depth must be >= 2 to have adjacent layers, got {self.depth}")
         if self.n_snapshots < 2:
             raise ValueError(f"n_snapshots must be >= 2, got {self.n_snapshots}")
         if self.n_directions > self.width:
             raise ValueError(f"n_directions ({self.n_directions}) cannot exceed width ({self.width})")
-        _check_positive("init_scale", self.init_scale, integer=False)
+        check_positive("init_scale", self.init_scale, integer=False)
         if self.max_train is not None:
-            _check_positive("max_train", self.max_train)
+            check_positive("max_train", self.max_train)
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
         if self.device not in DEVICES:

@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 
 from . import cache
-from .config import OptimizerConfig, DEVICES
+from .config import DEVICES, OptimizerConfig, check_positive
 from .recorder import ContinuityRecorder, log_spaced_steps
 from .tables import rows_to_frame
 from .text import check_corpus_name, encode, load_corpus, train_tokenizer
@@ -42,9 +42,7 @@ class LMRunConfig:
     def __post_init__(self) -> None:
         check_corpus_name(self.corpus)
         for name in ("batch_size", "steps", "n_directions", "eval_windows"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            check_positive(name, getattr(self, name))
         if self.n_snapshots < 2:
             raise ValueError(f"n_snapshots must be >= 2, got {self.n_snapshots}")
         if self.device not in DEVICES:

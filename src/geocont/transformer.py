@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .config import check_positive
+
 MLP_ACTIVATIONS = {"silu": "silu", "relu": "relu", "none": "linear"}
 ATTENTIONS = ("softmax", "linear")
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -70,9 +72,7 @@ class TransformerShape:
         if self.attention not in ATTENTIONS:
             raise ValueError(f"unknown attention {self.attention!r}; valid choices: {', '.join(ATTENTIONS)}")
         for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_dim", "vocab_size", "max_seq_len"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            check_positive(name, getattr(self, name))
         if self.n_layers < 2:
             raise ValueError(f"n_layers must be >= 2 to have adjacent layers, got {self.n_layers}")
         if self.d_model % self.n_heads or self.n_heads % self.n_kv_heads:
