@@ -82,3 +82,19 @@ def test_lm_run_is_deterministic_and_recorded_per_projection():
     assert set(a["group"].unique()) == set(PROJECTIONS) | {"model"}  # "model": loss rows
     val = a[a["metric"] == "val_loss"].sort_values("step")["value"]
     assert len(val) == 3 and val.iloc[0] > 0
+
+
+def test_lm_chapter_settings_validate_and_build_every_variant():
+    from geocont.scales import LM_VARIANTS, lm_chapter_settings
+
+    settings = lm_chapter_settings("smoke", steps=5, seeds=1)
+    configs = settings.configs()
+    assert list(configs) == list(LM_VARIANTS)
+    assert configs["none"][0].shape.mlp_activation == "none"
+    assert configs["silu, linear attention"][0].shape.attention == "linear"
+    assert configs["silu"][0].steps == 5 and len(configs["silu"]) == 1
+    with pytest.raises(ValueError, match="unknown parameter"):
+        lm_chapter_settings("smoke", epochs=3)
+    with pytest.raises(ValueError, match="unknown variant"):
+        lm_chapter_settings("smoke", variants=["gelu"])
+    assert lm_chapter_settings("paper").base.corpus == "wikitext-103"

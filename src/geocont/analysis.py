@@ -277,3 +277,71 @@ def norm_chapter_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
                               verdict_for_difference(ln_align, rms_align),
                               note=f"res-ln {ln_align}, res-rms {rms_align}, res-none {none_align}"))
     return pd.DataFrame(rows)
+
+
+def projection_finals(table: pd.DataFrame, metric: str = "weight_cos", direction: int = 1) -> pd.DataFrame:
+    """Per run, projection (``group``) and space: the layer-pair mean at the last step."""
+    rows = table[(table["metric"] == metric) & (table["direction"] == direction)]
+    rows = at_final_step(rows)
+    return (rows.groupby(RUN_KEYS + ["group", "space"], observed=True)["value"].mean().reset_index())
+
+
+def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], reference: str = "silu",
+                       no_activation: str = "none", linear_attention: str = "silu, linear attention") -> pd.DataFrame:
+    """Claims table of the transformer chapter, from its run table.
+
+    ``dims`` gives each projection's input/output dimension (for the random baselines).
+    """
+    from .metrics import random_abs_cos
+
+    chapter = "transformer_projections"
+    finals = projection_finals(table)
+
+    def est(variant: str, projection: str, space: str) -> Estimate:
+        frame = finals[(finals["condition"] == variant) & (finals["group"] == projection) & (finals["space"] == space)]
+        return estimate(frame["value"])
+
+    def baseline(projection: str, space: str) -> Estimate:
+        return Estimate(random_abs_cos(dims[projection][space]), 0.0, 1)
+
+    rows = []
+    for projection, space, why in [
+        ("q_proj", "input", "reads the residual stream, followed by the softmax"),
+        ("k_proj", "input", "reads the residual stream, followed by the softmax"),
+        ("gate_proj", "input", "reads the residual stream, followed by the MLP activation"),
+        ("up_proj", "input", "reads the residual stream, multiplied by the activated gate"),
+        ("o_proj", "output", "writes to the residual stream after attention"),
+        ("down_proj", "output", "writes to the residual stream after the MLP nonlinearity"),
+    ]:
+        ours, base = est(reference, projection, space), baseline(projection, space)
+        vector = "v1" if space == "input" else "u1"
+        rows.append(claim_row(chapter, f"{projection} has {space}-space continuity ({why})",
+                              f"{projection} {vector} |cos| ({reference})", "high", ours.mean, ours.std, ours.n,
+                              base.mean, verdict_for_difference(ours, base)))
+    for space in ("input", "output"):
+        v = est(reference, "v_proj", space)
+        others = ["q_proj", "k_proj", "gate_proj", "up_proj"] if space == "input" else ["o_proj", "down_proj"]
+        lowest = min((est(reference, p, space) for p in others), key=lambda e: e.mean)
+        vector = "v1" if space == "input" else "u1"
+        rows.append(claim_row(chapter, f"V has low {space}-space continuity (no adjacent nonlinearity)",
+                              f"v_proj {vector} |cos| below the lowest of {', '.join(others)}", "low",
+                              v.mean, v.std, v.n, random_abs_cos(dims["v_proj"][space]),
+                              verdict_for_difference(lowest, v), note=f"lowest other: {lowest}"))
+    variants = set(table["condition"])
+    if no_activation in variants:
+        for projection in ("gate_proj", "up_proj"):
+            with_act, without = est(reference, projection, "input"), est(no_activation, projection, "input")
+            rows.append(claim_row(chapter, f"Removing the MLP activation lowers {projection} input continuity",
+                                  f"{projection} v1: {reference} minus {no_activation}", "drops",
+                                  with_act.mean - without.mean, math.nan, with_act.n,
+                                  random_abs_cos(dims[projection]["input"]),
+                                  verdict_for_difference(with_act, without),
+                                  note=f"{reference} {with_act}, {no_activation} {without}"))
+    if linear_attention in variants:
+        for projection in ("q_proj", "k_proj"):
+            soft, lin = est(reference, projection, "input"), est(linear_attention, projection, "input")
+            rows.append(claim_row(chapter, f"(ours) Without the softmax, {projection} input continuity drops",
+                                  f"{projection} v1: softmax minus linear attention", "implied, not tested",
+                                  soft.mean - lin.mean, math.nan, soft.n, random_abs_cos(dims[projection]["input"]),
+                                  verdict_for_difference(soft, lin), note=f"softmax {soft}, linear {lin}"))
+    return pd.DataFrame(rows)

@@ -67,8 +67,12 @@ def _windows(ids: torch.Tensor, starts: torch.Tensor, length: int) -> torch.Tens
     return torch.stack([ids[s:s + length] for s in starts.tolist()])
 
 
-def train_lm(config: LMRunConfig, progress: bool = True) -> pd.DataFrame:
-    """Train one model and return its run table (uncached; see :func:`run_lm`)."""
+def train_lm(config: LMRunConfig, progress: bool = True, record: bool = True) -> pd.DataFrame:
+    """Train one model and return its run table (uncached; see :func:`run_lm`).
+
+    ``record=False`` trains identically without the recorder (for overhead benchmarks)
+    and returns an empty table.
+    """
     train_ids, val_ids = token_splits(config.corpus, config.shape.vocab_size)
     device = resolve_device(config.device)
     model = build_llama(config.shape, seed=config.seed).to(device)
@@ -94,7 +98,8 @@ def train_lm(config: LMRunConfig, progress: bool = True) -> pd.DataFrame:
 
     shape = config.shape
     train_with_recording(
-        compute_loss=compute_loss, optimizer=optimizer, recorder=recorder, total_steps=config.steps,
+        compute_loss=compute_loss, optimizer=optimizer, recorder=recorder if record else None,
+        total_steps=config.steps,
         evaluate=evaluate, progress=progress,
         description=f"{shape.mlp_activation}/{shape.attention} seed={config.seed}",
     )
@@ -104,3 +109,24 @@ def train_lm(config: LMRunConfig, progress: bool = True) -> pd.DataFrame:
 def run_lm(config: LMRunConfig, progress: bool = True) -> pd.DataFrame:
     """The run table of ``config``, from the cache or by training once."""
     return cache.cached("lm", config.to_dict(), lambda: train_lm(config, progress))
+
+
+def run_lm_sweep(configs: dict[str, list[LMRunConfig]], progress: bool = True) -> pd.DataFrame:
+    """Run (or load) every variant x seed; one table with the run-key columns added.
+
+    ``condition`` holds the variant label; ``optimizer`` and ``init_scale`` are filled so
+    that the MLP chapters' analysis functions apply unchanged.
+    """
+    from tqdm import tqdm
+
+    jobs = [(label, config) for label, group in configs.items() for config in group]
+    tables = []
+    bar = tqdm(jobs, desc="runs", disable=not progress)
+    for label, config in bar:
+        bar.set_postfix_str(f"{label} seed={config.seed}")
+        tables.append(run_lm(config, progress=False).assign(
+            condition=label, optimizer=config.optimizer.label, init_scale=1.0, seed=config.seed))
+    combined = pd.concat(tables, ignore_index=True)
+    for column in ("condition", "optimizer", "group", "metric", "space"):
+        combined[column] = combined[column].astype("category")
+    return combined

@@ -159,3 +159,31 @@ def plot_direction_profile(
     if title:
         ax.set_title(title, fontsize="medium")
     return ax
+
+
+def plot_projection_bars(
+    finals: pd.DataFrame, dims: dict[str, dict[str, int]], *, condition: str, ax: plt.Axes | None = None,
+) -> plt.Axes:
+    """v1 (input) and u1 (output) continuity per projection: bars (seed mean), dots (seeds),
+    and a black tick at each space's own random baseline E|cos| (its dimension differs)."""
+    from .metrics import random_abs_cos
+
+    ax = ax or plt.gca()
+    frame = finals[finals["condition"] == condition]
+    projections = list(dims)
+    colours = sns.color_palette("colorblind", 2)
+    width = 0.38
+    for offset, (space, label, colour) in zip((-width / 2, width / 2), [("input", "input space (v1)", colours[0]),
+                                                                          ("output", "output space (u1)", colours[1])]):
+        for i, projection in enumerate(projections):
+            values = frame[(frame["group"] == projection) & (frame["space"] == space)]["value"]
+            x = i + offset
+            ax.bar(x, values.mean(), width=width * 0.95, color=colour, alpha=0.8, label=label if i == 0 else None)
+            ax.scatter([x] * len(values), values, color="black", s=12, zorder=3)
+            ax.hlines(random_abs_cos(dims[projection][space]), x - width / 2, x + width / 2, color="black",
+                      linewidth=2, label="random baseline (per space)" if i == 0 and space == "input" else None)
+    ax.set_xticks(range(len(projections)), [p.replace("_proj", "") for p in projections])
+    ax.set_ylabel("|cos|, mean over adjacent layer pairs")
+    ax.set_ylim(0, 1.02)
+    ax.legend(fontsize="small")
+    return ax

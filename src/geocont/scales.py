@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import MLPRunConfig, OptimizerConfig
-from .transformer import TransformerShape
+from .transformer import ATTENTIONS, MLP_ACTIVATIONS, TransformerShape
 from .mlp import block_spec
 
 SCALES: tuple[str, ...] = ("smoke", "cpu", "paper")
@@ -128,8 +128,72 @@ def mlp_chapter_settings(scale: str, chapter: str = "mlp_conditions", **override
 LM_SHAPES: dict[str, TransformerShape] = {
     "smoke": TransformerShape(n_layers=2, d_model=32, n_heads=2, n_kv_heads=2, ffn_dim=88, vocab_size=512,
                               max_seq_len=64),
-    "cpu": TransformerShape(n_layers=4, d_model=128, n_heads=4, n_kv_heads=4, ffn_dim=344, vocab_size=4096,
+    "cpu": TransformerShape(n_layers=4, d_model=128, n_heads=4, n_kv_heads=4, ffn_dim=344, vocab_size=2048,
                             max_seq_len=128),
     "paper": TransformerShape(n_layers=8, d_model=512, n_heads=8, n_kv_heads=8, ffn_dim=1376, vocab_size=8192,
                               max_seq_len=512),
 }
+
+
+#: The transformer chapter's variants: (MLP activation, attention).
+LM_VARIANTS: dict[str, tuple[str, str]] = {
+    "silu": ("silu", "softmax"),
+    "none": ("none", "softmax"),
+    "relu": ("relu", "softmax"),
+    "silu, linear attention": ("silu", "linear"),
+}
+
+_LM_SCALES: dict[str, dict[str, Any]] = {
+    "smoke": dict(corpus="kjv", steps=12, batch_size=4, n_snapshots=4, seeds=(0, 1), eval_windows=8),
+    "cpu": dict(corpus="kjv", steps=400, batch_size=16, n_snapshots=10, seeds=(0, 1, 2), eval_windows=64),
+    "paper": dict(corpus="wikitext-103", steps=20000, batch_size=32, n_snapshots=24, seeds=(0,),
+                  eval_windows=256, device="auto"),
+}
+
+
+@dataclass(frozen=True)
+class LMChapterSettings:
+    """What the transformer chapter runs: a base config, seeds, and the variants."""
+
+    scale: str
+    base: "LMRunConfig"
+    seeds: tuple[int, ...]
+    variants: dict[str, tuple[str, str]] = field(default_factory=lambda: dict(LM_VARIANTS))
+
+    def configs(self) -> dict[str, list["LMRunConfig"]]:
+        """``{variant label: [config per seed]}``."""
+        out = {}
+        for label, (activation, attention) in self.variants.items():
+            shape = dataclasses.replace(self.base.shape, mlp_activation=activation, attention=attention)
+            out[label] = [self.base.replace(shape=shape, seed=s) for s in self.seeds]
+        return out
+
+
+def lm_chapter_settings(scale: str, **overrides: Any) -> LMChapterSettings:
+    """Settings of the transformer chapter at ``scale``, with optional overrides.
+
+    Overrides may name any :class:`geocont.lm.LMRunConfig` field, any
+    :class:`TransformerShape` size field (``n_layers``, ``d_model``, ...), ``seeds``,
+    ``variants`` (a list of :data:`LM_VARIANTS` labels), and ``lr``.
+    """
+    from .lm import LMRunConfig
+
+    check_scale(scale)
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    shape_fields = {f.name for f in dataclasses.fields(TransformerShape)} - {"mlp_activation", "attention"}
+    run_fields = {f.name for f in dataclasses.fields(LMRunConfig)} - {"shape", "seed", "optimizer"}
+    valid = sorted(shape_fields | run_fields | {"seeds", "variants", "lr"})
+    unknown = sorted(set(overrides) - set(valid))
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(valid)}")
+    preset = {**_LM_SCALES[scale], **overrides}
+    seeds = preset.pop("seeds")
+    seeds = tuple(range(seeds)) if isinstance(seeds, int) else tuple(int(x) for x in seeds)
+    labels = preset.pop("variants", list(LM_VARIANTS))
+    unknown_variants = [v for v in labels if v not in LM_VARIANTS]
+    if unknown_variants:
+        raise ValueError(f"unknown variant(s) {unknown_variants}; valid choices: {', '.join(LM_VARIANTS)}")
+    shape = dataclasses.replace(LM_SHAPES[scale], **{k: preset.pop(k) for k in list(preset) if k in shape_fields})
+    optimizer = OptimizerConfig("adam", lr=preset.pop("lr", 1e-3))
+    base = LMRunConfig(shape=shape, optimizer=optimizer, **preset)
+    return LMChapterSettings(scale=scale, base=base, seeds=seeds, variants={v: LM_VARIANTS[v] for v in labels})

@@ -106,5 +106,13 @@ def projection_groups(model) -> dict[str, list[nn.Parameter]]:
     return groups
 
 
+def projection_dims(shape: TransformerShape) -> dict[str, dict[str, int]]:
+    """``{projection: {"input": in_dim, "output": out_dim}}``: the spaces' dimensions."""
+    d, kv, ffn = shape.d_model, shape.d_model // shape.n_heads * shape.n_kv_heads, shape.ffn_dim
+    sizes = {"q_proj": (d, d), "k_proj": (kv, d), "v_proj": (kv, d), "o_proj": (d, d),
+             "gate_proj": (ffn, d), "up_proj": (ffn, d), "down_proj": (d, ffn)}
+    return {name: {"input": n_in, "output": n_out} for name, (n_out, n_in) in sizes.items()}
+
+
 def parameter_count(model) -> int:
     return sum(p.numel() for p in model.parameters())
