@@ -35,6 +35,7 @@ test: setup
 bench: setup
 	$(PYTHON) benchmarks/bench_singular.py
 	$(PYTHON) benchmarks/bench_recording.py --scale cpu
+	$(PYTHON) benchmarks/bench_lm_recording.py --scale cpu
 
 clean:
 	rm -rf _build
