@@ -7,9 +7,8 @@ pretrained Llama checkpoints. Ablations are configuration, not forks:
   ``none`` (transformers' ``linear`` activation: a bilinear, ungated-nonlinearity MLP);
 * ``attention``: ``softmax`` (Llama) or ``linear``, a causal linear attention with no
   feature map, ``out_t = (1/t) sum_{s<=t} (q_t . k_s / sqrt(d_head)) v_s``, registered
-  through transformers' ``AttentionInterface``. It has no nonlinearity on Q or K, so
-  Q and K can rotate together without changing the model (the softmax does not remove
-  that symmetry either, but it anchors the scale of the logits; see the chapter).
+  through transformers' ``AttentionInterface``: no nonlinearity acts on the attention
+  scores, which tests the claim that the softmax anchors Q and K.
 """
 
 from __future__ import annotations
