@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import MLPRunConfig, OptimizerConfig
-from .transformer import ATTENTIONS, MLP_ACTIVATIONS, TransformerShape
+from .transformer import TransformerShape
 from .mlp import block_spec
 
 SCALES: tuple[str, ...] = ("smoke", "cpu", "paper")
@@ -25,6 +25,24 @@ SCALES: tuple[str, ...] = ("smoke", "cpu", "paper")
 def check_scale(scale: str) -> None:
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; valid choices: {', '.join(SCALES)}")
+
+
+def _apply_overrides(preset: dict[str, Any], overrides: dict[str, Any], valid: set[str]) -> tuple[dict, tuple[int, ...]]:
+    """The preset with the non-None overrides applied, and its seeds parsed.
+
+    Unknown override names raise a ValueError listing ``valid``. ``seeds`` may be a count
+    n (seeds 0..n-1) or a list of distinct seeds.
+    """
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    unknown = sorted(set(overrides) - valid)
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(sorted(valid))}")
+    merged = {**preset, **overrides}
+    seeds = merged.pop("seeds")
+    seeds = tuple(range(seeds)) if isinstance(seeds, int) else tuple(int(s) for s in seeds)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be a positive count or a list of distinct seeds, got {seeds!r}")
+    return merged, seeds
 
 
 #: Optimizer settings compared in the robustness experiment (the same for every
@@ -99,18 +117,9 @@ def mlp_chapter_settings(scale: str, chapter: str = "mlp_conditions", **override
     check_scale(scale)
     if chapter not in CHAPTER_CONDITIONS:
         raise ValueError(f"unknown chapter {chapter!r}; valid choices: {', '.join(CHAPTER_CONDITIONS)}")
-    overrides = {k: v for k, v in overrides.items() if v is not None}
     optimizer_fields = {"lr", "beta1", "beta2", "momentum", "weight_decay"}
     run_fields = {f.name for f in dataclasses.fields(MLPRunConfig)} - {"condition", "seed"}
-    valid = sorted(run_fields | optimizer_fields | {"seeds", "conditions"})
-    unknown = sorted(set(overrides) - set(valid))
-    if unknown:
-        raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(valid)}")
-    preset = {**_MLP_SCALES[scale], **overrides}
-    seeds = preset.pop("seeds")
-    seeds = tuple(range(seeds)) if isinstance(seeds, int) else tuple(int(s) for s in seeds)
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds must be a positive count or a list of distinct seeds, got {seeds!r}")
+    preset, seeds = _apply_overrides(_MLP_SCALES[scale], overrides, run_fields | optimizer_fields | {"seeds", "conditions"})
     conditions = tuple(preset.pop("conditions", CHAPTER_CONDITIONS[chapter]))
     for condition in conditions:
         block_spec(condition)
@@ -179,16 +188,9 @@ def lm_chapter_settings(scale: str, **overrides: Any) -> LMChapterSettings:
     from .lm import LMRunConfig
 
     check_scale(scale)
-    overrides = {k: v for k, v in overrides.items() if v is not None}
     shape_fields = {f.name for f in dataclasses.fields(TransformerShape)} - {"mlp_activation", "attention"}
     run_fields = {f.name for f in dataclasses.fields(LMRunConfig)} - {"shape", "seed", "optimizer"}
-    valid = sorted(shape_fields | run_fields | {"seeds", "variants", "lr"})
-    unknown = sorted(set(overrides) - set(valid))
-    if unknown:
-        raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(valid)}")
-    preset = {**_LM_SCALES[scale], **overrides}
-    seeds = preset.pop("seeds")
-    seeds = tuple(range(seeds)) if isinstance(seeds, int) else tuple(int(x) for x in seeds)
+    preset, seeds = _apply_overrides(_LM_SCALES[scale], overrides, shape_fields | run_fields | {"seeds", "variants", "lr"})
     labels = preset.pop("variants", list(LM_VARIANTS))
     unknown_variants = [v for v in labels if v not in LM_VARIANTS]
     if unknown_variants:
