@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .data import check_dataset_name
-from .mlp import ACTIVATIONS, block_spec
+from .mlp import block_spec
 
 OPTIMIZERS = ("adam", "sgd")
 DEVICES = ("cpu", "cuda", "auto")
@@ -100,5 +100,3 @@ class MLPRunConfig:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
-
-__all__ = ["ACTIVATIONS", "MLPRunConfig", "OPTIMIZERS", "OptimizerConfig"]

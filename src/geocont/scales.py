@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import MLPRunConfig, OptimizerConfig
 from .transformer import TransformerShape
+
+if TYPE_CHECKING:  # lm imports transformers; load it only when a transformer chapter runs
+    from .lm import LMRunConfig
 from .mlp import block_spec
 
 SCALES: tuple[str, ...] = ("smoke", "cpu", "paper")
