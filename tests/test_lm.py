@@ -76,9 +76,10 @@ def test_missing_corpus_says_how_to_install_it(monkeypatch):
 
 def test_lm_run_is_deterministic_and_recorded_per_projection():
     config = LMRunConfig(shape=LM_SHAPES["smoke"], steps=6, n_snapshots=3, batch_size=4, eval_windows=4, n_directions=2)
-    a = train_lm(config, progress=False)
-    b = train_lm(config, progress=False)
+    a, model_a = train_lm(config, progress=False)
+    b, model_b = train_lm(config, progress=False)
     pd.testing.assert_frame_equal(a, b)
+    assert torch.equal(model_a.model.layers[0].mlp.down_proj.weight, model_b.model.layers[0].mlp.down_proj.weight)
     assert set(a["group"].unique()) == set(PROJECTIONS) | {"model"}  # "model": loss rows
     val = a[a["metric"] == "val_loss"].sort_values("step")["value"]
     assert len(val) == 3 and val.iloc[0] > 0
@@ -98,3 +99,22 @@ def test_lm_chapter_settings_validate_and_build_every_variant():
     with pytest.raises(ValueError, match="unknown variant"):
         lm_chapter_settings("smoke", variants=["gelu"])
     assert lm_chapter_settings("paper").base.corpus == "wikitext-103"
+
+
+def test_trained_model_is_cached_with_its_table_and_a_corrupt_file_is_retrained():
+    from geocont import cache
+    from geocont.lm import MODEL_ARTIFACT, run_lm, trained_lm
+
+    config = LMRunConfig(shape=LM_SHAPES["smoke"], steps=4, n_snapshots=2, batch_size=2, eval_windows=2, n_directions=1)
+    table = run_lm(config, progress=False)
+    weights = cache.artifact_path("lm", config.to_dict(), MODEL_ARTIFACT)
+    assert weights is not None
+    model = trained_lm(config, progress=False)
+    fresh_table, fresh_model = train_lm(config, progress=False)
+    pd.testing.assert_frame_equal(table, fresh_table)
+    for (name, tensor), (_, expected) in zip(model.state_dict().items(), fresh_model.state_dict().items()):
+        assert torch.equal(tensor, expected), name
+    weights.write_bytes(weights.read_bytes()[:100])  # truncated file
+    with pytest.warns(UserWarning, match="unreadable weights"):
+        again = trained_lm(config, progress=False)
+    assert torch.equal(again.lm_head.weight, fresh_model.lm_head.weight)

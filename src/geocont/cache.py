@@ -1,7 +1,7 @@
 """Results cached by their full configuration, so unchanged re-runs cost no training.
 
-Each entry lives in ``<cache>/<kind>/<key>/`` with ``config.json`` (what produced it)
-and ``table.parquet``. The key hashes the kind, :data:`SCHEMA_VERSION` and the whole
+Each entry lives in ``<cache>/<kind>/<key>/`` with ``config.json`` (what produced it),
+``table.parquet`` and optional artifacts (e.g. a trained model's ``model.safetensors``). The key hashes the kind, :data:`SCHEMA_VERSION` and the whole
 configuration. Entries are written to a temporary folder and renamed into place, so an
 interrupted run leaves no half-written entry; an unreadable entry is discarded and
 recomputed, never half-read.
@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
@@ -53,8 +53,23 @@ def load(kind: str, config: dict[str, Any]) -> pd.DataFrame | None:
         return None
 
 
-def store(kind: str, config: dict[str, Any], table: pd.DataFrame) -> Path:
-    """Write an entry atomically (temporary folder, then rename)."""
+def artifact_path(kind: str, config: dict[str, Any], name: str) -> Path | None:
+    """Path of an artifact stored with an entry, or None if the entry or the artifact is missing."""
+    path = entry_path(kind, config) / name
+    return path if path.exists() and (path.parent / "table.parquet").exists() else None
+
+
+def store(
+    kind: str,
+    config: dict[str, Any],
+    table: pd.DataFrame,
+    artifacts: Mapping[str, Callable[[Path], None]] | None = None,
+) -> Path:
+    """Write an entry atomically (temporary folder, then rename).
+
+    ``artifacts`` maps a file name to a function that writes that file at the given path
+    (e.g. ``{"model.safetensors": lambda p: save_file(state, p)}``).
+    """
     path = entry_path(kind, config)
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
@@ -63,6 +78,8 @@ def store(kind: str, config: dict[str, Any], table: pd.DataFrame) -> Path:
             json.dumps({"kind": kind, "schema": SCHEMA_VERSION, "config": config}, indent=2, default=str)
         )
         table.to_parquet(staging / "table.parquet")
+        for name, write in (artifacts or {}).items():
+            write(staging / name)
         if path.exists():
             shutil.rmtree(path)
         staging.rename(path)

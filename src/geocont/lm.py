@@ -12,8 +12,12 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+import warnings
+
 import pandas as pd
 import torch
+from safetensors.torch import load_file, save_file
+from transformers import LlamaForCausalLM
 
 from . import cache
 from .config import DEVICES, OptimizerConfig, check_positive
@@ -67,8 +71,8 @@ def _windows(ids: torch.Tensor, starts: torch.Tensor, length: int) -> torch.Tens
     return torch.stack([ids[s:s + length] for s in starts.tolist()])
 
 
-def train_lm(config: LMRunConfig, progress: bool = True, record: bool = True) -> pd.DataFrame:
-    """Train one model and return its run table (uncached; see :func:`run_lm`).
+def train_lm(config: LMRunConfig, progress: bool = True, record: bool = True) -> tuple[pd.DataFrame, LlamaForCausalLM]:
+    """Train one model; return its run table and the trained model (uncached; see :func:`run_lm`).
 
     ``record=False`` trains identically without the recorder (for overhead benchmarks)
     and returns an empty table.
@@ -103,12 +107,44 @@ def train_lm(config: LMRunConfig, progress: bool = True, record: bool = True) ->
         evaluate=evaluate, progress=progress,
         description=f"{shape.mlp_activation}/{shape.attention} seed={config.seed}",
     )
-    return rows_to_frame(recorder.rows)
+    return rows_to_frame(recorder.rows), model.eval().cpu()
+
+
+#: File name of the trained weights stored beside a language-model run table.
+MODEL_ARTIFACT = "model.safetensors"
+
+
+def _train_and_store(config: LMRunConfig, progress: bool) -> pd.DataFrame:
+    table, model = train_lm(config, progress)
+    state = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
+    cache.store("lm", config.to_dict(), table,
+                artifacts={MODEL_ARTIFACT: lambda path: save_file(state, str(path))})
+    return table
 
 
 def run_lm(config: LMRunConfig, progress: bool = True) -> pd.DataFrame:
-    """The run table of ``config``, from the cache or by training once."""
-    return cache.cached("lm", config.to_dict(), lambda: train_lm(config, progress))
+    """The run table of ``config``, from the cache or by training once (weights kept too)."""
+    table = cache.load("lm", config.to_dict())
+    return table if table is not None else _train_and_store(config, progress)
+
+
+def trained_lm(config: LMRunConfig, progress: bool = True) -> LlamaForCausalLM:
+    """The trained model of ``config`` (eval mode, CPU), from the cache or by training once.
+
+    An entry cached without weights, or with unreadable weights, is retrained.
+    """
+    weights = cache.artifact_path("lm", config.to_dict(), MODEL_ARTIFACT)
+    if weights is not None:
+        try:
+            state = load_file(str(weights))
+        except Exception as error:  # noqa: BLE001 - a corrupt file is reported, then retrained
+            warnings.warn(f"unreadable weights {weights} ({error}); retraining", stacklevel=2)
+        else:
+            model = build_llama(config.shape, seed=config.seed)
+            model.load_state_dict(state)
+            return model.eval()
+    _train_and_store(config, progress)
+    return trained_lm(config, progress)
 
 
 def run_lm_sweep(configs: dict[str, list[LMRunConfig]], progress: bool = True) -> pd.DataFrame:
