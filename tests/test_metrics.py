@@ -176,3 +176,66 @@ def test_bad_input_is_rejected():
         )
     with pytest.raises(ValueError, match="2-D"):
         metrics.top_singular_triplets(torch.randn(3))
+
+
+def _plane_rotation(d: int, i: int, j: int, degrees: float) -> torch.Tensor:
+    """Rotation by ``degrees`` in the (e_i, e_j) plane of R^d."""
+    R = torch.eye(d, dtype=torch.float64)
+    c, s = math.cos(math.radians(degrees)), math.sin(math.radians(degrees))
+    R[i, i], R[i, j], R[j, i], R[j, j] = c, -s, s, c
+    return R
+
+
+@pytest.mark.parametrize("degrees", [0.5, 10.0, 45.0, 89.0])
+def test_direction_turn_measures_a_constructed_rotation(degrees):
+    d = 64
+    v = torch.zeros(2, d, dtype=torch.float64)
+    v[:, 0] = 1.0
+    turned = v @ _plane_rotation(d, 0, 1, degrees).T
+    assert torch.allclose(metrics.direction_turn(v, turned).double(), torch.tensor([degrees] * 2, dtype=torch.float64), atol=1e-3)
+    # sign-free: a flipped singular vector has not turned
+    assert torch.allclose(metrics.direction_turn(v, -v), torch.zeros(2), atol=1e-6)
+    assert torch.allclose(metrics.direction_turn(v, -turned).double(), torch.tensor([degrees] * 2, dtype=torch.float64), atol=1e-3)
+
+
+def test_co_rotation_tells_together_apart_and_independent():
+    d, layers = 256, 6
+    generator = torch.Generator().manual_seed(0)
+    base = torch.randn(d, generator=generator, dtype=torch.float64)
+    base /= base.norm()
+    # aligned adjacent layers (continuity ~1), random signs as real singular vectors have
+    signs = torch.tensor([1.0, -1.0, 1.0, 1.0, -1.0, -1.0], dtype=torch.float64).unsqueeze(1)
+    previous = base.expand(layers, d) * signs
+    rotation = torch.linalg.matrix_exp(0.05 * _skew(d, generator))
+    together = previous @ rotation.T
+    assert torch.allclose(metrics.co_rotation(previous, together).double(), torch.ones(layers - 1, dtype=torch.float64), atol=1e-6)
+    # the same turn seen through a sign flip of one snapshot is still "together"
+    flipped = together.clone()
+    flipped[2] *= -1
+    assert torch.allclose(metrics.co_rotation(previous, flipped).double(), torch.ones(layers - 1, dtype=torch.float64), atol=1e-6)
+    # alternate layers turn by the inverse rotation: apart
+    apart = together.clone()
+    apart[1::2] = previous[1::2] @ rotation
+    assert torch.allclose(metrics.co_rotation(previous, apart).double(), -torch.ones(layers - 1, dtype=torch.float64), atol=1e-2)
+    # independent random turns: |co-rotation| at the random baseline
+    many = 400
+    previous = base.expand(many, d).clone()
+    independent = previous + 0.05 * torch.randn(many, d, generator=generator, dtype=torch.float64)
+    values = metrics.co_rotation(previous, independent)
+    assert abs(float(values.abs().mean()) - metrics.random_abs_cos(d)) < 0.015
+    # a layer that did not turn gives NaN, not a spurious number
+    still = together.clone()
+    still[0] = previous[0]
+    assert torch.isnan(metrics.co_rotation(previous[:6], still[:6])[0])
+
+
+def _skew(d: int, generator: torch.Generator) -> torch.Tensor:
+    A = torch.randn(d, d, generator=generator, dtype=torch.float64) / math.sqrt(d)
+    return A - A.T
+
+
+def test_co_rotation_rejects_bad_shapes():
+    with pytest.raises(ValueError, match="layers >= 2"):
+        metrics.co_rotation(torch.ones(1, 4), torch.ones(1, 4))
+    with pytest.raises(ValueError, match="shape mismatch"):
+        metrics.direction_turn(torch.ones(3), torch.ones(4))

@@ -356,6 +356,56 @@ def relative_update(W: torch.Tensor, W0: torch.Tensor) -> torch.Tensor:
     return torch.linalg.matrix_norm(W - W0) / torch.linalg.matrix_norm(W0)
 
 
+def _unit_rows(vectors: torch.Tensor) -> torch.Tensor:
+    vectors = vectors.detach().double()
+    return vectors / torch.linalg.vector_norm(vectors, dim=-1, keepdim=True).clamp_min(1e-300)
+
+
+def direction_turn(previous: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
+    """How far a sign-free direction turned: ``arccos |cos(previous, current)|`` in degrees.
+
+    ``previous``, ``current``: ``[..., d]`` (one direction per row, e.g. each layer's v1 at
+    two snapshots). 0 = unchanged (up to sign), 90 = turned to an orthogonal direction.
+    """
+    if previous.shape != current.shape:
+        raise ValueError(f"shape mismatch {tuple(previous.shape)} vs {tuple(current.shape)}")
+    cosine = (_unit_rows(previous) * _unit_rows(current)).sum(-1).abs().clamp(max=1.0)
+    return torch.rad2deg(torch.arccos(cosine)).float()
+
+
+def _sign_aligned_tangent_turns(previous: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
+    """Each row's turn as a vector: ``current`` (sign-aligned to ``previous``) minus its
+    projection on ``previous``, i.e. the direction in which ``previous`` moved."""
+    previous, current = _unit_rows(previous), _unit_rows(current)
+    overlap = (previous * current).sum(-1, keepdim=True)
+    current = current * torch.where(overlap < 0, -1.0, 1.0)
+    return current - overlap.abs() * previous
+
+
+def co_rotation(previous: torch.Tensor, current: torch.Tensor, min_turn_degrees: float = 1e-3) -> torch.Tensor:
+    """Do adjacent layers' directions turn together (+1), apart (-1) or independently (~0)?
+
+    ``previous``, ``current``: ``[L, d]``, row ``l`` = layer ``l``'s direction (e.g. v1) at
+    two snapshots. Each layer's turn is the vector by which its direction moved (tangent
+    to the unit sphere, sign-aligned); layer ``l + 1``'s sign is aligned to layer ``l``'s
+    through their previous directions. Returns ``[L - 1]``: the signed cosine between
+    the turns of layers ``l`` and ``l + 1``; NaN where either layer turned by less than
+    ``min_turn_degrees``. Two independent random turns in ``d`` dimensions give
+    ``|co-rotation|`` about :func:`random_abs_cos` ``(d)``; the sign is only meaningful
+    where adjacent directions are aligned (high continuity).
+    """
+    if previous.ndim != 2 or previous.shape != current.shape or previous.shape[0] < 2:
+        raise ValueError(f"expected two [layers >= 2, d] tensors, got {tuple(previous.shape)} and {tuple(current.shape)}")
+    turns = _sign_aligned_tangent_turns(previous, current)
+    unit_previous = _unit_rows(previous)
+    pair_sign = torch.where((unit_previous[:-1] * unit_previous[1:]).sum(-1) < 0, -1.0, 1.0).unsqueeze(-1)
+    lower, upper = turns[:-1], turns[1:] * pair_sign
+    norms = torch.linalg.vector_norm(lower, dim=-1) * torch.linalg.vector_norm(upper, dim=-1)
+    cosine = (lower * upper).sum(-1) / norms.clamp_min(1e-300)
+    turned = direction_turn(previous, current) >= min_turn_degrees
+    return torch.where(turned[:-1] & turned[1:], cosine, torch.nan).float()
+
+
 def random_abs_cos(d: int, exact: bool = True) -> float:
     """E|cos| between two independent uniformly random unit vectors in ``d`` dimensions.
 

@@ -10,7 +10,10 @@ Semantics of a snapshot at step ``t`` (``t`` optimizer updates done so far):
 * weights ``W(t)``;
 * the minibatch gradient ``g(t) = dL/dW`` at ``W(t)`` (computed before update ``t + 1``);
 * the cumulative gradient ``G(t) = g(0) + ... + g(t)``, a running sum of raw gradients;
-* the relative update ``||W(t) - W(0)||_F / ||W(0)||_F``.
+* the relative update ``||W(t) - W(0)||_F / ||W(0)||_F``;
+* rotation drift since the previous snapshot: how far each layer's v1 / u1 turned
+  (:func:`geocont.metrics.direction_turn`) and whether adjacent layers turned together
+  (:func:`geocont.metrics.co_rotation`).
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ class ContinuityRecorder:
         self._initial = {name: self._stack(params) for name, params in self.groups.items()}
         self._cumulative = {name: torch.zeros_like(stack) for name, stack in self._initial.items()}
         self._cumulative_views = {name: list(stack.unbind(0)) for name, stack in self._cumulative.items()}
+        self._previous_leading: dict[tuple[str, str], torch.Tensor] = {}  # (group, space) -> [L, d]
 
     @staticmethod
     def _stack(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -83,6 +87,16 @@ class ContinuityRecorder:
     def record(self, step: int, metric: str, value: float, *, group: str = "model", layer: int = MODEL_LAYER) -> None:
         """Add a scalar that is not a continuity metric (loss, accuracy) to the table."""
         self.rows.append(make_row(step, group, layer, metric, "", 0, value))
+
+    def _record_rotation(self, step: int, name: str, space: str, leading: torch.Tensor) -> None:
+        previous = self._previous_leading.get((name, space))
+        self._previous_leading[(name, space)] = leading
+        if previous is None:
+            return
+        for layer, value in enumerate(metrics.direction_turn(previous, leading).tolist()):
+            self.rows.append(make_row(step, name, layer, "v1_turn", space, 1, value))
+        for layer, value in enumerate(metrics.co_rotation(previous, leading).tolist()):
+            self.rows.append(make_row(step, name, layer, "co_rotation", space, 1, value))
 
     def _snapshot(self, step: int, name: str, params: Sequence[nn.Parameter]) -> None:
         weights = self._stack(params)
@@ -108,6 +122,7 @@ class ContinuityRecorder:
             for layer, (w, c) in enumerate(zip(w_triplets, c_triplets)):
                 value = float(metrics.abs_cos(w.vectors(space)[:, 0], c.vectors(space)[:, 0]))
                 rows.append(make_row(step, name, layer, "weight_cumgrad_cos", space, 1, value))
+            self._record_rotation(step, name, space, torch.stack([w.vectors(space)[:, 0] for w in w_triplets]))
         updates = metrics.relative_update(weights, self._initial[name]).tolist()
         for layer, (update, triplets) in enumerate(zip(updates, w_triplets)):
             rows.append(make_row(step, name, layer, "rel_update", "", 0, update))

@@ -37,6 +37,8 @@ METRICS: dict[str, str] = {
     "weight_align": "sigma^2-weighted (centred Gram) alignment of adjacent weight matrices",
     "weight_cumgrad_cos": "|cos| between a layer's weight v1/u1 and its cumulative gradient's",
     "rel_update": "||W(t) - W(0)||_F / ||W(0)||_F of one layer",
+    "v1_turn": "degrees a layer's v1 (input) / u1 (output) turned since the previous snapshot",
+    "co_rotation": "signed cos between the turns of adjacent layers' v1/u1 since the previous snapshot",
     "sigma1": "leading singular value of one layer",
     "train_loss": "cross-entropy of the minibatch at this step",
     "test_loss": "cross-entropy on the held-out set",
