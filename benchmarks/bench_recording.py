@@ -4,7 +4,9 @@ Runs the same configuration alternately without and with recording, and reports
 (1) end-to-end seconds per run and per step, and (2) the seconds spent inside the
 recorder and the held-out evaluation at snapshots, measured directly. On a shared
 2-core machine run-to-run noise is often larger than the overhead itself, so (2) is the
-sharper figure; both are printed. Usage: python benchmarks/bench_recording.py [--scale cpu]
+sharper figure; both are printed.
+Usage: python benchmarks/bench_recording.py [--scale cpu] [--chapter mlp_conditions|timeline]
+(the timeline chapter snapshots about three times as often, recording v1/u1 only).
 """
 
 from __future__ import annotations
@@ -40,13 +42,14 @@ class Stopwatch:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scale", default="cpu")
+    parser.add_argument("--chapter", default="mlp_conditions", help="whose snapshot schedule to use")
     parser.add_argument("--condition", default="res-relu")
     parser.add_argument("--repeats", type=int, default=4)
     args = parser.parse_args()
-    config = mlp_chapter_settings(args.scale).base.replace(condition=args.condition)
+    config = mlp_chapter_settings(args.scale, chapter=args.chapter).base.replace(condition=args.condition)
     data = training._dataset(config.dataset, config.max_train)
     steps = training.steps_for(config, len(data.y_train))
-    print(f"scale={args.scale} condition={config.condition} width={config.width} depth={config.depth} "
+    print(f"scale={args.scale} chapter={args.chapter} condition={config.condition} width={config.width} depth={config.depth} "
           f"steps={steps} snapshots={config.n_snapshots} directions={config.n_directions} "
           f"threads={torch.get_num_threads()}")
     watch = Stopwatch()

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from geocont import analysis
-from geocont.tables import make_row, rows_to_frame
+from geocont.tables import VERDICTS, make_row, rows_to_frame
 
 
 def synthetic(values: dict[tuple[str, int], list[float]], steps=(0, 10)) -> pd.DataFrame:
@@ -54,3 +54,75 @@ def test_verdict_rules():
     assert analysis.closer_to(E(0.50, 0.05, 3), E(0.71, 0.02, 3), E(0.30, 0.06, 3)) == "inconclusive"  # midway
     assert analysis.verdict_for_value(E(math.nan, math.nan, 0), 0.5) == "not tested"
     assert str(E(0.5, 0.1, 3)) == "0.50 ± 0.10" and str(E(0.5, math.nan, 1)) == "0.50 (1 seed)"
+
+
+def timeline_run(condition: str, seed: int, init_scale: float, updates: list[float], continuity: list[float],
+                 steps=(0, 1, 3, 10, 30, 100)) -> pd.DataFrame:
+    """A run table with layer-mean relative update and weight v1 continuity per step (2 layers)."""
+    rows = []
+    for step, update, cos in zip(steps, updates, continuity):
+        for layer in (0, 1):
+            rows.append(make_row(step, "hidden", layer, "rel_update", "", 0, update))
+            rows.append(make_row(step, "hidden", layer, "weight_cos", "input", 1, cos))
+            rows.append(make_row(step, "hidden", layer, "grad_cos", "input", 1, 0.9))
+            rows.append(make_row(step, "hidden", layer, "weight_cumgrad_cos", "input", 1, 0.8))
+    return rows_to_frame(rows).assign(condition=condition, optimizer="adam", init_scale=init_scale, seed=seed)
+
+
+def test_transfer_events_find_the_crossing_and_the_half_rise():
+    table = pd.concat([
+        # crosses 1 at step 10; continuity 0.05 -> 0.85, half-rise level 0.45 first reached at step 10
+        timeline_run("a", 0, 1.0, [0, 0.1, 0.5, 1.2, 3, 5], [0.05, 0.05, 0.2, 0.5, 0.8, 0.85]),
+        # never crosses; continuity rises anyway (at step 3)
+        timeline_run("b", 0, 1.0, [0, 0.01, 0.02, 0.05, 0.1, 0.2], [0.05, 0.2, 0.6, 0.7, 0.7, 0.7]),
+        # no rise at all (gains < MIN_RISE)
+        timeline_run("c", 0, 1.0, [0, 0.5, 1.5, 2, 3, 4], [0.05, 0.06, 0.07, 0.08, 0.09, 0.1]),
+    ], ignore_index=True)
+    events = analysis.transfer_events(table).set_index("condition")
+    assert events.loc["a", "crossing_step"] == 10 and events.loc["a", "rise_step"] == 10
+    assert events.loc["a", "log10_rise_over_crossing"] == pytest.approx(0.0)
+    assert math.isnan(events.loc["b", "crossing_step"]) and events.loc["b", "rise_step"] == 3
+    assert events.loc["b", "log10_rise_over_crossing"] == -math.inf  # rose before any crossing
+    assert math.isnan(events.loc["c", "rise_step"]) and math.isnan(events.loc["c", "log10_rise_over_crossing"])
+    assert analysis.verdict_for_order(events.loc[["a"]]) == "reproduced"
+    assert analysis.verdict_for_order(events.loc[["a", "b"]]) == "partly reproduced"
+    assert analysis.verdict_for_order(events.loc[["b"]]) == "not reproduced"
+    assert analysis.verdict_for_order(events.loc[["c"]]) == "not tested"
+
+
+def test_late_mean_uses_the_last_third_of_the_snapshots():
+    table = timeline_run("a", 0, 1.0, [0, 1, 2, 3, 4, 5], [0.0, 0.0, 0.0, 0.0, 0.6, 0.9])
+    late = analysis.late_mean(table, "weight_cos", "input")
+    assert late["value"].iloc[0] == pytest.approx(0.75)
+
+
+def test_rank_correlation_and_its_verdict():
+    x = pd.Series([0.03, 0.1, 0.3, 1.0, 3.0] * 3)
+    increasing = analysis.rank_correlation(x, x * 10 + pd.Series(range(15)) * 1e-3)
+    assert increasing.rho > 0.95 and increasing.low > 0.9  # (ties in x keep rho just below 1)
+    assert analysis.verdict_for_correlation(increasing, +1) == "reproduced"
+    assert analysis.verdict_for_correlation(increasing, -1) == "not reproduced"
+    noise = analysis.rank_correlation(x, pd.Series([5, 1, 4, 2, 3, 2, 5, 1, 3, 4, 1, 3, 2, 5, 4]))
+    assert noise.low < 0 < noise.high and analysis.verdict_for_correlation(noise, +1) != "reproduced"
+    assert math.isnan(analysis.rank_correlation(x[:2], x[:2]).rho)  # too few pairs
+
+
+def test_timeline_claims_on_a_synthetic_sweep():
+    runs, sweep = [], []
+    for seed in (0, 1, 2):
+        runs += [timeline_run("res-relu", seed, 1.0, [0, 0.1, 0.5, 1.2, 3, 5], [0.05, 0.05, 0.2, 0.5, 0.8, 0.85]),
+                 timeline_run("nores-relu", seed, 1.0, [0, 0.1, 0.5, 1.2, 3, 5], [0.05] * 6).assign(value=lambda t: t["value"].where(t["metric"] != "grad_cos", 0.05)),
+                 timeline_run("res-none", seed, 1.0, [0, 0.1, 0.5, 1.2, 3, 5], [0.05, 0.05, 0.2, 0.5, 0.7, 0.7]),
+                 timeline_run("res-radial", seed, 1.0, [0, 0.1, 0.5, 1.2, 3, 5], [0.05, 0.05, 0.2, 0.5, 0.7, 0.7])]
+        for index, init in enumerate((0.1, 0.3, 1.0, 3.0)):  # larger init: the crossing and the rise come later
+            updates = [0] + [min(5.0, 0.02 * (10 ** k) / init) for k in range(1, 6)]
+            continuity = [0.05] * (1 + index) + [0.8] * (5 - index)
+            sweep.append(timeline_run("res-relu", seed, init, updates, continuity))
+    conditions, init_sweep = pd.concat(runs, ignore_index=True), pd.concat(sweep, ignore_index=True)
+    claims = analysis.timeline_claims(conditions, init_sweep, conditions[conditions["condition"] == "res-relu"], 0.05)
+    by_quantity = claims.set_index("quantity")["verdict"]
+    assert by_quantity["res-relu minus nores-relu gradient v1 |cos| at step 0"] == "reproduced"
+    assert by_quantity["res-relu log10(rise step / crossing step)"] == "reproduced"
+    assert by_quantity["Spearman ρ(init scale, crossing step)"] == "reproduced"
+    assert by_quantity["Spearman ρ(init scale, continuity rise step)"] == "reproduced"
+    assert set(claims["verdict"]) <= set(VERDICTS)

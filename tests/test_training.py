@@ -1,5 +1,7 @@
 """The training loop, the recorder's table, determinism and the run cache."""
 
+import math
+
 import pandas as pd
 import pytest
 import torch
@@ -7,7 +9,7 @@ import torch
 from geocont import cache
 from geocont.config import MLPRunConfig, OptimizerConfig
 from geocont.recorder import ContinuityRecorder, log_spaced_steps
-from geocont.tables import METRICS, RUN_COLUMNS, select
+from geocont.tables import METRICS, RUN_COLUMNS, rows_to_frame, select
 from geocont.training import TrainingDiverged, run_mlp, run_sweep, train_mlp
 
 TINY = MLPRunConfig(dataset="mnist-subset", max_train=256, width=16, depth=4, epochs=2,
@@ -86,3 +88,30 @@ def test_divergence_is_reported_with_the_step():
     exploding = TINY.replace(optimizer=OptimizerConfig("sgd", lr=0.9, momentum=0.99), init_scale=30.0)
     with pytest.raises(TrainingDiverged, match="at step"):
         train_mlp(exploding, progress=False)
+
+
+def test_recorder_measures_how_far_each_layer_turned():
+    d = 16
+    v = torch.zeros(d)
+    v[0] = 1.0
+    u = torch.zeros(d)
+    u[1] = 1.0
+    spectrum = torch.diag(torch.linspace(0.5, 0.01, d))  # a small spectrum besides the leading spike...
+    spectrum[:3, :3] = 0  # ...away from the coordinates the spike uses
+    layers = [torch.nn.Parameter(10 * torch.outer(u, v) + spectrum) for _ in range(3)]
+    recorder = ContinuityRecorder({"g": layers}, schedule=[0, 1], n_directions=1)
+    for p in layers:
+        p.grad = torch.randn(d, d)
+    recorder.observe(0)
+    angle = 30.0
+    turned_v = torch.zeros(d)
+    turned_v[0], turned_v[2] = math.cos(math.radians(angle)), math.sin(math.radians(angle))
+    with torch.no_grad():
+        layers[1].copy_(10 * torch.outer(u, turned_v) + spectrum)  # only layer 1's v1 turns
+    recorder.observe(1)
+    table = rows_to_frame(recorder.rows)
+    turns = select(table, "v1_turn", "input").sort_values("layer")["value"].tolist()
+    assert turns == pytest.approx([0.0, angle, 0.0], abs=0.5)
+    assert select(table, "v1_turn", "output")["value"].max() == pytest.approx(0.0, abs=0.5)  # u1 did not move
+    assert select(table, "v1_turn").query("step == 0").empty  # nothing to compare with at the first snapshot
+    assert select(table, "co_rotation", "input")["value"].isna().all()  # layers 0 and 2 did not turn

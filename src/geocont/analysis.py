@@ -345,3 +345,224 @@ def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], ref
                                   soft.mean - lin.mean, math.nan, soft.n, random_abs_cos(dims[projection]["input"]),
                                   verdict_for_difference(soft, lin), note=f"softmax {soft}, linear {lin}"))
     return pd.DataFrame(rows)
+
+
+# --- The gradient-to-weight transfer timeline -------------------------------------------
+
+#: The crossing: ||W(t) - W(0)|| / ||W(0)|| (layer mean) reaches this value.
+CROSSING_LEVEL = 1.0
+#: Weight continuity "rises" only if it gains at least this much |cos| over training;
+#: below that the rise step would time noise, and is left undefined (NaN).
+MIN_RISE = 0.10
+
+
+def _first_step_at_or_above(frame: pd.DataFrame, thresholds: pd.Series) -> pd.Series:
+    """Per run (index = RUN_KEYS), the first snapshot step whose value reaches the run's threshold."""
+    frame = frame.join(thresholds.rename("threshold"), on=RUN_KEYS)
+    reached = frame[frame["value"] >= frame["threshold"]]
+    first = reached.groupby(RUN_KEYS, observed=True)["step"].min()
+    return first.reindex(thresholds.index).astype(float)
+
+
+def transfer_events(table: pd.DataFrame, space: str = "input") -> pd.DataFrame:
+    """One row per run: when the update overtakes the initial weights, and when continuity rises.
+
+    * ``crossing_step``: first snapshot where the layer-mean ``||W(t) - W(0)|| / ||W(0)||``
+      reaches :data:`CROSSING_LEVEL` (NaN if it never does);
+    * ``rise_step``: first snapshot where layer-mean weight v1 (``space``) continuity has
+      covered half of its rise, ``initial + (final - initial) / 2``. It differs from "half
+      its final value" only by the initial value (random level, about 0.05 at d = 256).
+      NaN when continuity gained less than :data:`MIN_RISE`;
+    * the initial and final weight continuity, the step-0 gradient continuity, and the
+      final weight / cumulative-gradient alignment of each layer's leading vector.
+
+    Steps are snapshot steps, so they are resolved to the snapshot grid (log-spaced).
+    """
+    weight = per_run(table, "weight_cos", space, 1)
+    keyed = weight.set_index(RUN_KEYS)
+    initial = keyed[keyed["step"] == 0]["value"]
+    final = at_final_step(weight).set_index(RUN_KEYS)["value"]
+    update = per_run(table, "rel_update")
+    crossing_threshold = pd.Series(CROSSING_LEVEL, index=final.index)
+    grad = per_run(table, "grad_cos", space, 1)
+    events = pd.DataFrame({
+        "crossing_step": _first_step_at_or_above(update, crossing_threshold),
+        "rise_step": _first_step_at_or_above(weight, initial + (final - initial) / 2),
+        "weight_v1_initial": initial,
+        "weight_v1_final": final,
+        "grad_v1_step0": grad[grad["step"] == 0].set_index(RUN_KEYS)["value"],
+        "rel_update_final": at_final_step(update).set_index(RUN_KEYS)["value"],
+        "weight_cumgrad_final": at_final_step(per_run(table, "weight_cumgrad_cos", space, 1)).set_index(RUN_KEYS)["value"],
+    })
+    events["rise"] = final - initial
+    events.loc[events["rise"] < MIN_RISE, "rise_step"] = math.nan
+    ratio = events["rise_step"] / events["crossing_step"]
+    # a rise at step 0 or a rise without any crossing precedes the crossing without bound
+    events["log10_rise_over_crossing"] = ratio.apply(lambda r: math.log10(r) if r > 0 else -math.inf)
+    events.loc[events["crossing_step"].isna(), "log10_rise_over_crossing"] = -math.inf
+    events.loc[events["rise_step"].isna(), "log10_rise_over_crossing"] = math.nan
+    return events.reset_index()
+
+
+def late_mean(table: pd.DataFrame, metric: str, space: str, direction: int = 1, fraction: float = 1 / 3) -> pd.DataFrame:
+    """Per run, the layer-mean of a metric averaged over the last ``fraction`` of its snapshots
+    (e.g. how far v1 still turns between snapshots late in training)."""
+    frame = per_run(table, metric, space, direction)
+    rank = frame.groupby(RUN_KEYS, observed=True)["step"].rank(method="first", ascending=False)
+    count = frame.groupby(RUN_KEYS, observed=True)["step"].transform("count")
+    late = frame[rank <= (count * fraction).clip(lower=1)]
+    return late.groupby(RUN_KEYS, observed=True)["value"].mean().reset_index()
+
+
+@dataclass(frozen=True)
+class RankCorrelation:
+    """Spearman's rho with a percentile bootstrap interval (resampling the pairs)."""
+
+    rho: float
+    low: float
+    high: float
+    n: int
+
+    def __str__(self) -> str:
+        return f"ρ = {self.rho:.2f} [{self.low:.2f}, {self.high:.2f}] (n = {self.n})"
+
+
+def rank_correlation(x: pd.Series, y: pd.Series, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> RankCorrelation:
+    """Spearman correlation of paired values (NaN pairs dropped) with a bootstrap interval."""
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    pairs = pd.DataFrame({"x": pd.Series(x).to_numpy(), "y": pd.Series(y).to_numpy()}).dropna()
+    n = len(pairs)
+    if n < 3:
+        return RankCorrelation(math.nan, math.nan, math.nan, n)
+    rho = float(spearmanr(pairs["x"], pairs["y"]).statistic)
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(n_boot):
+        sample = pairs.iloc[rng.integers(0, n, n)]
+        if sample["x"].nunique() > 1 and sample["y"].nunique() > 1:
+            draws.append(spearmanr(sample["x"], sample["y"]).statistic)
+    tail = (1 - level) / 2
+    low, high = (float(np.nanquantile(draws, q)) for q in (tail, 1 - tail))
+    return RankCorrelation(rho, low, high, n)
+
+
+def verdict_for_correlation(correlation: RankCorrelation, expected_sign: int) -> str:
+    """"reproduced" if the whole interval has the expected sign, "partly" if only rho has it."""
+    if math.isnan(correlation.rho):
+        return "not tested"
+    rho, low, high = (expected_sign * v for v in (correlation.rho, correlation.low, correlation.high))
+    if min(low, high) > 0:
+        return "reproduced"
+    return "partly reproduced" if rho > 0 else "not reproduced"
+
+
+#: The rise may precede the crossing by at most this factor (a third: 10**-0.48) and
+#: still count as "after the update dominates", given the snapshot grid and the spread.
+RISE_BEFORE_CROSSING_TOLERANCE_LOG10 = -0.48
+
+
+def verdict_for_order(events: pd.DataFrame) -> str:
+    """Does weight continuity rise only once the update dominates, in every run?
+
+    Runs whose continuity did not rise (``rise_step`` NaN) cannot tell and are left out.
+    "reproduced" if in every other run the rise is no earlier than a third of the
+    crossing step; "not reproduced" if in none (a run that rose but never crossed counts
+    against); "partly" otherwise.
+    """
+    ratios = events["log10_rise_over_crossing"].dropna()
+    if ratios.empty:
+        return "not tested"
+    ok = ratios >= RISE_BEFORE_CROSSING_TOLERANCE_LOG10
+    if ok.all():
+        return "reproduced"
+    return "not reproduced" if not ok.any() else "partly reproduced"
+
+
+def _order_estimate(runs: pd.DataFrame) -> tuple[Estimate, str]:
+    """Mean ± sd of log10(rise / crossing) over runs that both rose and crossed, and a note
+    on the runs left out of it."""
+    ratios = runs["log10_rise_over_crossing"]
+    finite = ratios[ratios.apply(math.isfinite)]
+    note = (f"crossing step {estimate(runs['crossing_step'])}, rise step {estimate(runs['rise_step'])}; "
+            f"{int(ratios.isna().sum())} of {len(runs)} runs without a rise, "
+            f"{int((ratios == -math.inf).sum())} rose before any crossing")
+    return estimate(finite), note
+
+
+def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimizers: pd.DataFrame,
+                    baseline: float) -> pd.DataFrame:
+    """Claims table of the timeline chapter, from its three sweeps' run tables.
+
+    ``conditions``: res-relu, nores-relu, res-none, res-radial under the base optimizer;
+    ``init_sweep``: the baseline condition at several init scales; ``optimizers``: the
+    baseline condition under Adam, Adam beta2 = 0 and SGD.
+    """
+    chapter = "timeline"
+    events = transfer_events(conditions)
+    random_level = Estimate(baseline, 0.0, 1)
+
+    def of(condition: str, column: str, frame: pd.DataFrame = events) -> Estimate:
+        return estimate(frame[frame["condition"] == condition][column])
+
+    rows = []
+    res, nores = of("res-relu", "grad_v1_step0"), of("nores-relu", "grad_v1_step0")
+    rows.append(claim_row(chapter, "Gradient coherence across layers exists at initialisation, before any update",
+                          "res-relu minus nores-relu gradient v1 |cos| at step 0", "present at init (no number)",
+                          res.mean - nores.mean, _pooled_sd(res, nores), res.n, baseline,
+                          verdict_for_difference(res, nores), note=f"res-relu {res}; nores-relu {nores}"))
+    relu_events = events[events["condition"] == "res-relu"]
+    order, note = _order_estimate(relu_events)
+    rows.append(claim_row(chapter, "Weight continuity forms once the cumulative update dominates the initial weights",
+                          "res-relu log10(rise step / crossing step)", "rise after ||ΔW|| > ||W(0)||",
+                          order.mean, order.std, order.n, math.nan, verdict_for_order(relu_events), note=note))
+    aligned = of("res-relu", "weight_cumgrad_final")
+    rows.append(claim_row(chapter, "... and the weights align with the cumulative gradient",
+                          "res-relu final |cos(v1(W), v1(ΣdL/dW))|", "aligned (no number)", aligned.mean,
+                          aligned.std, aligned.n, baseline, verdict_for_difference(aligned, random_level)))
+    sweep = transfer_events(init_sweep)
+    never_crossed = int(sweep["crossing_step"].isna().sum())
+    crossing_rank = sweep["crossing_step"].fillna(math.inf)  # never crossed = later than any crossing
+    for values, label, left_out in ((crossing_rank, "crossing", f"{never_crossed} runs never crossed (ranked last)"),
+                                    (sweep["rise_step"], "continuity rise",
+                                     f"{int(sweep['rise_step'].isna().sum())} runs without a rise (left out)")):
+        correlation = rank_correlation(sweep["init_scale"], values)
+        rows.append(claim_row(chapter, f"A smaller initialisation moves the {label} earlier",
+                              f"Spearman ρ(init scale, {label} step)", "earlier (no number)", correlation.rho,
+                              math.nan, correlation.n, math.nan, verdict_for_correlation(correlation, +1),
+                              note=f"{correlation}; {left_out}"))
+    together = rank_correlation(sweep["crossing_step"], sweep["rise_step"])
+    rows.append(claim_row(chapter, "Across initialisations the rise follows the crossing",
+                          "Spearman ρ(crossing step, rise step)", "follows (no number)", together.rho, math.nan,
+                          together.n, math.nan, verdict_for_correlation(together, +1), note=str(together)))
+    turn = late_mean(conditions, "v1_turn", "input")
+    relu_turn = estimate(turn[turn["condition"] == "res-relu"]["value"])
+    relu_align = of("res-relu", "weight_cumgrad_final")
+    for condition in ("res-none", "res-radial"):
+        drift = estimate(turn[turn["condition"] == condition]["value"])
+        rows.append(claim_row(chapter, "Without symmetry breaking, v1 keeps drifting late in training",
+                              f"{condition} minus res-relu late v1 turn (degrees per snapshot)", "drift",
+                              drift.mean - relu_turn.mean, _pooled_sd(drift, relu_turn), drift.n, math.nan,
+                              verdict_for_difference(drift, relu_turn, margin=1.0),
+                              note=f"{condition} {drift}°; res-relu {relu_turn}°"))
+        decoupled = of(condition, "weight_cumgrad_final")
+        rows.append(claim_row(chapter, "... which decouples the weights from the cumulative gradient",
+                              f"res-relu minus {condition} final weight/cum.-gradient v1 |cos|", "lower without",
+                              relu_align.mean - decoupled.mean, _pooled_sd(relu_align, decoupled), decoupled.n,
+                              baseline, verdict_for_difference(relu_align, decoupled),
+                              note=f"res-relu {relu_align}; {condition} {decoupled}"))
+    co = late_mean(conditions, "co_rotation", "input")
+    none_co = estimate(co[co["condition"] == "res-none"]["value"])
+    rows.append(claim_row(chapter, "In a linear residual net each layer rotates independently",
+                          "res-none late co-rotation of adjacent v1 (signed cos)", "independent (≈ 0)",
+                          none_co.mean, none_co.std, none_co.n, baseline, verdict_for_value(none_co, 0.0)))
+    optimizer_events = transfer_events(optimizers)
+    for optimizer in optimizer_events["optimizer"].unique():
+        runs = optimizer_events[optimizer_events["optimizer"] == optimizer]
+        order, note = _order_estimate(runs)
+        rows.append(claim_row(chapter, "The order holds under other optimizers",
+                              f"{optimizer}: log10(rise step / crossing step)", "holds",
+                              order.mean, order.std, order.n, math.nan, verdict_for_order(runs),
+                              note=f"step-0 gradient v1 {estimate(runs['grad_v1_step0'])}; {note}"))
+    return pd.DataFrame(rows)

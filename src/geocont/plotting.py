@@ -25,6 +25,13 @@ QUANTITY_LABELS = {
     ("cumgrad_cos", "input", 1): "cumulative-gradient v1 |cos|",
     ("weight_align", "input", 0): "σ²-weighted alignment (input)",
     ("weight_align", "output", 0): "σ²-weighted alignment (output)",
+    ("cumgrad_cos", "output", 1): "cumulative-gradient u1 |cos|",
+    ("weight_cumgrad_cos", "input", 1): "|cos(v1 of W, v1 of cumulative gradient)|",
+    ("weight_cumgrad_cos", "output", 1): "|cos(u1 of W, u1 of cumulative gradient)|",
+    ("v1_turn", "input", 1): "v1 turn since previous snapshot (degrees)",
+    ("v1_turn", "output", 1): "u1 turn since previous snapshot (degrees)",
+    ("co_rotation", "input", 1): "co-rotation of adjacent v1 (signed cos)",
+    ("co_rotation", "output", 1): "co-rotation of adjacent u1 (signed cos)",
     ("rel_update", "", 0): "‖W(t) − W(0)‖ / ‖W(0)‖",
     ("test_acc", "", 0): "test accuracy",
 }
@@ -121,11 +128,12 @@ def plot_layer_heatmap(
 def plot_final_by(
     table: pd.DataFrame, metric: str, space: str, direction: int, *, x: str, hue: str,
     ax: plt.Axes | None = None, baseline: float | None = None, order: Sequence[str] | None = None,
-    hue_order: Sequence[str] | None = None, colours: dict | None = None,
+    hue_order: Sequence[str] | None = None, colours: dict | None = None, step: int | None = None,
 ) -> plt.Axes:
-    """Final layer-mean values as bars (seed mean) with each seed as a dot."""
+    """Final layer-mean values (or those at ``step``, e.g. 0) as bars (seed mean) with each seed as a dot."""
     ax = ax or plt.gca()
-    frame = at_final_step(per_run(table, metric, space, direction))
+    frame = per_run(table, metric, space, direction)
+    frame = at_final_step(frame) if step is None else frame[frame["step"] == step]
     hue_order = list(hue_order or frame[hue].unique())
     colours = colours or palette(hue_order)
     sns.barplot(data=frame, x=x, y="value", hue=hue, order=order, hue_order=hue_order, palette=colours,
@@ -186,4 +194,86 @@ def plot_projection_bars(
     ax.set_ylabel("|cos|, mean over adjacent layer pairs")
     ax.set_ylim(0, 1.02)
     ax.legend(fontsize="small")
+    return ax
+
+
+#: The four continuity curves of a transfer timeline: (metric, label).
+TIMELINE_CURVES = (
+    ("grad_cos", "gradient v1 (adjacent layers)"),
+    ("cumgrad_cos", "cumulative gradient v1 (adjacent layers)"),
+    ("weight_cos", "weight v1 (adjacent layers)"),
+    ("weight_cumgrad_cos", "weight v1 vs its cumulative gradient's v1 (same layer)"),
+)
+
+
+def _mark_events(ax: plt.Axes, events: pd.DataFrame) -> None:
+    """Each seed's crossing step (dashed) and rise step (dotted) as vertical lines."""
+    for _, run in events.iterrows():
+        if pd.notna(run["crossing_step"]):
+            ax.axvline(run["crossing_step"], color="black", linestyle="--", linewidth=0.9, alpha=0.7)
+        if pd.notna(run["rise_step"]):
+            ax.axvline(run["rise_step"], color="tab:red", linestyle=":", linewidth=1.3, alpha=0.8)
+
+
+def plot_transfer_timeline(
+    table: pd.DataFrame, events: pd.DataFrame, *, baseline: float, title: str = "", space: str = "input",
+) -> plt.Figure:
+    """One run group's gradient-to-weight timeline on a shared log-step axis.
+
+    Left: the four continuity curves of :data:`TIMELINE_CURVES` (seed mean, ±1 sd band)
+    with the random baseline. Right: ``||W(t) - W(0)|| / ||W(0)||`` (log scale) with the
+    crossing level 1. Vertical lines: each seed's crossing step (black dashed) and the
+    step where weight continuity covered half its rise (red dotted).
+    """
+    from .analysis import CROSSING_LEVEL
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4), sharex=True, gridspec_kw={"width_ratios": [1.6, 1]})
+    colours = sns.color_palette("colorblind", len(TIMELINE_CURVES))
+    for (metric, label), colour in zip(TIMELINE_CURVES, colours):
+        frame = per_run(table, metric, space, 1)
+        sns.lineplot(data=frame, x="step", y="value", errorbar="sd", color=colour, label=label, ax=left,
+                     marker="o", markersize=3)
+    draw_baseline(left, baseline)
+    left.set_ylim(0, 1.02)
+    left.set_ylabel("|cos|, layer mean")
+    update = per_run(table, "rel_update")
+    sns.lineplot(data=update, x="step", y="value", errorbar="sd", color="0.2", marker="o", markersize=3, ax=right)
+    right.axhline(CROSSING_LEVEL, color="black", linewidth=0.8)
+    right.set_yscale("log")
+    right.set_ylabel(quantity_label("rel_update"))
+    for ax in (left, right):
+        _mark_events(ax, events)
+        ax.set_xscale("symlog", linthresh=1)
+        ax.set_xlim(left=0)
+        ax.set_xlabel("training step (symlog)")
+    left.plot([], [], color="black", linestyle="--", label="‖ΔW‖ = ‖W(0)‖ (per seed)")
+    left.plot([], [], color="tab:red", linestyle=":", label="half of the continuity rise (per seed)")
+    if title:
+        fig.suptitle(title, fontweight="bold")
+    handles, labels = left.get_legend_handles_labels()
+    left.get_legend().remove()
+    fig.legend(handles, labels, loc="lower center", ncol=2, frameon=False, fontsize="small")
+    fig.tight_layout(rect=(0, 0.2, 1, 1))
+    return fig
+
+
+def plot_event_steps(events: pd.DataFrame, *, hue: str = "init_scale", ax: plt.Axes | None = None) -> plt.Axes:
+    """Crossing step (x) against continuity-rise step (y), one dot per run, log-log,
+    with the diagonal "rise = crossing"."""
+    ax = ax or plt.gca()
+    frame = events.dropna(subset=["crossing_step", "rise_step"])
+    levels = sorted(events[hue].unique())
+    colours = dict(zip(levels, sns.color_palette("viridis", len(levels))))
+    sns.scatterplot(data=frame, x="crossing_step", y="rise_step", hue=hue, hue_order=levels, palette=colours,
+                    s=60, edgecolor="black", ax=ax)
+    positive = frame[["crossing_step", "rise_step"]].to_numpy()
+    positive = positive[positive > 0]
+    if positive.size:
+        low, high = positive.min() / 2, positive.max() * 2
+        ax.plot([low, high], [low, high], color="0.4", linestyle="--", linewidth=1, label="rise = crossing")
+    ax.set_xscale("log")
+    ax.set_yscale("symlog", linthresh=1)
+    ax.set_xlabel("step where ‖ΔW‖ first exceeds ‖W(0)‖")
+    ax.set_ylabel("step of half the continuity rise")
+    ax.legend(title=hue, fontsize="small")
     return ax

@@ -15,7 +15,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .config import MLPRunConfig, OptimizerConfig
+from .config import MLPRunConfig, OptimizerConfig, check_positive
 from .transformer import TransformerShape
 
 if TYPE_CHECKING:  # lm imports transformers; load it only when a transformer chapter runs
@@ -64,6 +64,16 @@ ROBUSTNESS_OPTIMIZERS: dict[str, OptimizerConfig] = {
 CHAPTER_CONDITIONS: dict[str, tuple[str, ...]] = {
     "mlp_conditions": ("res-relu", "res-gelu", "res-silu", "nores-relu", "res-none", "res-radial"),
     "activation_vs_norm": ("res-relu", "res-ln", "res-ln-relu", "res-none", "res-rms", "res-rms-relu"),
+    "timeline": ("res-relu", "nores-relu", "res-none", "res-radial"),
+}
+
+#: Per-chapter departures from the scale presets and from the MLPChapterSettings defaults.
+#: The timeline chapter needs a fine snapshot schedule (so it records only v1/u1, k = 1,
+#: which keeps the recorder cheap) and sweeps the initialisation scale over two orders
+#: of magnitude on the baseline condition.
+_CHAPTER_PRESETS: dict[str, dict[str, Any]] = {
+    "timeline": dict(n_snapshots={"smoke": 12, "cpu": 32, "paper": 48}, n_directions=1,
+                     robustness_conditions=("res-relu",), extra_init_scales=(0.03, 0.1, 0.3, 3.0)),
 }
 
 _MLP_SCALES: dict[str, dict[str, Any]] = {
@@ -122,16 +132,24 @@ def mlp_chapter_settings(scale: str, chapter: str = "mlp_conditions", **override
         raise ValueError(f"unknown chapter {chapter!r}; valid choices: {', '.join(CHAPTER_CONDITIONS)}")
     optimizer_fields = {"lr", "beta1", "beta2", "momentum", "weight_decay"}
     run_fields = {f.name for f in dataclasses.fields(MLPRunConfig)} - {"condition", "seed"}
-    preset, seeds = _apply_overrides(_MLP_SCALES[scale], overrides, run_fields | optimizer_fields | {"seeds", "conditions"})
+    sweep_fields = {"robustness_conditions", "extra_init_scales"}
+    chapter_preset = dict(_CHAPTER_PRESETS.get(chapter, {}))
+    if isinstance(chapter_preset.get("n_snapshots"), dict):
+        chapter_preset["n_snapshots"] = chapter_preset["n_snapshots"][scale]
+    preset, seeds = _apply_overrides({**_MLP_SCALES[scale], **chapter_preset}, overrides,
+                                     run_fields | optimizer_fields | sweep_fields | {"seeds", "conditions"})
     conditions = tuple(preset.pop("conditions", CHAPTER_CONDITIONS[chapter]))
-    for condition in conditions:
+    sweeps = {name: tuple(preset.pop(name)) for name in sweep_fields if name in preset}
+    for condition in conditions + sweeps.get("robustness_conditions", ()):
         block_spec(condition)
+    for init_scale in sweeps.get("extra_init_scales", ()):
+        check_positive("extra_init_scales", init_scale, integer=False)
     optimizer_changes = {k: preset.pop(k) for k in list(preset) if k in optimizer_fields}
     if isinstance(preset.get("optimizer"), str):
         optimizer_changes["name"] = preset.pop("optimizer")
     optimizer = dataclasses.replace(ROBUSTNESS_OPTIMIZERS["adam"], **optimizer_changes)
     base = MLPRunConfig(optimizer=optimizer, **preset)
-    return MLPChapterSettings(scale=scale, base=base, seeds=seeds, conditions=conditions)
+    return MLPChapterSettings(scale=scale, base=base, seeds=seeds, conditions=conditions, **sweeps)
 
 
 #: Transformer sizes per scale. ``paper``: 8 layers, d = 512, SwiGLU width 1376, and an
