@@ -36,6 +36,7 @@ test: setup
 bench: setup
 	$(PYTHON) benchmarks/bench_singular.py
 	$(PYTHON) benchmarks/bench_recording.py --scale cpu
+	$(PYTHON) benchmarks/bench_recording.py --scale cpu --chapter timeline
 	$(PYTHON) benchmarks/bench_lm_recording.py --scale cpu
 
 clean:
