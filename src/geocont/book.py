@@ -222,7 +222,8 @@ def execute_stale(root: Path, scale: str | None, force: bool, layout: Layout | N
 
 
 def stage_mathjax(root: Path, static: Path) -> None:
-    """Copy MathJax into the book's ``_static/mathjax`` (``mathjax_path`` in _config.yml points there)."""
+    """Copy MathJax into ``static/mathjax``; _config.yml makes ``static`` a static path and points
+    ``mathjax_path`` at it, so that pages load ``_static/mathjax/tex-mml-chtml.js``."""
     source = root / MATHJAX
     if not (source / MATHJAX_PARTS[0]).exists():
         raise SystemExit(f"MathJax is not installed in {source}: run `make setup` "
@@ -246,7 +247,7 @@ def render(root: Path, strict: bool = True, layout: Layout | None = None) -> Pat
     for name in ("_config.yml", "_toc.yml", "references.bib"):
         if (root / name).exists():
             shutil.copy2(root / name, staging / name)
-    stage_mathjax(root, staging / "_static")
+    stage_mathjax(root, staging / "_mathjax")
     for notebook in chapters(root):
         executed = layout.executed / notebook
         if not executed.exists():

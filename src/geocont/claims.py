@@ -165,19 +165,24 @@ def chapter_titles(root: Path | None = None) -> dict[str, str]:
 
 
 def markdown_table(claims: pd.DataFrame, titles: dict[str, str] | None = None) -> str:
-    """The claim-by-claim table as MyST Markdown, each row linking to its chapter."""
+    """The claim-by-claim table as MyST Markdown: one block per chapter, headed by a link to it."""
     titles = titles if titles is not None else chapter_titles()
-    lines = ["| claim | quantity | paper | ours (mean ± sd, n) | random baseline | verdict | chapter |",
-             "|---|---|---|---|---|---|---|"]
-    for row in claims.itertuples():
-        ours = _number(row.ours_mean)
-        if not (row.ours_std is None or math.isnan(row.ours_std)):
-            ours += f" ± {row.ours_std:.2f}"
-        ours += f" (n = {row.n_seeds})"
-        link = f"{{doc}}`{_cell(titles.get(row.chapter, row.chapter))} <{row.chapter}>`"
-        lines.append("| " + " | ".join(_cell(x) for x in (
-            row.claim, row.quantity, row.paper, ours, _number(row.baseline), f"**{row.verdict}**")) + f" | {link} |")
-    return "\n".join(lines)
+    blocks = []
+    for chapter, rows in claims.groupby("chapter", sort=False):
+        first = rows.iloc[0]
+        produced = f"`{first['scale']}` scale" + (f", overrides {first['overrides']}" if first.get("overrides") else "")
+        lines = [f"**{{doc}}`{_cell(titles.get(chapter, chapter))} <{chapter}>`** ({produced})", "",
+                 "| claim | quantity | paper | ours (mean ± sd, n) | random baseline | verdict |",
+                 "|---|---|---|---|---|---|"]
+        for row in rows.itertuples():
+            ours = _number(row.ours_mean)
+            if not (row.ours_std is None or math.isnan(row.ours_std)):
+                ours += f" ± {row.ours_std:.2f}"
+            ours += f" (n = {row.n_seeds})"
+            lines.append("| " + " | ".join(_cell(x) for x in (
+                row.claim, row.quantity, row.paper, ours, _number(row.baseline), f"**{row.verdict}**")) + " |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 def verdict_counts(claims: pd.DataFrame) -> pd.DataFrame:

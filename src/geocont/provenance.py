@@ -44,8 +44,10 @@ def rerun_commands(notebook: str, scale: str, overrides: dict | None = None) -> 
     """The commands that re-run one chapter with these parameters (and rebuild the book)."""
     params = " ".join(f"-p {k} {shlex.quote(str(v))}" for k, v in {"scale": scale, **(overrides or {})}.items())
     return [
-        "make setup && . .venv/bin/activate   # once, from the repository root",
-        f"python -m geocont.book run {notebook} {params}   # executes it, then rebuilds the book",
+        "# once, from the repository root: install, then activate the environment",
+        "make setup && . .venv/bin/activate",
+        "# execute this chapter with these parameters, then rebuild the book",
+        f"python -m geocont.book run {notebook} {params}",
     ]
 
 
