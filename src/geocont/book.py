@@ -202,16 +202,19 @@ def _stale_reason(root: Path, notebook: Path, layout: Layout, wanted: str) -> st
     return None
 
 
-def execute_stale(root: Path, scale: str | None, force: bool, layout: Layout | None = None) -> None:
+def execute_stale(root: Path, scale: str | None, force: bool, layout: Layout | None = None,
+                  default_scale: str = DEFAULT_SCALE) -> None:
     """Execute every chapter that is missing, outdated, or (with ``scale``) at another scale.
 
-    The closing chapter goes last, and is also re-executed when any published claims changed.
+    Without ``scale`` a chapter keeps the scale it was executed at, and one never executed gets
+    ``default_scale``. The closing chapter goes last, and is also re-executed when any published
+    claims table changed.
     """
     layout = layout or Layout(root)
     ordered = [n for n in chapters(root) if n != CLOSING] + [n for n in chapters(root) if n == CLOSING]
     for notebook in ordered:
         source_hash, parameters = _executed_state(layout.executed / notebook)
-        wanted = scale or parameters.get("scale") or DEFAULT_SCALE
+        wanted = scale or parameters.get("scale") or default_scale
         reason = "--force" if force else _stale_reason(root, notebook, layout, wanted)
         if reason:
             keep = {k: v for k, v in parameters.items() if k != "scale"} if source_hash and not scale else {}
@@ -310,7 +313,8 @@ def main(argv: list[str] | None = None) -> None:
         check_scale(parameters.setdefault("scale", DEFAULT_SCALE))
         execute(root, notebook, parameters)
         if not args.no_render:
-            execute_stale(root, None, False)  # the closing chapter, and any chapter not executed yet
+            # then the closing chapter, and any chapter never executed (at this chapter's scale)
+            execute_stale(root, None, False, default_scale=parameters["scale"])
             render(root)
 
 
