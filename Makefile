@@ -1,6 +1,9 @@
 # Two commands set up everything on a fresh machine (see README):
 #   make book   -> install, execute every chapter at the `cpu` scale, render _build/html
-#   make test   -> install, run the unit tests and every chapter at the `smoke` scale (nbval)
+#                  (make book SCALE=smoke: every chapter at another scale)
+#   make test   -> install, run the unit tests, every chapter at the `smoke` scale (nbval) and the
+#                  browser test (the smoke-scale book opened page by page in headless Chromium)
+#   make browser -> the browser test on the book already built in _build/html
 
 VENV ?= .venv
 PYTHON := $(VENV)/bin/python
@@ -8,13 +11,25 @@ STAMP := $(VENV)/.geocont-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages with offline data: Fashion-MNIST, and the King James Bible (text + reader)
 DEBIAN_DATA := dataset-fashion-mnist bible-kjv bible-kjv-text
+# Headless Chromium and its WebDriver, for the browser test (tests/test_browser.py)
+DEBIAN_BROWSER := chromium chromium-driver
+# MathJax 3, served from the book itself (book.py copies it into the site); from the npm registry
+MATHJAX_VERSION := 3.2.2
+MATHJAX := .mathjax/node_modules/mathjax/es5/tex-mml-chtml.js
+# `make book SCALE=smoke` executes every chapter at that scale (default: the book's `cpu`)
+SCALE ?=
 
-.PHONY: setup book test bench clean
+.PHONY: setup book test browser bench clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(MATHJAX)
+
+$(MATHJAX):
+	@command -v npm >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq npm; }
+	npm install --no-save --no-audit --no-fund --prefix .mathjax mathjax@$(MATHJAX_VERSION)
+	test -f $@
 
 $(STAMP): requirements.txt requirements-models.txt pyproject.toml
-	@missing=$$(for p in $(DEBIAN_DATA); do \
+	@missing=$$(for p in $(DEBIAN_DATA) $(DEBIAN_BROWSER); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:" $$missing; \
@@ -28,10 +43,13 @@ $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	touch $@
 
 book: setup
-	$(PYTHON) -m geocont.book build
+	$(PYTHON) -m geocont.book build $(if $(SCALE),--scale $(SCALE))
 
 test: setup
 	$(PYTHON) -m pytest -q -p no:cacheprovider --nbval-lax tests book
+
+browser: setup
+	GEOCONT_BOOK_HTML=_build/html $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_browser.py
 
 bench: setup
 	$(PYTHON) benchmarks/bench_singular.py

@@ -36,6 +36,13 @@ def test_provenance_states_scale_seeds_and_the_rerun_command():
                                model="m", training="t", overrides={"epochs": 60})
     assert "`cpu`" in text and "0, 1, 2" in text and "epochs=60" in text
     assert "python -m geocont.book run book/x.ipynb -p scale cpu -p epochs 60" in text
+    assert "{admonition} Re-run this chapter" in text
+
+
+def test_rerun_commands_quote_values_for_the_shell():
+    from geocont.provenance import rerun_commands
+
+    assert "-p seeds '[0, 3]'" in rerun_commands("book/x.ipynb", "cpu", {"seeds": [0, 3]})[-1]
 
 
 def test_claim_rows_have_the_shared_columns_and_valid_verdicts():

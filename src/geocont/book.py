@@ -4,6 +4,7 @@ Usage (from the repository root)::
 
     python -m geocont.book build                 # execute missing/stale chapters at `cpu`, render
     python -m geocont.book build --scale smoke   # (re-)execute every chapter at `smoke`, render
+    python -m geocont.book build --scale smoke --output /tmp/book   # build under /tmp/book/_build
     python -m geocont.book run book/mlp_conditions.ipynb -p scale cpu -p epochs 60
 
 Source notebooks in ``book/`` stay free of outputs. Executed copies live in
@@ -11,16 +12,26 @@ Source notebooks in ``book/`` stay free of outputs. Executed copies live in
 from; the rendered site is ``_build/html/index.html``. Training results are cached
 separately (:mod:`geocont.cache`), so re-executing a chapter with unchanged parameters
 costs no training.
+
+Each chapter publishes its claims table into ``_build/claims/book/`` when executed
+(:mod:`geocont.claims`); the closing chapter (``book/claims.ipynb``) is executed after all
+the others and again whenever a published table changes. While a chapter executes,
+``$GEOCONT_BOOK`` is set, so that :func:`geocont.plotting.show_figure` emits numbered,
+cross-referencable figures. MathJax is served from the book itself (copied from
+``.mathjax/``, installed by ``make setup``), never from a CDN.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -29,6 +40,42 @@ DEFAULT_SCALE = "cpu"
 BUILD = Path("_build")
 EXECUTED = BUILD / "executed"
 SOURCE = BUILD / "source"
+#: Set (to "1") while a chapter executes under this module: figures become numbered book figures.
+BOOK_ENV = "GEOCONT_BOOK"
+#: The closing chapter, executed after every other chapter (see :mod:`geocont.claims`).
+CLOSING = Path("book/claims.ipynb")
+#: MathJax 3 as installed by ``make setup`` (``npm install --prefix .mathjax mathjax@3``).
+MATHJAX = Path(".mathjax/node_modules/mathjax/es5")
+#: The parts of MathJax the book loads: the combined TeX/MathML -> CommonHTML file, its fonts,
+#: and the TeX extensions and UI it may load on demand.
+MATHJAX_PARTS = ("tex-mml-chtml.js", "output/chtml", "input/tex/extensions", "ui", "a11y")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where one build puts its files: everything under ``<output>/_build``."""
+
+    output: Path
+
+    @property
+    def build(self) -> Path:
+        return self.output / BUILD
+
+    @property
+    def executed(self) -> Path:
+        return self.output / EXECUTED
+
+    @property
+    def source(self) -> Path:
+        return self.output / SOURCE
+
+    @property
+    def claims(self) -> Path:
+        return self.build / "claims" / "book"
+
+    @property
+    def html(self) -> Path:
+        return self.build / "html"
 
 
 def repository_root() -> Path:
@@ -80,43 +127,122 @@ def _executed_state(executed: Path) -> tuple[str | None, dict]:
     return meta.get("source_sha256"), dict(notebook.metadata.get("papermill", {}).get("parameters", {}))
 
 
-def execute(root: Path, notebook: Path, parameters: dict) -> Path:
+def _claims_inputs_sha256(layout: Layout, root: Path) -> str:
+    """Hash of every chapter's published claims table: the closing chapter's input."""
+    digest = hashlib.sha256()
+    for notebook in chapters(root):
+        if notebook == CLOSING:
+            continue
+        path = layout.claims / f"{notebook.stem}.json"
+        digest.update(f"{notebook.stem}:".encode() + (path.read_bytes() if path.exists() else b"<missing>"))
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def _environment(**values: str):
+    """Set environment variables (inherited by the kernel papermill starts), then restore them."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def execute(root: Path, notebook: Path, parameters: dict, layout: Layout | None = None) -> Path:
     """Run one chapter with papermill into ``_build/executed`` (atomically)."""
     import nbformat
     import papermill
 
-    target = root / EXECUTED / notebook
+    from .claims import ENV_DIR
+
+    layout = layout or Layout(root)
+    target = layout.executed / notebook
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial.ipynb")
     source_hash = _sha256(root / notebook)  # before running: the source may be edited meanwhile
+    state = {"source_sha256": source_hash}
+    if notebook == CLOSING:
+        state["claims_sha256"] = _claims_inputs_sha256(layout, root)
     print(f"executing {notebook} with {parameters}", flush=True)
-    papermill.execute_notebook(
-        str(root / notebook), str(partial), parameters=parameters, cwd=str(root), progress_bar=True,
-        kernel_name="python3",
-    )
+    with _environment(**{BOOK_ENV: "1", ENV_DIR: str(layout.claims.resolve())}):
+        papermill.execute_notebook(
+            str(root / notebook), str(partial), parameters=parameters, cwd=str(root), progress_bar=True,
+            kernel_name="python3",
+        )
     executed = nbformat.read(partial, as_version=4)
-    executed.metadata["geocont"] = {"source_sha256": source_hash}
+    executed.metadata["geocont"] = state
     nbformat.write(executed, partial)
     partial.replace(target)
     return target
 
 
-def execute_stale(root: Path, scale: str | None, force: bool) -> None:
-    """Execute every chapter that is missing, outdated, or (with ``scale``) at another scale."""
-    for notebook in chapters(root):
-        source_hash, parameters = _executed_state(root / EXECUTED / notebook)
-        wanted = scale or parameters.get("scale") or DEFAULT_SCALE
-        fresh = source_hash == _sha256(root / notebook) and parameters.get("scale") == wanted
-        if force or not fresh:
+def _stale_reason(root: Path, notebook: Path, layout: Layout, wanted: str) -> str | None:
+    """Why the executed copy of ``notebook`` must be re-executed at scale ``wanted``, or None."""
+    import nbformat
+
+    executed = layout.executed / notebook
+    source_hash, parameters = _executed_state(executed)
+    if source_hash is None:
+        return "not executed yet"
+    if source_hash != _sha256(root / notebook):
+        return "its source changed"
+    if parameters.get("scale") != wanted:
+        return f"scale {parameters.get('scale')} -> {wanted}"
+    if notebook == CLOSING:
+        recorded = nbformat.read(executed, as_version=4).metadata.get("geocont", {}).get("claims_sha256")
+        if recorded != _claims_inputs_sha256(layout, root):
+            return "a chapter's claims changed"
+    elif not (layout.claims / f"{notebook.stem}.json").exists():
+        return "its claims table is missing"
+    return None
+
+
+def execute_stale(root: Path, scale: str | None, force: bool, layout: Layout | None = None,
+                  default_scale: str = DEFAULT_SCALE) -> None:
+    """Execute every chapter that is missing, outdated, or (with ``scale``) at another scale.
+
+    Without ``scale`` a chapter keeps the scale it was executed at, and one never executed gets
+    ``default_scale``. The closing chapter goes last, and is also re-executed when any published
+    claims table changed.
+    """
+    layout = layout or Layout(root)
+    ordered = [n for n in chapters(root) if n != CLOSING] + [n for n in chapters(root) if n == CLOSING]
+    for notebook in ordered:
+        source_hash, parameters = _executed_state(layout.executed / notebook)
+        wanted = scale or parameters.get("scale") or default_scale
+        reason = "--force" if force else _stale_reason(root, notebook, layout, wanted)
+        if reason:
             keep = {k: v for k, v in parameters.items() if k != "scale"} if source_hash and not scale else {}
-            execute(root, notebook, {"scale": wanted, **keep})
+            print(f"stale: {notebook} ({reason})", flush=True)
+            execute(root, notebook, {"scale": wanted, **keep}, layout)
         else:
             print(f"up to date: {notebook} ({parameters})")
 
 
-def render(root: Path, strict: bool = True) -> Path:
+def stage_mathjax(root: Path, static: Path) -> None:
+    """Copy MathJax into ``static/mathjax``; _config.yml makes ``static`` a static path and points
+    ``mathjax_path`` at it, so that pages load ``_static/mathjax/tex-mml-chtml.js``."""
+    source = root / MATHJAX
+    if not (source / MATHJAX_PARTS[0]).exists():
+        raise SystemExit(f"MathJax is not installed in {source}: run `make setup` "
+                         "(or `npm install --prefix .mathjax mathjax@3`); the book serves it itself, offline")
+    for part in MATHJAX_PARTS:
+        if (source / part).is_dir():
+            shutil.copytree(source / part, static / "mathjax" / part)
+        else:
+            (static / "mathjax" / part).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source / part, static / "mathjax" / part)
+
+
+def render(root: Path, strict: bool = True, layout: Layout | None = None) -> Path:
     """Stage sources with executed notebooks and build the HTML site with Jupyter Book."""
-    staging = root / SOURCE
+    layout = layout or Layout(root)
+    staging = layout.source
     if staging.exists():
         shutil.rmtree(staging)
     ignore = shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints", "__pycache__")
@@ -124,19 +250,20 @@ def render(root: Path, strict: bool = True) -> Path:
     for name in ("_config.yml", "_toc.yml", "references.bib"):
         if (root / name).exists():
             shutil.copy2(root / name, staging / name)
+    stage_mathjax(root, staging / "_mathjax")
     for notebook in chapters(root):
-        executed = root / EXECUTED / notebook
+        executed = layout.executed / notebook
         if not executed.exists():
             raise SystemExit(f"{notebook} has not been executed; run `python -m geocont.book build`")
         (staging / notebook).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(executed, staging / notebook)
     executable = Path(sys.executable).with_name("jupyter-book")
     command = [str(executable if executable.exists() else "jupyter-book"), "build", str(staging),
-               "--path-output", str(root)]
+               "--path-output", str(layout.output)]
     if strict:
         command += ["-W", "-n", "--keep-going"]
     subprocess.run(command, check=True)
-    index = root / BUILD / "html" / "index.html"
+    index = layout.html / "index.html"
     print(f"book: {index}")
     return index
 
@@ -159,7 +286,9 @@ def main(argv: list[str] | None = None) -> None:
     build.add_argument("--scale", help="execute every chapter at this scale (smoke | cpu | paper)")
     build.add_argument("--force", action="store_true", help="re-execute every chapter")
     build.add_argument("--no-strict", action="store_true", help="do not turn Sphinx warnings into errors")
-    run = sub.add_parser("run", help="execute one chapter with parameters, then render the book")
+    build.add_argument("--output", type=Path, default=None,
+                       help="build under OUTPUT/_build instead of the repository's _build")
+    run = sub.add_parser("run", help="execute one chapter with parameters, then build the book")
     run.add_argument("notebook", type=Path)
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     run.add_argument("--no-render", action="store_true", help="only execute the chapter")
@@ -170,8 +299,9 @@ def main(argv: list[str] | None = None) -> None:
             from .scales import check_scale
 
             check_scale(args.scale)
-        execute_stale(root, args.scale, args.force)
-        render(root, strict=not args.no_strict)
+        layout = Layout((args.output or root).resolve())
+        execute_stale(root, args.scale, args.force, layout)
+        render(root, strict=not args.no_strict, layout=layout)
     else:
         notebook = args.notebook
         if notebook not in chapters(root):
@@ -183,6 +313,8 @@ def main(argv: list[str] | None = None) -> None:
         check_scale(parameters.setdefault("scale", DEFAULT_SCALE))
         execute(root, notebook, parameters)
         if not args.no_render:
+            # then the closing chapter, and any chapter never executed (at this chapter's scale)
+            execute_stale(root, None, False, default_scale=parameters["scale"])
             render(root)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import platform
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -40,19 +41,32 @@ def code_version() -> str:
 
 
 def rerun_commands(notebook: str, scale: str, overrides: dict | None = None) -> list[str]:
-    """The commands that re-run one chapter (and rebuild the book) with these parameters."""
-    params = " ".join(f"-p {k} {v}" for k, v in {"scale": scale, **(overrides or {})}.items())
+    """The commands that re-run one chapter with these parameters (and rebuild the book)."""
+    params = " ".join(f"-p {k} {shlex.quote(str(v))}" for k, v in {"scale": scale, **(overrides or {})}.items())
     return [
+        "# once, from the repository root: install, then activate the environment",
+        "make setup && . .venv/bin/activate",
+        "# execute this chapter with these parameters, then rebuild the book",
         f"python -m geocont.book run {notebook} {params}",
-        "python -m geocont.book build   # re-render the book from the executed chapters",
     ]
+
+
+def rerun_box(notebook: str, scale: str, overrides: dict | None = None) -> str:
+    """The "Re-run this chapter" admonition (MyST) with the exact commands."""
+    commands = "\n".join(rerun_commands(notebook, scale, overrides))
+    return (
+        "````{admonition} Re-run this chapter\n:class: tip\n\n"
+        f"```bash\n{commands}\n```\n\n"
+        "Any parameter of the chapter's first cell can be overridden with another `-p name value`; "
+        "`-p scale smoke` runs it in about a minute. Training results are cached by their full "
+        "configuration, so an unchanged re-run trains nothing.\n````\n"
+    )
 
 
 def provenance_markdown(*, notebook: str, scale: str, data: str, seeds, model: str, training: str,
                         overrides: dict | None = None) -> str:
-    """A Markdown block stating what produced the chapter and how to re-run it."""
+    """A Markdown block stating what produced the chapter, then the "Re-run this chapter" box."""
     seeds = list(seeds)
-    commands = "\n".join(rerun_commands(notebook, scale, overrides))
     changed = ", ".join(f"{k}={v}" for k, v in (overrides or {}).items()) or "none"
     return (
         f"| | |\n|---|---|\n"
@@ -64,5 +78,5 @@ def provenance_markdown(*, notebook: str, scale: str, data: str, seeds, model: s
         f"| hardware | {hardware()} |\n"
         f"| software | torch {torch.__version__}, code {code_version()} |\n"
         f"| executed | {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M UTC} |\n\n"
-        f"Re-run this chapter:\n\n```bash\n{commands}\n```\n"
+        + rerun_box(notebook, scale, overrides)
     )

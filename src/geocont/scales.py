@@ -220,3 +220,39 @@ def lm_chapter_settings(scale: str, **overrides: Any) -> LMChapterSettings:
     optimizer = OptimizerConfig("adam", lr=preset.pop("lr", 1e-3))
     base = LMRunConfig(shape=shape, optimizer=optimizer, **preset)
     return LMChapterSettings(scale=scale, base=base, seeds=seeds, variants={v: LM_VARIANTS[v] for v in labels})
+
+
+def _seeds_text(seeds) -> str:
+    seeds = tuple(range(seeds)) if isinstance(seeds, int) else tuple(seeds)
+    return f"{len(seeds)} ({', '.join(map(str, seeds))})"
+
+
+def scales_markdown() -> str:
+    """The three scales of the MLP and transformer chapters as one Markdown table.
+
+    The methods page (``book/methods.md``) holds this table verbatim; a test keeps the two equal.
+    """
+    rows: list[tuple[str, ...]] = []
+
+    def add(label: str, values) -> None:
+        rows.append((label, *(str(v) for v in values)))
+
+    mlp = [_MLP_SCALES[s] for s in SCALES]
+    add("MLP: data", (f"`{p['dataset']}`" + (f", first {p['max_train']} training digits" if p["max_train"] else "")
+                      for p in mlp))
+    add("MLP: hidden layers × width", (f"{p['depth']} × {p['width']}" for p in mlp))
+    add("MLP: epochs × batch", (f"{p['epochs']} × {p['batch_size']}" for p in mlp))
+    add("MLP: snapshots", (p["n_snapshots"] for p in mlp))
+    add("MLP: seeds", (_seeds_text(p["seeds"]) for p in mlp))
+    lm = [_LM_SCALES[s] for s in SCALES]
+    shapes = [LM_SHAPES[s] for s in SCALES]
+    add("transformer: corpus", (f"`{p['corpus']}`" for p in lm))
+    add("transformer: layers × d_model (heads)", (f"{s.n_layers} × {s.d_model} ({s.n_heads})" for s in shapes))
+    add("transformer: SwiGLU width, vocabulary", (f"{s.ffn_dim}, {s.vocab_size}" for s in shapes))
+    add("transformer: steps × batch × sequence", (f"{p['steps']} × {p['batch_size']} × {s.max_seq_len}"
+                                                    for p, s in zip(lm, shapes)))
+    add("transformer: snapshots", (p["n_snapshots"] for p in lm))
+    add("transformer: seeds", (_seeds_text(p["seeds"]) for p in lm))
+    lines = ["| setting | " + " | ".join(f"`{s}`" for s in SCALES) + " |", "|---" * (len(SCALES) + 1) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)

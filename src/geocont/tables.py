@@ -18,7 +18,9 @@ value       the number
 A sweep adds the run's configuration columns (``condition``, ``optimizer``, ``seed``...).
 
 **Claims table**: one row per claim checked against the paper, with the columns of
-:data:`CLAIM_COLUMNS`; every chapter produces one and the closing chapter concatenates them.
+:data:`CLAIM_COLUMNS`; every chapter produces one and publishes it with
+:func:`geocont.claims.publish`, and the closing chapter collects them (:func:`geocont.claims.collect`),
+linking each row to its chapter through the ``chapter`` column (the notebook's name).
 """
 
 from __future__ import annotations

@@ -1,0 +1,192 @@
+"""Publish each chapter's claims table; collect them all for the book's closing chapter.
+
+A chapter ends with::
+
+    from geocont import claims as book_claims
+    book_claims.publish(claims, chapter="mlp_conditions", scale=scale, overrides=overrides)
+
+which writes ``<claims directory>/<chapter>.json`` (the rows, in :data:`geocont.tables.CLAIM_COLUMNS`
+format, with the scale and parameter overrides that produced them). The closing chapter calls
+:func:`collect`, which reads every chapter's table in table-of-contents order and raises
+:class:`MissingClaims`, naming the chapters and the commands that produce them, if one is missing.
+
+Where the tables live:
+
+* under ``python -m geocont.book`` (``build`` / ``run``): ``<build>/claims/book/``, set through
+  ``$GEOCONT_CLAIMS_DIR``; each chapter's file is the one of its executed copy, i.e. what the
+  book shows;
+* anywhere else (nbval, plain papermill, Jupyter): ``<repository>/_build/claims/<scale>/``, so
+  a ``smoke`` test run never replaces what the book shows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from .tables import CLAIM_COLUMNS, VERDICTS
+
+ENV_DIR = "GEOCONT_CLAIMS_DIR"
+#: The closing chapter: it reads the others' tables and publishes none itself.
+CLOSING_CHAPTER = "claims"
+
+
+def repository_root(start: Path | None = None) -> Path:
+    """The nearest folder at or above ``start`` (default: the working directory) with ``_toc.yml``."""
+    start = (start or Path.cwd()).resolve()
+    for folder in (start, *start.parents):
+        if (folder / "_toc.yml").exists() and (folder / "_config.yml").exists():
+            return folder
+    raise FileNotFoundError(f"no _toc.yml/_config.yml at or above {start}: run from inside the geocont repository")
+
+
+def claims_dir(scale: str) -> Path:
+    """Where chapters publish (and the closing chapter reads) claims tables at ``scale``."""
+    if os.environ.get(ENV_DIR):
+        return Path(os.environ[ENV_DIR])
+    return repository_root() / "_build" / "claims" / scale
+
+
+def claim_chapters(root: Path | None = None) -> list[str]:
+    """Chapters (notebook stems, in table-of-contents order) that must publish claims."""
+    from .book import chapters
+
+    root = root or repository_root()
+    return [path.stem for path in chapters(root) if path.stem != CLOSING_CHAPTER]
+
+
+def _check(claims: pd.DataFrame, chapter: str) -> None:
+    if list(claims.columns) != CLAIM_COLUMNS:
+        raise ValueError(f"claims table columns must be {CLAIM_COLUMNS} (tables.claim_row), got {list(claims.columns)}")
+    if claims.empty:
+        raise ValueError(f"chapter {chapter!r} published an empty claims table")
+    others = sorted(set(claims["chapter"]) - {chapter})
+    if others:
+        raise ValueError(f"claims of chapter {chapter!r} carry other chapter names: {others}")
+    bad = sorted(set(claims["verdict"]) - set(VERDICTS))
+    if bad:
+        raise ValueError(f"unknown verdict(s) {bad}; valid choices: {', '.join(VERDICTS)}")
+
+
+def _json_value(value):
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if hasattr(value, "item"):  # numpy scalars
+        return _json_value(value.item())
+    return value
+
+
+def publish(claims: pd.DataFrame, *, chapter: str, scale: str, overrides: dict | None = None) -> Path:
+    """Write a chapter's claims table (atomically) for the closing chapter; returns the file."""
+    _check(claims, chapter)
+    directory = claims_dir(scale)
+    directory.mkdir(parents=True, exist_ok=True)
+    records = [{k: _json_value(v) for k, v in row.items()} for row in claims.to_dict(orient="records")]
+    payload = {"chapter": chapter, "scale": scale, "overrides": {k: _json_value(v) for k, v in (overrides or {}).items()},
+               "claims": records}
+    target = directory / f"{chapter}.json"
+    partial = target.with_suffix(".json.partial")
+    partial.write_text(json.dumps(payload, indent=1, default=str) + "\n")
+    partial.replace(target)
+    return target
+
+
+class MissingClaims(RuntimeError):
+    """One or more chapters have not published their claims table."""
+
+
+def read(path: Path) -> dict:
+    """One published file; a corrupt one is reported, never half-read."""
+    try:
+        payload = json.loads(path.read_text())
+        frame = pd.DataFrame(payload["claims"], columns=CLAIM_COLUMNS).astype(
+            {"ours_mean": float, "ours_std": float, "baseline": float})
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise MissingClaims(f"cannot read the claims table {path}: {error}; re-run its chapter") from error
+    _check(frame, payload["chapter"])
+    payload["claims"] = frame
+    return payload
+
+
+def collect(scale: str, chapters: list[str] | None = None) -> pd.DataFrame:
+    """Every chapter's claims in table-of-contents order, with ``scale`` and ``overrides`` columns.
+
+    Raises :class:`MissingClaims` naming each chapter without a published table and the command
+    that produces it, rather than returning a partial table.
+    """
+    chapters = claim_chapters() if chapters is None else chapters
+    directory = claims_dir(scale)
+    missing = [c for c in chapters if not (directory / f"{c}.json").exists()]
+    if missing:
+        commands = "\n".join(f"  python -m geocont.book run book/{c}.ipynb -p scale {scale}" for c in missing)
+        raise MissingClaims(
+            f"no published claims table in {directory} for chapter(s): {', '.join(missing)}.\n"
+            f"Each chapter publishes its table when executed (geocont.claims.publish); run:\n{commands}\n"
+            f"or build the whole book: python -m geocont.book build --scale {scale}")
+    frames = []
+    for chapter in chapters:
+        payload = read(directory / f"{chapter}.json")
+        frame = payload["claims"]
+        frame["scale"] = payload["scale"]
+        frame["overrides"] = ", ".join(f"{k}={v}" for k, v in payload["overrides"].items())
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _cell(text) -> str:
+    """Text safe inside a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _number(value: float, signed: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{value:+.2f}" if signed else f"{value:.2f}"
+
+
+def chapter_titles(root: Path | None = None) -> dict[str, str]:
+    """Each chapter's title (its first ``# `` heading), by notebook stem."""
+    import nbformat
+
+    root = root or repository_root()
+    titles = {}
+    for path in (root / "book").glob("*.ipynb"):
+        notebook = nbformat.read(path, as_version=4)
+        for cell in notebook.cells:
+            heading = next((line[2:].strip() for line in cell.source.splitlines() if line.startswith("# ")), None)
+            if cell.cell_type == "markdown" and heading:
+                titles[path.stem] = heading
+                break
+    return titles
+
+
+def markdown_table(claims: pd.DataFrame, titles: dict[str, str] | None = None) -> str:
+    """The claim-by-claim table as MyST Markdown: one block per chapter, headed by a link to it."""
+    titles = titles if titles is not None else chapter_titles()
+    blocks = []
+    for chapter, rows in claims.groupby("chapter", sort=False):
+        first = rows.iloc[0]
+        produced = f"`{first['scale']}` scale" + (f", overrides {first['overrides']}" if first.get("overrides") else "")
+        lines = [f"**{{doc}}`{_cell(titles.get(chapter, chapter))} <{chapter}>`** ({produced})", "",
+                 "| claim | quantity | paper | ours (mean ± sd, n) | random baseline | verdict |",
+                 "|---|---|---|---|---|---|"]
+        for row in rows.itertuples():
+            ours = _number(row.ours_mean)
+            if not (row.ours_std is None or math.isnan(row.ours_std)):
+                ours += f" ± {row.ours_std:.2f}"
+            ours += f" (n = {row.n_seeds})"
+            lines.append("| " + " | ".join(_cell(x) for x in (
+                row.claim, row.quantity, row.paper, ours, _number(row.baseline), f"**{row.verdict}**")) + " |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def verdict_counts(claims: pd.DataFrame) -> pd.DataFrame:
+    """Number of claims per chapter and verdict (columns in :data:`VERDICTS` order)."""
+    counts = claims.groupby(["chapter", "verdict"], sort=False).size().unstack(fill_value=0)
+    counts = counts.reindex(columns=[v for v in VERDICTS if v in counts.columns])
+    return counts.reindex(list(dict.fromkeys(claims["chapter"])))

@@ -1,0 +1,129 @@
+"""Chapters publish their claims tables; the closing chapter collects them, or says what is missing."""
+
+import json
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from geocont import book, claims, plotting  # noqa: E402
+from geocont.scales import scales_markdown  # noqa: E402
+from geocont.tables import claim_row  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def frame(chapter: str, verdict: str = "reproduced") -> pd.DataFrame:
+    return pd.DataFrame([
+        claim_row(chapter, "A claim", "weight v1 |cos|", "0.93", 0.9, 0.02, 3, 0.05, verdict),
+        claim_row(chapter, "A comparison", "a minus b", "higher", 0.3, math.nan, 3, 0.05, "not reproduced", note="a 0.5, b 0.2"),
+    ])
+
+
+@pytest.fixture
+def claims_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv(claims.ENV_DIR, str(tmp_path / "claims"))
+    return tmp_path / "claims"
+
+
+def test_published_tables_come_back_in_the_order_asked(claims_dir):
+    claims.publish(frame("second"), chapter="second", scale="cpu", overrides={"epochs": 60})
+    path = claims.publish(frame("first", "partly reproduced"), chapter="first", scale="cpu")
+    assert path == claims_dir / "first.json"
+    table = claims.collect("cpu", chapters=["first", "second"])
+    assert list(table["chapter"]) == ["first", "first", "second", "second"]
+    assert table.loc[0, "verdict"] == "partly reproduced"
+    assert math.isnan(table.loc[1, "ours_std"])
+    assert set(table["overrides"]) == {"", "epochs=60"}
+    assert list(table.columns[:10]) == list(frame("x").columns)
+
+
+def test_a_missing_chapter_is_named_with_the_command_that_produces_it(claims_dir):
+    claims.publish(frame("first"), chapter="first", scale="smoke")
+    with pytest.raises(claims.MissingClaims, match=r"(?s)chapter\(s\): second\..*book run book/second.ipynb -p scale smoke"):
+        claims.collect("smoke", chapters=["first", "second"])
+
+
+def test_a_corrupt_table_is_reported_not_half_read(claims_dir):
+    claims_dir.mkdir(parents=True)
+    (claims_dir / "first.json").write_text('{"chapter": "first", "claims": [')
+    with pytest.raises(claims.MissingClaims, match="cannot read"):
+        claims.collect("cpu", chapters=["first"])
+
+
+def test_publish_rejects_tables_in_another_format(claims_dir):
+    with pytest.raises(ValueError, match="other chapter names"):
+        claims.publish(frame("other"), chapter="first", scale="cpu")
+    with pytest.raises(ValueError, match="columns"):
+        claims.publish(frame("first").drop(columns=["note"]), chapter="first", scale="cpu")
+    bad = frame("first")
+    bad.loc[0, "verdict"] = "sort of"
+    with pytest.raises(ValueError, match="valid choices"):
+        claims.publish(bad, chapter="first", scale="cpu")
+
+
+def test_outside_book_builds_tables_go_to_a_folder_per_scale(monkeypatch):
+    monkeypatch.delenv(claims.ENV_DIR, raising=False)
+    monkeypatch.chdir(ROOT / "book")  # nbval runs a notebook in its own folder
+    assert claims.claims_dir("smoke") == ROOT / "_build" / "claims" / "smoke"
+
+
+def test_markdown_table_links_each_chapter_and_escapes_pipes(claims_dir):
+    claims.publish(frame("first"), chapter="first", scale="cpu")
+    text = claims.markdown_table(claims.collect("cpu", chapters=["first"]), titles={"first": "The first chapter"})
+    assert "{doc}`The first chapter <first>`" in text
+    assert "weight v1 \\|cos\\|" in text
+    assert "0.90 ± 0.02 (n = 3)" in text and "0.30 (n = 3)" in text
+
+
+def test_the_closing_chapter_is_last_in_the_book_and_not_a_claim_chapter():
+    assert book.toc_files(ROOT)[-1] == "book/claims"
+    names = claims.claim_chapters(ROOT)
+    assert "claims" not in names and names[0] == "mlp_conditions"
+
+
+def test_closing_chapter_runs_last_and_again_when_a_claims_table_changes(tmp_path, monkeypatch):
+    layout = book.Layout(tmp_path)
+    ran = []
+    monkeypatch.setattr(book, "chapters", lambda root: [book.CLOSING, Path("book/a.ipynb"), Path("book/b.ipynb")])
+    monkeypatch.setattr(book, "execute", lambda root, notebook, parameters, layout=None: ran.append(notebook))
+    book.execute_stale(ROOT, "smoke", force=False, layout=layout)
+    assert ran == [Path("book/a.ipynb"), Path("book/b.ipynb"), book.CLOSING]
+    before = book._claims_inputs_sha256(layout, ROOT)
+    layout.claims.mkdir(parents=True)
+    (layout.claims / "a.json").write_text(json.dumps({"chapter": "a"}))
+    assert book._claims_inputs_sha256(layout, ROOT) != before
+
+
+def test_the_methods_page_shows_the_scales_as_configured():
+    assert scales_markdown() in (ROOT / "book" / "methods.md").read_text(), \
+        "book/methods.md's scales table is out of date: paste geocont.scales.scales_markdown() into it"
+
+
+def test_show_figure_glues_a_numbered_figure_in_book_builds(monkeypatch):
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objects, **kw: shown.extend(objects))
+    monkeypatch.setenv(book.BOOK_ENV, "1")
+    fig, _ = plt.subplots()
+    plotting.show_figure(fig, "test-figure", "A caption with 0.93.")
+    assert shown[-1].data == "```{glue:figure} test-figure\n:name: test-figure\n\nA caption with 0.93.\n```"
+    assert not plt.fignum_exists(fig.number)
+    with pytest.raises(ValueError, match="letters"):
+        plotting.show_figure(plt.figure(), "bad name", "x")
+
+
+def test_show_figure_outside_the_book_shows_the_caption(monkeypatch):
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objects, **kw: shown.extend(objects))
+    monkeypatch.delenv(book.BOOK_ENV, raising=False)
+    plotting.show_figure(plt.figure(), "test-figure", "A caption.")
+    assert shown[-1].data == "**test-figure.** A caption."
