@@ -244,6 +244,9 @@ def scales_markdown() -> str:
     add("MLP: epochs × batch", (f"{p['epochs']} × {p['batch_size']}" for p in mlp))
     add("MLP: snapshots", (p["n_snapshots"] for p in mlp))
     add("MLP: seeds", (_seeds_text(p["seeds"]) for p in mlp))
+    timeline = _CHAPTER_PRESETS["timeline"]
+    add("MLP timeline: snapshots (v1/u1 only)", (timeline["n_snapshots"][s] for s in SCALES))
+    add("MLP timeline: init scales", [", ".join(f"{x:g}" for x in sorted((1.0, *timeline["extra_init_scales"])))] * len(SCALES))
     lm = [_LM_SCALES[s] for s in SCALES]
     shapes = [LM_SHAPES[s] for s in SCALES]
     add("transformer: corpus", (f"`{p['corpus']}`" for p in lm))
