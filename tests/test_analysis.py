@@ -63,6 +63,7 @@ def timeline_run(condition: str, seed: int, init_scale: float, updates: list[flo
     for step, update, cos in zip(steps, updates, continuity):
         for layer in (0, 1):
             rows.append(make_row(step, "hidden", layer, "rel_update", "", 0, update))
+            rows.append(make_row(step, "hidden", layer, "rel_update_spectral", "", 0, 10 * update))
             rows.append(make_row(step, "hidden", layer, "weight_cos", "input", 1, cos))
             rows.append(make_row(step, "hidden", layer, "grad_cos", "input", 1, 0.9))
             rows.append(make_row(step, "hidden", layer, "weight_cumgrad_cos", "input", 1, 0.8))
@@ -81,6 +82,8 @@ def test_transfer_events_find_the_crossing_and_the_half_rise():
     events = analysis.transfer_events(table).set_index("condition")
     assert events.loc["a", "crossing_step"] == 10 and events.loc["a", "rise_step"] == 10
     assert events.loc["a", "log10_rise_over_crossing"] == pytest.approx(0.0)
+    assert events.loc["a", "spectral_crossing_step"] == 1  # 10 x 0.1 reaches 1 at step 1
+    assert events.loc["a", "rel_update_at_rise"] == pytest.approx(1.2)
     assert math.isnan(events.loc["b", "crossing_step"]) and events.loc["b", "rise_step"] == 3
     assert events.loc["b", "log10_rise_over_crossing"] == -math.inf  # rose before any crossing
     assert math.isnan(events.loc["c", "rise_step"]) and math.isnan(events.loc["c", "log10_rise_over_crossing"])
@@ -122,7 +125,9 @@ def test_timeline_claims_on_a_synthetic_sweep():
     claims = analysis.timeline_claims(conditions, init_sweep, conditions[conditions["condition"] == "res-relu"], 0.05)
     by_quantity = claims.set_index("quantity")["verdict"]
     assert by_quantity["res-relu minus nores-relu gradient v1 |cos| at step 0"] == "reproduced"
-    assert by_quantity["res-relu log10(rise step / crossing step)"] == "reproduced"
+    assert by_quantity["res-relu log10(rise step / crossing step), Frobenius norm"] == "reproduced"
+    # the spectral ratio (10x the Frobenius one here) crosses 1 two snapshots earlier: still not after the rise
+    assert by_quantity["res-relu log10(rise step / crossing step), spectral norm"] == "reproduced"
     assert by_quantity["Spearman ρ(init scale, crossing step)"] == "reproduced"
     assert by_quantity["Spearman ρ(init scale, continuity rise step)"] == "reproduced"
     assert set(claims["verdict"]) <= set(VERDICTS)

@@ -77,6 +77,19 @@ def test_cache_reuses_and_survives_corruption(isolated_cache):
     assert cache.cache_key("mlp", TINY.to_dict()) != cache.cache_key("mlp", TINY.replace(seed=1).to_dict())
 
 
+def test_cached_run_without_a_needed_metric_is_recomputed(isolated_cache):
+    fresh = run_mlp(TINY, progress=False)
+    old_style = fresh[fresh["metric"] != "rel_update_spectral"]  # as recorded before that metric existed
+    cache.store("mlp", TINY.to_dict(), old_style)
+    pd.testing.assert_frame_equal(run_mlp(TINY, progress=False), old_style)  # a chapter that does not need it
+    with pytest.warns(UserWarning, match="predates the metric"):
+        again = run_mlp(TINY, progress=False, require_metrics=["rel_update_spectral"])
+    pd.testing.assert_frame_equal(again, fresh)
+    # the spectral relative update ||W(t) - W(0)||_2 / ||W(0)||_2 is 0 at step 0 and never negative
+    spectral = select(fresh, "rel_update_spectral")
+    assert spectral.query("step == 0")["value"].abs().max() == 0 and (spectral["value"] >= 0).all()
+
+
 def test_sweep_adds_configuration_columns():
     configs = [TINY.replace(condition=c) for c in ("res-relu", "nores-relu")]
     table = run_sweep(configs, progress=False)

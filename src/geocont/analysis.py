@@ -351,6 +351,12 @@ def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], ref
 
 #: The crossing: ||W(t) - W(0)|| / ||W(0)|| (layer mean) reaches this value.
 CROSSING_LEVEL = 1.0
+#: The update/initial-weight ratios compared, by event column: the paper does not say which
+#: norm "||Delta W|| dominates ||W(0)||" means, so both the Frobenius norm (the whole
+#: matrix) and the spectral norm (its largest singular value) are tested.
+CROSSINGS = {"crossing_step": "rel_update", "spectral_crossing_step": "rel_update_spectral"}
+#: Metrics the timeline chapter needs in every run table (older cached runs lack them).
+TIMELINE_METRICS = ("rel_update_spectral", "v1_turn", "co_rotation", "weight_cumgrad_cos")
 #: Weight continuity "rises" only if it gains at least this much |cos| over training;
 #: below that the rise step would time noise, and is left undefined (NaN).
 MIN_RISE = 0.10
@@ -367,12 +373,14 @@ def _first_step_at_or_above(frame: pd.DataFrame, thresholds: pd.Series) -> pd.Se
 def transfer_events(table: pd.DataFrame, space: str = "input") -> pd.DataFrame:
     """One row per run: when the update overtakes the initial weights, and when continuity rises.
 
-    * ``crossing_step``: first snapshot where the layer-mean ``||W(t) - W(0)|| / ||W(0)||``
-      reaches :data:`CROSSING_LEVEL` (NaN if it never does);
+    * ``crossing_step``: first snapshot where the layer-mean ``||W(t) - W(0)||_F / ||W(0)||_F``
+      reaches :data:`CROSSING_LEVEL` (NaN if it never does); ``spectral_crossing_step``: the
+      same with spectral norms (NaN if the table has no ``rel_update_spectral``);
     * ``rise_step``: first snapshot where layer-mean weight v1 (``space``) continuity has
       covered half of its rise, ``initial + (final - initial) / 2``. It differs from "half
       its final value" only by the initial value (random level, about 0.05 at d = 256).
       NaN when continuity gained less than :data:`MIN_RISE`;
+    * ``rel_update_at_rise``: the layer-mean relative update at the rise step;
     * the initial and final weight continuity, the step-0 gradient continuity, and the
       final weight / cumulative-gradient alignment of each layer's leading vector.
 
@@ -386,7 +394,10 @@ def transfer_events(table: pd.DataFrame, space: str = "input") -> pd.DataFrame:
     crossing_threshold = pd.Series(CROSSING_LEVEL, index=final.index)
     grad = per_run(table, "grad_cos", space, 1)
     events = pd.DataFrame({
-        "crossing_step": _first_step_at_or_above(update, crossing_threshold),
+        column: _first_step_at_or_above(per_run(table, metric), crossing_threshold)
+        for column, metric in CROSSINGS.items()
+    })
+    events = events.assign(**{
         "rise_step": _first_step_at_or_above(weight, initial + (final - initial) / 2),
         "weight_v1_initial": initial,
         "weight_v1_final": final,
@@ -396,12 +407,25 @@ def transfer_events(table: pd.DataFrame, space: str = "input") -> pd.DataFrame:
     })
     events["rise"] = final - initial
     events.loc[events["rise"] < MIN_RISE, "rise_step"] = math.nan
-    ratio = events["rise_step"] / events["crossing_step"]
-    # a rise at step 0 or a rise without any crossing precedes the crossing without bound
-    events["log10_rise_over_crossing"] = ratio.apply(lambda r: math.log10(r) if r > 0 else -math.inf)
-    events.loc[events["crossing_step"].isna(), "log10_rise_over_crossing"] = -math.inf
-    events.loc[events["rise_step"].isna(), "log10_rise_over_crossing"] = math.nan
+    at_rise = update.join(events["rise_step"], on=RUN_KEYS)
+    events["rel_update_at_rise"] = at_rise[at_rise["step"] == at_rise["rise_step"]].set_index(RUN_KEYS)["value"]
+    for crossing in CROSSINGS:
+        events[_ratio_column(crossing)] = _log10_rise_over(events["rise_step"], events[crossing])
     return events.reset_index()
+
+
+def _ratio_column(crossing: str) -> str:
+    """``crossing_step`` -> ``log10_rise_over_crossing``, and likewise for the spectral one."""
+    return "log10_rise_over_" + crossing.removesuffix("_step")
+
+
+def _log10_rise_over(rise: pd.Series, crossing: pd.Series) -> pd.Series:
+    """log10(rise / crossing) per run; -inf for a rise at step 0 or a rise without any
+    crossing (it precedes the crossing without bound); NaN where there was no rise."""
+    ratio = (rise / crossing).apply(lambda r: math.log10(r) if r > 0 else -math.inf)
+    ratio[crossing.isna()] = -math.inf
+    ratio[rise.isna()] = math.nan
+    return ratio
 
 
 def late_mean(table: pd.DataFrame, metric: str, space: str, direction: int = 1, fraction: float = 1 / 3) -> pd.DataFrame:
@@ -434,7 +458,7 @@ def rank_correlation(x: pd.Series, y: pd.Series, n_boot: int = 2000, level: floa
 
     pairs = pd.DataFrame({"x": pd.Series(x).to_numpy(), "y": pd.Series(y).to_numpy()}).dropna()
     n = len(pairs)
-    if n < 3:
+    if n < 3 or pairs["x"].nunique() < 2 or pairs["y"].nunique() < 2:  # undefined for constant input
         return RankCorrelation(math.nan, math.nan, math.nan, n)
     rho = float(spearmanr(pairs["x"], pairs["y"]).statistic)
     rng = np.random.default_rng(seed)
@@ -463,15 +487,16 @@ def verdict_for_correlation(correlation: RankCorrelation, expected_sign: int) ->
 RISE_BEFORE_CROSSING_TOLERANCE_LOG10 = -0.48
 
 
-def verdict_for_order(events: pd.DataFrame) -> str:
-    """Does weight continuity rise only once the update dominates, in every run?
+def verdict_for_order(events: pd.DataFrame, crossing: str = "crossing_step") -> str:
+    """Does weight continuity rise only once the update dominates (``crossing``: which
+    norm, see :data:`CROSSINGS`), in every run?
 
     Runs whose continuity did not rise (``rise_step`` NaN) cannot tell and are left out.
     "reproduced" if in every other run the rise is no earlier than a third of the
     crossing step; "not reproduced" if in none (a run that rose but never crossed counts
     against); "partly" otherwise.
     """
-    ratios = events["log10_rise_over_crossing"].dropna()
+    ratios = events[_ratio_column(crossing)].dropna()
     if ratios.empty:
         return "not tested"
     ok = ratios >= RISE_BEFORE_CROSSING_TOLERANCE_LOG10
@@ -480,12 +505,13 @@ def verdict_for_order(events: pd.DataFrame) -> str:
     return "not reproduced" if not ok.any() else "partly reproduced"
 
 
-def _order_estimate(runs: pd.DataFrame) -> tuple[Estimate, str]:
+def _order_estimate(runs: pd.DataFrame, crossing: str = "crossing_step") -> tuple[Estimate, str]:
     """Mean ± sd of log10(rise / crossing) over runs that both rose and crossed, and a note
     on the runs left out of it."""
-    ratios = runs["log10_rise_over_crossing"]
+    ratios = runs[_ratio_column(crossing)]
     finite = ratios[ratios.apply(math.isfinite)]
-    note = (f"crossing step {estimate(runs['crossing_step'])}, rise step {estimate(runs['rise_step'])}; "
+    note = (f"crossing step {estimate(runs[crossing])}, rise step {estimate(runs['rise_step'])}, "
+            f"‖ΔW‖/‖W(0)‖ at the rise {estimate(runs['rel_update_at_rise'])}; "
             f"{int(ratios.isna().sum())} of {len(runs)} runs without a rise, "
             f"{int((ratios == -math.inf).sum())} rose before any crossing")
     return estimate(finite), note
@@ -513,10 +539,12 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
                           res.mean - nores.mean, _pooled_sd(res, nores), res.n, baseline,
                           verdict_for_difference(res, nores), note=f"res-relu {res}; nores-relu {nores}"))
     relu_events = events[events["condition"] == "res-relu"]
-    order, note = _order_estimate(relu_events)
-    rows.append(claim_row(chapter, "Weight continuity forms once the cumulative update dominates the initial weights",
-                          "res-relu log10(rise step / crossing step)", "rise after ||ΔW|| > ||W(0)||",
-                          order.mean, order.std, order.n, math.nan, verdict_for_order(relu_events), note=note))
+    for crossing, norm in (("crossing_step", "Frobenius"), ("spectral_crossing_step", "spectral")):
+        order, note = _order_estimate(relu_events, crossing)
+        rows.append(claim_row(chapter, "Weight continuity forms once the cumulative update dominates the initial weights",
+                              f"res-relu log10(rise step / crossing step), {norm} norm", "rise after ‖ΔW‖ > ‖W(0)‖",
+                              order.mean, order.std, order.n, math.nan, verdict_for_order(relu_events, crossing),
+                              note=note))
     aligned = of("res-relu", "weight_cumgrad_final")
     rows.append(claim_row(chapter, "... and the weights align with the cumulative gradient",
                           "res-relu final |cos(v1(W), v1(ΣdL/dW))|", "aligned (no number)", aligned.mean,
@@ -532,10 +560,12 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
                               f"Spearman ρ(init scale, {label} step)", "earlier (no number)", correlation.rho,
                               math.nan, correlation.n, math.nan, verdict_for_correlation(correlation, +1),
                               note=f"{correlation}; {left_out}"))
-    together = rank_correlation(sweep["crossing_step"], sweep["rise_step"])
-    rows.append(claim_row(chapter, "Across initialisations the rise follows the crossing",
-                          "Spearman ρ(crossing step, rise step)", "follows (no number)", together.rho, math.nan,
-                          together.n, math.nan, verdict_for_correlation(together, +1), note=str(together)))
+    for crossing, norm in (("crossing_step", "Frobenius"), ("spectral_crossing_step", "spectral")):
+        together = rank_correlation(sweep[crossing].fillna(math.inf), sweep["rise_step"])
+        rows.append(claim_row(chapter, "Across initialisations the rise follows the crossing",
+                              f"Spearman ρ(crossing step, rise step), {norm} norm", "follows (no number)", together.rho,
+                              math.nan, together.n, math.nan, verdict_for_correlation(together, +1),
+                              note=f"{together}; never crossed (ranked last): {int(sweep[crossing].isna().sum())}"))
     turn = late_mean(conditions, "v1_turn", "input")
     relu_turn = estimate(turn[turn["condition"] == "res-relu"]["value"])
     relu_align = of("res-relu", "weight_cumgrad_final")
@@ -560,9 +590,10 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
     optimizer_events = transfer_events(optimizers)
     for optimizer in optimizer_events["optimizer"].unique():
         runs = optimizer_events[optimizer_events["optimizer"] == optimizer]
-        order, note = _order_estimate(runs)
-        rows.append(claim_row(chapter, "The order holds under other optimizers",
-                              f"{optimizer}: log10(rise step / crossing step)", "holds",
-                              order.mean, order.std, order.n, math.nan, verdict_for_order(runs),
-                              note=f"step-0 gradient v1 {estimate(runs['grad_v1_step0'])}; {note}"))
+        for crossing, norm in (("crossing_step", "Frobenius"), ("spectral_crossing_step", "spectral")):
+            order, note = _order_estimate(runs, crossing)
+            rows.append(claim_row(chapter, "The order holds under other optimizers",
+                                  f"{optimizer}: log10(rise step / crossing step), {norm} norm", "holds",
+                                  order.mean, order.std, order.n, math.nan, verdict_for_order(runs, crossing),
+                                  note=f"step-0 gradient v1 {estimate(runs['grad_v1_step0'])}; {note}"))
     return pd.DataFrame(rows)

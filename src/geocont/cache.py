@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import pandas as pd
 
@@ -39,18 +39,27 @@ def entry_path(kind: str, config: dict[str, Any]) -> Path:
     return cache_root() / kind / cache_key(kind, config)
 
 
-def load(kind: str, config: dict[str, Any]) -> pd.DataFrame | None:
-    """The cached table for this configuration, or None (a corrupt entry is removed)."""
+def load(kind: str, config: dict[str, Any], require_metrics: Iterable[str] = ()) -> pd.DataFrame | None:
+    """The cached table for this configuration, or None (a corrupt entry is removed).
+
+    An entry recorded before one of ``require_metrics`` existed is stale for the caller
+    that needs it: None is returned (with a warning), and the caller recomputes it.
+    """
     path = entry_path(kind, config)
     table_file = path / "table.parquet"
     if not table_file.exists():
         return None
     try:
-        return pd.read_parquet(table_file)
+        table = pd.read_parquet(table_file)
     except Exception as error:  # noqa: BLE001 - any unreadable entry is recomputed
         warnings.warn(f"discarding unreadable cache entry {path} ({error}); recomputing", stacklevel=2)
         shutil.rmtree(path, ignore_errors=True)
         return None
+    missing = sorted(set(require_metrics) - set(table["metric"].unique()))
+    if missing:
+        warnings.warn(f"cache entry {path} predates the metric(s) {', '.join(missing)}; recomputing", stacklevel=2)
+        return None
+    return table
 
 
 def artifact_path(kind: str, config: dict[str, Any], name: str) -> Path | None:
@@ -88,9 +97,10 @@ def store(
     return path
 
 
-def cached(kind: str, config: dict[str, Any], compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
-    """Load the table for ``config`` or compute and store it."""
-    table = load(kind, config)
+def cached(kind: str, config: dict[str, Any], compute: Callable[[], pd.DataFrame],
+           require_metrics: Iterable[str] = ()) -> pd.DataFrame:
+    """Load the table for ``config`` (holding ``require_metrics``) or compute and store it."""
+    table = load(kind, config, require_metrics)
     if table is None:
         table = compute()
         store(kind, config, table)

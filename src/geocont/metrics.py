@@ -345,6 +345,16 @@ def adjacent_spectral_alignment(stack: torch.Tensor | Sequence[torch.Tensor], sp
     return _centred_gram_cosine(cross, norms[:-1], norms[1:], traces[:-1], traces[1:], grams.shape[-1]).float()
 
 
+def spectral_norms(stack: torch.Tensor) -> torch.Tensor:
+    """Largest singular value of each matrix in a ``[L, out, in]`` stack (0 for a zero matrix)."""
+    norms = torch.zeros(stack.shape[0])
+    nonzero = [i for i in range(stack.shape[0]) if bool(stack[i].any())]
+    if nonzero:
+        triplets = stacked_singular_triplets(stack[nonzero], 1, method="iterative-first")
+        norms[nonzero] = torch.stack([t.s[0] for t in triplets]).float()
+    return norms
+
+
 def relative_update(W: torch.Tensor, W0: torch.Tensor) -> torch.Tensor:
     """``||W - W0||_F / ||W0||_F``: how far training has moved a matrix from its init.
 

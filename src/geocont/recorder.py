@@ -10,7 +10,8 @@ Semantics of a snapshot at step ``t`` (``t`` optimizer updates done so far):
 * weights ``W(t)``;
 * the minibatch gradient ``g(t) = dL/dW`` at ``W(t)`` (computed before update ``t + 1``);
 * the cumulative gradient ``G(t) = g(0) + ... + g(t)``, a running sum of raw gradients;
-* the relative update ``||W(t) - W(0)||_F / ||W(0)||_F``;
+* the relative update ``||W(t) - W(0)||_F / ||W(0)||_F``, and its spectral-norm version
+  ``||W(t) - W(0)||_2 / ||W(0)||_2`` (largest singular values);
 * rotation drift since the previous snapshot: how far each layer's v1 / u1 turned
   (:func:`geocont.metrics.direction_turn`) and whether adjacent layers turned together
   (:func:`geocont.metrics.co_rotation`).
@@ -67,6 +68,10 @@ class ContinuityRecorder:
         self._cumulative = {name: torch.zeros_like(stack) for name, stack in self._initial.items()}
         self._cumulative_views = {name: list(stack.unbind(0)) for name, stack in self._cumulative.items()}
         self._previous_leading: dict[tuple[str, str], torch.Tensor] = {}  # (group, space) -> [L, d]
+        self._initial_sigma1 = {
+            name: torch.stack([t.s[0] for t in metrics.stacked_singular_triplets(stack, 1)])
+            for name, stack in self._initial.items()
+        }
 
     @staticmethod
     def _stack(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -124,6 +129,8 @@ class ContinuityRecorder:
                 rows.append(make_row(step, name, layer, "weight_cumgrad_cos", space, 1, value))
             self._record_rotation(step, name, space, torch.stack([w.vectors(space)[:, 0] for w in w_triplets]))
         updates = metrics.relative_update(weights, self._initial[name]).tolist()
-        for layer, (update, triplets) in enumerate(zip(updates, w_triplets)):
+        spectral_updates = (metrics.spectral_norms(weights - self._initial[name]) / self._initial_sigma1[name]).tolist()
+        for layer, (update, spectral, triplets) in enumerate(zip(updates, spectral_updates, w_triplets)):
             rows.append(make_row(step, name, layer, "rel_update", "", 0, update))
+            rows.append(make_row(step, name, layer, "rel_update_spectral", "", 0, spectral))
             rows.append(make_row(step, name, layer, "sigma1", "", 1, float(triplets.s[0])))

@@ -39,6 +39,7 @@ METRICS: dict[str, str] = {
     "weight_align": "sigma^2-weighted (centred Gram) alignment of adjacent weight matrices",
     "weight_cumgrad_cos": "|cos| between a layer's weight v1/u1 and its cumulative gradient's",
     "rel_update": "||W(t) - W(0)||_F / ||W(0)||_F of one layer",
+    "rel_update_spectral": "||W(t) - W(0)||_2 / ||W(0)||_2 of one layer (largest singular values)",
     "v1_turn": "degrees a layer's v1 (input) / u1 (output) turned since the previous snapshot",
     "co_rotation": "signed cos between the turns of adjacent layers' v1/u1 since the previous snapshot",
     "sigma1": "leading singular value of one layer",

@@ -141,18 +141,23 @@ def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True) 
     return rows_to_frame(recorder.rows)
 
 
-def run_mlp(config: MLPRunConfig, progress: bool = True) -> pd.DataFrame:
-    """The run table of ``config``, from the cache or by training once."""
-    return cache.cached("mlp", config.to_dict(), lambda: train_mlp(config, progress))
+def run_mlp(config: MLPRunConfig, progress: bool = True, require_metrics: Sequence[str] = ()) -> pd.DataFrame:
+    """The run table of ``config``, from the cache or by training once.
+
+    ``require_metrics``: metrics the caller needs; a cached table recorded before they
+    existed is recomputed.
+    """
+    return cache.cached("mlp", config.to_dict(), lambda: train_mlp(config, progress), require_metrics)
 
 
-def run_sweep(configs: Sequence[MLPRunConfig], progress: bool = True) -> pd.DataFrame:
+def run_sweep(configs: Sequence[MLPRunConfig], progress: bool = True,
+              require_metrics: Sequence[str] = ()) -> pd.DataFrame:
     """Run (or load) every configuration; one table with :data:`geocont.tables.RUN_KEYS` added
     (``optimizer`` is the optimizer's label).
 
     All configurations are validated before the first run starts. Each run is cached on
     its own, so an interrupted sweep resumes where it stopped. ``progress`` shows one
-    bar over the runs.
+    bar over the runs; ``require_metrics`` as in :func:`run_mlp`.
     """
     configs = list(configs)
     if not configs:
@@ -161,7 +166,7 @@ def run_sweep(configs: Sequence[MLPRunConfig], progress: bool = True) -> pd.Data
     bar = tqdm(configs, desc="runs", disable=not progress)
     for config in bar:
         bar.set_postfix_str(f"{config.condition} {config.optimizer.label} seed={config.seed}")
-        table = run_mlp(config, progress=False).assign(
+        table = run_mlp(config, progress=False, require_metrics=require_metrics).assign(
             condition=config.condition, optimizer=config.optimizer.label,
             init_scale=config.init_scale, seed=config.seed,
         )
