@@ -206,13 +206,20 @@ TIMELINE_CURVES = (
 )
 
 
+#: How each event step is drawn on a timeline: column -> (legend label, line style).
+EVENT_STYLES = {
+    "crossing_step": ("‖ΔW‖_F = ‖W(0)‖_F (per seed)", dict(color="black", linestyle="--", linewidth=0.9, alpha=0.7)),
+    "spectral_crossing_step": ("‖ΔW‖₂ = ‖W(0)‖₂ (per seed)", dict(color="tab:purple", linestyle="-.", linewidth=0.9,
+                                                                 alpha=0.7)),
+    "rise_step": ("half of the continuity rise (per seed)", dict(color="tab:red", linestyle=":", linewidth=1.3, alpha=0.8)),
+}
+
+
 def _mark_events(ax: plt.Axes, events: pd.DataFrame) -> None:
-    """Each seed's crossing step (dashed) and rise step (dotted) as vertical lines."""
-    for _, run in events.iterrows():
-        if pd.notna(run["crossing_step"]):
-            ax.axvline(run["crossing_step"], color="black", linestyle="--", linewidth=0.9, alpha=0.7)
-        if pd.notna(run["rise_step"]):
-            ax.axvline(run["rise_step"], color="tab:red", linestyle=":", linewidth=1.3, alpha=0.8)
+    """Each seed's event steps (:data:`EVENT_STYLES`) as vertical lines."""
+    for column, (_, style) in EVENT_STYLES.items():
+        for step in events[column].dropna() if column in events else ():
+            ax.axvline(step, **style)
 
 
 def plot_transfer_timeline(
@@ -221,9 +228,10 @@ def plot_transfer_timeline(
     """One run group's gradient-to-weight timeline on a shared log-step axis.
 
     Left: the four continuity curves of :data:`TIMELINE_CURVES` (seed mean, ±1 sd band)
-    with the random baseline. Right: ``||W(t) - W(0)|| / ||W(0)||`` (log scale) with the
-    crossing level 1. Vertical lines: each seed's crossing step (black dashed) and the
-    step where weight continuity covered half its rise (red dotted).
+    with the random baseline. Right: ``||W(t) - W(0)|| / ||W(0)||`` in the Frobenius and
+    the spectral norm (log scale) with the crossing level 1. Vertical lines: each seed's
+    crossing steps and the step where weight continuity covered half its rise
+    (:data:`EVENT_STYLES`).
     """
     from .analysis import CROSSING_LEVEL
 
@@ -236,18 +244,23 @@ def plot_transfer_timeline(
     draw_baseline(left, baseline)
     left.set_ylim(0, 1.02)
     left.set_ylabel("|cos|, layer mean")
-    update = per_run(table, "rel_update")
-    sns.lineplot(data=update, x="step", y="value", errorbar="sd", color="0.2", marker="o", markersize=3, ax=right)
+    for metric, colour, label in (("rel_update", "0.2", "Frobenius ‖·‖_F"), ("rel_update_spectral", "tab:purple",
+                                                                             "spectral ‖·‖₂")):
+        update = per_run(table, metric)
+        if not update.empty:
+            sns.lineplot(data=update, x="step", y="value", errorbar="sd", color=colour, marker="o", markersize=3,
+                         ax=right, label=label)
     right.axhline(CROSSING_LEVEL, color="black", linewidth=0.8)
     right.set_yscale("log")
-    right.set_ylabel(quantity_label("rel_update"))
+    right.set_ylabel("‖W(t) − W(0)‖ / ‖W(0)‖")
+    right.legend(fontsize="small")
     for ax in (left, right):
         _mark_events(ax, events)
         ax.set_xscale("symlog", linthresh=1)
         ax.set_xlim(left=0)
         ax.set_xlabel("training step (symlog)")
-    left.plot([], [], color="black", linestyle="--", label="‖ΔW‖ = ‖W(0)‖ (per seed)")
-    left.plot([], [], color="tab:red", linestyle=":", label="half of the continuity rise (per seed)")
+    for label, style in EVENT_STYLES.values():
+        left.plot([], [], label=label, **style)
     if title:
         fig.suptitle(title, fontweight="bold")
     handles, labels = left.get_legend_handles_labels()
@@ -257,23 +270,24 @@ def plot_transfer_timeline(
     return fig
 
 
-def plot_event_steps(events: pd.DataFrame, *, hue: str = "init_scale", ax: plt.Axes | None = None) -> plt.Axes:
-    """Crossing step (x) against continuity-rise step (y), one dot per run, log-log,
-    with the diagonal "rise = crossing"."""
+def plot_event_steps(events: pd.DataFrame, *, crossing: str = "crossing_step", hue: str = "init_scale",
+                     ax: plt.Axes | None = None) -> plt.Axes:
+    """Crossing step (x; ``crossing`` names the norm's column) against continuity-rise step
+    (y), one dot per run, log-log, with the diagonal "rise = crossing"."""
     ax = ax or plt.gca()
-    frame = events.dropna(subset=["crossing_step", "rise_step"])
+    frame = events.dropna(subset=[crossing, "rise_step"])
     levels = sorted(events[hue].unique())
     colours = dict(zip(levels, sns.color_palette("viridis", len(levels))))
-    sns.scatterplot(data=frame, x="crossing_step", y="rise_step", hue=hue, hue_order=levels, palette=colours,
+    sns.scatterplot(data=frame, x=crossing, y="rise_step", hue=hue, hue_order=levels, palette=colours,
                     s=60, edgecolor="black", ax=ax)
-    positive = frame[["crossing_step", "rise_step"]].to_numpy()
+    positive = frame[[crossing, "rise_step"]].to_numpy()
     positive = positive[positive > 0]
     if positive.size:
         low, high = positive.min() / 2, positive.max() * 2
         ax.plot([low, high], [low, high], color="0.4", linestyle="--", linewidth=1, label="rise = crossing")
     ax.set_xscale("log")
     ax.set_yscale("symlog", linthresh=1)
-    ax.set_xlabel("step where ‖ΔW‖ first exceeds ‖W(0)‖")
+    ax.set_xlabel(f"step where {EVENT_STYLES[crossing][0].split(' (')[0].replace('=', '>')} first")
     ax.set_ylabel("step of half the continuity rise")
     ax.legend(title=hue, fontsize="small")
     return ax
