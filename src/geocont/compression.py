@@ -115,10 +115,36 @@ def matched_ranks(n_out: int, n_in: int, group_size: int, budget: float) -> dict
     return {s: max(1, min(r, max_rank(n_out, n_in, group_size, s))) for s, r in ranks.items()}
 
 
-def _top_eigenvectors(gram: torch.Tensor, k: int) -> torch.Tensor:
-    """Top-``k`` eigenvectors (columns, descending) of a symmetric matrix."""
-    _, vectors = torch.linalg.eigh(gram)
-    return vectors.flip(-1)[:, :k]
+def sharing_factors(weights: Sequence[torch.Tensor], sharing: str) -> tuple[torch.Tensor, ...]:
+    """Full decomposition of a group that every rank's approximation slices (float64).
+
+    ``input``: ``(stack, V)`` with ``V`` the eigenvectors of ``sum W_l^T W_l`` in descending
+    order (the right singular vectors of ``[W_1; ...; W_G]``); ``output``: ``(stack, U)``
+    from ``sum W_l W_l^T``; ``none``: each layer's SVD ``(U, S, Vh)``.
+    """
+    check_sharing(sharing)
+    if not weights or len({tuple(w.shape) for w in weights}) != 1:
+        raise ValueError("a sharing group needs one or more matrices of the same shape")
+    stack = torch.stack([w.detach().cpu() for w in weights]).double()
+    if sharing == "input":
+        return stack, torch.linalg.eigh((stack.transpose(1, 2) @ stack).sum(0))[1].flip(-1)
+    if sharing == "output":
+        return stack, torch.linalg.eigh((stack @ stack.transpose(1, 2)).sum(0))[1].flip(-1)
+    return torch.linalg.svd(stack, full_matrices=False)
+
+
+def approximate(factors: tuple[torch.Tensor, ...], sharing: str, rank: int) -> torch.Tensor:
+    """The ``[G, out, in]`` rank-``rank`` approximation from :func:`sharing_factors` (float64)."""
+    if rank < 1:
+        raise ValueError(f"rank must be >= 1, got {rank}")
+    if sharing == "input":
+        stack, basis = factors
+        return stack @ basis[:, :rank] @ basis[:, :rank].T
+    if sharing == "output":
+        stack, basis = factors
+        return basis[:, :rank] @ (basis[:, :rank].T @ stack)
+    U, S, Vh = factors
+    return (U[..., :rank] * S[:, None, :rank]) @ Vh[:, :rank]
 
 
 def shared_approximation(weights: Sequence[torch.Tensor], sharing: str, rank: int) -> list[torch.Tensor]:
@@ -129,21 +155,9 @@ def shared_approximation(weights: Sequence[torch.Tensor], sharing: str, rank: in
     ``[W_1, ..., W_G]``; ``none``: each ``W_l``'s own truncated SVD. Computed in float64,
     returned in the weights' dtype.
     """
-    check_sharing(sharing)
     if rank < 1:
         raise ValueError(f"rank must be >= 1, got {rank}")
-    if not weights or len({tuple(w.shape) for w in weights}) != 1:
-        raise ValueError("a sharing group needs one or more matrices of the same shape")
-    stack = torch.stack([w.detach() for w in weights]).double()
-    if sharing == "input":
-        basis = _top_eigenvectors((stack.transpose(1, 2) @ stack).sum(0), rank)
-        approx = stack @ basis @ basis.T
-    elif sharing == "output":
-        basis = _top_eigenvectors((stack @ stack.transpose(1, 2)).sum(0), rank)
-        approx = basis @ (basis.T @ stack)
-    else:
-        U, S, Vh = torch.linalg.svd(stack, full_matrices=False)
-        approx = (U[..., :rank] * S[:, None, :rank]) @ Vh[:, :rank]
+    approx = approximate(sharing_factors(weights, sharing), sharing, rank)
     return [a.to(weights[0].dtype) for a in approx]
 
 
@@ -169,18 +183,26 @@ class SharingPlan:
 
 
 def plan_sharing(weights: Sequence[torch.Tensor], projection: str, layers: Sequence[int], group_size: int,
-                 sharing: str, budget: float) -> tuple[SharingPlan, dict[int, torch.Tensor]]:
-    """Approximations of ``weights[l]`` for ``l`` in ``layers`` (grouped), and their plan."""
+                 sharing: str, budget: float, factors: dict | None = None) -> tuple[SharingPlan, dict[int, torch.Tensor]]:
+    """Approximations of ``weights[l]`` for ``l`` in ``layers`` (grouped), and their plan.
+
+    ``factors``, if given, memoises each group's decomposition across budgets (keyed by
+    projection, sharing and the group's layers).
+    """
+    factors = {} if factors is None else factors
     approximations, ranks, parameters, dense, error, total = {}, [], 0, 0, 0.0, 0.0
     for group in layer_groups(layers, group_size):
         n_out, n_in = weights[group[0]].shape
         rank = matched_ranks(n_out, n_in, len(group), budget)[sharing]
-        approx = shared_approximation([weights[l] for l in group], sharing, rank)
+        key = (projection, sharing, tuple(group))
+        if key not in factors:
+            factors[key] = sharing_factors([weights[l] for l in group], sharing)
+        approx = approximate(factors[key], sharing, rank)
         for layer, a in zip(group, approx):
-            original = weights[layer].detach()
-            approximations[layer] = a
-            error += float((original.double() - a.double()).pow(2).sum())
-            total += float(original.double().pow(2).sum())
+            original = weights[layer].detach().cpu().double()
+            approximations[layer] = a.to(weights[layer].dtype)
+            error += float((original - a).pow(2).sum())
+            total += float(original.pow(2).sum())
         ranks.append(rank)
         parameters += sharing_parameters(n_out, n_in, len(group), sharing, rank)
         dense += len(group) * n_out * n_in
@@ -307,7 +329,9 @@ def _pretrained(name: str, device: str):
             "or a Hugging Face id / local directory that you have") from error
     if not hasattr(getattr(model, "model", None), "layers"):
         raise ValueError(f"{name!r} is not a Llama-style model (no model.model.layers)")
-    return model.eval().to(device), tokenizer
+    from .training import resolve_device
+
+    return model.eval().to(resolve_device(device)), tokenizer
 
 
 def pretrained_subject(name: str, corpus: str = "kjv", window_length: int = 128, device: str = "cpu") -> Subject:
@@ -379,15 +403,17 @@ def sharing_results(subject: Subject, projections: Sequence[str], budgets: Seque
     check_projections(projections)
     layers = list(layers) if layers is not None else list(range(n_layers_of(subject)))
     base = base_nll(subject, n_windows, batch_size, progress).set_index("window")["nll"]
-    jobs = [(p, s, b) for p in projections for b in budgets for s in SHARINGS]
-    frames = []
+    jobs = [(p, s, b) for p in projections for s in SHARINGS for b in budgets]
+    frames, factors = [], {}
     for projection, sharing, budget in tqdm(jobs, desc=f"{subject.label}: sharing", disable=not progress):
+        if any(key[:2] != (projection, sharing) for key in factors):
+            factors.clear()  # one projection x sharing's decompositions at a time (memory)
         settings = dict(experiment="sharing", projection=projection, sharing=sharing, budget=budget,
                         group_size=group_size, layers=layers, n_windows=n_windows, length=subject.window_length)
 
         def compute(model, windows, projection=projection, sharing=sharing, budget=budget):
             weights = [p.data for p in projection_groups(model)[projection]]
-            plan, approximations = plan_sharing(weights, projection, layers, group_size, sharing, budget)
+            plan, approximations = plan_sharing(weights, projection, layers, group_size, sharing, budget, factors)
             with replaced_weights(model, projection, approximations):
                 nll = window_nll(model, windows, batch_size)
             return _nll_frame(nll, projection=projection, sharing=sharing, budget=budget,
@@ -576,3 +602,54 @@ def pruning_claim(correlation: RankCorrelation, model: str, chapter: str = "comp
                      (correlation.high - correlation.low) / (2 * 1.96), correlation.n, 0.0,
                      verdict_for_interval(correlation.low, correlation.high, expected_sign=-1),
                      note=f"{correlation}; ours_std = 95% bootstrap CI width / 3.92" + (f"; {note}" if note else ""))
+
+
+# --------------------------------------------------------------------------- the chapter
+
+
+@dataclass
+class CompressionResults:
+    """Everything the chapter shows: per-window tables, summaries, correlations, claims."""
+
+    sharing: pd.DataFrame  # per configuration x window (columns model, seed, projection, sharing, budget, ...)
+    pruning: pd.DataFrame  # per layer x window (columns model, seed, layer, loss_increase, continuity)
+    summary: pd.DataFrame  # sharing_summary over windows, by model and seed
+    advantage: pd.DataFrame  # input_advantage, by model and seed
+    correlations: dict[str, RankCorrelation]
+    claims: pd.DataFrame
+
+
+#: Label of our trained transformers in the results (their seeds are in the ``seed`` column).
+OURS = "ours (silu)"
+
+
+def run_compression_chapter(settings, progress: bool = True) -> CompressionResults:
+    """Run (or load from the cache) every experiment of the chapter for ``settings``
+    (:func:`geocont.scales.compression_chapter_settings`)."""
+    sharing, pruning = [], []
+    subjects: list[tuple[Subject, int, Sequence[int] | None, int]] = []
+    if settings.pretrained is not None:
+        subjects.append((pretrained_subject(settings.pretrained, settings.lm.base.corpus, settings.window_length,
+                                           settings.device), -1, settings.pretrained_layers, settings.n_windows))
+    for config in settings.lm_configs():
+        subjects.append((trained_subject(config), config.seed, None, config.eval_windows))
+    for subject, seed, layers, n_windows in subjects:
+        model = OURS if seed >= 0 else subject.label
+        sharing.append(sharing_results(subject, settings.projections, settings.budgets, settings.group_size, n_windows,
+                                       layers, settings.batch_size, progress).assign(model=model, seed=seed))
+        pruning.append(pruning_results(subject, n_windows, layers, settings.batch_size, progress)
+                       .assign(model=model, seed=seed))
+        subject.release()
+    sharing_table, pruning_table = pd.concat(sharing, ignore_index=True), pd.concat(pruning, ignore_index=True)
+    summary = sharing_summary(sharing_table, by=("model", "seed"))
+    advantage = input_advantage(summary, by=("model", "seed"))
+    correlations, rows = {}, []
+    for model, frame in pruning_table.groupby("model", sort=False):
+        per_layer = frame.groupby(["seed", "layer"])[["loss_increase", "continuity"]].mean()
+        correlations[model] = rank_correlation(per_layer["loss_increase"], per_layer["continuity"], settings.n_boot)
+        spread = "seeds" if model == OURS else "budgets"
+        rows += sharing_claims(advantage[advantage["model"] == model], model, spread)
+        pooled = f"pooled over {frame['seed'].nunique()} seeds x {frame['layer'].nunique()} blocks" if model == OURS \
+            else f"{frame['layer'].nunique()} blocks"
+        rows.append(pruning_claim(correlations[model], model, note=pooled))
+    return CompressionResults(sharing_table, pruning_table, summary, advantage, correlations, pd.DataFrame(rows))

@@ -202,3 +202,81 @@ def lm_chapter_settings(scale: str, **overrides: Any) -> LMChapterSettings:
     optimizer = OptimizerConfig("adam", lr=preset.pop("lr", 1e-3))
     base = LMRunConfig(shape=shape, optimizer=optimizer, **preset)
     return LMChapterSettings(scale=scale, base=base, seeds=seeds, variants={v: LM_VARIANTS[v] for v in labels})
+
+
+#: The compression chapter: a pretrained model (SmolLM2-135M offline; a Llama-3.1-8B id at
+#: ``paper``) and the transformer chapter's ``silu`` models. ``budgets`` are fractions of
+#: the dense parameters of the replaced matrices; ``pretrained_layers`` None means all.
+#: Sized from SmolLM2's measured CPU throughput (~430 tokens/s on 2 busy cores): at ``cpu``
+#: one evaluation is 12 x 128 tokens (~4 s), and the chapter runs 7 x 3 x 3 sharing + 30
+#: pruning evaluations of it.
+_COMPRESSION_SCALES: dict[str, dict[str, Any]] = {
+    "smoke": dict(pretrained="smollm2-135m", pretrained_layers=(12, 13, 14, 15), budgets=(0.25,), group_size=2,
+                  n_windows=4, window_length=64, batch_size=4, seeds=(0, 1), n_boot=500, device="cpu"),
+    "cpu": dict(pretrained="smollm2-135m", pretrained_layers=None, budgets=(0.125, 0.25, 0.5), group_size=2,
+                n_windows=12, window_length=128, batch_size=4, seeds=(0, 1, 2), n_boot=2000, device="cpu"),
+    "paper": dict(pretrained="meta-llama/Llama-3.1-8B", pretrained_layers=None, budgets=(0.0625, 0.125, 0.25, 0.5),
+                  group_size=2, n_windows=64, window_length=512, batch_size=4, seeds=(0, 1, 2), n_boot=2000,
+                  device="auto"),
+}
+
+
+@dataclass(frozen=True)
+class CompressionSettings:
+    """What the compression chapter runs (see :data:`_COMPRESSION_SCALES`)."""
+
+    scale: str
+    pretrained: str | None
+    pretrained_layers: tuple[int, ...] | None
+    budgets: tuple[float, ...]
+    group_size: int
+    n_windows: int
+    window_length: int
+    batch_size: int
+    n_boot: int
+    projections: tuple[str, ...]
+    lm: LMChapterSettings
+    device: str = "cpu"
+
+    def lm_configs(self) -> list["LMRunConfig"]:
+        """The transformer chapter's ``silu`` model, one config per seed."""
+        return self.lm.configs()["silu"]
+
+
+def compression_chapter_settings(scale: str, **overrides: Any) -> CompressionSettings:
+    """Settings of the compression chapter at ``scale``, with optional overrides.
+
+    Overrides: any preset key (``pretrained`` may be None to skip the pretrained model, an
+    offline short name, or a Hugging Face id / local directory), ``projections`` (a list of
+    :data:`geocont.transformer.PROJECTIONS`) and ``seeds`` (of our trained models).
+    """
+    from .transformer import PROJECTIONS
+
+    check_scale(scale)
+    valid = set(_COMPRESSION_SCALES[scale]) | {"projections"}
+    preset, seeds = _apply_overrides(_COMPRESSION_SCALES[scale], overrides, valid)
+    projections = tuple(preset.pop("projections", PROJECTIONS))
+    unknown = [p for p in projections if p not in PROJECTIONS]
+    if unknown or not projections:
+        raise ValueError(f"unknown projection(s) {unknown}; valid choices: {', '.join(PROJECTIONS)}")
+    budgets = tuple(float(b) for b in preset.pop("budgets"))
+    if not budgets or any(not 0 < b < 2 for b in budgets):
+        raise ValueError(f"budgets must be fractions of the dense parameters in (0, 2), got {budgets}")
+    for name in ("group_size", "n_windows", "window_length", "batch_size", "n_boot"):
+        if int(preset[name]) < 1:
+            raise ValueError(f"{name} must be a positive integer, got {preset[name]!r}")
+    if int(preset["group_size"]) < 2:
+        raise ValueError("group_size must be >= 2: sharing needs at least two layers per group")
+    layers = preset.pop("pretrained_layers")
+    layers = None if layers is None else tuple(int(l) for l in layers)
+    if layers is not None and (len(layers) < 3 or any(l < 0 for l in layers)):
+        raise ValueError(f"pretrained_layers needs at least 3 non-negative layer indices, got {layers}")
+    from .config import DEVICES
+
+    device = preset.pop("device")
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r}; valid choices: {', '.join(DEVICES)}")
+    lm = lm_chapter_settings(scale, variants=["silu"], seeds=list(seeds))
+    return CompressionSettings(scale=scale, pretrained=preset.pop("pretrained"), pretrained_layers=layers,
+                               budgets=budgets, projections=projections, lm=lm, device=device,
+                               **{k: int(v) for k, v in preset.items()})
