@@ -173,3 +173,20 @@ def test_sharing_claims_follow_the_guideline_sign():
     flipped_claims = pd.DataFrame(cp.sharing_claims(flipped, "m", "budgets"))
     guided = flipped_claims[~flipped_claims["claim"].str.contains("V has")]
     assert (guided["verdict"] == "not reproduced").all()
+
+
+def test_chapter_settings_validate_overrides():
+    from geocont.scales import compression_chapter_settings
+
+    settings = compression_chapter_settings("cpu")
+    assert settings.pretrained == "smollm2-135m" and len(settings.lm_configs()) == 3
+    assert all(c.shape.mlp_activation == "silu" for c in settings.lm_configs())
+    assert compression_chapter_settings("smoke", pretrained="none").pretrained is None
+    with pytest.raises(ValueError, match="valid choices: batch_size"):
+        compression_chapter_settings("smoke", windows=3)
+    with pytest.raises(ValueError, match="valid choices: q_proj"):
+        compression_chapter_settings("smoke", projections=["attn"])
+    with pytest.raises(ValueError, match="group_size must be >= 2"):
+        compression_chapter_settings("smoke", group_size=1)
+    with pytest.raises(ValueError, match="budgets"):
+        compression_chapter_settings("smoke", budgets=[0.0])

@@ -125,7 +125,7 @@ def sharing_factors(weights: Sequence[torch.Tensor], sharing: str) -> tuple[torc
     check_sharing(sharing)
     if not weights or len({tuple(w.shape) for w in weights}) != 1:
         raise ValueError("a sharing group needs one or more matrices of the same shape")
-    stack = torch.stack([w.detach().cpu() for w in weights]).double()
+    stack = torch.stack([w.detach() for w in weights]).double()  # on the weights' device
     if sharing == "input":
         return stack, torch.linalg.eigh((stack.transpose(1, 2) @ stack).sum(0))[1].flip(-1)
     if sharing == "output":
@@ -199,7 +199,7 @@ def plan_sharing(weights: Sequence[torch.Tensor], projection: str, layers: Seque
             factors[key] = sharing_factors([weights[l] for l in group], sharing)
         approx = approximate(factors[key], sharing, rank)
         for layer, a in zip(group, approx):
-            original = weights[layer].detach().cpu().double()
+            original = weights[layer].detach().double()
             approximations[layer] = a.to(weights[layer].dtype)
             error += float((original - a).pow(2).sum())
             total += float(original.pow(2).sum())

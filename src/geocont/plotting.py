@@ -187,3 +187,88 @@ def plot_projection_bars(
     ax.set_ylim(0, 1.02)
     ax.legend(fontsize="small")
     return ax
+
+
+#: Colours of the three sharing schemes (fixed across the compression chapter's figures).
+SHARING_STYLE = {
+    "input": dict(label="input-space basis shared (V)", marker="o"),
+    "output": dict(label="output-space basis shared (U)", marker="s"),
+    "none": dict(label="no sharing (per-layer rank k)", marker="^", linestyle=":"),
+}
+
+
+def sharing_colours() -> dict[str, tuple]:
+    colours = sns.color_palette("colorblind", 3)
+    return dict(zip(SHARING_STYLE, colours))
+
+
+def plot_sharing_tradeoff(summary: pd.DataFrame, projections: Sequence[str], guideline: dict[str, str | None],
+                          *, title: str = "", ncols: int = 4) -> plt.Figure:
+    """Per projection: loss increase (nats/token) against the parameters kept (% of dense),
+    one line per sharing scheme (mean over seeds; a band of ±1 sd where there are several);
+    the paper's recommended space is named in each panel's title."""
+    colours = sharing_colours()
+    nrows = -(-len(projections) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 3.1 * nrows), squeeze=False)
+    for ax, projection in zip(axes.flat, projections):
+        frame = summary[summary["projection"] == projection]
+        for sharing, style in SHARING_STYLE.items():
+            rows = frame[frame["sharing"] == sharing]
+            per_budget = rows.groupby("budget").agg(x=("budget_used", "mean"), y=("loss_increase", "mean"),
+                                                    sd=("loss_increase", "std")).reset_index()
+            x = 100 * per_budget["x"]
+            ax.plot(x, per_budget["y"], color=colours[sharing], label=style["label"], marker=style["marker"],
+                    linestyle=style.get("linestyle", "-"))
+            if rows["seed"].nunique() > 1:
+                ax.fill_between(x, per_budget["y"] - per_budget["sd"], per_budget["y"] + per_budget["sd"],
+                                color=colours[sharing], alpha=0.2)
+        advice = guideline.get(projection)
+        ax.set_title(f"{projection.replace('_proj', '')} (paper: {advice or 'neither'})", fontsize="medium")
+        ax.set_xlabel("parameters kept (% of dense)")
+        ax.set_ylabel("loss increase (nats/token)")
+        ax.axhline(0, **BASELINE_STYLE)
+    for ax in list(axes.flat)[len(projections):]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, frameon=False, bbox_to_anchor=(0.5, -0.01))
+    if title:
+        fig.suptitle(title, fontweight="bold")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig
+
+
+def plot_sharing_advice(advantage: pd.DataFrame, projections: Sequence[str], guideline: dict[str, str | None],
+                        *, ax: plt.Axes | None = None) -> plt.Axes:
+    """Which space to share, per projection and model: the input-space advantage
+    ``(dL_out - dL_in) / (dL_out + dL_in)`` (> 0: share the input space), mean as a bar and
+    each budget (x seed) as a dot; the paper's advice is written under each projection."""
+    ax = ax or plt.gca()
+    models = list(dict.fromkeys(advantage["model"]))
+    colours = palette(models)
+    width = 0.8 / len(models)
+    for j, model in enumerate(models):
+        for i, projection in enumerate(projections):
+            values = advantage[(advantage["model"] == model) & (advantage["projection"] == projection)]["advantage"]
+            x = i - 0.4 + width * (j + 0.5)
+            ax.bar(x, values.mean(), width=width * 0.9, color=colours[model], alpha=0.8, label=model if i == 0 else None)
+            ax.scatter([x] * len(values), values, color="black", s=10, zorder=3)
+    ax.axhline(0, **BASELINE_STYLE)
+    ax.set_xticks(range(len(projections)),
+                  [f"{p.replace('_proj', '')}\n(paper: {guideline.get(p) or 'neither'})" for p in projections])
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_ylabel("input-space advantage\n(+: share input, −: share output)")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_pruning(pruning: pd.DataFrame, correlations: dict, *, axes: Sequence[plt.Axes]) -> None:
+    """Per model: the loss increase of dropping each block against the block's continuity."""
+    for ax, (model, frame) in zip(axes, pruning.groupby("model", sort=False)):
+        per_layer = frame.groupby(["seed", "layer"])[["loss_increase", "continuity"]].mean().reset_index()
+        points = ax.scatter(per_layer["continuity"], per_layer["loss_increase"], c=per_layer["layer"], cmap="viridis",
+                            edgecolor="black", linewidth=0.4)
+        ax.figure.colorbar(points, ax=ax, label="block index")
+        ax.set_yscale("symlog", linthresh=0.01)
+        ax.set_xlabel("block continuity (mean |cos| of v1/u1 with its neighbours)")
+        ax.set_ylabel("loss increase when dropped (nats/token)")
+        ax.set_title(f"{model}: {correlations[model]}", fontsize="medium")

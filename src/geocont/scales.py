@@ -212,6 +212,7 @@ def lm_chapter_settings(scale: str, **overrides: Any) -> LMChapterSettings:
 #: pruning evaluations of it.
 _COMPRESSION_SCALES: dict[str, dict[str, Any]] = {
     "smoke": dict(pretrained="smollm2-135m", pretrained_layers=(12, 13, 14, 15), budgets=(0.25,), group_size=2,
+                  projections=("q_proj", "v_proj", "o_proj"),
                   n_windows=4, window_length=64, batch_size=4, seeds=(0, 1), n_boot=500, device="cpu"),
     "cpu": dict(pretrained="smollm2-135m", pretrained_layers=None, budgets=(0.125, 0.25, 0.5), group_size=2,
                 n_windows=12, window_length=128, batch_size=4, seeds=(0, 1, 2), n_boot=2000, device="cpu"),
@@ -246,7 +247,7 @@ class CompressionSettings:
 def compression_chapter_settings(scale: str, **overrides: Any) -> CompressionSettings:
     """Settings of the compression chapter at ``scale``, with optional overrides.
 
-    Overrides: any preset key (``pretrained`` may be None to skip the pretrained model, an
+    Overrides: any preset key (``pretrained`` may be "none" to skip the pretrained model, an
     offline short name, or a Hugging Face id / local directory), ``projections`` (a list of
     :data:`geocont.transformer.PROJECTIONS`) and ``seeds`` (of our trained models).
     """
@@ -277,6 +278,8 @@ def compression_chapter_settings(scale: str, **overrides: Any) -> CompressionSet
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; valid choices: {', '.join(DEVICES)}")
     lm = lm_chapter_settings(scale, variants=["silu"], seeds=list(seeds))
-    return CompressionSettings(scale=scale, pretrained=preset.pop("pretrained"), pretrained_layers=layers,
+    pretrained = preset.pop("pretrained")
+    pretrained = None if pretrained in (None, "none") else str(pretrained)
+    return CompressionSettings(scale=scale, pretrained=pretrained, pretrained_layers=layers,
                                budgets=budgets, projections=projections, lm=lm, device=device,
                                **{k: int(v) for k, v in preset.items()})
