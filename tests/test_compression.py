@@ -190,3 +190,16 @@ def test_chapter_settings_validate_overrides():
         compression_chapter_settings("smoke", group_size=1)
     with pytest.raises(ValueError, match="budgets"):
         compression_chapter_settings("smoke", budgets=[0.0])
+
+
+def test_distant_order_pairs_far_layers_and_adjacent_sharing_wins_on_continuous_weights():
+    assert cp.distant_order(range(30), 2)[:4] == [0, 15, 1, 16]
+    assert cp.distant_order(range(4), 2) == [0, 2, 1, 3]
+    assert sorted(cp.distant_order(range(7), 3)) == list(range(7))
+    # a slowly rotating input basis: adjacent layers are similar, distant ones are not
+    torch.manual_seed(3)
+    start, end = torch.linalg.qr(torch.randn(24, 24)).Q, torch.linalg.qr(torch.randn(24, 24)).Q
+    weights = [torch.randn(16, 4) @ ((1 - t) * start[:, :4] + t * end[:, :4]).T for t in torch.linspace(0, 1, 8)]
+    adjacent = cp.plan_sharing(weights, "q_proj", range(8), 2, "input", 0.2)[0]
+    distant = cp.plan_sharing(weights, "q_proj", cp.distant_order(range(8), 2), 2, "input", 0.2)[0]
+    assert adjacent.parameters == distant.parameters and adjacent.relative_error < distant.relative_error

@@ -452,6 +452,42 @@ def pruning_results(subject: Subject, n_windows: int, layers: Sequence[int] | No
     return table.assign(model=subject.label)
 
 
+def distant_order(layers: Sequence[int], group_size: int) -> list[int]:
+    """``layers`` reordered so that consecutive groups hold *distant* layers: with ``n`` layers
+    in ``n_g`` groups, group ``i`` is ``layers[i], layers[i + n_g], ...`` (e.g. 0 and 15 of 30)."""
+    layers = list(layers)
+    n_groups = -(-len(layers) // group_size)
+    return [l for i in range(n_groups) for l in layers[i::n_groups]]
+
+
+def grouping_control(subject: Subject, projections: Sequence[str], budget: float, group_size: int,
+                     layers: Sequence[int] | None = None) -> pd.DataFrame:
+    """Reconstruction error of sharing among adjacent layers versus among distant layers.
+
+    Same shapes, ranks and parameters; only which layers share a basis differs. If
+    continuity is what makes sharing work, adjacent groups should reconstruct better.
+    One row per projection x space x grouping (cached; loads the model on a miss).
+    """
+    check_projections(projections)
+    config = {"subject": subject.identity, "experiment": "grouping", "projections": list(projections),
+              "budget": budget, "group_size": group_size, "layers": None if layers is None else list(layers)}
+
+    def compute():
+        model = subject.loaded()[0]
+        chosen = list(layers) if layers is not None else list(range(len(model.model.layers)))
+        rows = []
+        for projection in projections:
+            weights = [p.data for p in projection_groups(model)[projection]]
+            for sharing in ("input", "output"):
+                for grouping, order in (("adjacent", chosen), ("distant", distant_order(chosen, group_size))):
+                    plan, _ = plan_sharing(weights, projection, order, group_size, sharing, budget)
+                    rows.append(dict(projection=projection, sharing=sharing, grouping=grouping, budget=budget,
+                                     parameters=plan.parameters, relative_error=plan.relative_error))
+        return pd.DataFrame(rows)
+
+    return cache.cached("compression", config, compute)
+
+
 # --------------------------------------------------------------------------- continuity and correlation
 
 
@@ -551,47 +587,42 @@ def input_advantage(summary: pd.DataFrame, by: Sequence[str] = ("model",)) -> pd
     return wide
 
 
-def _pretrained_advantage(advantage: pd.DataFrame, projection: str) -> tuple[Estimate, str]:
-    rows = advantage[advantage["projection"] == projection]
-    details = "; ".join(f"budget {r.budget:g}: ΔL in {r.loss_increase_input:.3f}, out {r.loss_increase_output:.3f}"
-                        for r in rows.itertuples())
-    return estimate(rows["advantage"]), details
-
-
-def _seed_advantage(advantage: pd.DataFrame, projection: str) -> tuple[Estimate, str]:
-    rows = advantage[advantage["projection"] == projection]
-    per_seed = rows.groupby("seed")["advantage"].mean()
-    per_budget = rows.groupby("budget")["advantage"].mean()
-    return estimate(per_seed), "per budget (seed mean): " + ", ".join(f"{b:g}: {v:+.2f}" for b, v in per_budget.items())
+def _guideline_sign(projection: str) -> int:
+    """+1 where the guideline's space is the input space (or none: V is scored as input), -1 for output."""
+    return -1 if GUIDELINE[projection] == "output" else 1
 
 
 def sharing_claims(advantage: pd.DataFrame, model: str, spread: str, chapter: str = "compression") -> list[dict]:
     """One claims row per projection: is the guideline's space the cheaper one to share?
 
-    The quantity is the advantage of the guideline's space (:func:`input_advantage`, sign
-    flipped for output-space projections), averaged; the spread is over ``spread``
-    ("budgets" for a single model, "seeds" for our trained models).
+    The quantity is the advantage of the guideline's space over the other one
+    (:func:`input_advantage`, sign flipped for output-space projections; plain input-space
+    advantage for V). The spread is over ``spread``: "seeds" (our trained models: per-seed
+    mean over budgets) or "budgets" (a single pretrained model: one value per budget).
     """
-    per = _seed_advantage if spread == "seeds" else _pretrained_advantage
+    if spread not in ("seeds", "budgets"):
+        raise ValueError(f"unknown spread {spread!r}; valid choices: seeds, budgets")
     zero = Estimate(0.0, 0.0, 1)
     rows = []
     for projection in [p for p in PROJECTIONS if p in set(advantage["projection"])]:
-        value, details = per(advantage, projection)
+        frame = advantage[advantage["projection"] == projection]
+        signed = frame["advantage"] * _guideline_sign(projection)
+        per_budget = signed.groupby(frame["budget"]).mean()
+        value = estimate(signed.groupby(frame["seed"]).mean() if spread == "seeds" else per_budget)
+        details = (f"spread over {spread}; per budget" + (" (seed mean)" if spread == "seeds" else "") + ": "
+                   + ", ".join(f"{b:g}: {v:+.2f}" for b, v in per_budget.items()))
         space = GUIDELINE[projection]
         if space is None:
             rows.append(claim_row(chapter, f"{model}: V has no clearly better sharing space",
                                   "v_proj advantage of input- over output-space sharing", "neither (no number)",
                                   value.mean, value.std, value.n, 0.0, verdict_for_value(value, 0.0, 0.10),
-                                  note=f"spread over {spread}; {details}"))
+                                  note=details))
             continue
-        if space == "output":
-            value = Estimate(-value.mean, value.std, value.n)
         other = "output" if space == "input" else "input"
         rows.append(claim_row(chapter, f"{model}: {projection} is cheaper to share in the {space} space",
                               f"{projection} advantage of {space}- over {other}-space sharing, equal parameters",
                               f"{space} space cheaper", value.mean, value.std, value.n, 0.0,
-                              verdict_for_difference(value, zero, margin=0.10),
-                              note=f"spread over {spread}; {details}"))
+                              verdict_for_difference(value, zero, margin=0.10), note=details))
     return rows
 
 
@@ -617,6 +648,7 @@ class CompressionResults:
     advantage: pd.DataFrame  # input_advantage, by model and seed
     correlations: dict[str, RankCorrelation]
     claims: pd.DataFrame
+    grouping: pd.DataFrame  # grouping_control (adjacent vs distant groups), with model and seed
 
 
 #: Label of our trained transformers in the results (their seeds are in the ``seed`` column).
@@ -626,7 +658,7 @@ OURS = "ours (silu)"
 def run_compression_chapter(settings, progress: bool = True) -> CompressionResults:
     """Run (or load from the cache) every experiment of the chapter for ``settings``
     (:func:`geocont.scales.compression_chapter_settings`)."""
-    sharing, pruning = [], []
+    sharing, pruning, grouping = [], [], []
     subjects: list[tuple[Subject, int, Sequence[int] | None, int]] = []
     if settings.pretrained is not None:
         subjects.append((pretrained_subject(settings.pretrained, settings.lm.base.corpus, settings.window_length,
@@ -639,6 +671,9 @@ def run_compression_chapter(settings, progress: bool = True) -> CompressionResul
                                        layers, settings.batch_size, progress).assign(model=model, seed=seed))
         pruning.append(pruning_results(subject, n_windows, layers, settings.batch_size, progress)
                        .assign(model=model, seed=seed))
+        middle = sorted(settings.budgets)[len(settings.budgets) // 2]
+        grouping.append(grouping_control(subject, settings.projections, middle, settings.group_size, layers)
+                        .assign(model=model, seed=seed))
         subject.release()
     sharing_table, pruning_table = pd.concat(sharing, ignore_index=True), pd.concat(pruning, ignore_index=True)
     summary = sharing_summary(sharing_table, by=("model", "seed"))
@@ -652,4 +687,5 @@ def run_compression_chapter(settings, progress: bool = True) -> CompressionResul
         pooled = f"pooled over {frame['seed'].nunique()} seeds x {frame['layer'].nunique()} blocks" if model == OURS \
             else f"{frame['layer'].nunique()} blocks"
         rows.append(pruning_claim(correlations[model], model, note=pooled))
-    return CompressionResults(sharing_table, pruning_table, summary, advantage, correlations, pd.DataFrame(rows))
+    return CompressionResults(sharing_table, pruning_table, summary, advantage, correlations, pd.DataFrame(rows),
+                              pd.concat(grouping, ignore_index=True))

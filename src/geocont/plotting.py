@@ -272,3 +272,30 @@ def plot_pruning(pruning: pd.DataFrame, correlations: dict, *, axes: Sequence[pl
         ax.set_xlabel("block continuity (mean |cos| of v1/u1 with its neighbours)")
         ax.set_ylabel("loss increase when dropped (nats/token)")
         ax.set_title(f"{model}: {correlations[model]}", fontsize="medium")
+
+
+def plot_grouping_control(grouping: pd.DataFrame, projections: Sequence[str], *, ax: plt.Axes | None = None,
+                          title: str = "") -> plt.Axes:
+    """How much worse sharing gets when the group holds distant instead of adjacent layers:
+    the increase in relative reconstruction error, per projection and space (bar: mean over
+    seeds; dots: seeds)."""
+    ax = ax or plt.gca()
+    wide = grouping.pivot_table(index=["seed", "projection", "sharing"], columns="grouping",
+                                values="relative_error").reset_index()
+    wide["penalty"] = wide["distant"] - wide["adjacent"]
+    colours = sharing_colours()
+    width = 0.38
+    for offset, sharing in zip((-width / 2, width / 2), ("input", "output")):
+        for i, projection in enumerate(projections):
+            values = wide[(wide["projection"] == projection) & (wide["sharing"] == sharing)]["penalty"]
+            x = i + offset
+            ax.bar(x, values.mean(), width=width * 0.95, color=colours[sharing], alpha=0.8,
+                   label=SHARING_STYLE[sharing]["label"] if i == 0 else None)
+            ax.scatter([x] * len(values), values, color="black", s=10, zorder=3)
+    ax.axhline(0, **BASELINE_STYLE)
+    ax.set_xticks(range(len(projections)), [p.replace("_proj", "") for p in projections])
+    ax.set_ylabel("distant − adjacent\nrelative reconstruction error")
+    if title:
+        ax.set_title(title, fontsize="medium")
+    ax.legend(fontsize="small")
+    return ax
