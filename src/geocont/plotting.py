@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import matplotlib.pyplot as plt
+import matplotlib.ticker as mticker
 import pandas as pd
 import seaborn as sns
 
@@ -268,7 +269,10 @@ def plot_pruning(pruning: pd.DataFrame, correlations: dict, *, axes: Sequence[pl
         points = ax.scatter(per_layer["continuity"], per_layer["loss_increase"], c=per_layer["layer"], cmap="viridis",
                             edgecolor="black", linewidth=0.4)
         ax.figure.colorbar(points, ax=ax, label="block index")
-        ax.set_yscale("symlog", linthresh=0.01)
+        values = per_layer["loss_increase"].abs()
+        if values.max() > 30 * max(values.median(), 1e-3):  # one catastrophic block: show the rest too
+            ax.set_yscale("symlog", linthresh=float(max(values.median(), 1e-3)))
+            ax.yaxis.set_major_formatter(mticker.FormatStrFormatter("%g"))
         ax.set_xlabel("block continuity (mean |cos| of v1/u1 with its neighbours)")
         ax.set_ylabel("loss increase when dropped (nats/token)")
         ax.set_title(f"{model}: {correlations[model]}", fontsize="medium")
