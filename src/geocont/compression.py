@@ -659,20 +659,21 @@ def run_compression_chapter(settings, progress: bool = True) -> CompressionResul
     """Run (or load from the cache) every experiment of the chapter for ``settings``
     (:func:`geocont.scales.compression_chapter_settings`)."""
     sharing, pruning, grouping = [], [], []
-    subjects: list[tuple[Subject, int, Sequence[int] | None, int]] = []
+    subjects: list[tuple[Subject, int, Sequence[int] | None, Sequence[int] | None, int]] = []
     if settings.pretrained is not None:
         subjects.append((pretrained_subject(settings.pretrained, settings.lm.base.corpus, settings.window_length,
-                                           settings.device), -1, settings.pretrained_layers, settings.n_windows))
+                                           settings.device), -1, settings.sharing_layers, settings.pruning_layers,
+                         settings.n_windows))
     for config in settings.lm_configs():
-        subjects.append((trained_subject(config), config.seed, None, config.eval_windows))
-    for subject, seed, layers, n_windows in subjects:
+        subjects.append((trained_subject(config), config.seed, None, None, config.eval_windows))
+    middle = sorted(settings.budgets)[len(settings.budgets) // 2]
+    for subject, seed, sharing_layers, pruning_layers, n_windows in subjects:
         model = OURS if seed >= 0 else subject.label
         sharing.append(sharing_results(subject, settings.projections, settings.budgets, settings.group_size, n_windows,
-                                       layers, settings.batch_size, progress).assign(model=model, seed=seed))
-        pruning.append(pruning_results(subject, n_windows, layers, settings.batch_size, progress)
+                                       sharing_layers, settings.batch_size, progress).assign(model=model, seed=seed))
+        pruning.append(pruning_results(subject, n_windows, pruning_layers, settings.batch_size, progress)
                        .assign(model=model, seed=seed))
-        middle = sorted(settings.budgets)[len(settings.budgets) // 2]
-        grouping.append(grouping_control(subject, settings.projections, middle, settings.group_size, layers)
+        grouping.append(grouping_control(subject, settings.projections, middle, settings.group_size, sharing_layers)
                         .assign(model=model, seed=seed))
         subject.release()
     sharing_table, pruning_table = pd.concat(sharing, ignore_index=True), pd.concat(pruning, ignore_index=True)
