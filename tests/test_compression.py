@@ -203,3 +203,32 @@ def test_distant_order_pairs_far_layers_and_adjacent_sharing_wins_on_continuous_
     adjacent = cp.plan_sharing(weights, "q_proj", range(8), 2, "input", 0.2)[0]
     distant = cp.plan_sharing(weights, "q_proj", cp.distant_order(range(8), 2), 2, "input", 0.2)[0]
     assert adjacent.parameters == distant.parameters and adjacent.relative_error < distant.relative_error
+
+
+def test_experiments_are_cached_per_configuration_and_load_the_model_only_on_a_miss():
+    loads = []
+
+    def load():
+        loads.append(1)
+        ids = torch.randint(0, LM_SHAPES["smoke"].vocab_size, (400,), generator=torch.Generator().manual_seed(0))
+        return build_llama(LM_SHAPES["smoke"], seed=0).eval(), ids
+
+    def subject():
+        return cp.Subject("tiny", {"test": "tiny"}, load, window_length=16)
+
+    sharing = cp.sharing_results(subject(), ["q_proj", "down_proj"], [0.25, 0.5], 2, n_windows=3, progress=False)
+    assert len(loads) == 1 and len(sharing) == 2 * 3 * 2 * 3
+    assert np.allclose(sharing["loss_increase"], sharing["nll"] - sharing["base_nll"])
+    square = sharing[sharing["projection"] == "q_proj"].groupby("sharing")["parameters"].first()
+    assert square["input"] == square["output"]
+    pruning = cp.pruning_results(subject(), n_windows=3, progress=False)
+    assert len(loads) == 2 and sorted(pruning["layer"].unique()) == [0, 1]
+    assert pruning["continuity"].notna().all()
+    again = cp.sharing_results(subject(), ["q_proj", "down_proj"], [0.25, 0.5], 2, n_windows=3, progress=False)
+    cp.pruning_results(subject(), n_windows=3, progress=False)
+    assert len(loads) == 2  # everything came from the cache
+    pd.testing.assert_frame_equal(again, sharing)
+    cp.sharing_results(subject(), ["q_proj"], [0.3], 2, n_windows=3, progress=False)
+    assert len(loads) == 3  # a new budget is a new configuration
+    advantage = cp.input_advantage(cp.sharing_summary(sharing.assign(seed=0), by=("model", "seed")), by=("model", "seed"))
+    assert set(advantage["projection"]) == {"q_proj", "down_proj"} and len(advantage) == 4
