@@ -232,3 +232,13 @@ def test_experiments_are_cached_per_configuration_and_load_the_model_only_on_a_m
     assert len(loads) == 3  # a new budget is a new configuration
     advantage = cp.input_advantage(cp.sharing_summary(sharing.assign(seed=0), by=("model", "seed")), by=("model", "seed"))
     assert set(advantage["projection"]) == {"q_proj", "down_proj"} and len(advantage) == 4
+
+
+def test_paired_difference_is_per_window_output_minus_input():
+    rows = [dict(model="m", seed=0, projection="q_proj", budget=0.5, window=w, sharing=s, nll=v)
+            for w, (a, b) in enumerate([(1.0, 1.5), (2.0, 2.1), (3.0, 3.2)])
+            for s, v in (("input", a), ("output", b), ("none", 9.0))]
+    paired = cp.paired_difference(pd.DataFrame(rows))
+    assert len(paired) == 1
+    assert paired["difference"].iloc[0] == pytest.approx((0.5 + 0.1 + 0.2) / 3)
+    assert paired["difference_se"].iloc[0] == pytest.approx(np.std([0.5, 0.1, 0.2], ddof=1) / np.sqrt(3))

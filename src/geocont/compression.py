@@ -587,18 +587,34 @@ def input_advantage(summary: pd.DataFrame, by: Sequence[str] = ("model",)) -> pd
     return wide
 
 
+def paired_difference(table: pd.DataFrame, by: Sequence[str] = ("model", "seed")) -> pd.DataFrame:
+    """Per projection and budget: ``dL_output - dL_input`` with its standard error over windows.
+
+    Both schemes are evaluated on the same windows, so the per-window difference is paired;
+    its standard error says whether the gap at one budget exceeds the text's sampling noise.
+    """
+    keys = [*by, "projection", "budget"]
+    wide = table.pivot_table(index=[*keys, "window"], columns="sharing", values="nll", observed=True)
+    difference = (wide["output"] - wide["input"]).rename("difference")
+    grouped = difference.groupby(level=keys)
+    return pd.DataFrame({"difference": grouped.mean(), "difference_se": grouped.sem()}).reset_index()
+
+
 def _guideline_sign(projection: str) -> int:
     """+1 where the guideline's space is the input space (or none: V is scored as input), -1 for output."""
     return -1 if GUIDELINE[projection] == "output" else 1
 
 
-def sharing_claims(advantage: pd.DataFrame, model: str, spread: str, chapter: str = "compression") -> list[dict]:
+def sharing_claims(advantage: pd.DataFrame, model: str, spread: str, chapter: str = "compression",
+                   paired: pd.DataFrame | None = None) -> list[dict]:
     """One claims row per projection: is the guideline's space the cheaper one to share?
 
     The quantity is the advantage of the guideline's space over the other one
     (:func:`input_advantage`, sign flipped for output-space projections; plain input-space
     advantage for V). The spread is over ``spread``: "seeds" (our trained models: per-seed
     mean over budgets) or "budgets" (a single pretrained model: one value per budget).
+    ``paired`` (:func:`paired_difference`), if given, adds each budget's gap in nats with
+    its window standard error to the note.
     """
     if spread not in ("seeds", "budgets"):
         raise ValueError(f"unknown spread {spread!r}; valid choices: seeds, budgets")
@@ -611,6 +627,13 @@ def sharing_claims(advantage: pd.DataFrame, model: str, spread: str, chapter: st
         value = estimate(signed.groupby(frame["seed"]).mean() if spread == "seeds" else per_budget)
         details = (f"spread over {spread}; per budget" + (" (seed mean)" if spread == "seeds" else "") + ": "
                    + ", ".join(f"{b:g}: {v:+.2f}" for b, v in per_budget.items()))
+        if paired is not None:
+            gaps = paired[paired["projection"] == projection].groupby("budget")[["difference", "difference_se"]].mean()
+            sign = _guideline_sign(projection) if GUIDELINE[projection] else 1
+            other, space = ("output", "input") if sign > 0 else ("input", "output")
+            details += (f"; ΔL({other}) − ΔL({space}) in nats/token ± window s.e.: "
+                        + ", ".join(f"{b:g}: {sign * r.difference:+.3f} ± {r.difference_se:.3f}"
+                                    for b, r in gaps.iterrows()))
         space = GUIDELINE[projection]
         if space is None:
             rows.append(claim_row(chapter, f"{model}: V has no clearly better sharing space",
@@ -679,12 +702,14 @@ def run_compression_chapter(settings, progress: bool = True) -> CompressionResul
     sharing_table, pruning_table = pd.concat(sharing, ignore_index=True), pd.concat(pruning, ignore_index=True)
     summary = sharing_summary(sharing_table, by=("model", "seed"))
     advantage = input_advantage(summary, by=("model", "seed"))
+    paired = paired_difference(sharing_table)
     correlations, rows = {}, []
     for model, frame in pruning_table.groupby("model", sort=False):
         per_layer = frame.groupby(["seed", "layer"])[["loss_increase", "continuity"]].mean()
         correlations[model] = rank_correlation(per_layer["loss_increase"], per_layer["continuity"], settings.n_boot)
         spread = "seeds" if model == OURS else "budgets"
-        rows += sharing_claims(advantage[advantage["model"] == model], model, spread)
+        rows += sharing_claims(advantage[advantage["model"] == model], model, spread,
+                               paired=paired[paired["model"] == model])
         pooled = f"pooled over {frame['seed'].nunique()} seeds x {frame['layer'].nunique()} blocks" if model == OURS \
             else f"{frame['layer'].nunique()} blocks"
         rows.append(pruning_claim(correlations[model], model, note=pooled))
