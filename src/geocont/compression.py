@@ -565,8 +565,9 @@ def sharing_summary(table: pd.DataFrame, by: Sequence[str] = ("model",)) -> pd.D
     return summary.reset_index()
 
 
-#: Below this total (nats/token), both spaces' costs are negligible and their ratio is noise.
-NEGLIGIBLE_LOSS = 0.01
+#: Below this total (nats/token), both spaces' costs are negligible and their ratio is noise
+#: (it is the order of the paired window standard error of our small models' loss increases).
+NEGLIGIBLE_LOSS = 0.001
 
 
 def input_advantage(summary: pd.DataFrame, by: Sequence[str] = ("model",)) -> pd.DataFrame:
@@ -632,7 +633,7 @@ def sharing_claims(advantage: pd.DataFrame, model: str, spread: str, chapter: st
             sign = _guideline_sign(projection) if GUIDELINE[projection] else 1
             other, space = ("output", "input") if sign > 0 else ("input", "output")
             details += (f"; ΔL({other}) − ΔL({space}) in nats/token ± window s.e.: "
-                        + ", ".join(f"{b:g}: {sign * r.difference:+.3f} ± {r.difference_se:.3f}"
+                        + ", ".join(f"{b:g}: {sign * r.difference:+.2g} ± {r.difference_se:.1g}"
                                     for b, r in gaps.iterrows()))
         space = GUIDELINE[projection]
         if space is None:
@@ -647,6 +648,33 @@ def sharing_claims(advantage: pd.DataFrame, model: str, spread: str, chapter: st
                               f"{space} space cheaper", value.mean, value.std, value.n, 0.0,
                               verdict_for_difference(value, zero, margin=0.10), note=details))
     return rows
+
+
+def grouping_penalty(grouping: pd.DataFrame) -> pd.DataFrame:
+    """Per seed, projection and space: how much larger the reconstruction error is with
+    distant instead of adjacent groups, relative to the adjacent error (0.05 = 5% larger)."""
+    wide = grouping.pivot_table(index=["seed", "projection", "sharing"], columns="grouping",
+                                values="relative_error").reset_index()
+    wide["penalty"] = wide["distant"] / wide["adjacent"] - 1
+    return wide
+
+
+def grouping_claim(grouping: pd.DataFrame, model: str, spread: str, chapter: str = "compression") -> dict:
+    """Claims row: do adjacent layers share a basis better than distant ones (same parameters)?
+
+    The value is the relative increase in reconstruction error from adjacent to distant
+    groups, averaged over projections and both spaces; spread over seeds (our models) or over
+    the projection x space cases (a single pretrained model). Margin: 10%.
+    """
+    penalty = grouping_penalty(grouping)
+    value = estimate(penalty.groupby("seed")["penalty"].mean() if spread == "seeds" else penalty["penalty"])
+    worse = int((penalty.groupby(["projection", "sharing"])["penalty"].mean() > 0).sum())
+    cases = penalty.groupby(["projection", "sharing"]).ngroups
+    return claim_row(chapter, f"{model}: continuity grounds sharing: adjacent layers share a basis better than distant ones",
+                     "relative increase in reconstruction error, distant vs adjacent groups", "adjacent better (implied)",
+                     value.mean, value.std, value.n, 0.0, verdict_for_difference(value, Estimate(0.0, 0.0, 1), 0.10),
+                     note=f"spread over {'seeds' if spread == 'seeds' else 'projections x spaces'}; distant worse in "
+                          f"{worse} of {cases} projection x space cases; margin 10%")
 
 
 def pruning_claim(correlation: RankCorrelation, model: str, chapter: str = "compression", note: str = "") -> dict:
@@ -700,6 +728,7 @@ def run_compression_chapter(settings, progress: bool = True) -> CompressionResul
                         .assign(model=model, seed=seed))
         subject.release()
     sharing_table, pruning_table = pd.concat(sharing, ignore_index=True), pd.concat(pruning, ignore_index=True)
+    grouping_table = pd.concat(grouping, ignore_index=True)
     summary = sharing_summary(sharing_table, by=("model", "seed"))
     advantage = input_advantage(summary, by=("model", "seed"))
     paired = paired_difference(sharing_table)
@@ -713,5 +742,12 @@ def run_compression_chapter(settings, progress: bool = True) -> CompressionResul
         pooled = f"pooled over {frame['seed'].nunique()} seeds x {frame['layer'].nunique()} blocks" if model == OURS \
             else f"{frame['layer'].nunique()} blocks"
         rows.append(pruning_claim(correlations[model], model, note=pooled))
+        interior = per_layer[per_layer.index.get_level_values("layer") > 0]
+        if len(interior) >= 3:
+            without_first = rank_correlation(interior["loss_increase"], interior["continuity"], settings.n_boot)
+            correlations[f"{model}, without block 0"] = without_first
+            rows.append(pruning_claim(without_first, model + " (without block 0)",
+                                      note="block 0 left out: it has one neighbour and the largest pruning cost"))
+        rows.append(grouping_claim(grouping_table[grouping_table["model"] == model], model, spread))
     return CompressionResults(sharing_table, pruning_table, summary, advantage, correlations, pd.DataFrame(rows),
-                              pd.concat(grouping, ignore_index=True))
+                              grouping_table)

@@ -281,12 +281,12 @@ def plot_pruning(pruning: pd.DataFrame, correlations: dict, *, axes: Sequence[pl
 def plot_grouping_control(grouping: pd.DataFrame, projections: Sequence[str], *, ax: plt.Axes | None = None,
                           title: str = "") -> plt.Axes:
     """How much worse sharing gets when the group holds distant instead of adjacent layers:
-    the increase in relative reconstruction error, per projection and space (bar: mean over
+    the reconstruction error's increase in percent, per projection and space (bar: mean over
     seeds; dots: seeds)."""
     ax = ax or plt.gca()
     wide = grouping.pivot_table(index=["seed", "projection", "sharing"], columns="grouping",
                                 values="relative_error").reset_index()
-    wide["penalty"] = wide["distant"] - wide["adjacent"]
+    wide["penalty"] = 100 * (wide["distant"] / wide["adjacent"] - 1)
     colours = sharing_colours()
     width = 0.38
     for offset, sharing in zip((-width / 2, width / 2), ("input", "output")):
@@ -298,7 +298,7 @@ def plot_grouping_control(grouping: pd.DataFrame, projections: Sequence[str], *,
             ax.scatter([x] * len(values), values, color="black", s=10, zorder=3)
     ax.axhline(0, **BASELINE_STYLE)
     ax.set_xticks(range(len(projections)), [p.replace("_proj", "") for p in projections])
-    ax.set_ylabel("distant − adjacent\nrelative reconstruction error")
+    ax.set_ylabel("reconstruction error, distant\nvs adjacent groups (% larger)")
     if title:
         ax.set_title(title, fontsize="medium")
     ax.legend(fontsize="small")
