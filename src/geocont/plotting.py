@@ -239,12 +239,12 @@ def plot_sharing_tradeoff(summary: pd.DataFrame, projections: Sequence[str], gui
 
 
 def plot_sharing_advice(advantage: pd.DataFrame, projections: Sequence[str], guideline: dict[str, str | None],
-                        *, ax: plt.Axes | None = None) -> plt.Axes:
+                        *, ax: plt.Axes | None = None, models: Sequence[str] | None = None) -> plt.Axes:
     """Which space to share, per projection and model: the input-space advantage
     ``(dL_out - dL_in) / (dL_out + dL_in)`` (> 0: share the input space), mean as a bar and
     each budget (x seed) as a dot; the paper's advice is written under each projection."""
     ax = ax or plt.gca()
-    models = list(dict.fromkeys(advantage["model"]))
+    models = list(models or dict.fromkeys(advantage["model"]))
     colours = palette(models)
     width = 0.8 / len(models)
     for j, model in enumerate(models):
