@@ -495,7 +495,7 @@ def continuity_pairs(model) -> pd.DataFrame:
     """Leading-direction adjacent-layer |cos| per projection, space and pair (from geocont.metrics)."""
     rows = []
     for projection, params in projection_groups(model).items():
-        triplets = stacked_singular_triplets(torch.stack([p.detach().float().cpu() for p in params]), k=1)
+        triplets = stacked_singular_triplets(torch.stack([p.detach().float() for p in params]), k=1)
         for space in ("input", "output"):
             for pair, value in enumerate(adjacent_direction_cosines(triplets, space, k=1)[:, 0].tolist()):
                 rows.append(dict(projection=projection, space=space, layer=pair, value=value))

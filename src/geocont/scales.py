@@ -210,9 +210,10 @@ def lm_chapter_settings(scale: str, **overrides: Any) -> LMChapterSettings:
 #: model's blocks whose weights are shared (None: all); at ``cpu`` the middle 12 of 30, as
 #: compressing every block without fine-tuning breaks the model (V or Gate of all 30 blocks
 #: at a 50% budget: +6 nats/token). ``pruning_layers``: the blocks dropped in turn (None: all).
-#: Sized from SmolLM2's measured CPU throughput (~430 tokens/s on 2 busy cores): at ``cpu``
-#: one evaluation is 12 x 128 tokens (~4 s), and the chapter runs 7 x 3 x 3 sharing + 30
-#: pruning evaluations of it.
+#: Sized from SmolLM2's measured CPU throughput (benchmarks/bench_compression.py: 160-430
+#: tokens/s on the 2-core machine, depending on the other load): at ``cpu`` one evaluation is
+#: 12 x 128 tokens (4-10 s), and the chapter runs 7 x 3 x 3 sharing + 30 pruning evaluations
+#: of it, 10-20 minutes in all with our models.
 _COMPRESSION_SCALES: dict[str, dict[str, Any]] = {
     "smoke": dict(pretrained="smollm2-135m", sharing_layers=(12, 13, 14, 15), pruning_layers=(12, 13, 14, 15),
                   budgets=(0.25,), group_size=2,
