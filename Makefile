@@ -56,6 +56,7 @@ bench: setup
 	$(PYTHON) benchmarks/bench_recording.py --scale cpu
 	$(PYTHON) benchmarks/bench_recording.py --scale cpu --chapter timeline
 	$(PYTHON) benchmarks/bench_lm_recording.py --scale cpu
+	$(PYTHON) benchmarks/bench_compression.py --scale cpu
 
 clean:
 	rm -rf _build

@@ -149,6 +149,22 @@ def verdict_for_difference(high: Estimate, low: Estimate, margin: float = 0.10) 
     return "partly reproduced" if difference > max(margin / 2, pooled) else "not reproduced"
 
 
+def verdict_for_interval(low: float, high: float, expected_sign: int) -> str:
+    """Does a 95% interval ``[low, high]`` show the expected sign (+1 or -1)?
+
+    "reproduced" if it excludes 0 on the expected side, "not reproduced" if it excludes 0
+    on the other side, "inconclusive" if it contains 0.
+    """
+    if expected_sign not in (1, -1):
+        raise ValueError(f"expected_sign must be +1 or -1, got {expected_sign}")
+    if math.isnan(low) or math.isnan(high):
+        return "not tested"
+    low, high = sorted((expected_sign * low, expected_sign * high))
+    if low > 0:
+        return "reproduced"
+    return "not reproduced" if high < 0 else "inconclusive"
+
+
 def mlp_condition_claims(table: pd.DataFrame, robustness: pd.DataFrame, baseline: float) -> pd.DataFrame:
     """Claims table of the "Conditions 1 and 2" chapter, computed from its run tables."""
     chapter = "mlp_conditions"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import matplotlib.pyplot as plt
+import matplotlib.ticker as mticker
 import pandas as pd
 import seaborn as sns
 
@@ -291,6 +292,8 @@ def plot_event_steps(events: pd.DataFrame, *, crossing: str = "crossing_step", h
     ax.set_ylabel("step of half the continuity rise")
     ax.legend(title=hue, fontsize="small")
     return ax
+
+
 def show_figure(fig: plt.Figure, name: str, caption: str) -> None:
     """Show a finished figure as a numbered book figure with ``caption``; ``name`` is its label.
 
@@ -322,3 +325,116 @@ def show_figure(fig: plt.Figure, name: str, caption: str) -> None:
     else:
         plt.show()
         display(Markdown(f"**{name}.** {caption}"))
+#: Colours of the three sharing schemes (fixed across the compression chapter's figures).
+SHARING_STYLE = {
+    "input": dict(label="input-space basis shared (V)", marker="o"),
+    "output": dict(label="output-space basis shared (U)", marker="s"),
+    "none": dict(label="no sharing (per-layer rank k)", marker="^", linestyle=":"),
+}
+
+
+def sharing_colours() -> dict[str, tuple]:
+    colours = sns.color_palette("colorblind", 3)
+    return dict(zip(SHARING_STYLE, colours))
+
+
+def plot_sharing_tradeoff(summary: pd.DataFrame, projections: Sequence[str], guideline: dict[str, str | None],
+                          *, title: str = "", ncols: int = 4) -> plt.Figure:
+    """Per projection: loss increase (nats/token) against the parameters kept (% of dense),
+    one line per sharing scheme (mean over seeds; a band of ±1 sd where there are several);
+    the paper's recommended space is named in each panel's title."""
+    colours = sharing_colours()
+    nrows = -(-len(projections) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 3.1 * nrows), squeeze=False)
+    for ax, projection in zip(axes.flat, projections):
+        frame = summary[summary["projection"] == projection]
+        for sharing, style in SHARING_STYLE.items():
+            rows = frame[frame["sharing"] == sharing]
+            per_budget = rows.groupby("budget").agg(x=("budget_used", "mean"), y=("loss_increase", "mean"),
+                                                    sd=("loss_increase", "std")).reset_index()
+            x = 100 * per_budget["x"]
+            ax.plot(x, per_budget["y"], color=colours[sharing], label=style["label"], marker=style["marker"],
+                    linestyle=style.get("linestyle", "-"))
+            if rows["seed"].nunique() > 1:
+                ax.fill_between(x, per_budget["y"] - per_budget["sd"], per_budget["y"] + per_budget["sd"],
+                                color=colours[sharing], alpha=0.2)
+        advice = guideline.get(projection)
+        ax.set_title(f"{projection.replace('_proj', '')} (paper: {advice or 'neither'})", fontsize="medium")
+        ax.set_xlabel("parameters kept (% of dense)")
+        ax.set_ylabel("loss increase (nats/token)")
+        ax.axhline(0, **BASELINE_STYLE)
+    for ax in list(axes.flat)[len(projections):]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, frameon=False, bbox_to_anchor=(0.5, -0.01))
+    if title:
+        fig.suptitle(title, fontweight="bold")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig
+
+
+def plot_sharing_advice(advantage: pd.DataFrame, projections: Sequence[str], guideline: dict[str, str | None],
+                        *, ax: plt.Axes | None = None, models: Sequence[str] | None = None) -> plt.Axes:
+    """Which space to share, per projection and model: the input-space advantage
+    ``(dL_out - dL_in) / (dL_out + dL_in)`` (> 0: share the input space), mean as a bar and
+    each budget (x seed) as a dot; the paper's advice is written under each projection."""
+    ax = ax or plt.gca()
+    models = list(models or dict.fromkeys(advantage["model"]))
+    colours = palette(models)
+    width = 0.8 / len(models)
+    for j, model in enumerate(models):
+        for i, projection in enumerate(projections):
+            values = advantage[(advantage["model"] == model) & (advantage["projection"] == projection)]["advantage"]
+            x = i - 0.4 + width * (j + 0.5)
+            ax.bar(x, values.mean(), width=width * 0.9, color=colours[model], alpha=0.8, label=model if i == 0 else None)
+            ax.scatter([x] * len(values), values, color="black", s=10, zorder=3)
+    ax.axhline(0, **BASELINE_STYLE)
+    ax.set_xticks(range(len(projections)),
+                  [f"{p.replace('_proj', '')}\n(paper: {guideline.get(p) or 'neither'})" for p in projections])
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_ylabel("input-space advantage\n(+: share input, −: share output)")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_pruning(pruning: pd.DataFrame, correlations: dict, *, axes: Sequence[plt.Axes]) -> None:
+    """Per model: the loss increase of dropping each block against the block's continuity."""
+    for ax, (model, frame) in zip(axes, pruning.groupby("model", sort=False)):
+        per_layer = frame.groupby(["seed", "layer"])[["loss_increase", "continuity"]].mean().reset_index()
+        points = ax.scatter(per_layer["continuity"], per_layer["loss_increase"], c=per_layer["layer"], cmap="viridis",
+                            edgecolor="black", linewidth=0.4)
+        ax.figure.colorbar(points, ax=ax, label="block index")
+        values = per_layer["loss_increase"].abs()
+        if values.max() > 30 * max(values.median(), 1e-3):  # one catastrophic block: show the rest too
+            ax.set_yscale("symlog", linthresh=float(max(values.median(), 1e-3)))
+            ax.yaxis.set_major_formatter(mticker.FormatStrFormatter("%g"))
+        ax.set_xlabel("block continuity (mean |cos| of v1/u1 with its neighbours)")
+        ax.set_ylabel("loss increase when dropped (nats/token)")
+        ax.set_title(f"{model}: {correlations[model]}", fontsize="medium")
+
+
+def plot_grouping_control(grouping: pd.DataFrame, projections: Sequence[str], *, ax: plt.Axes | None = None,
+                          title: str = "") -> plt.Axes:
+    """How much worse sharing gets when the group holds distant instead of adjacent layers:
+    the reconstruction error's increase in percent, per projection and space (bar: mean over
+    seeds; dots: seeds)."""
+    ax = ax or plt.gca()
+    wide = grouping.pivot_table(index=["seed", "projection", "sharing"], columns="grouping",
+                                values="relative_error").reset_index()
+    wide["penalty"] = 100 * (wide["distant"] / wide["adjacent"] - 1)
+    colours = sharing_colours()
+    width = 0.38
+    for offset, sharing in zip((-width / 2, width / 2), ("input", "output")):
+        for i, projection in enumerate(projections):
+            values = wide[(wide["projection"] == projection) & (wide["sharing"] == sharing)]["penalty"]
+            x = i + offset
+            ax.bar(x, values.mean(), width=width * 0.95, color=colours[sharing], alpha=0.8,
+                   label=SHARING_STYLE[sharing]["label"] if i == 0 else None)
+            ax.scatter([x] * len(values), values, color="black", s=10, zorder=3)
+    ax.axhline(0, **BASELINE_STYLE)
+    ax.set_xticks(range(len(projections)), [p.replace("_proj", "") for p in projections])
+    ax.set_ylabel("reconstruction error, distant\nvs adjacent groups (% larger)")
+    if title:
+        ax.set_title(title, fontsize="medium")
+    ax.legend(fontsize="small")
+    return ax

@@ -259,3 +259,92 @@ def scales_markdown() -> str:
     lines = ["| setting | " + " | ".join(f"`{s}`" for s in SCALES) + " |", "|---" * (len(SCALES) + 1) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
+#: The compression chapter: a pretrained model (SmolLM2-135M offline; a Llama-3.1-8B id at
+#: ``paper``) and the transformer chapter's ``silu`` models. ``budgets`` are fractions of
+#: the dense parameters of the replaced matrices. ``sharing_layers`` are the pretrained
+#: model's blocks whose weights are shared (None: all); at ``cpu`` the middle 12 of 30, as
+#: compressing every block without fine-tuning breaks the model (V or Gate of all 30 blocks
+#: at a 50% budget: +6 nats/token). ``pruning_layers``: the blocks dropped in turn (None: all).
+#: Sized from SmolLM2's measured CPU throughput (benchmarks/bench_compression.py: 160-430
+#: tokens/s on the 2-core machine, depending on the other load): at ``cpu`` one evaluation is
+#: 12 x 128 tokens (4-10 s), and the chapter runs 7 x 3 x 3 sharing + 30 pruning evaluations
+#: of it, 10-20 minutes in all with our models.
+_COMPRESSION_SCALES: dict[str, dict[str, Any]] = {
+    "smoke": dict(pretrained="smollm2-135m", sharing_layers=(12, 13, 14, 15), pruning_layers=(12, 13, 14, 15),
+                  budgets=(0.25,), group_size=2,
+                  projections=("q_proj", "v_proj", "o_proj"),
+                  n_windows=4, window_length=64, batch_size=4, seeds=(0, 1), n_boot=500, device="cpu"),
+    "cpu": dict(pretrained="smollm2-135m", sharing_layers=tuple(range(9, 21)), pruning_layers=None,
+                budgets=(0.25, 0.5, 0.75), group_size=2,
+                n_windows=12, window_length=128, batch_size=4, seeds=(0, 1, 2), n_boot=2000, device="cpu"),
+    "paper": dict(pretrained="meta-llama/Llama-3.1-8B", sharing_layers=tuple(range(10, 22)), pruning_layers=None,
+                  budgets=(0.25, 0.5, 0.75),
+                  group_size=2, n_windows=64, window_length=512, batch_size=4, seeds=(0, 1, 2), n_boot=2000,
+                  device="auto"),
+}
+
+
+@dataclass(frozen=True)
+class CompressionSettings:
+    """What the compression chapter runs (see :data:`_COMPRESSION_SCALES`)."""
+
+    scale: str
+    pretrained: str | None
+    sharing_layers: tuple[int, ...] | None
+    pruning_layers: tuple[int, ...] | None
+    budgets: tuple[float, ...]
+    group_size: int
+    n_windows: int
+    window_length: int
+    batch_size: int
+    n_boot: int
+    projections: tuple[str, ...]
+    lm: LMChapterSettings
+    device: str = "cpu"
+
+    def lm_configs(self) -> list["LMRunConfig"]:
+        """The transformer chapter's ``silu`` model, one config per seed."""
+        return self.lm.configs()["silu"]
+
+
+def compression_chapter_settings(scale: str, **overrides: Any) -> CompressionSettings:
+    """Settings of the compression chapter at ``scale``, with optional overrides.
+
+    Overrides: any preset key (``pretrained`` may be "none" to skip the pretrained model, an
+    offline short name, or a Hugging Face id / local directory), ``projections`` (a list of
+    :data:`geocont.transformer.PROJECTIONS`) and ``seeds`` (of our trained models).
+    """
+    from .transformer import PROJECTIONS
+
+    check_scale(scale)
+    valid = set(_COMPRESSION_SCALES[scale]) | {"projections"}
+    preset, seeds = _apply_overrides(_COMPRESSION_SCALES[scale], overrides, valid)
+    projections = tuple(preset.pop("projections", PROJECTIONS))
+    unknown = [p for p in projections if p not in PROJECTIONS]
+    if unknown or not projections:
+        raise ValueError(f"unknown projection(s) {unknown}; valid choices: {', '.join(PROJECTIONS)}")
+    budgets = tuple(float(b) for b in preset.pop("budgets"))
+    if not budgets or any(not 0 < b < 2 for b in budgets):
+        raise ValueError(f"budgets must be fractions of the dense parameters in (0, 2), got {budgets}")
+    for name in ("group_size", "n_windows", "window_length", "batch_size", "n_boot"):
+        if int(preset[name]) < 1:
+            raise ValueError(f"{name} must be a positive integer, got {preset[name]!r}")
+    if int(preset["group_size"]) < 2:
+        raise ValueError("group_size must be >= 2: sharing needs at least two layers per group")
+    layers = {}
+    for name in ("sharing_layers", "pruning_layers"):
+        value = preset.pop(name)
+        layers[name] = None if value is None else tuple(int(l) for l in value)
+        if layers[name] is not None and (len(layers[name]) < 3 or any(l < 0 for l in layers[name])):
+            raise ValueError(f"{name} needs at least 3 non-negative block indices (or None for all), got {value}")
+    from .config import DEVICES
+
+    device = preset.pop("device")
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r}; valid choices: {', '.join(DEVICES)}")
+    lm = lm_chapter_settings(scale, variants=["silu"], seeds=list(seeds))
+    pretrained = preset.pop("pretrained")
+    pretrained = None if pretrained in (None, "none") else str(pretrained)
+    return CompressionSettings(scale=scale, pretrained=pretrained, **layers,
+                               budgets=budgets, projections=projections, lm=lm, device=device,
+                               **{k: int(v) for k, v in preset.items()})
