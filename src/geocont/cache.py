@@ -55,7 +55,8 @@ def load(kind: str, config: dict[str, Any], require_metrics: Iterable[str] = ())
         warnings.warn(f"discarding unreadable cache entry {path} ({error}); recomputing", stacklevel=2)
         shutil.rmtree(path, ignore_errors=True)
         return None
-    missing = sorted(set(require_metrics) - set(table["metric"].unique()))
+    required = set(require_metrics)
+    missing = sorted(required - set(table["metric"].unique())) if required else []
     if missing:
         warnings.warn(f"cache entry {path} predates the metric(s) {', '.join(missing)}; recomputing", stacklevel=2)
         return None
