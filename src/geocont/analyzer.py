@@ -1,0 +1,210 @@
+"""Continuity of any checkpoint, streamed one matrix at a time: :func:`analyze`.
+
+For each projection (``q_proj`` ... ``down_proj``) the analyzer walks the layers in order,
+reads one weight matrix, computes its leading singular triplet with
+:func:`geocont.metrics.top_singular_triplets` (the package's one metric function:
+iterative with a convergence check for large matrices, exact SVD otherwise or as a
+fallback), compares it with the previous layer's, and keeps only that triplet (and, when
+the sigma^2-weighted alignment is computed, the previous matrix of the same projection).
+Memory is therefore bounded by two weight matrices, whatever the model's size.
+
+Result: one row per (projection, layer), columns :data:`COLUMNS`. Pair columns
+(``v1_cos``, ``u1_cos``, ``align_*``) compare layer ``l`` with ``l + 1``, as everywhere in
+the package (the last layer's are NaN).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal, Sequence
+
+import pandas as pd
+import torch
+
+from . import cache
+from .checkpoints import TensorSource, open_source
+from .layouts import Layout, MatrixRef, detect_layout, get_layout
+from .metrics import (
+    EXACT_SVD_MAX_DIM, abs_cos, random_abs_cos, random_matrix_baseline, spectral_alignment, top_singular_triplets,
+)
+from .transformer import PROJECTIONS
+
+#: Columns of the analyzer's table, in order.
+COLUMNS = [
+    "projection", "layer", "out_dim", "in_dim", "dtype", "sigma1", "v1_cos", "u1_cos", "align_input", "align_output",
+    "v1_baseline", "u1_baseline", "align_baseline", "method",
+]
+COLUMN_DOCS = {
+    "projection": "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj or down_proj (geocont.transformer.PROJECTIONS)",
+    "layer": "layer index l; pair columns compare l with l + 1",
+    "out_dim": "rows of W ([out, in]): the output-space dimension (u1 lives here)",
+    "in_dim": "columns of W: the input-space dimension (v1 lives here)",
+    "dtype": "how the checkpoint stores the tensor (e.g. Q4_1, BF16, F32)",
+    "sigma1": "leading singular value of W",
+    "v1_cos": "|cos| of the leading right singular vectors (input space) of layers l and l + 1",
+    "u1_cos": "|cos| of the leading left singular vectors (output space) of layers l and l + 1",
+    "align_input": "sigma^2-weighted alignment (centred Gram cosine) of layers l and l + 1, input space",
+    "align_output": "the same in the output space",
+    "v1_baseline": "E|cos| of random unit vectors in in_dim dimensions (metrics.random_abs_cos)",
+    "u1_baseline": "E|cos| of random unit vectors in out_dim dimensions",
+    "align_baseline": "mean sigma^2-alignment (input) of independent Gaussian matrices of this shape "
+                      "(metrics.random_matrix_baseline; NaN where the alignment is not computed)",
+    "method": "how the singular triplet was computed: exact, iterative, or exact-fallback",
+}
+
+#: Bump when the meaning of the analyzer's table changes (old cache entries are ignored).
+ANALYZER_VERSION = 1
+Method = Literal["auto", "exact", "iterative"]
+
+
+def _alignment_wanted(alignment: bool | str, shape: tuple[int, int]) -> bool:
+    """``auto``: only where the Gram products stay small (smaller side <= EXACT_SVD_MAX_DIM)."""
+    if alignment == "auto":
+        return min(shape) <= EXACT_SVD_MAX_DIM
+    return bool(alignment)
+
+
+def plan(source: Any, layout: str | None = None, projections: Sequence[str] | None = None,
+         max_layers: int | None = None) -> tuple[TensorSource, Layout, dict[str, list[MatrixRef]]]:
+    """Open ``source``, resolve its layout and list the matrices to analyse, reading no weights.
+
+    Every error about bad input (missing or corrupt file, unknown layout or projection)
+    is raised here, before any computation.
+    """
+    from .pretrained import OFFLINE_MODELS
+
+    if layout is None and isinstance(source, str) and source in OFFLINE_MODELS:
+        layout = OFFLINE_MODELS[source].layout
+    src = open_source(source)
+    chosen = get_layout(layout) if layout is not None else detect_layout(src.names(), src.description)
+    matrices = chosen.matrices(src)
+    if not matrices:
+        raise ValueError(f"layout {chosen.name!r} matches no weight matrix of {src.description}")
+    if projections is not None:
+        unknown = [p for p in projections if p not in matrices]
+        if unknown:
+            raise ValueError(f"projection(s) {unknown} not in {src.description}; valid choices: {', '.join(matrices)}")
+        matrices = {p: matrices[p] for p in projections}
+    if max_layers is not None:
+        if max_layers < 2:
+            raise ValueError(f"max_layers must be >= 2 (continuity compares adjacent layers), got {max_layers}")
+        matrices = {p: refs[:max_layers] for p, refs in matrices.items()}
+    return src, chosen, matrices
+
+
+def analyze(
+    source: Any,
+    *,
+    layout: str | None = None,
+    projections: Sequence[str] | None = None,
+    max_layers: int | None = None,
+    alignment: bool | Literal["auto"] = "auto",
+    method: Method = "auto",
+    progress: bool = True,
+    use_cache: bool = True,
+) -> pd.DataFrame:
+    """Continuity table of a checkpoint: one row per (projection, layer), columns :data:`COLUMNS`.
+
+    ``source``: a ``.gguf`` or ``.safetensors`` file, a directory of shards, a Hugging
+    Face model id or directory, an offline model name (``smollm2-135m``, ...) or a
+    ``torch.nn.Module``. ``layout``: a name from :data:`geocont.layouts.LAYOUTS`
+    (default: detected). ``max_layers``: analyse only the first n layers.
+    ``alignment``: compute the sigma^2-weighted alignment (True / False, or ``auto``: for
+    matrices whose smaller side is at most ``EXACT_SVD_MAX_DIM``; it costs several Gram
+    products per pair, far more than the singular triplet on large matrices).
+    ``method``: passed to :func:`~geocont.metrics.top_singular_triplets`.
+
+    File-backed sources are cached (:mod:`geocont.cache`) by file identity (path, size,
+    mtime), layout and settings. The table's ``attrs`` hold the source, layout and
+    architecture.
+    """
+    if method not in ("auto", "exact", "iterative"):
+        raise ValueError(f"unknown method {method!r}; valid choices: auto, exact, iterative")
+    if alignment not in (True, False, "auto"):
+        raise ValueError(f"alignment must be True, False or 'auto', got {alignment!r}")
+    src, chosen, matrices = plan(source, layout, projections, max_layers)
+    settings = {"layout": chosen.name, "rules": [repr(r) for r in chosen.rules], "projections": list(matrices),
+                "max_layers": max_layers, "alignment": alignment, "method": method, "version": ANALYZER_VERSION}
+
+    def compute() -> pd.DataFrame:
+        return _stream(src, matrices, alignment, method, progress)
+
+    identity = src.identity()
+    if identity is None or not use_cache:
+        table = compute()
+    else:
+        table = cache.cached("pretrained", {"source": identity, **settings}, compute)
+    table.attrs.update(source=src.description, layout=chosen.name, architecture=src.metadata.get("architecture", ""),
+                       layout_notes=chosen.notes)
+    return table
+
+
+def _stream(src: TensorSource, matrices: dict[str, list[MatrixRef]], alignment, method: Method,
+            progress: bool) -> pd.DataFrame:
+    from tqdm.auto import tqdm
+
+    rows: list[dict[str, Any]] = []
+    baselines: dict[tuple[int, int], float] = {}
+    total = sum(len(refs) for refs in matrices.values())
+    bar = tqdm(total=total, desc=f"analysing {src.description}", unit="matrix", disable=not progress)
+    for projection, refs in matrices.items():
+        previous: tuple[dict, Any, torch.Tensor | None] | None = None
+        for ref in refs:
+            bar.set_postfix_str(f"{projection} layer {ref.layer}")
+            W = ref.load(src)
+            try:
+                triplet = top_singular_triplets(W, 1, method=method)
+            except ValueError as error:
+                raise ValueError(f"{src.description}: tensor {ref.tensor!r}: {error}") from error
+            out_dim, in_dim = ref.shape
+            dtype = getattr(src, "tensor_type", lambda name: "")(ref.tensor)
+            row = dict(projection=projection, layer=ref.layer, out_dim=out_dim, in_dim=in_dim, dtype=dtype,
+                       sigma1=float(triplet.s[0]), v1_cos=math.nan, u1_cos=math.nan, align_input=math.nan,
+                       align_output=math.nan, v1_baseline=random_abs_cos(in_dim), u1_baseline=random_abs_cos(out_dim),
+                       align_baseline=math.nan, method=triplet.method)
+            aligned = _alignment_wanted(alignment, ref.shape)
+            if aligned:
+                if ref.shape not in baselines:
+                    baselines[ref.shape] = random_matrix_baseline(ref.shape, n_layers=2, n_draws=3)["align_input"][0]
+                row["align_baseline"] = baselines[ref.shape]
+            if previous is not None:
+                before, before_triplet, before_W = previous
+                if before_triplet.v.shape == triplet.v.shape:
+                    before["v1_cos"] = float(abs_cos(before_triplet.v[:, 0], triplet.v[:, 0]))
+                if before_triplet.u.shape == triplet.u.shape:
+                    before["u1_cos"] = float(abs_cos(before_triplet.u[:, 0], triplet.u[:, 0]))
+                if before_W is not None and before_W.shape == W.shape:
+                    before["align_input"] = spectral_alignment(before_W, W, "input")
+                    before["align_output"] = spectral_alignment(before_W, W, "output")
+            rows.append(row)
+            previous = (row, triplet, W if aligned else None)
+            del W
+            bar.update()
+    bar.close()
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    table["projection"] = pd.Categorical(table["projection"], categories=[p for p in PROJECTIONS if p in matrices])
+    return table
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per projection: mean (and sd over layer pairs) of v1/u1 |cos| and alignment, with baselines."""
+    pairs = table.dropna(subset=["v1_cos", "u1_cos"], how="all")
+    grouped = pairs.groupby("projection", observed=True)
+    out = pd.DataFrame({
+        "layers": table.groupby("projection", observed=True)["layer"].count(),
+        "shape": table.groupby("projection", observed=True).apply(
+            lambda g: f"{g['out_dim'].iloc[0]}×{g['in_dim'].iloc[0]}", include_groups=False),
+        "v1_cos": grouped["v1_cos"].mean(), "v1_cos_sd": grouped["v1_cos"].std(),
+        "v1_baseline": grouped["v1_baseline"].mean(),
+        "u1_cos": grouped["u1_cos"].mean(), "u1_cos_sd": grouped["u1_cos"].std(),
+        "u1_baseline": grouped["u1_baseline"].mean(),
+        "align_input": grouped["align_input"].mean(), "align_output": grouped["align_output"].mean(),
+        "align_baseline": grouped["align_baseline"].mean(),
+    })
+    return out
+
+
+def format_table(table: pd.DataFrame, max_rows: int | None = None) -> str:
+    """The table as aligned text (numbers to 3 decimals) for the terminal."""
+    with pd.option_context("display.max_rows", max_rows, "display.width", 200, "display.max_columns", None):
+        return table.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="–")
