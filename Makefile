@@ -37,6 +37,7 @@ bench: setup
 	$(PYTHON) benchmarks/bench_singular.py
 	$(PYTHON) benchmarks/bench_recording.py --scale cpu
 	$(PYTHON) benchmarks/bench_lm_recording.py --scale cpu
+	$(PYTHON) benchmarks/bench_analyzer.py
 
 clean:
 	rm -rf _build

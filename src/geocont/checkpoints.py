@@ -288,3 +288,46 @@ def open_source(source: Any) -> TensorSource:
     raise FileNotFoundError(
         f"{source}: no such file or directory, and not a Hugging Face model id (owner/name) or an offline model "
         f"({', '.join(OFFLINE_MODELS)})")
+
+
+def export_gguf(module: torch.nn.Module, path: str | os.PathLike, qtype: str = "Q8_0",
+                architecture: str = "llama") -> Path:
+    """Write a transformers model's weights as a GGUF file, quantizing every 2-D weight to ``qtype``.
+
+    Names are translated with gguf's own tensor-name map (``model.layers.0.self_attn.q_proj``
+    becomes ``blk.0.attn_q``); tensors it does not know are skipped. A matrix whose input
+    dimension is not a multiple of the quantization block (32 for Q4_1 / Q8_0) is stored
+    as F16, as llama.cpp does. llama.cpp's converter also permutes the rows of Q and K for
+    its RoPE kernel; we do not (a row permutation shared by all layers changes no
+    continuity metric). Only for measuring what quantization does to the metrics; the
+    file has no tokenizer and is not meant to be run.
+    """
+    import gguf
+
+    qtypes = {t.name: t for t in gguf.GGMLQuantizationType}
+    if qtype not in qtypes:
+        raise ValueError(f"unknown GGUF type {qtype!r}; valid choices: F32, F16, Q8_0, Q4_1, ...")
+    quant = qtypes[qtype]
+    state = module.state_dict()
+    n_blocks = 1 + max((int(n.split(".")[2]) for n in state if n.startswith("model.layers.")), default=-1)
+    name_map = gguf.get_tensor_name_map(gguf.MODEL_ARCH[architecture.upper()], n_blocks)
+    path = Path(path)
+    writer = gguf.GGUFWriter(str(path), architecture)
+    writer.add_block_count(n_blocks)
+    block = gguf.GGML_QUANT_SIZES[quant][0]
+    for name, tensor in state.items():
+        target = name_map.get_name(name, try_suffixes=(".weight", ".bias"))
+        if target is None:
+            continue
+        array = tensor.detach().float().cpu().numpy()
+        if array.ndim != 2 or quant in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16) \
+                or array.shape[1] % block:
+            dtype = np.float32 if array.ndim != 2 or quant == gguf.GGMLQuantizationType.F32 else np.float16
+            writer.add_tensor(target, array.astype(dtype))
+        else:
+            writer.add_tensor(target, gguf.quants.quantize(array, quant), raw_dtype=quant)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

@@ -29,7 +29,7 @@ def _add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"analyse only these projections ({', '.join(PROJECTIONS)})")
     parser.add_argument("--max-layers", type=int, help="analyse only the first N layers")
     parser.add_argument("--alignment", choices=("auto", "on", "off"), default="auto",
-                        help="sigma^2-weighted alignment: auto = only for matrices whose smaller side is <= 1024")
+                        help="sigma^2-weighted alignment: auto = only for matrices with both sides <= 2048")
     parser.add_argument("--method", choices=("auto", "exact", "iterative"), default="auto",
                         help="leading singular triplet: exact SVD, iterative with a convergence check, or auto")
     parser.add_argument("--summary", action="store_true", help="print the per-projection means instead of every row")

@@ -77,6 +77,11 @@ class Layout:
     description: str = ""
     marker: str | None = None
     notes: str = field(default="", compare=False)
+    #: norms applied to a projection's *output* before the residual add (Gemma-3's post-norms):
+    #: {projection: tensor-name template with {layer}}, and the offset their gain is stored with
+    #: (Hugging Face Gemma stores w for a gain 1 + w; llama.cpp's GGUF stores 1 + w itself)
+    output_gains: tuple[tuple[str, str], ...] = ()
+    gain_offset: float = 0.0
 
     def matrices(self, source) -> dict[str, list[MatrixRef]]:
         """``{projection: [MatrixRef per layer, in layer order]}``; checks shapes and layer gaps."""
@@ -162,10 +167,14 @@ for _layout in (
     Layout("llama", _LLAMA, "Hugging Face Llama-family names (Llama, Mistral, Qwen2, SmolLM): "
            "model.layers.N.self_attn.q_proj ... mlp.down_proj"),
     Layout("gemma3", _LLAMA, "Hugging Face Gemma-3: Llama names, plus post-attention/post-MLP norms",
-           marker=r"post_feedforward_layernorm", notes=_GEMMA_NOTE),
+           marker=r"post_feedforward_layernorm", notes=_GEMMA_NOTE,
+           output_gains=(("o_proj", "model.layers.{layer}.post_attention_layernorm.weight"),
+                         ("down_proj", "model.layers.{layer}.post_feedforward_layernorm.weight")), gain_offset=1.0),
     Layout("gguf", _GGUF, "llama.cpp GGUF names: blk.N.attn_q ... ffn_down"),
     Layout("gemma3-gguf", _GGUF, "Gemma-3 in GGUF: blk.N.attn_q ... ffn_down, plus post_attention_norm/post_ffw_norm",
-           marker=r"^blk\.\d+\.post_ffw_norm\.weight$", notes=_GEMMA_NOTE),
+           marker=r"^blk\.\d+\.post_ffw_norm\.weight$", notes=_GEMMA_NOTE,
+           output_gains=(("o_proj", "blk.{layer}.post_attention_norm.weight"),
+                         ("down_proj", "blk.{layer}.post_ffw_norm.weight"))),
     Layout("bert", _BERT, "BERT encoders: encoder.layer.N.attention.self.query/key/value, attention.output.dense, "
            "intermediate.dense (Up), output.dense (Down); no Gate"),
     Layout("gpt2", _GPT2, "GPT-2: h.N.attn.c_attn (fused Q/K/V, Conv1D [in, out]), attn.c_proj (O), mlp.c_fc (Up), "
