@@ -71,8 +71,8 @@ def child(task: str, path: str) -> None:
             t_iterative += t1 - t0
             t_exact += t2 - t1
             errors.append(dict(projection=projection, method=iterative.method, iterative_s=t1 - t0, exact_s=t2 - t1,
-                               v1_error=1 - float(metrics.abs_cos(iterative.v[:, 0], exact.v[:, 0])),
-                               u1_error=1 - float(metrics.abs_cos(iterative.u[:, 0], exact.u[:, 0]))))
+                               v1_error=abs(1 - float(metrics.abs_cos(iterative.v[:, 0], exact.v[:, 0]))),
+                               u1_error=abs(1 - float(metrics.abs_cos(iterative.u[:, 0], exact.u[:, 0])))))
         result.update(per_matrix=errors, iterative_s=t_iterative, exact_s=t_exact)
     result["seconds"] = time.perf_counter() - start
     result["peak_rss_mib"] = memory_mib("VmHWM")

@@ -331,3 +331,23 @@ def test_gain_scaled_output_continuity_of_post_norm_layouts(tmp_path):
     assert (pairs["u1_cos_gained"] > 0.999).all() and (pairs["u1_cos"] < 0.95).all()
     with pytest.raises(ValueError, match="no output norms"):
         analyzer.output_gain_continuity(tmp_path / "gemma.safetensors", layout="llama")
+
+
+def test_hugging_face_ids_resolve_through_the_hub_cache(tmp_path, monkeypatch):
+    model = planted_model(["q_proj"])
+    directory = write_shards(tmp_path / "snapshot", state_from_names(model, LLAMA_NAMES))
+    asked, real_snapshot = [], checkpoints.hub_snapshot
+    monkeypatch.setattr(checkpoints, "hub_snapshot", lambda model_id: asked.append(model_id) or directory)
+    table = analyzer.analyze("meta-llama/Llama-3.1-8B", progress=False)
+    assert asked == ["meta-llama/Llama-3.1-8B"] and len(table) == N_LAYERS
+    import huggingface_hub
+
+    def offline(*args, **kwargs):
+        raise OSError("no network")
+
+    monkeypatch.setattr(checkpoints, "hub_snapshot", real_snapshot)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    from geocont.pretrained import ModelNotAvailable
+
+    with pytest.raises(ModelNotAvailable, match="huggingface-cli download owner/missing-model"):
+        analyzer.analyze("owner/missing-model", progress=False)

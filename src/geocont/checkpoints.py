@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import re
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -121,6 +122,8 @@ class GGUFSource:
 
 
 INDEX_NAME = "model.safetensors.index.json"
+#: A Hugging Face model id: ``owner/name`` (letters, digits, ``-``, ``_``, ``.``).
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 
 class SafetensorsSource:
@@ -283,7 +286,7 @@ def open_source(source: Any) -> TensorSource:
     text = str(source)
     if text in OFFLINE_MODELS:
         return open_source(locate_model(text))
-    if text.count("/") == 1 and not text.startswith((".", "/", "~")) and not path.suffix:
+    if HUB_ID.fullmatch(text):
         return _from_directory(hub_snapshot(text))
     raise FileNotFoundError(
         f"{source}: no such file or directory, and not a Hugging Face model id (owner/name) or an offline model "

@@ -69,7 +69,7 @@ def _run_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-#: subcommand -> (add its arguments, run it); the help line is the run function's first docstring line
+#: subcommand -> (help line, function adding its arguments, function running it and returning the exit status)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
     "analyze": ("continuity table (v1/u1 |cos|, alignment, baselines) of a checkpoint, read one tensor at a time",
                 _add_analyze_arguments, _run_analyze),
