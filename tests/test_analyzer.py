@@ -270,6 +270,7 @@ def test_results_are_cached_by_file_identity(tmp_path, monkeypatch):
     monkeypatch.setattr(analyzer, "_stream", lambda *a, **k: calls.append(1))
     again = analyzer.analyze(path, progress=False)
     assert not calls and again.equals(first) and again.attrs["layout"] == "llama"
+    assert again.attrs["parameters"] == N_LAYERS * D_MODEL * D_MODEL
 
 
 def test_cli_writes_csv_and_json_and_reports_errors(tmp_path, capsys):

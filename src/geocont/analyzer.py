@@ -131,8 +131,8 @@ def analyze(
     (which has a convergence check and falls back to exact SVD).
 
     File-backed sources are cached (:mod:`geocont.cache`) by file identity (path, size,
-    mtime), layout and settings. The table's ``attrs`` hold the source, layout and
-    architecture.
+    mtime), layout and settings. The table's ``attrs`` hold the source, layout,
+    architecture and the checkpoint's parameter count (every tensor it stores).
     """
     if method not in ("auto", "exact", "iterative"):
         raise ValueError(f"unknown method {method!r}; valid choices: auto, exact, iterative")
@@ -152,7 +152,7 @@ def analyze(
     else:
         table = cache.cached("pretrained", {"source": identity, **settings}, compute)
     table.attrs.update(source=src.description, layout=chosen.name, architecture=src.metadata.get("architecture", ""),
-                       layout_notes=chosen.notes)
+                       layout_notes=chosen.notes, parameters=sum(math.prod(src.shape(n)) for n in src.names()))
     return table
 
 
