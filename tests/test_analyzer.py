@@ -330,6 +330,7 @@ def test_gain_scaled_output_continuity_of_post_norm_layouts(tmp_path):
     table = analyzer.output_gain_continuity(tmp_path / "gemma.safetensors")
     pairs = table.dropna(subset=["u1_cos"])
     assert (pairs["u1_cos_gained"] > 0.999).all() and (pairs["u1_cos"] < 0.95).all()
+    assert (pairs["u1_cos_gain_only"] < 0.9).all()  # independent random gains give no continuity by themselves
     with pytest.raises(ValueError, match="no output norms"):
         analyzer.output_gain_continuity(tmp_path / "gemma.safetensors", layout="llama")
 

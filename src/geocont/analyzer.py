@@ -320,9 +320,11 @@ def output_gain_continuity(source: Any, layout: str | None = None, max_layers: i
     before the residual add, so ``diag(g_l) W`` is (up to the per-token RMS scalar) what
     the projection actually writes into the stream. One row per (projection, layer) with
     ``u1_cos`` (W) and ``u1_cos_gained`` (diag(g) W), pair columns as in :func:`analyze`,
-    ``gain_cos``: |cos| of the gain vectors g_l and g_l+1 themselves (a control: similar
-    gains alone make ``diag(g) W`` point along the same large-gain coordinates), and
-    ``gain_top1_share``: the share of ||g||^2 held by its largest coordinate.
+    Controls, since similar gains alone pull ``diag(g) W`` towards the same large-gain
+    coordinates: ``u1_cos_gain_only``, the same |cos| for ``diag(g_l) G_l`` with ``G_l`` an
+    independent Gaussian matrix (what the gains would give with no learned structure in W);
+    ``gain_cos``, |cos| of g_l and g_l+1; ``gain_top1_share``, the share of ||g||^2 held by
+    the largest coordinate.
     """
     src, chosen, matrices = plan(source, layout, max_layers=max_layers)
     if not chosen.output_gains:
@@ -336,14 +338,18 @@ def output_gain_continuity(source: Any, layout: str | None = None, max_layers: i
             gain = src.read(template.format(layer=ref.layer)) + chosen.gain_offset
             plain = top_singular_triplets(W, 1, method=_triplet_method("auto", ref.shape))
             gained = top_singular_triplets(gain[:, None] * W, 1, method=_triplet_method("auto", ref.shape))
-            row = dict(projection=projection, layer=ref.layer, u1_cos=math.nan, u1_cos_gained=math.nan, gain_cos=math.nan,
+            noise = torch.randn(ref.shape, generator=torch.Generator().manual_seed(ref.layer))
+            gain_only = top_singular_triplets(gain[:, None] * noise, 1, method=_triplet_method("auto", ref.shape))
+            row = dict(projection=projection, layer=ref.layer, u1_cos=math.nan, u1_cos_gained=math.nan, u1_cos_gain_only=math.nan,
+                       gain_cos=math.nan,
                        u1_baseline=random_abs_cos(ref.shape[0]),
                        gain_top1_share=float(gain.square().max() / gain.square().sum()))
             if previous is not None:
-                before, before_plain, before_gained, before_gain = previous
+                before, before_plain, before_gained, before_gain, before_gain_only = previous
                 before["gain_cos"] = float(abs_cos(before_gain, gain))
+                before["u1_cos_gain_only"] = float(abs_cos(before_gain_only.u[:, 0], gain_only.u[:, 0]))
                 before["u1_cos"] = float(abs_cos(before_plain.u[:, 0], plain.u[:, 0]))
                 before["u1_cos_gained"] = float(abs_cos(before_gained.u[:, 0], gained.u[:, 0]))
             rows.append(row)
-            previous = (row, plain, gained, gain)
+            previous = (row, plain, gained, gain, gain_only)
     return pd.DataFrame(rows)
