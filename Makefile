@@ -57,6 +57,7 @@ bench: setup
 	$(PYTHON) benchmarks/bench_recording.py --scale cpu --chapter timeline
 	$(PYTHON) benchmarks/bench_lm_recording.py --scale cpu
 	$(PYTHON) benchmarks/bench_compression.py --scale cpu
+	$(PYTHON) benchmarks/bench_analyzer.py
 
 clean:
 	rm -rf _build

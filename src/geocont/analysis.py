@@ -612,4 +612,69 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
                                   f"{optimizer}: log10(rise step / crossing step), {norm} norm", "holds",
                                   order.mean, order.std, order.n, math.nan, verdict_for_order(runs, crossing),
                                   note=f"step-0 gradient v1 {estimate(runs['grad_v1_step0'])}; {note}"))
+#: The paper's projection-specific prediction: (projection, space, why) that should be continuous.
+PROJECTION_PREDICTIONS = [
+    ("q_proj", "input", "reads the residual stream, followed by the softmax"),
+    ("k_proj", "input", "reads the residual stream, followed by the softmax"),
+    ("gate_proj", "input", "reads the residual stream, followed by the MLP activation"),
+    ("up_proj", "input", "reads the residual stream, multiplied by the activated gate"),
+    ("o_proj", "output", "writes to the residual stream after attention"),
+    ("down_proj", "output", "writes to the residual stream after the MLP nonlinearity"),
+]
+_SPACE_COLUMNS = {"input": ("v1_cos", "v1_baseline"), "output": ("u1_cos", "u1_baseline")}
+
+
+def layer_pair_estimate(table: pd.DataFrame, projection: str, space: str) -> tuple[Estimate, float]:
+    """Mean ± sd over adjacent layer pairs of an analyzer table's v1 (input) or u1 (output)
+    |cos| for one projection, and that space's random baseline."""
+    column, baseline = _SPACE_COLUMNS[space]
+    rows = table[table["projection"] == projection]
+    return estimate(rows[column]), float(rows[baseline].iloc[0]) if len(rows) else math.nan
+
+
+def continuity_overview(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per (model, projection, space) of several analyzer tables: layer-pair mean and
+    sd, number of pairs, and the random baseline. ``tables`` maps a label to a table."""
+    rows = []
+    for label, table in tables.items():
+        for projection in table["projection"].cat.categories if hasattr(table["projection"], "cat") \
+                else table["projection"].unique():
+            for space in ("input", "output"):
+                ours, baseline = layer_pair_estimate(table, projection, space)
+                rows.append(dict(model=label, projection=projection, space=space, mean=ours.mean, sd=ours.std,
+                                 pairs=ours.n, baseline=baseline))
+    return pd.DataFrame(rows)
+
+
+def pretrained_claims(tables: dict[str, pd.DataFrame], chapter: str = "pretrained_continuity") -> pd.DataFrame:
+    """Claims of the pretrained chapter: the paper's projection pattern in each checkpoint.
+
+    Here the spread is over adjacent layer pairs of one checkpoint (there are no seeds),
+    and ``n_seeds`` holds the number of pairs. A projection "has continuity" by
+    :func:`verdict_for_difference` against its space's random baseline; V "is low" when
+    the lowest of the other projections of that space exceeds it by the same rule.
+    """
+    rows = []
+    for label, table in tables.items():
+        present = set(table["projection"])
+        for projection, space, why in PROJECTION_PREDICTIONS:
+            if projection not in present:
+                continue
+            ours, baseline = layer_pair_estimate(table, projection, space)
+            vector = "v1" if space == "input" else "u1"
+            rows.append(claim_row(chapter, f"{label}: {projection} has {space}-space continuity ({why})",
+                                  f"{projection} {vector} |cos|, mean over layer pairs", "high", ours.mean, ours.std,
+                                  ours.n, baseline, verdict_for_difference(ours, Estimate(baseline, 0.0, 1)),
+                                  note="spread and n over adjacent layer pairs"))
+        if "v_proj" in present:
+            for space in ("input", "output"):
+                v, baseline = layer_pair_estimate(table, "v_proj", space)
+                others = [p for p, s, _ in PROJECTION_PREDICTIONS if s == space and p in present]
+                lowest_name, lowest = min(((p, layer_pair_estimate(table, p, space)[0]) for p in others),
+                                          key=lambda item: item[1].mean)
+                vector = "v1" if space == "input" else "u1"
+                rows.append(claim_row(chapter, f"{label}: V has low {space}-space continuity",
+                                      f"v_proj {vector} |cos| below the lowest of {', '.join(others)}", "low",
+                                      v.mean, v.std, v.n, baseline, verdict_for_difference(lowest, v),
+                                      note=f"lowest other: {lowest_name} {lowest}"))
     return pd.DataFrame(rows)

@@ -438,3 +438,79 @@ def plot_grouping_control(grouping: pd.DataFrame, projections: Sequence[str], *,
         ax.set_title(title, fontsize="medium")
     ax.legend(fontsize="small")
     return ax
+def projection_colours() -> dict[str, tuple]:
+    """A fixed colour per projection (q_proj ... down_proj), the same in every figure."""
+    from .transformer import PROJECTIONS
+
+    return dict(zip(PROJECTIONS, sns.color_palette("colorblind", n_colors=len(PROJECTIONS))))
+
+
+def plot_depth_continuity(table: pd.DataFrame, *, axes: Sequence[plt.Axes] | None = None, title: str = "") -> plt.Figure:
+    """An analyzer table (:func:`geocont.analyzer.analyze`) across depth: v1 |cos| (left) and
+    u1 |cos| (right) per adjacent layer pair, one line per projection, and each projection's
+    random baseline E|cos| as a dotted line of its colour (it depends on the dimension)."""
+    if axes is None:
+        fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), sharey=True)
+    else:
+        fig = axes[0].figure
+    colours = projection_colours()
+    pairs = table.dropna(subset=["v1_cos"])
+    projections = [p for p in colours if p in set(pairs["projection"])]
+    for ax, (column, baseline, label) in zip(axes, [("v1_cos", "v1_baseline", "input space: v1 |cos|"),
+                                                    ("u1_cos", "u1_baseline", "output space: u1 |cos|")]):
+        for projection in projections:
+            rows = pairs[pairs["projection"] == projection]
+            ax.plot(rows["layer"], rows[column], marker="o", markersize=3, color=colours[projection],
+                    label=projection.replace("_proj", ""))
+            ax.axhline(rows[baseline].iloc[0], color=colours[projection], linestyle=":", linewidth=1, alpha=0.8)
+        ax.set(xlabel="adjacent layer pair (l, l+1), labelled by l", ylabel="|cos| with the next layer",
+               ylim=(0, 1.02), title=label)
+    axes[0].plot([], [], color="0.35", linestyle=":", label="random baseline (per projection)")
+    if title:
+        fig.suptitle(title, fontsize="medium")
+    figure_legend(fig, axes[0], ncol=len(projections) + 1)
+    return fig
+
+
+def plot_continuity_vs_size(overview: pd.DataFrame, *, axes: Sequence[plt.Axes] | None = None) -> plt.Figure:
+    """Mean adjacent-layer continuity per projection against parameter count, one point per
+    model (``overview``: columns model, parameters, projection, space, mean, sd; error bars
+    are ``sd``), the predicted-continuous projections of each space in full colour.
+
+    Left: input space (v1) of Q, K, Gate, Up and V; right: output space (u1) of O, Down and V.
+    Each point's random baseline is drawn as a short black tick at the same x."""
+    if axes is None:
+        fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
+    else:
+        fig = axes[0].figure
+    colours = projection_colours()
+    panels = [("input", ["q_proj", "k_proj", "gate_proj", "up_proj", "v_proj"], "input space: v1 |cos|"),
+              ("output", ["o_proj", "down_proj", "v_proj"], "output space: u1 |cos|")]
+    models = list(dict.fromkeys(overview["model"]))
+    offsets = {p: 1.0 + 0.06 * (i - 3) for i, p in enumerate(colours)}  # spread projections sideways (log x)
+    for ax, (space, projections, title) in zip(axes, panels):
+        frame = overview[(overview["space"] == space) & overview["projection"].isin(projections)]
+        for projection in projections:
+            rows = frame[frame["projection"] == projection]
+            if rows.empty:
+                continue
+            x = rows["parameters"] * offsets[projection]
+            ax.errorbar(x, rows["mean"], yerr=rows["sd"].fillna(0), fmt="o", color=colours[projection], capsize=2,
+                        alpha=0.45 if projection == "v_proj" else 1.0, label=projection.replace("_proj", ""))
+            ax.scatter(x, rows["baseline"], marker="_", color="black", s=60, zorder=3)
+        ax.set_xscale("log")
+        ax.set(xlabel="parameters (log scale)", ylabel="|cos| with the next layer, mean over pairs", ylim=(0, 1.02),
+               title=title)
+        for model in models:
+            rows = overview[overview["model"] == model]
+            ax.annotate(model, (rows["parameters"].iloc[0], 0.97), rotation=90, fontsize="x-small", ha="center",
+                        va="top", color="0.3")
+    axes[0].scatter([], [], marker="_", color="black", label="random baseline")
+    handles = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), frameon=False,
+               bbox_to_anchor=(0.5, -0.02))
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return fig

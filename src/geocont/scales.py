@@ -348,3 +348,68 @@ def compression_chapter_settings(scale: str, **overrides: Any) -> CompressionSet
     return CompressionSettings(scale=scale, pretrained=pretrained, **layers,
                                budgets=budgets, projections=projections, lm=lm, device=device,
                                **{k: int(v) for k, v in preset.items()})
+
+
+#: The pretrained checkpoints each scale analyses, and the large ones it looks for.
+PRETRAINED_OFFLINE = ("smollm2-135m", "gemma3-270m", "all-minilm-l6")
+PRETRAINED_LARGE = ("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B")
+
+_PRETRAINED_SCALES: dict[str, dict[str, Any]] = {
+    "smoke": dict(models=("smollm2-135m",), max_layers=6, trained_scale="smoke", seeds=(0,),
+                  quantize=("Q8_0", "Q4_1"), large_models=(), measure_cost=False),
+    "cpu": dict(models=PRETRAINED_OFFLINE, max_layers=None, trained_scale="cpu", seeds=(0, 1, 2),
+                quantize=("Q8_0", "Q4_1"), large_models=PRETRAINED_LARGE, measure_cost=True),
+    "paper": dict(models=PRETRAINED_OFFLINE, max_layers=None, trained_scale="paper", seeds=(0,),
+                  quantize=("Q8_0", "Q4_1"), large_models=PRETRAINED_LARGE, measure_cost=True),
+}
+
+
+@dataclass(frozen=True)
+class PretrainedChapterSettings:
+    """What the pretrained-continuity chapter analyses.
+
+    ``models``: offline model names (:data:`geocont.pretrained.OFFLINE_MODELS`), local
+    paths or Hugging Face ids; ``max_layers``: only the first n layers of each;
+    ``trained``: the transformer chapter's trained models (variant ``silu``) at
+    ``trained_scale``, one per seed; ``quantize``: GGUF types the quantization check
+    compares with fp32; ``large_models``: checkpoints looked for (analysed where present);
+    ``measure_cost``: time two Llama-3.1-8B-shaped layers to extrapolate the large models' cost.
+    """
+
+    scale: str
+    models: tuple[str, ...]
+    max_layers: int | None
+    trained_scale: str
+    seeds: tuple[int, ...]
+    quantize: tuple[str, ...]
+    large_models: tuple[str, ...]
+    measure_cost: bool
+
+    def trained_configs(self) -> list["LMRunConfig"]:
+        """The transformer chapter's ``silu`` models, one per seed."""
+        settings = lm_chapter_settings(self.trained_scale, variants=["silu"], seeds=list(self.seeds))
+        return settings.configs()["silu"]
+
+
+def pretrained_chapter_settings(scale: str, **overrides: Any) -> PretrainedChapterSettings:
+    """Settings of the pretrained-continuity chapter at ``scale``, with optional overrides
+    (``models``, ``max_layers``, ``trained_scale``, ``seeds``, ``quantize``, ``large_models``,
+    ``measure_cost``)."""
+    check_scale(scale)
+    valid = set(_PRETRAINED_SCALES["cpu"])
+    preset, seeds = _apply_overrides(_PRETRAINED_SCALES[scale], overrides, valid)
+    check_scale(preset["trained_scale"])
+    if preset["max_layers"] is not None and int(preset["max_layers"]) < 2:
+        raise ValueError(f"max_layers must be >= 2, got {preset['max_layers']}")
+    import gguf
+
+    known_types = {t.name for t in gguf.GGMLQuantizationType}
+    bad = [q for q in preset["quantize"] if q not in known_types]
+    if bad:
+        raise ValueError(f"unknown GGUF type(s) {bad}; valid choices include F16, Q8_0, Q4_1, Q4_0, Q5_0")
+    models = (preset["models"],) if isinstance(preset["models"], str) else tuple(preset["models"])
+    large = (preset["large_models"],) if isinstance(preset["large_models"], str) else tuple(preset["large_models"])
+    return PretrainedChapterSettings(scale=scale, models=models, max_layers=preset["max_layers"],
+                                     trained_scale=preset["trained_scale"], seeds=seeds,
+                                     quantize=tuple(preset["quantize"]), large_models=large,
+                                     measure_cost=bool(preset["measure_cost"]))

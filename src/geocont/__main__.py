@@ -1,0 +1,7 @@
+"""``python -m geocont analyze ...``: the command line of :mod:`geocont.cli`."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

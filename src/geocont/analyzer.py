@@ -1,0 +1,355 @@
+"""Continuity of any checkpoint, streamed one matrix at a time: :func:`analyze`.
+
+For each projection (``q_proj`` ... ``down_proj``) the analyzer walks the layers in order,
+reads one weight matrix, computes its leading singular triplet with
+:func:`geocont.metrics.top_singular_triplets` (the package's one metric function:
+iterative with a convergence check for large matrices, exact SVD otherwise or as a
+fallback), compares it with the previous layer's, and keeps only that triplet (and, when
+the sigma^2-weighted alignment is computed, the previous matrix of the same projection).
+Memory is therefore bounded by two weight matrices, whatever the model's size.
+
+Result: one row per (projection, layer), columns :data:`COLUMNS`. Pair columns
+(``v1_cos``, ``u1_cos``, ``align_*``) compare layer ``l`` with ``l + 1``, as everywhere in
+the package (the last layer's are NaN).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal, Sequence
+
+import pandas as pd
+import torch
+
+from . import cache
+from .checkpoints import TensorSource, open_source
+from .layouts import LAYOUTS, Layout, MatrixRef, detect_layout, get_layout
+from .metrics import (
+    abs_cos, random_abs_cos, random_matrix_baseline, spectral_alignment, top_singular_triplets,
+)
+from .transformer import PROJECTIONS
+
+#: Columns of the analyzer's table, in order.
+COLUMNS = [
+    "projection", "layer", "out_dim", "in_dim", "dtype", "sigma1", "v1_cos", "u1_cos", "align_input", "align_output",
+    "v1_baseline", "u1_baseline", "align_baseline", "method",
+]
+COLUMN_DOCS = {
+    "projection": "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj or down_proj (geocont.transformer.PROJECTIONS)",
+    "layer": "layer index l; pair columns compare l with l + 1",
+    "out_dim": "rows of W ([out, in]): the output-space dimension (u1 lives here)",
+    "in_dim": "columns of W: the input-space dimension (v1 lives here)",
+    "dtype": "how the checkpoint stores the tensor (e.g. Q4_1, BF16, F32)",
+    "sigma1": "leading singular value of W",
+    "v1_cos": "|cos| of the leading right singular vectors (input space) of layers l and l + 1",
+    "u1_cos": "|cos| of the leading left singular vectors (output space) of layers l and l + 1",
+    "align_input": "sigma^2-weighted alignment (centred Gram cosine) of layers l and l + 1, input space",
+    "align_output": "the same in the output space",
+    "v1_baseline": "E|cos| of random unit vectors in in_dim dimensions (metrics.random_abs_cos)",
+    "u1_baseline": "E|cos| of random unit vectors in out_dim dimensions",
+    "align_baseline": "mean sigma^2-alignment (input) of independent Gaussian matrices of this shape "
+                      "(metrics.random_matrix_baseline; NaN where the alignment is not computed)",
+    "method": "how the singular triplet was computed: exact, iterative, or exact-fallback",
+}
+
+#: Bump when the meaning of the analyzer's table changes (old cache entries are ignored).
+ANALYZER_VERSION = 1
+Method = Literal["auto", "exact", "iterative"]
+
+
+#: ``alignment="auto"`` computes the sigma^2-weighted alignment only for matrices whose sides
+#: are both at most this: it needs several Gram products per pair (in float64), which on a
+#: 14336 x 4096 matrix cost ten times more than its leading singular triplet.
+AUTO_ALIGNMENT_MAX_DIM = 2048
+
+
+def _alignment_wanted(alignment: bool | str, shape: tuple[int, int]) -> bool:
+    if alignment == "auto":
+        return max(shape) <= AUTO_ALIGNMENT_MAX_DIM
+    return bool(alignment)
+
+
+def _triplet_method(method: Method, shape: tuple[int, int]) -> str:
+    """``auto``: the metric's own choice for matrices up to 2048 on both sides; larger ones
+    (e.g. 1024 x 4096, which the metric would decompose exactly) go straight to its
+    iterative method, which still falls back to exact SVD if it does not converge."""
+    if method == "auto" and max(shape) > AUTO_ALIGNMENT_MAX_DIM:
+        return "iterative"
+    return method
+
+
+def plan(source: Any, layout: str | None = None, projections: Sequence[str] | None = None,
+         max_layers: int | None = None) -> tuple[TensorSource, Layout, dict[str, list[MatrixRef]]]:
+    """Open ``source``, resolve its layout and list the matrices to analyse, reading no weights.
+
+    Every error about bad input (missing or corrupt file, unknown layout or projection)
+    is raised here, before any computation.
+    """
+    from .pretrained import OFFLINE_MODELS
+
+    if layout is None and isinstance(source, str) and source in OFFLINE_MODELS:
+        layout = OFFLINE_MODELS[source].layout
+    src = open_source(source)
+    chosen = get_layout(layout) if layout is not None else detect_layout(src.names(), src.description)
+    matrices = chosen.matrices(src)
+    if not matrices:
+        raise ValueError(f"layout {chosen.name!r} matches no weight matrix of {src.description}")
+    if projections is not None:
+        unknown = [p for p in projections if p not in matrices]
+        if unknown:
+            raise ValueError(f"projection(s) {unknown} not in {src.description}; valid choices: {', '.join(matrices)}")
+        matrices = {p: matrices[p] for p in projections}
+    if max_layers is not None:
+        if max_layers < 2:
+            raise ValueError(f"max_layers must be >= 2 (continuity compares adjacent layers), got {max_layers}")
+        matrices = {p: refs[:max_layers] for p, refs in matrices.items()}
+    return src, chosen, matrices
+
+
+def analyze(
+    source: Any,
+    *,
+    layout: str | None = None,
+    projections: Sequence[str] | None = None,
+    max_layers: int | None = None,
+    alignment: bool | Literal["auto"] = "auto",
+    method: Method = "auto",
+    progress: bool = True,
+    use_cache: bool = True,
+) -> pd.DataFrame:
+    """Continuity table of a checkpoint: one row per (projection, layer), columns :data:`COLUMNS`.
+
+    ``source``: a ``.gguf`` or ``.safetensors`` file, a directory of shards, a Hugging
+    Face model id or directory, an offline model name (``smollm2-135m``, ...) or a
+    ``torch.nn.Module``. ``layout``: a name from :data:`geocont.layouts.LAYOUTS`
+    (default: detected). ``max_layers``: analyse only the first n layers.
+    ``alignment``: compute the sigma^2-weighted alignment (True / False, or ``auto``: for
+    matrices with both sides at most :data:`AUTO_ALIGNMENT_MAX_DIM`; it costs several Gram
+    products per pair, far more than the singular triplet on large matrices).
+    ``method``: passed to :func:`~geocont.metrics.top_singular_triplets`; ``auto`` sends
+    matrices with a side above :data:`AUTO_ALIGNMENT_MAX_DIM` to its iterative method
+    (which has a convergence check and falls back to exact SVD).
+
+    File-backed sources are cached (:mod:`geocont.cache`) by file identity (path, size,
+    mtime), layout and settings. The table's ``attrs`` hold the source, layout,
+    architecture and the checkpoint's parameter count (every tensor it stores).
+    """
+    if method not in ("auto", "exact", "iterative"):
+        raise ValueError(f"unknown method {method!r}; valid choices: auto, exact, iterative")
+    if alignment not in (True, False, "auto"):
+        raise ValueError(f"alignment must be True, False or 'auto', got {alignment!r}")
+    src, chosen, matrices = plan(source, layout, projections, max_layers)
+    settings = {"layout": chosen.name, "rules": [repr(r) for r in chosen.rules], "projections": list(matrices),
+                "max_layers": max_layers, "alignment": alignment, "method": method, "version": ANALYZER_VERSION,
+                "alignment_max_dim": AUTO_ALIGNMENT_MAX_DIM}
+
+    def compute() -> pd.DataFrame:
+        return _stream(src, matrices, alignment, method, progress)
+
+    identity = src.identity()
+    if identity is None or not use_cache:
+        table = compute()
+    else:
+        table = cache.cached("pretrained", {"source": identity, **settings}, compute)
+    table.attrs.update(source=src.description, layout=chosen.name, architecture=src.metadata.get("architecture", ""),
+                       layout_notes=chosen.notes, parameters=sum(math.prod(src.shape(n)) for n in src.names()))
+    return table
+
+
+def _stream(src: TensorSource, matrices: dict[str, list[MatrixRef]], alignment, method: Method,
+            progress: bool) -> pd.DataFrame:
+    from tqdm.auto import tqdm
+
+    rows: list[dict[str, Any]] = []
+    baselines: dict[tuple[int, int], float] = {}
+    total = sum(len(refs) for refs in matrices.values())
+    bar = tqdm(total=total, desc=f"analysing {src.description}", unit="matrix", disable=not progress)
+    for projection, refs in matrices.items():
+        previous: tuple[dict, Any, torch.Tensor | None] | None = None
+        for ref in refs:
+            bar.set_postfix_str(f"{projection} layer {ref.layer}")
+            W = ref.load(src)
+            try:
+                triplet = top_singular_triplets(W, 1, method=_triplet_method(method, ref.shape))
+            except ValueError as error:
+                raise ValueError(f"{src.description}: tensor {ref.tensor!r}: {error}") from error
+            out_dim, in_dim = ref.shape
+            dtype = getattr(src, "tensor_type", lambda name: "")(ref.tensor)
+            row = dict(projection=projection, layer=ref.layer, out_dim=out_dim, in_dim=in_dim, dtype=dtype,
+                       sigma1=float(triplet.s[0]), v1_cos=math.nan, u1_cos=math.nan, align_input=math.nan,
+                       align_output=math.nan, v1_baseline=random_abs_cos(in_dim), u1_baseline=random_abs_cos(out_dim),
+                       align_baseline=math.nan, method=triplet.method)
+            aligned = _alignment_wanted(alignment, ref.shape)
+            if aligned:
+                if ref.shape not in baselines:
+                    baselines[ref.shape] = random_matrix_baseline(ref.shape, n_layers=2, n_draws=3)["align_input"][0]
+                row["align_baseline"] = baselines[ref.shape]
+            if previous is not None:
+                before, before_triplet, before_W = previous
+                if before_triplet.v.shape == triplet.v.shape:
+                    before["v1_cos"] = float(abs_cos(before_triplet.v[:, 0], triplet.v[:, 0]))
+                if before_triplet.u.shape == triplet.u.shape:
+                    before["u1_cos"] = float(abs_cos(before_triplet.u[:, 0], triplet.u[:, 0]))
+                if before_W is not None and before_W.shape == W.shape:
+                    before["align_input"] = spectral_alignment(before_W, W, "input")
+                    before["align_output"] = spectral_alignment(before_W, W, "output")
+            rows.append(row)
+            previous = (row, triplet, W if aligned else None)
+            del W
+            bar.update()
+    bar.close()
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    table["projection"] = pd.Categorical(table["projection"], categories=[p for p in PROJECTIONS if p in matrices])
+    return table
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per projection: mean (and sd over layer pairs) of v1/u1 |cos| and alignment, with baselines."""
+    pairs = table.dropna(subset=["v1_cos", "u1_cos"], how="all")
+    grouped = pairs.groupby("projection", observed=True)
+    out = pd.DataFrame({
+        "layers": table.groupby("projection", observed=True)["layer"].count(),
+        "shape": table.groupby("projection", observed=True).apply(
+            lambda g: f"{g['out_dim'].iloc[0]}×{g['in_dim'].iloc[0]}", include_groups=False),
+        "v1_cos": grouped["v1_cos"].mean(), "v1_cos_sd": grouped["v1_cos"].std(),
+        "v1_baseline": grouped["v1_baseline"].mean(),
+        "u1_cos": grouped["u1_cos"].mean(), "u1_cos_sd": grouped["u1_cos"].std(),
+        "u1_baseline": grouped["u1_baseline"].mean(),
+        "align_input": grouped["align_input"].mean(), "align_output": grouped["align_output"].mean(),
+        "align_baseline": grouped["align_baseline"].mean(),
+    })
+    return out
+
+
+def format_table(table: pd.DataFrame, max_rows: int | None = None) -> str:
+    """The table as aligned text (numbers to 3 decimals) for the terminal."""
+    with pd.option_context("display.max_rows", max_rows, "display.width", 200, "display.max_columns", None):
+        return table.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="–")
+
+
+#: Per-layer matrix shapes [out, in] of two public models (from their config.json files).
+LLAMA_31_8B_LAYER = {"q_proj": (4096, 4096), "k_proj": (1024, 4096), "v_proj": (1024, 4096), "o_proj": (4096, 4096),
+                     "gate_proj": (14336, 4096), "up_proj": (14336, 4096), "down_proj": (4096, 14336)}
+LLAMA_31_70B_LAYER = {"q_proj": (8192, 8192), "k_proj": (1024, 8192), "v_proj": (1024, 8192), "o_proj": (8192, 8192),
+                      "gate_proj": (28672, 8192), "up_proj": (28672, 8192), "down_proj": (8192, 28672)}
+#: Layers of the models whose analysis cost the book extrapolates.
+LARGE_MODELS = {"Llama-3.1-8B": (LLAMA_31_8B_LAYER, 32), "Llama-3.1-70B": (LLAMA_31_70B_LAYER, 80)}
+
+
+def layer_parameters(shapes: dict[str, tuple[int, int]]) -> int:
+    return sum(out_dim * in_dim for out_dim, in_dim in shapes.values())
+
+
+def write_spiked_checkpoint(directory, shapes: dict[str, tuple[int, int]], n_layers: int = 2, seed: int = 0,
+                            dtype: torch.dtype = torch.bfloat16):
+    """A Llama-layout safetensors shard of random weights with a planted leading direction.
+
+    Each matrix is Gaussian (entries of sd 0.02, like an initialisation) plus a rank-one
+    spike ``s u v^T`` whose singular value is three times the noise's largest, with u and
+    v shared by adjacent layers up to a small rotation, so that the leading pair is
+    well separated, as in trained weights. Returns the path of the written file.
+    """
+    from pathlib import Path
+
+    from safetensors.torch import save_file
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    generator = torch.Generator().manual_seed(seed)
+    state = {}
+    for projection, (out_dim, in_dim) in shapes.items():
+        u, v = torch.randn(out_dim, generator=generator), torch.randn(in_dim, generator=generator)
+        for layer in range(n_layers):
+            u_l = u + 0.3 * torch.randn(out_dim, generator=generator)
+            v_l = v + 0.3 * torch.randn(in_dim, generator=generator)
+            noise = torch.randn(out_dim, in_dim, generator=generator).mul_(0.02)
+            spike = 3 * 0.02 * (math.sqrt(out_dim) + math.sqrt(in_dim))  # 3x the noise's top singular value
+            noise.addr_(u_l / u_l.norm(), v_l / v_l.norm(), alpha=spike)
+            block = "self_attn" if projection in ("q_proj", "k_proj", "v_proj", "o_proj") else "mlp"
+            state[f"model.layers.{layer}.{block}.{projection}.weight"] = noise.to(dtype)
+            del noise
+    path = directory / "model.safetensors"
+    save_file(state, str(path))
+    return path
+
+
+def quantization_effect(module: torch.nn.Module, qtypes: Sequence[str] = ("Q8_0", "Q4_1"),
+                        progress: bool = False) -> pd.DataFrame:
+    """The analyzer's table of ``module`` in fp32 and after a GGUF round trip through each type.
+
+    Each quantized copy is written with :func:`geocont.checkpoints.export_gguf` to a
+    temporary file and analysed from it, as a downloaded GGUF would be. Returns the
+    stacked tables with a ``format`` column (``fp32`` first, then each type).
+    """
+    import tempfile
+
+    from .checkpoints import export_gguf
+
+    tables = [analyze(module, progress=progress, use_cache=False).assign(format="fp32")]
+    with tempfile.TemporaryDirectory(prefix="geocont-quant-") as directory:
+        for qtype in qtypes:
+            path = export_gguf(module, f"{directory}/model-{qtype}.gguf", qtype)
+            tables.append(analyze(path, layout="gguf", progress=progress, use_cache=False).assign(format=qtype))
+    return pd.concat(tables, ignore_index=True)
+
+
+def quantization_shift(effect: pd.DataFrame) -> pd.DataFrame:
+    """Per quantized format and projection: largest and mean |change| of v1/u1 |cos| and the
+    relative change of sigma1, against the fp32 rows of :func:`quantization_effect`."""
+    keys = ["projection", "layer"]
+    reference = effect[effect["format"] == "fp32"].set_index(keys)
+    rows = []
+    for fmt, table in effect[effect["format"] != "fp32"].groupby("format", sort=False):
+        table = table.set_index(keys)
+        for projection in reference.index.get_level_values(0).unique():
+            ref, quant = reference.loc[projection], table.loc[projection]
+            dv = (quant["v1_cos"] - ref["v1_cos"]).abs().dropna()
+            du = (quant["u1_cos"] - ref["u1_cos"]).abs().dropna()
+            ds = ((quant["sigma1"] - ref["sigma1"]) / ref["sigma1"]).abs()
+            rows.append(dict(format=fmt, projection=projection, stored_as=", ".join(sorted(set(quant["dtype"]))),
+                             v1_shift_max=dv.max(), v1_shift_mean=dv.mean(), u1_shift_max=du.max(),
+                             u1_shift_mean=du.mean(), sigma1_rel_change_max=ds.max()))
+    return pd.DataFrame(rows)
+
+
+def output_gain_continuity(source: Any, layout: str | None = None, max_layers: int | None = None,
+                           progress: bool = False) -> pd.DataFrame:
+    """For layouts with post-norms (Gemma-3): u1 continuity of ``W`` and of ``diag(g_l) W``.
+
+    ``g_l`` is the gain of the RMSNorm that layer l applies to the projection's output
+    before the residual add, so ``diag(g_l) W`` is (up to the per-token RMS scalar) what
+    the projection actually writes into the stream. One row per (projection, layer) with
+    ``u1_cos`` (W) and ``u1_cos_gained`` (diag(g) W), pair columns as in :func:`analyze`,
+    Controls, since similar gains alone pull ``diag(g) W`` towards the same large-gain
+    coordinates: ``u1_cos_gain_only``, the same |cos| for ``diag(g_l) G_l`` with ``G_l`` an
+    independent Gaussian matrix (what the gains would give with no learned structure in W);
+    ``gain_cos``, |cos| of g_l and g_l+1; ``gain_top1_share``, the share of ||g||^2 held by
+    the largest coordinate.
+    """
+    src, chosen, matrices = plan(source, layout, max_layers=max_layers)
+    if not chosen.output_gains:
+        raise ValueError(f"layout {chosen.name!r} has no output norms; layouts with them: "
+                         + ", ".join(name for name, known in LAYOUTS.items() if known.output_gains))
+    rows = []
+    for projection, template in chosen.output_gains:
+        previous = None
+        for ref in matrices.get(projection, []):
+            W = ref.load(src)
+            gain = src.read(template.format(layer=ref.layer)) + chosen.gain_offset
+            plain = top_singular_triplets(W, 1, method=_triplet_method("auto", ref.shape))
+            gained = top_singular_triplets(gain[:, None] * W, 1, method=_triplet_method("auto", ref.shape))
+            noise = torch.randn(ref.shape, generator=torch.Generator().manual_seed(ref.layer))
+            gain_only = top_singular_triplets(gain[:, None] * noise, 1, method=_triplet_method("auto", ref.shape))
+            row = dict(projection=projection, layer=ref.layer, u1_cos=math.nan, u1_cos_gained=math.nan, u1_cos_gain_only=math.nan,
+                       gain_cos=math.nan,
+                       u1_baseline=random_abs_cos(ref.shape[0]),
+                       gain_top1_share=float(gain.square().max() / gain.square().sum()))
+            if previous is not None:
+                before, before_plain, before_gained, before_gain, before_gain_only = previous
+                before["gain_cos"] = float(abs_cos(before_gain, gain))
+                before["u1_cos_gain_only"] = float(abs_cos(before_gain_only.u[:, 0], gain_only.u[:, 0]))
+                before["u1_cos"] = float(abs_cos(before_plain.u[:, 0], plain.u[:, 0]))
+                before["u1_cos_gained"] = float(abs_cos(before_gained.u[:, 0], gained.u[:, 0]))
+            rows.append(row)
+            previous = (row, plain, gained, gain, gain_only)
+    return pd.DataFrame(rows)

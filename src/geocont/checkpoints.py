@@ -1,0 +1,336 @@
+"""Tensor sources: read a checkpoint's weight matrices one at a time, never the whole model.
+
+A source lists its tensors and their shapes without reading any data, and reads one
+tensor on request as a float32 ``torch.Tensor`` in PyTorch's ``[out, in]`` orientation
+(as stored by the checkpoint; layouts handle exceptions such as GPT-2's Conv1D).
+
+* :class:`GGUFSource`: a ``.gguf`` file, memory-mapped by ``gguf.GGUFReader``;
+  quantized tensors are dequantized by ``gguf.quants.dequantize`` one at a time. GGUF
+  lists a matrix's dimensions innermost first (``[in, out]``); the dequantized array is
+  ``[out, in]`` and is checked against the reversed listing.
+* :class:`SafetensorsSource`: one ``.safetensors`` file, or a directory of shards
+  (with ``model.safetensors.index.json``, or every ``*.safetensors`` in it). Each tensor
+  is read by opening its shard, copying the tensor out and closing the map again, so
+  resident memory stays bounded by the largest tensor.
+* :class:`ModuleSource`: an in-memory ``torch.nn.Module`` (its ``state_dict``).
+
+:func:`open_source` picks one for a path, a Hugging Face model id (local cache first,
+then a download where a network exists), an offline model name
+(:data:`geocont.pretrained.OFFLINE_MODELS`) or a module. A truncated or corrupt file is
+a :class:`CorruptCheckpoint` naming the file, raised when the source is opened.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import re
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+
+class CorruptCheckpoint(ValueError):
+    """A checkpoint file is truncated, corrupt, or not the format its name says."""
+
+
+class TensorSource(Protocol):
+    """What the analyzer needs from a checkpoint."""
+
+    description: str
+    #: e.g. ``{"architecture": "llama"}`` where the checkpoint says so
+    metadata: dict[str, Any]
+
+    def names(self) -> list[str]: ...
+
+    def shape(self, name: str) -> tuple[int, ...]: ...
+
+    def read(self, name: str) -> torch.Tensor: ...
+
+    def identity(self) -> dict[str, Any] | None:
+        """What identifies the checkpoint's content for caching (None: do not cache)."""
+        ...
+
+
+def _file_identity(path: Path) -> dict[str, Any]:
+    stat = path.stat()
+    return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+class GGUFSource:
+    """A GGUF file (any tensor type ``gguf.quants`` can dequantize)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        import gguf
+
+        self.path = Path(path)
+        size = self.path.stat().st_size
+        try:
+            self._reader = gguf.GGUFReader(self.path)
+        except Exception as error:  # noqa: BLE001 - any parse failure means a bad file
+            raise CorruptCheckpoint(f"{self.path}: not a readable GGUF file ({type(error).__name__}: {error})") from error
+        self._tensors = {}
+        for tensor in self._reader.tensors:
+            end = int(tensor.data_offset) + int(tensor.n_bytes)
+            if end > size or tensor.data.nbytes != int(tensor.n_bytes):
+                raise CorruptCheckpoint(
+                    f"{self.path}: truncated; tensor {tensor.name!r} needs bytes up to {end}, the file has {size}")
+            self._tensors[tensor.name] = tensor
+        field = self._reader.fields.get("general.architecture")
+        architecture = bytes(field.parts[field.data[0]]).decode() if field is not None else ""
+        self.metadata = {"architecture": architecture, "format": "gguf"}
+        self.description = f"{self.path.name} (GGUF, {architecture or 'unknown architecture'})"
+
+    def names(self) -> list[str]:
+        return list(self._tensors)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return tuple(int(n) for n in reversed(self._tensors[name].shape.tolist()))
+
+    def tensor_type(self, name: str) -> str:
+        return self._tensors[name].tensor_type.name
+
+    def read(self, name: str) -> torch.Tensor:
+        from gguf.quants import dequantize
+
+        tensor = self._tensors[name]
+        try:
+            array = dequantize(tensor.data, tensor.tensor_type)
+        except Exception as error:  # noqa: BLE001
+            raise CorruptCheckpoint(f"{self.path}: cannot read tensor {name!r} ({error})") from error
+        array = np.asarray(array, dtype=np.float32).reshape(self.shape(name))
+        result = torch.from_numpy(array.copy())
+        self._release(tensor)
+        return result
+
+    def _release(self, tensor) -> None:
+        """Drop the tensor's pages from this process's resident set (best effort)."""
+        mapping = getattr(self._reader.data, "_mmap", None)
+        if mapping is None or not hasattr(mapping, "madvise"):
+            return
+        start = int(tensor.data_offset) // mmap.PAGESIZE * mmap.PAGESIZE
+        try:
+            mapping.madvise(mmap.MADV_DONTNEED, start, int(tensor.data_offset) + int(tensor.n_bytes) - start)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def identity(self) -> dict[str, Any]:
+        return _file_identity(self.path)
+
+
+INDEX_NAME = "model.safetensors.index.json"
+#: A Hugging Face model id: ``owner/name`` (letters, digits, ``-``, ``_``, ``.``).
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+class SafetensorsSource:
+    """One safetensors file or a directory of shards."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        from safetensors import safe_open
+
+        self.path = Path(path)
+        if self.path.is_dir():
+            index = self.path / INDEX_NAME
+            if index.exists():
+                try:
+                    weight_map = json.loads(index.read_text())["weight_map"]
+                except (ValueError, KeyError) as error:
+                    raise CorruptCheckpoint(f"{index}: not a valid safetensors index ({error})") from error
+                files = sorted({self.path / shard for shard in weight_map.values()})
+                missing = [str(f) for f in files if not f.exists()]
+                if missing:
+                    raise CorruptCheckpoint(f"{index} names shard(s) that are missing: {', '.join(missing)}")
+            else:
+                files = sorted(self.path.glob("*.safetensors"))
+            if not files:
+                raise FileNotFoundError(f"{self.path}: no *.safetensors files in this directory")
+        else:
+            files = [self.path]
+        self.files = files
+        self._where: dict[str, Path] = {}
+        self._shapes: dict[str, tuple[int, ...]] = {}
+        self._dtypes: dict[str, str] = {}
+        architectures = []
+        for file in files:
+            try:
+                with safe_open(str(file), framework="pt") as handle:
+                    for name in handle.keys():
+                        view = handle.get_slice(name)
+                        self._where[name] = file
+                        self._shapes[name] = tuple(int(n) for n in view.get_shape())
+                        self._dtypes[name] = view.get_dtype()
+            except Exception as error:  # noqa: BLE001 - safetensors checks the header against the file size
+                raise CorruptCheckpoint(f"{file}: not a readable safetensors file ({error})") from error
+        config = (self.path if self.path.is_dir() else self.path.parent) / "config.json"
+        if config.exists():
+            try:
+                settings = json.loads(config.read_text())
+                architectures = settings.get("architectures") or [settings.get("model_type", "")]
+            except ValueError:
+                architectures = []
+        self.metadata = {"architecture": ", ".join(a for a in architectures if a), "format": "safetensors"}
+        shards = f"{len(files)} shards" if len(files) > 1 else files[0].name
+        self.description = f"{self.path.name} (safetensors, {shards})"
+
+    def names(self) -> list[str]:
+        return list(self._where)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self._shapes[name]
+
+    def tensor_type(self, name: str) -> str:
+        return self._dtypes[name]
+
+    def read(self, name: str) -> torch.Tensor:
+        from safetensors import safe_open
+
+        file = self._where[name]
+        try:
+            with safe_open(str(file), framework="pt") as handle:
+                tensor = handle.get_tensor(name)
+        except Exception as error:  # noqa: BLE001
+            raise CorruptCheckpoint(f"{file}: cannot read tensor {name!r} ({error})") from error
+        return tensor.float()
+
+    def identity(self) -> dict[str, Any]:
+        return {"files": [_file_identity(f) for f in self.files]}
+
+
+class ModuleSource:
+    """An in-memory ``torch.nn.Module``; its parameters are read, never copied in bulk."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self._state = module.state_dict(keep_vars=True)
+        config = getattr(module, "config", None)
+        architecture = ", ".join(getattr(config, "architectures", None) or [getattr(config, "model_type", "")] or [])
+        self.metadata = {"architecture": architecture or type(module).__name__, "format": "torch"}
+        self.description = f"in-memory {type(module).__name__}"
+
+    def names(self) -> list[str]:
+        return list(self._state)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return tuple(self._state[name].shape)
+
+    def tensor_type(self, name: str) -> str:
+        return str(self._state[name].dtype).replace("torch.", "")
+
+    def read(self, name: str) -> torch.Tensor:
+        return self._state[name].detach().float().cpu()
+
+    def identity(self) -> None:
+        return None
+
+
+def _from_directory(path: Path) -> TensorSource:
+    if list(path.glob("*.safetensors")) or (path / INDEX_NAME).exists():
+        return SafetensorsSource(path)
+    ggufs = sorted(path.glob("*.gguf"))
+    if len(ggufs) == 1:
+        return GGUFSource(ggufs[0])
+    if ggufs:
+        raise ValueError(f"{path} holds several GGUF files ({', '.join(g.name for g in ggufs)}); pass one of them")
+    raise FileNotFoundError(f"{path}: no *.safetensors or *.gguf files in this directory")
+
+
+def hub_snapshot(model_id: str) -> Path:
+    """Local directory of a Hugging Face model's weights: the local cache, else a download.
+
+    Only ``*.safetensors`` (with its index) and ``config.json`` are fetched.
+    """
+    from .pretrained import ModelNotAvailable
+
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError as error:  # pragma: no cover - transformers depends on it
+        raise ModelNotAvailable("huggingface_hub is needed for model ids: pip install huggingface_hub") from error
+    patterns = ["*.safetensors", "*.safetensors.index.json", "config.json"]
+    try:
+        return Path(snapshot_download(model_id, allow_patterns=patterns, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not cached: try the network
+        pass
+    try:
+        return Path(snapshot_download(model_id, allow_patterns=patterns))
+    except Exception as error:  # noqa: BLE001
+        raise ModelNotAvailable(
+            f"{model_id!r} is neither a local path nor in the Hugging Face cache, and downloading it failed "
+            f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}). Where a network exists, "
+            f"fetch it once with: huggingface-cli download {model_id} --include '*.safetensors*' config.json "
+            f"(gated models such as meta-llama/* also need `huggingface-cli login`)"
+        ) from error
+
+
+def open_source(source: Any) -> TensorSource:
+    """A tensor source for a path, a Hugging Face id, an offline model name, or a module."""
+    if isinstance(source, torch.nn.Module):
+        return ModuleSource(source)
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"cannot analyse a {type(source).__name__}; pass a path, a model id or a torch.nn.Module")
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return _from_directory(path)
+    if path.is_file():
+        if path.suffix == ".gguf":
+            return GGUFSource(path)
+        if path.suffix == ".safetensors":
+            return SafetensorsSource(path)
+        if path.name == INDEX_NAME:
+            return SafetensorsSource(path.parent)
+        raise ValueError(f"{path}: unknown checkpoint format; expected a .gguf or .safetensors file or a directory")
+    from .pretrained import OFFLINE_MODELS, locate_model
+
+    text = str(source)
+    if text in OFFLINE_MODELS:
+        return open_source(locate_model(text))
+    if HUB_ID.fullmatch(text):
+        return _from_directory(hub_snapshot(text))
+    raise FileNotFoundError(
+        f"{source}: no such file or directory, and not a Hugging Face model id (owner/name) or an offline model "
+        f"({', '.join(OFFLINE_MODELS)})")
+
+
+def export_gguf(module: torch.nn.Module, path: str | os.PathLike, qtype: str = "Q8_0",
+                architecture: str = "llama") -> Path:
+    """Write a transformers model's weights as a GGUF file, quantizing every 2-D weight to ``qtype``.
+
+    Names are translated with gguf's own tensor-name map (``model.layers.0.self_attn.q_proj``
+    becomes ``blk.0.attn_q``); tensors it does not know are skipped. A matrix whose input
+    dimension is not a multiple of the quantization block (32 for Q4_1 / Q8_0) is stored
+    as F16, as llama.cpp does. llama.cpp's converter also permutes the rows of Q and K for
+    its RoPE kernel; we do not (a row permutation shared by all layers changes no
+    continuity metric). Only for measuring what quantization does to the metrics; the
+    file has no tokenizer and is not meant to be run.
+    """
+    import gguf
+
+    qtypes = {t.name: t for t in gguf.GGMLQuantizationType}
+    if qtype not in qtypes:
+        raise ValueError(f"unknown GGUF type {qtype!r}; valid choices: F32, F16, Q8_0, Q4_1, ...")
+    quant = qtypes[qtype]
+    state = module.state_dict()
+    n_blocks = 1 + max((int(n.split(".")[2]) for n in state if n.startswith("model.layers.")), default=-1)
+    name_map = gguf.get_tensor_name_map(gguf.MODEL_ARCH[architecture.upper()], n_blocks)
+    path = Path(path)
+    writer = gguf.GGUFWriter(str(path), architecture)
+    writer.add_block_count(n_blocks)
+    block = gguf.GGML_QUANT_SIZES[quant][0]
+    for name, tensor in state.items():
+        target = name_map.get_name(name, try_suffixes=(".weight", ".bias"))
+        if target is None:
+            continue
+        array = tensor.detach().float().cpu().numpy()
+        if array.ndim != 2 or quant in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16) \
+                or array.shape[1] % block:
+            dtype = np.float32 if array.ndim != 2 or quant == gguf.GGMLQuantizationType.F32 else np.float16
+            writer.add_tensor(target, array.astype(dtype))
+        else:
+            writer.add_tensor(target, gguf.quants.quantize(array, quant), raw_dtype=quant)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

@@ -1,0 +1,97 @@
+"""The ``geocont`` command line (also ``python -m geocont``).
+
+Subcommands register themselves in :data:`COMMANDS` (name -> (add_arguments, run)); add
+one by writing those two functions and an entry there.
+
+    geocont analyze SOURCE [-o table.csv|table.json] [--figure depth.png] [--layout NAME] ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable
+
+
+def _add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
+    from .layouts import LAYOUTS
+    from .transformer import PROJECTIONS
+
+    parser.add_argument("source", help="a .gguf or .safetensors file, a directory of shards, a Hugging Face model id "
+                                       "or directory, or an offline model name (smollm2-135m, gemma3-270m, "
+                                       "all-minilm-l6)")
+    parser.add_argument("-o", "--output", type=Path, action="append", default=[],
+                        help="write the table to this .csv or .json file (may be given twice)")
+    parser.add_argument("--figure", type=Path, help="save the continuity-across-depth figure (e.g. depth.png)")
+    parser.add_argument("--layout", choices=sorted(LAYOUTS), help="weight-naming layout (default: detected)")
+    parser.add_argument("--projections", nargs="+", choices=PROJECTIONS, metavar="PROJ",
+                        help=f"analyse only these projections ({', '.join(PROJECTIONS)})")
+    parser.add_argument("--max-layers", type=int, help="analyse only the first N layers")
+    parser.add_argument("--alignment", choices=("auto", "on", "off"), default="auto",
+                        help="sigma^2-weighted alignment: auto = only for matrices with both sides <= 2048")
+    parser.add_argument("--method", choices=("auto", "exact", "iterative"), default="auto",
+                        help="leading singular triplet: exact SVD, iterative with a convergence check, or auto")
+    parser.add_argument("--summary", action="store_true", help="print the per-projection means instead of every row")
+    parser.add_argument("--no-cache", action="store_true", help="recompute even if a cached table exists")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no printed table")
+
+
+def _run_analyze(args: argparse.Namespace) -> int:
+    for path in args.output:
+        if path.suffix not in (".csv", ".json"):
+            raise SystemExit(f"error: {path}: output must end in .csv or .json")
+    from .analyzer import analyze, format_table, summary
+
+    alignment = {"auto": "auto", "on": True, "off": False}[args.alignment]
+    table = analyze(args.source, layout=args.layout, projections=args.projections, max_layers=args.max_layers,
+                    alignment=alignment, method=args.method, progress=not args.quiet, use_cache=not args.no_cache)
+    for path in args.output:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".csv":
+            table.to_csv(path, index=False)
+        else:
+            table.to_json(path, orient="records", indent=1)
+    if args.figure:
+        from .plotting import plot_depth_continuity, set_theme
+
+        set_theme()
+        fig = plot_depth_continuity(table, title=table.attrs.get("source", ""))
+        args.figure.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(args.figure, bbox_inches="tight")
+    if not args.quiet:
+        attrs = table.attrs
+        print(f"{attrs.get('source')}: layout {attrs.get('layout')}, architecture {attrs.get('architecture') or '?'}")
+        shown = summary(table).reset_index() if args.summary else table
+        print(format_table(shown))
+        for path in [*args.output, *([args.figure] if args.figure else [])]:
+            print(f"wrote {path}")
+    return 0
+
+
+#: subcommand -> (help line, function adding its arguments, function running it and returning the exit status)
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
+    "analyze": ("continuity table (v1/u1 |cos|, alignment, baselines) of a checkpoint, read one tensor at a time",
+                _add_analyze_arguments, _run_analyze),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="geocont", description="Measure geometric continuity in neural networks.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (help_text, add_arguments, _) in COMMANDS.items():
+        add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+    args = parser.parse_args(argv)
+    from .checkpoints import CorruptCheckpoint
+    from .layouts import UnknownLayout
+    from .pretrained import ModelNotAvailable
+
+    try:
+        return COMMANDS[args.command][2](args)
+    except (CorruptCheckpoint, UnknownLayout, ModelNotAvailable, FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
