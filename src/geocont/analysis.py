@@ -612,6 +612,11 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
                                   f"{optimizer}: log10(rise step / crossing step), {norm} norm", "holds",
                                   order.mean, order.std, order.n, math.nan, verdict_for_order(runs, crossing),
                                   note=f"step-0 gradient v1 {estimate(runs['grad_v1_step0'])}; {note}"))
+    return pd.DataFrame(rows)
+
+
+# --- Pretrained checkpoints ----------------------------------------------------------------
+
 #: The paper's projection-specific prediction: (projection, space, why) that should be continuous.
 PROJECTION_PREDICTIONS = [
     ("q_proj", "input", "reads the residual stream, followed by the softmax"),

@@ -438,6 +438,8 @@ def plot_grouping_control(grouping: pd.DataFrame, projections: Sequence[str], *,
         ax.set_title(title, fontsize="medium")
     ax.legend(fontsize="small")
     return ax
+
+
 def projection_colours() -> dict[str, tuple]:
     """A fixed colour per projection (q_proj ... down_proj), the same in every figure."""
     from .transformer import PROJECTIONS
