@@ -28,6 +28,7 @@ import ast
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -264,8 +265,25 @@ def render(root: Path, strict: bool = True, layout: Layout | None = None) -> Pat
         command += ["-W", "-n", "--keep-going"]
     subprocess.run(command, check=True)
     index = layout.html / "index.html"
+    complete_redirect_page(index)
     print(f"book: {index}")
     return index
+
+
+def complete_redirect_page(index: Path) -> None:
+    """Jupyter Book writes the site's ``index.html`` as a bare meta refresh; without a
+    ``<link rel="icon">`` a browser then asks for ``/favicon.ico``, which does not exist
+    (a console error). Rewrite it as a small complete page that names the book's icon."""
+    match = re.search(r'url=([^"\s]+)"', index.read_text()) if index.exists() else None
+    if match is None:
+        return
+    target = match.group(1)
+    index.write_text(
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Refresh" content="0; url={target}">\n'
+        '<link rel="icon" href="_static/favicon.svg" type="image/svg+xml">\n'
+        f'<title>geocont</title>\n</head>\n<body><a href="{target}">Open the book</a></body>\n</html>\n'
+    )
 
 
 def _parse_parameters(pairs: list[list[str]]) -> dict:
