@@ -239,3 +239,22 @@ def test_co_rotation_rejects_bad_shapes():
         metrics.co_rotation(torch.ones(1, 4), torch.ones(1, 4))
     with pytest.raises(ValueError, match="shape mismatch"):
         metrics.direction_turn(torch.ones(3), torch.ones(4))
+
+
+def test_warm_started_iteration_converges_faster_to_the_same_vectors():
+    generator = torch.Generator().manual_seed(3)
+    u = torch.randn(8, 128, 1, generator=generator)
+    v = torch.randn(8, 96, 1, generator=generator)
+    stack = 3 * (u @ v.transpose(1, 2)) / (u.norm(dim=1, keepdim=True) * v.norm(dim=1, keepdim=True)) \
+        + 0.5 * torch.randn(8, 128, 96, generator=generator) / math.sqrt(128)
+    cold = metrics.batched_subspace_iteration(stack, 1, max_iter=300)
+    warm = metrics.batched_subspace_iteration(stack, 1, max_iter=3, check_every=3, start=cold[2])
+    assert bool(warm[3].all())  # converged at the first check, from the previous answer
+    assert torch.allclose(metrics.abs_cos(warm[2][..., 0], cold[2][..., 0], dim=1), torch.ones(8), atol=1e-4)
+    exact = [metrics.exact_singular_triplets(W, 1) for W in stack]
+    for i, t in enumerate(metrics.stacked_singular_triplets(stack, 1, method="iterative-first", start=cold[2])):
+        assert float(metrics.abs_cos(t.v[:, 0], exact[i].v[:, 0])) > 1 - 1e-4
+    with pytest.raises(ValueError, match="start must be"):
+        metrics.batched_subspace_iteration(stack, 1, start=torch.ones(8, 5, 1))
+    norms, vectors = metrics.spectral_norms(torch.cat([stack, torch.zeros(1, 128, 96)]))
+    assert norms[-1] == 0 and torch.allclose(norms[:-1], torch.linalg.matrix_norm(stack, 2), rtol=1e-4)

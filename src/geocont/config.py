@@ -68,7 +68,7 @@ class MLPRunConfig:
     batch_size: int = 128
     epochs: int = 30
     n_snapshots: int = 12
-    n_directions: int = 8
+    n_directions: int = 8  # singular directions compared; 1 = leading pair only (no σ²-alignment; cheap)
     device: str = "cpu"
 
     def __post_init__(self) -> None:

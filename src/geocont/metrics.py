@@ -83,6 +83,7 @@ def batched_subspace_iteration(
     max_iter: int = 300,
     check_every: int = 3,
     seed: int = 0,
+    start: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Leading ``k`` triplets of every matrix of a ``[L, out, in]`` stack, iteratively.
 
@@ -91,14 +92,22 @@ def batched_subspace_iteration(
     ``||W^T u_i - s_i v_i|| <= tol * s_1`` (``W v_i = s_i u_i`` holds by construction);
     iteration stops when all have, or after ``max_iter``. Returns ``(u, s, v, converged)``
     with ``converged`` a boolean ``[L]``; unconverged entries must not be used. The start
-    block is seeded, so results are reproducible.
+    block is seeded, so results are reproducible. ``start`` (``[L, in, j]``, e.g. the right
+    singular vectors found at the previous snapshot) replaces the first ``j`` random start
+    columns: a warm start that converges in a few steps when the matrices changed little.
     """
     W = stack.detach().float()
     n_layers, n_out, n_in = W.shape
     q = min(k + oversample, n_in, n_out)
     generator = torch.Generator().manual_seed(seed)
-    V, _ = torch.linalg.qr(torch.randn(n_layers, n_in, q, generator=generator).to(W.device))
-    Wt = W.transpose(1, 2).contiguous()
+    block = torch.randn(n_layers, n_in, q, generator=generator).to(W.device)
+    if start is not None:
+        if start.shape[:2] != (n_layers, n_in):
+            raise ValueError(f"start must be [{n_layers}, {n_in}, j], got {tuple(start.shape)}")
+        j = min(start.shape[2], q)
+        block[..., :j] = start[..., :j].to(block)
+    V, _ = torch.linalg.qr(block)
+    Wt = W.transpose(1, 2)  # a strided view: batched matmul reads it without a copy
     u = s = v = None
     converged = torch.zeros(n_layers, dtype=torch.bool, device=W.device)
     for iteration in range(1, max_iter + 1):
@@ -179,7 +188,8 @@ def _top_gram_eigenpairs(grams: torch.Tensor, k: int) -> tuple[torch.Tensor, tor
 
 
 def stacked_singular_triplets(
-    stack: torch.Tensor, k: int = 1, *, method: Literal["gram-eigh", "iterative-first"] = "gram-eigh"
+    stack: torch.Tensor, k: int = 1, *, method: Literal["gram-eigh", "iterative-first"] = "gram-eigh",
+    start: torch.Tensor | None = None,
 ) -> list[SingularTriplets]:
     """Leading ``k`` triplets of each matrix in a ``[L, out, in]`` stack of small matrices.
 
@@ -191,6 +201,7 @@ def stacked_singular_triplets(
     ``iterative-first``: a short :func:`batched_subspace_iteration` (at most 30 steps),
     then ``gram-eigh`` for the matrices that did not converge. Much cheaper for matrices
     with a clear spectral gap, such as minibatch gradients (5 iterations at 256 x 256).
+    ``start`` warm-starts the iteration (see :func:`batched_subspace_iteration`).
 
     Large matrices go one by one through :func:`top_singular_triplets`.
     """
@@ -205,7 +216,8 @@ def stacked_singular_triplets(
     k = min(k, *stack.shape[1:])
     results: list[SingularTriplets | None] = [None] * stack.shape[0]
     if method == "iterative-first":
-        u, s, v, converged = batched_subspace_iteration(stack, k, oversample=2, max_iter=30)
+        u, s, v, converged = batched_subspace_iteration(stack, k, oversample=2, max_iter=30, start=start,
+                                                        check_every=3 if start is None else 2)
         for i in converged.nonzero().flatten().tolist():
             results[i] = SingularTriplets(u[i], s[i], v[i], "iterative")
     todo = [i for i, r in enumerate(results) if r is None]
@@ -345,14 +357,18 @@ def adjacent_spectral_alignment(stack: torch.Tensor | Sequence[torch.Tensor], sp
     return _centred_gram_cosine(cross, norms[:-1], norms[1:], traces[:-1], traces[1:], grams.shape[-1]).float()
 
 
-def spectral_norms(stack: torch.Tensor) -> torch.Tensor:
-    """Largest singular value of each matrix in a ``[L, out, in]`` stack (0 for a zero matrix)."""
+def spectral_norms(stack: torch.Tensor, start: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Largest singular value of each matrix in a ``[L, out, in]`` stack (0 for a zero
+    matrix), and the leading right singular vectors ``[L, in, 1]`` (to warm-start the next call)."""
     norms = torch.zeros(stack.shape[0])
+    vectors = torch.zeros(stack.shape[0], stack.shape[2], 1)
     nonzero = [i for i in range(stack.shape[0]) if bool(stack[i].any())]
     if nonzero:
-        triplets = stacked_singular_triplets(stack[nonzero], 1, method="iterative-first")
+        triplets = stacked_singular_triplets(stack[nonzero], 1, method="iterative-first",
+                                             start=None if start is None else start[nonzero])
         norms[nonzero] = torch.stack([t.s[0] for t in triplets]).float()
-    return norms
+        vectors[nonzero] = torch.stack([t.v[:, :1] for t in triplets]).float()
+    return norms, vectors
 
 
 def relative_update(W: torch.Tensor, W0: torch.Tensor) -> torch.Tensor:

@@ -43,7 +43,9 @@ class ContinuityRecorder:
 
     Call :meth:`observe` once per step, after ``loss.backward()`` and before
     ``optimizer.step()``. ``n_directions`` singular directions are compared per weight
-    pair (direction 1 is v1 / u1); gradients are compared on direction 1.
+    pair (direction 1 is v1 / u1); gradients are compared on direction 1. With
+    ``n_directions = 1`` (the cheap, fine-schedule setting) the σ²-weighted alignment, a
+    whole-spectrum measure, is not recorded.
     """
 
     def __init__(
@@ -68,6 +70,7 @@ class ContinuityRecorder:
         self._cumulative = {name: torch.zeros_like(stack) for name, stack in self._initial.items()}
         self._cumulative_views = {name: list(stack.unbind(0)) for name, stack in self._cumulative.items()}
         self._previous_leading: dict[tuple[str, str], torch.Tensor] = {}  # (group, space) -> [L, d]
+        self._warm_starts: dict[str, dict[str, torch.Tensor]] = {}  # group -> quantity -> [L, in, 1]
         self._initial_sigma1 = {
             name: torch.stack([t.s[0] for t in metrics.stacked_singular_triplets(stack, 1)])
             for name, stack in self._initial.items()
@@ -108,9 +111,17 @@ class ContinuityRecorder:
         gradients = self._stack([p.grad for p in params])
         cumulative = self._cumulative[name]
         k = self.n_directions
-        w_triplets = metrics.stacked_singular_triplets(weights, k)
-        g_triplets = metrics.stacked_singular_triplets(gradients, 1, method="iterative-first")
-        c_triplets = metrics.stacked_singular_triplets(cumulative, 1, method="iterative-first")
+        # Iterative solvers start from the previous snapshot's vectors (a warm start: the
+        # matrices change little between snapshots); k = 1 (the timeline's fine schedule)
+        # computes the weights' leading pair iteratively too, exact where it does not converge.
+        warm = self._warm_starts.setdefault(name, {})
+        w_triplets = metrics.stacked_singular_triplets(weights, k, method="iterative-first" if k == 1 else "gram-eigh",
+                                                       start=warm.get("weights"))
+        g_triplets = metrics.stacked_singular_triplets(gradients, 1, method="iterative-first", start=warm.get("grads"))
+        c_triplets = metrics.stacked_singular_triplets(cumulative, 1, method="iterative-first",
+                                                       start=warm.get("cumulative"))
+        for key, triplets in (("weights", w_triplets), ("grads", g_triplets), ("cumulative", c_triplets)):
+            warm[key] = torch.stack([t.v[:, :1] for t in triplets])
         rows = self.rows
         for space in metrics.SPACES:
             pair_values = {
@@ -122,14 +133,16 @@ class ContinuityRecorder:
                 for layer, per_direction in enumerate(values.tolist()):
                     for direction, value in enumerate(per_direction, start=1):
                         rows.append(make_row(step, name, layer, metric, space, direction, value))
-            for layer, value in enumerate(metrics.adjacent_spectral_alignment(weights, space).tolist()):
-                rows.append(make_row(step, name, layer, "weight_align", space, 0, value))
+            if k > 1:  # a whole-spectrum measure: recorded with the spectrum, not in leading-pair-only runs
+                for layer, value in enumerate(metrics.adjacent_spectral_alignment(weights, space).tolist()):
+                    rows.append(make_row(step, name, layer, "weight_align", space, 0, value))
             for layer, (w, c) in enumerate(zip(w_triplets, c_triplets)):
                 value = float(metrics.abs_cos(w.vectors(space)[:, 0], c.vectors(space)[:, 0]))
                 rows.append(make_row(step, name, layer, "weight_cumgrad_cos", space, 1, value))
             self._record_rotation(step, name, space, torch.stack([w.vectors(space)[:, 0] for w in w_triplets]))
         updates = metrics.relative_update(weights, self._initial[name]).tolist()
-        spectral_updates = (metrics.spectral_norms(weights - self._initial[name]) / self._initial_sigma1[name]).tolist()
+        update_norms, warm["update"] = metrics.spectral_norms(weights - self._initial[name], start=warm.get("update"))
+        spectral_updates = (update_norms / self._initial_sigma1[name]).tolist()
         for layer, (update, spectral, triplets) in enumerate(zip(updates, spectral_updates, w_triplets)):
             rows.append(make_row(step, name, layer, "rel_update", "", 0, update))
             rows.append(make_row(step, name, layer, "rel_update_spectral", "", 0, spectral))
