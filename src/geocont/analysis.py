@@ -295,6 +295,17 @@ def norm_chapter_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: The paper's projection-specific prediction: (projection, space, why) that should be continuous.
+PROJECTION_PREDICTIONS = [
+    ("q_proj", "input", "reads the residual stream, followed by the softmax"),
+    ("k_proj", "input", "reads the residual stream, followed by the softmax"),
+    ("gate_proj", "input", "reads the residual stream, followed by the MLP activation"),
+    ("up_proj", "input", "reads the residual stream, multiplied by the activated gate"),
+    ("o_proj", "output", "writes to the residual stream after attention"),
+    ("down_proj", "output", "writes to the residual stream after the MLP nonlinearity"),
+]
+
+
 def projection_finals(table: pd.DataFrame, metric: str = "weight_cos", direction: int = 1) -> pd.DataFrame:
     """Per run, projection (``group``) and space: the layer-pair mean at the last step."""
     rows = table[(table["metric"] == metric) & (table["direction"] == direction)]
@@ -321,14 +332,7 @@ def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], ref
         return Estimate(random_abs_cos(dims[projection][space]), 0.0, 1)
 
     rows = []
-    for projection, space, why in [
-        ("q_proj", "input", "reads the residual stream, followed by the softmax"),
-        ("k_proj", "input", "reads the residual stream, followed by the softmax"),
-        ("gate_proj", "input", "reads the residual stream, followed by the MLP activation"),
-        ("up_proj", "input", "reads the residual stream, multiplied by the activated gate"),
-        ("o_proj", "output", "writes to the residual stream after attention"),
-        ("down_proj", "output", "writes to the residual stream after the MLP nonlinearity"),
-    ]:
+    for projection, space, why in PROJECTION_PREDICTIONS:
         ours, base = est(reference, projection, space), baseline(projection, space)
         vector = "v1" if space == "input" else "u1"
         rows.append(claim_row(chapter, f"{projection} has {space}-space continuity ({why})",
@@ -617,15 +621,6 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
 
 # --- Pretrained checkpoints ----------------------------------------------------------------
 
-#: The paper's projection-specific prediction: (projection, space, why) that should be continuous.
-PROJECTION_PREDICTIONS = [
-    ("q_proj", "input", "reads the residual stream, followed by the softmax"),
-    ("k_proj", "input", "reads the residual stream, followed by the softmax"),
-    ("gate_proj", "input", "reads the residual stream, followed by the MLP activation"),
-    ("up_proj", "input", "reads the residual stream, multiplied by the activated gate"),
-    ("o_proj", "output", "writes to the residual stream after attention"),
-    ("down_proj", "output", "writes to the residual stream after the MLP nonlinearity"),
-]
 _SPACE_COLUMNS = {"input": ("v1_cos", "v1_baseline"), "output": ("u1_cos", "u1_baseline")}
 
 

@@ -38,7 +38,8 @@ import pandas as pd
 import torch
 
 from . import cache
-from .analysis import Estimate, estimate, verdict_for_difference, verdict_for_interval, verdict_for_value
+from .analysis import (Estimate, RankCorrelation, estimate, rank_correlation, verdict_for_difference,
+                       verdict_for_interval, verdict_for_value)
 from .metrics import adjacent_direction_cosines, stacked_singular_triplets
 from .tables import claim_row
 from .transformer import PROJECTIONS, projection_groups
@@ -515,38 +516,6 @@ def layer_continuity(subject: Subject) -> pd.DataFrame:
     """:func:`per_layer_continuity` of a subject's weights (cached; loads the model on a miss)."""
     config = {"subject": subject.identity, "experiment": "continuity"}
     return cache.cached("compression", config, lambda: per_layer_continuity(continuity_pairs(subject.loaded()[0])))
-
-
-@dataclass(frozen=True)
-class RankCorrelation:
-    """Spearman rho with a percentile bootstrap interval (resampling points)."""
-
-    rho: float
-    low: float
-    high: float
-    n: int
-    n_boot: int
-
-    def __str__(self) -> str:
-        return f"ρ = {self.rho:.2f} [95% CI {self.low:.2f}, {self.high:.2f}], n = {self.n}"
-
-
-def rank_correlation(x: Sequence[float], y: Sequence[float], n_boot: int = 2000, seed: int = 0) -> RankCorrelation:
-    """Spearman rank correlation of ``x`` and ``y`` and its 95% bootstrap interval (fixed seed)."""
-    from scipy.stats import spearmanr
-
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if len(x) != len(y) or len(x) < 3:
-        raise ValueError(f"need at least 3 paired values, got {len(x)} and {len(y)}")
-    rho = float(spearmanr(x, y).statistic)
-    rng = np.random.default_rng(seed)
-    samples = []
-    for _ in range(n_boot):
-        index = rng.integers(0, len(x), len(x))
-        if np.ptp(x[index]) > 0 and np.ptp(y[index]) > 0:
-            samples.append(spearmanr(x[index], y[index]).statistic)
-    low, high = np.percentile(samples, [2.5, 97.5]) if samples else (math.nan, math.nan)
-    return RankCorrelation(rho, float(low), float(high), len(x), n_boot)
 
 
 # --------------------------------------------------------------------------- summaries and claims
