@@ -1,4 +1,8 @@
-"""Run configurations: plain, frozen, validated data. A config is the cache key of a run."""
+"""Run configurations: plain, frozen, validated data. A config is the cache key of a run.
+
+:class:`MLPRunConfig` (one residual-MLP run), :class:`LMRunConfig` (one language-model run, with
+its :class:`TransformerShape`) and the :class:`OptimizerConfig` both use.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import Any
 
 from .data import check_dataset_name
 from .mlp import block_spec
+from .text import check_corpus_name
 
 OPTIMIZERS = ("adam", "sgd")
 DEVICES = ("cpu", "cuda", "auto")
@@ -100,3 +105,67 @@ class MLPRunConfig:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
+
+
+MLP_ACTIVATIONS = {"silu": "silu", "relu": "relu", "none": "linear"}
+
+
+ATTENTIONS = ("softmax", "linear")
+
+
+@dataclass(frozen=True)
+class TransformerShape:
+    """Size and ablation switches of a Llama-style model."""
+
+    n_layers: int = 4
+    d_model: int = 128
+    n_heads: int = 4
+    n_kv_heads: int = 4
+    ffn_dim: int = 344
+    vocab_size: int = 4096
+    max_seq_len: int = 128
+    mlp_activation: str = "silu"
+    attention: str = "softmax"
+
+    def __post_init__(self) -> None:
+        if self.mlp_activation not in MLP_ACTIVATIONS:
+            raise ValueError(f"unknown mlp_activation {self.mlp_activation!r}; valid choices: {', '.join(MLP_ACTIVATIONS)}")
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"unknown attention {self.attention!r}; valid choices: {', '.join(ATTENTIONS)}")
+        for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_dim", "vocab_size", "max_seq_len"):
+            check_positive(name, getattr(self, name))
+        if self.n_layers < 2:
+            raise ValueError(f"n_layers must be >= 2 to have adjacent layers, got {self.n_layers}")
+        if self.d_model % self.n_heads or self.n_heads % self.n_kv_heads:
+            raise ValueError("d_model must divide by n_heads, and n_heads by n_kv_heads")
+
+
+@dataclass(frozen=True)
+class LMRunConfig:
+    """Everything that determines one language-model training run (its cache key)."""
+
+    shape: TransformerShape = TransformerShape()
+    corpus: str = "kjv"
+    seed: int = 0
+    optimizer: OptimizerConfig = OptimizerConfig("adam", lr=1e-3)
+    batch_size: int = 16
+    steps: int = 600
+    n_snapshots: int = 10
+    n_directions: int = 4
+    eval_windows: int = 64
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        check_corpus_name(self.corpus)
+        for name in ("batch_size", "steps", "n_directions", "eval_windows"):
+            check_positive(name, getattr(self, name))
+        if self.n_snapshots < 2:
+            raise ValueError(f"n_snapshots must be >= 2, got {self.n_snapshots}")
+        if self.device not in DEVICES:
+            raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> "LMRunConfig":
+        return dataclasses.replace(self, **changes)

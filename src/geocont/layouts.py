@@ -2,7 +2,7 @@
 
 A :class:`Layout` is a list of :class:`Rule` s, each a regular expression over tensor
 names with a ``(?P<layer>\\d+)`` group and the projection it names (one of
-:data:`geocont.transformer.PROJECTIONS`, ``q_proj`` ... ``down_proj``). A rule can say
+:data:`PROJECTIONS`, ``q_proj`` ... ``down_proj``). A rule can say
 that the tensor is stored ``[in, out]`` (GPT-2's Conv1D) and that it is one part of a
 fused matrix (GPT-2's ``c_attn`` holds Q, K and V side by side).
 
@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .transformer import PROJECTIONS
+#: The seven Llama-family projections every layout maps onto (the analyzer's and the trainer's names).
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
 
 
 class UnknownLayout(ValueError):
@@ -209,3 +211,4 @@ def detect_layout(names: list[str], description: str = "the checkpoint") -> Layo
         raise UnknownLayout(f"no known layout matches the tensor names of {description} ({len(names)} tensors: "
                             f"{sample}). Known layouts: {_known()}. {_HOW_TO_ADD}")
     return best[2]
+

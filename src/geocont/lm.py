@@ -20,43 +20,12 @@ from safetensors.torch import load_file, save_file
 from transformers import LlamaForCausalLM
 
 from . import cache
-from .config import DEVICES, OptimizerConfig, check_positive
+from .config import LMRunConfig
 from .recorder import ContinuityRecorder, log_spaced_steps
 from .tables import rows_to_frame
-from .text import check_corpus_name, encode, load_corpus, train_tokenizer
+from .text import encode, load_corpus, train_tokenizer
 from .training import make_optimizer, resolve_device, train_with_recording
-from .transformer import TransformerShape, build_llama, projection_groups
-
-
-@dataclass(frozen=True)
-class LMRunConfig:
-    """Everything that determines one language-model training run (its cache key)."""
-
-    shape: TransformerShape = TransformerShape()
-    corpus: str = "kjv"
-    seed: int = 0
-    optimizer: OptimizerConfig = OptimizerConfig("adam", lr=1e-3)
-    batch_size: int = 16
-    steps: int = 600
-    n_snapshots: int = 10
-    n_directions: int = 4
-    eval_windows: int = 64
-    device: str = "cpu"
-
-    def __post_init__(self) -> None:
-        check_corpus_name(self.corpus)
-        for name in ("batch_size", "steps", "n_directions", "eval_windows"):
-            check_positive(name, getattr(self, name))
-        if self.n_snapshots < 2:
-            raise ValueError(f"n_snapshots must be >= 2, got {self.n_snapshots}")
-        if self.device not in DEVICES:
-            raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def replace(self, **changes: Any) -> "LMRunConfig":
-        return dataclasses.replace(self, **changes)
+from .transformer import build_llama, projection_groups
 
 
 @functools.lru_cache(maxsize=4)

@@ -54,8 +54,9 @@ RUN_COLUMNS = ["step", "group", "layer", "metric", "space", "direction", "value"
 RUN_KEYS = ["condition", "optimizer", "init_scale", "seed"]
 Row = tuple[int, str, int, str, str, int, float]
 
+#: ``key`` is the claim's stable name within its chapter (prose and tests look claims up by it).
 CLAIM_COLUMNS = [
-    "chapter", "claim", "quantity", "paper", "ours_mean", "ours_std", "n_seeds",
+    "chapter", "key", "claim", "quantity", "paper", "ours_mean", "ours_std", "n_seeds",
     "baseline", "verdict", "note",
 ]
 VERDICTS = ("reproduced", "partly reproduced", "inconclusive", "not reproduced", "not tested")
@@ -90,12 +91,15 @@ def select(
 
 def claim_row(
     chapter: str, claim: str, quantity: str, paper: str, ours_mean: float, ours_std: float,
-    n_seeds: int, baseline: float, verdict: str, note: str = "",
+    n_seeds: int, baseline: float, verdict: str, note: str = "", *, key: str,
 ) -> dict[str, Any]:
-    """One claims-table row; ``verdict`` must be one of :data:`VERDICTS`."""
+    """One claims-table row; ``verdict`` must be one of :data:`VERDICTS`, ``key`` a stable
+    lower-case name (letters, digits, ``-``) unique within the chapter."""
     if verdict not in VERDICTS:
         raise ValueError(f"unknown verdict {verdict!r}; valid choices: {', '.join(VERDICTS)}")
+    if not key or not key.replace("-", "").isalnum() or key != key.lower():
+        raise ValueError(f"claim key {key!r} must be lower-case letters, digits and '-'")
     return dict(
-        chapter=chapter, claim=claim, quantity=quantity, paper=paper, ours_mean=ours_mean,
+        chapter=chapter, key=key, claim=claim, quantity=quantity, paper=paper, ours_mean=ours_mean,
         ours_std=ours_std, n_seeds=n_seeds, baseline=baseline, verdict=verdict, note=note,
     )

@@ -18,11 +18,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .config import check_positive
+from .config import ATTENTIONS, MLP_ACTIVATIONS, TransformerShape
+from .layouts import PROJECTIONS
 
-MLP_ACTIVATIONS = {"silu": "silu", "relu": "relu", "none": "linear"}
-ATTENTIONS = ("softmax", "linear")
-PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 LINEAR_ATTENTION = "geocont_linear"
 
 
@@ -49,33 +47,6 @@ def _register_linear_attention() -> None:
     from transformers import AttentionInterface
 
     AttentionInterface.register(LINEAR_ATTENTION, causal_linear_attention)
-
-
-@dataclass(frozen=True)
-class TransformerShape:
-    """Size and ablation switches of a Llama-style model."""
-
-    n_layers: int = 4
-    d_model: int = 128
-    n_heads: int = 4
-    n_kv_heads: int = 4
-    ffn_dim: int = 344
-    vocab_size: int = 4096
-    max_seq_len: int = 128
-    mlp_activation: str = "silu"
-    attention: str = "softmax"
-
-    def __post_init__(self) -> None:
-        if self.mlp_activation not in MLP_ACTIVATIONS:
-            raise ValueError(f"unknown mlp_activation {self.mlp_activation!r}; valid choices: {', '.join(MLP_ACTIVATIONS)}")
-        if self.attention not in ATTENTIONS:
-            raise ValueError(f"unknown attention {self.attention!r}; valid choices: {', '.join(ATTENTIONS)}")
-        for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_dim", "vocab_size", "max_seq_len"):
-            check_positive(name, getattr(self, name))
-        if self.n_layers < 2:
-            raise ValueError(f"n_layers must be >= 2 to have adjacent layers, got {self.n_layers}")
-        if self.d_model % self.n_heads or self.n_heads % self.n_kv_heads:
-            raise ValueError("d_model must divide by n_heads, and n_heads by n_kv_heads")
 
 
 def build_llama(shape: TransformerShape, seed: int = 0):

@@ -2,8 +2,8 @@
 
 A chapter ends with::
 
-    from geocont import claims as book_claims
-    book_claims.publish(claims, chapter="mlp_conditions", scale=scale, overrides=overrides)
+    from geocont.book.claims import publish
+    publish(claims, chapter="mlp_conditions", scale=scale, overrides=overrides)
 
 which writes ``<claims directory>/<chapter>.json`` (the rows, in :data:`geocont.tables.CLAIM_COLUMNS`
 format, with the scale and parameter overrides that produced them). The closing chapter calls
@@ -28,33 +28,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from .tables import CLAIM_COLUMNS, VERDICTS
-
-ENV_DIR = "GEOCONT_CLAIMS_DIR"
+from ..tables import CLAIM_COLUMNS, VERDICTS
+from .paths import CLAIMS_ENV, chapters, repository_root
 #: The closing chapter: it reads the others' tables and publishes none itself.
 CLOSING_CHAPTER = "claims"
 
 
-def repository_root(start: Path | None = None) -> Path:
-    """The nearest folder at or above ``start`` (default: the working directory) with ``_toc.yml``."""
-    start = (start or Path.cwd()).resolve()
-    for folder in (start, *start.parents):
-        if (folder / "_toc.yml").exists() and (folder / "_config.yml").exists():
-            return folder
-    raise FileNotFoundError(f"no _toc.yml/_config.yml at or above {start}: run from inside the geocont repository")
-
-
 def claims_dir(scale: str) -> Path:
     """Where chapters publish (and the closing chapter reads) claims tables at ``scale``."""
-    if os.environ.get(ENV_DIR):
-        return Path(os.environ[ENV_DIR])
+    if os.environ.get(CLAIMS_ENV):
+        return Path(os.environ[CLAIMS_ENV])
     return repository_root() / "_build" / "claims" / scale
 
 
 def claim_chapters(root: Path | None = None) -> list[str]:
     """Chapters (notebook stems, in table-of-contents order) that must publish claims."""
-    from .book import chapters
-
     root = root or repository_root()
     return [path.stem for path in chapters(root) if path.stem != CLOSING_CHAPTER]
 

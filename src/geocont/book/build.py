@@ -32,82 +32,18 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from ..scales import ParameterError, check_scale
+from .paths import (BOOK_ENV, BUILD, CLAIMS_ENV, CLOSING, DEFAULT_SCALE, EXECUTED, SOURCE, Layout, chapters,
+                    repository_root)
 
-DEFAULT_SCALE = "cpu"
-BUILD = Path("_build")
-EXECUTED = BUILD / "executed"
-SOURCE = BUILD / "source"
-#: Set (to "1") while a chapter executes under this module: figures become numbered book figures.
-BOOK_ENV = "GEOCONT_BOOK"
-#: The closing chapter, executed after every other chapter (see :mod:`geocont.claims`).
-CLOSING = Path("book/claims.ipynb")
 #: MathJax 3 as installed by ``make setup`` (``npm install --prefix .mathjax mathjax@3``).
 MATHJAX = Path(".mathjax/node_modules/mathjax/es5")
 #: The parts of MathJax the book loads: the combined TeX/MathML -> CommonHTML file, its fonts,
 #: and the TeX extensions and UI it may load on demand.
 MATHJAX_PARTS = ("tex-mml-chtml.js", "output/chtml", "input/tex/extensions", "ui", "a11y")
 
-
-@dataclass(frozen=True)
-class Layout:
-    """Where one build puts its files: everything under ``<output>/_build``."""
-
-    output: Path
-
-    @property
-    def build(self) -> Path:
-        return self.output / BUILD
-
-    @property
-    def executed(self) -> Path:
-        return self.output / EXECUTED
-
-    @property
-    def source(self) -> Path:
-        return self.output / SOURCE
-
-    @property
-    def claims(self) -> Path:
-        return self.build / "claims" / "book"
-
-    @property
-    def html(self) -> Path:
-        return self.build / "html"
-
-
-def repository_root() -> Path:
-    root = Path.cwd()
-    if not (root / "_toc.yml").exists() or not (root / "_config.yml").exists():
-        raise SystemExit("run this from the repository root (where _config.yml and _toc.yml are)")
-    return root
-
-
-def toc_files(root: Path) -> list[str]:
-    """Every file named in ``_toc.yml`` (without extension), in order."""
-    toc = yaml.safe_load((root / "_toc.yml").read_text())
-    names = [toc["root"]]
-
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                names.append(entry["file"])
-            walk(entry.get("sections"))
-            for part in entry.get("parts", []) or []:
-                walk(part.get("chapters"))
-
-    walk(toc.get("chapters"))
-    for part in toc.get("parts", []) or []:
-        walk(part.get("chapters"))
-    return names
-
-
-def chapters(root: Path) -> list[Path]:
-    """The notebooks named in the table of contents."""
-    return [Path(name).with_suffix(".ipynb") for name in toc_files(root) if (root / name).with_suffix(".ipynb").exists()]
 
 
 def _sha256(path: Path) -> str:
@@ -159,8 +95,6 @@ def execute(root: Path, notebook: Path, parameters: dict, layout: Layout | None 
     import nbformat
     import papermill
 
-    from .claims import ENV_DIR
-
     layout = layout or Layout(root)
     target = layout.executed / notebook
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -170,7 +104,7 @@ def execute(root: Path, notebook: Path, parameters: dict, layout: Layout | None 
     if notebook == CLOSING:
         state["claims_sha256"] = _claims_inputs_sha256(layout, root)
     print(f"executing {notebook} with {parameters}", flush=True)
-    with _environment(**{BOOK_ENV: "1", ENV_DIR: str(layout.claims.resolve())}):
+    with _environment(**{BOOK_ENV: "1", CLAIMS_ENV: str(layout.claims.resolve())}):
         papermill.execute_notebook(
             str(root / notebook), str(partial), parameters=parameters, cwd=str(root), progress_bar=True,
             kernel_name="python3",
@@ -311,11 +245,12 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     run.add_argument("--no-render", action="store_true", help="only execute the chapter")
     args = parser.parse_args(argv)
-    root = repository_root()
+    try:
+        root = repository_root()
+    except FileNotFoundError as error:
+        raise SystemExit(str(error)) from None
     if args.command == "build":
         if args.scale:
-            from .scales import check_scale
-
             check_scale(args.scale)
         layout = Layout((args.output or root).resolve())
         execute_stale(root, args.scale, args.force, layout)
@@ -326,8 +261,6 @@ def main(argv: list[str] | None = None) -> None:
             valid = ", ".join(str(c) for c in chapters(root))
             raise SystemExit(f"unknown chapter {notebook}; valid choices: {valid}")
         parameters = _parse_parameters(args.parameter)
-        from .scales import check_scale
-
         check_scale(parameters.setdefault("scale", DEFAULT_SCALE))
         execute(root, notebook, parameters)
         if not args.no_render:

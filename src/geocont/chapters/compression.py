@@ -31,18 +31,28 @@ import contextlib
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
+import matplotlib.pyplot as plt
 import pandas as pd
+import matplotlib.ticker as mticker
+import seaborn as sns
 import torch
 
-from . import cache
-from .analysis import (Estimate, RankCorrelation, estimate, rank_correlation, verdict_for_difference,
-                       verdict_for_interval, verdict_for_value)
-from .metrics import adjacent_direction_cosines, stacked_singular_triplets
-from .tables import claim_row
-from .transformer import PROJECTIONS, projection_groups
+from .. import cache
+from ..layouts import PROJECTIONS
+from ..metrics import adjacent_direction_cosines, stacked_singular_triplets
+from ..plotting import BASELINE_STYLE, palette
+from ..scales import apply_overrides, check_scale
+from ..statistics import (Estimate, RankCorrelation, estimate, rank_correlation, verdict_for_difference,
+                          verdict_for_interval, verdict_for_value)
+from ..tables import claim_row
+from ..transformer import projection_groups
+from .transformer_projections import LMChapterSettings, lm_chapter_settings
+
+if TYPE_CHECKING:
+    from ..config import LMRunConfig
 
 SHARINGS: tuple[str, ...] = ("input", "output", "none")
 
@@ -311,7 +321,7 @@ def _pretrained(name: str, device: str):
     """Model and tokenizer of a pretrained checkpoint: an offline GGUF by short name, else a HF id/path."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from .pretrained import OFFLINE_MODELS, locate_model
+    from ..pretrained import OFFLINE_MODELS, locate_model
 
     if name in OFFLINE_MODELS:
         if OFFLINE_MODELS[name].layout != "gguf":
@@ -330,15 +340,15 @@ def _pretrained(name: str, device: str):
             "or a Hugging Face id / local directory that you have") from error
     if not hasattr(getattr(model, "model", None), "layers"):
         raise ValueError(f"{name!r} is not a Llama-style model (no model.model.layers)")
-    from .training import resolve_device
+    from ..training import resolve_device
 
     return model.eval().to(resolve_device(device)), tokenizer
 
 
 def pretrained_subject(name: str, corpus: str = "kjv", window_length: int = 128, device: str = "cpu") -> Subject:
     """A pretrained model evaluated on ``corpus``'s held-out split with its own tokenizer."""
-    from .text import check_corpus_name, load_corpus
-    from .pretrained import OFFLINE_MODELS, locate_model
+    from ..text import check_corpus_name, load_corpus
+    from ..pretrained import OFFLINE_MODELS, locate_model
 
     check_corpus_name(corpus)
     identity: dict[str, Any] = {"pretrained": name, "corpus": corpus}
@@ -356,7 +366,7 @@ def pretrained_subject(name: str, corpus: str = "kjv", window_length: int = 128,
 
 def trained_subject(config) -> Subject:
     """A transformer of the earlier chapter (:func:`geocont.lm.trained_lm`) on its own validation split."""
-    from .lm import token_splits, trained_lm
+    from ..lm import token_splits, trained_lm
 
     def load():
         return trained_lm(config), token_splits(config.corpus, config.shape.vocab_size)[1]
@@ -720,3 +730,209 @@ def run_compression_chapter(settings, progress: bool = True) -> CompressionResul
         rows.append(grouping_claim(grouping_table[grouping_table["model"] == model], model, spread))
     return CompressionResults(sharing_table, pruning_table, summary, advantage, correlations, pd.DataFrame(rows),
                               grouping_table)
+
+
+#: The compression chapter: a pretrained model (SmolLM2-135M offline; a Llama-3.1-8B id at
+#: ``paper``) and the transformer chapter's ``silu`` models. ``budgets`` are fractions of
+#: the dense parameters of the replaced matrices. ``sharing_layers`` are the pretrained
+#: model's blocks whose weights are shared (None: all); at ``cpu`` the middle 12 of 30, as
+#: compressing every block without fine-tuning breaks the model (V or Gate of all 30 blocks
+#: at a 50% budget: +6 nats/token). ``pruning_layers``: the blocks dropped in turn (None: all).
+#: Sized from SmolLM2's measured CPU throughput (benchmarks/bench_compression.py: 160-430
+#: tokens/s on the 2-core machine, depending on the other load): at ``cpu`` one evaluation is
+#: 12 x 128 tokens (4-10 s), and the chapter runs 7 x 3 x 3 sharing + 30 pruning evaluations
+#: of it, 10-20 minutes in all with our models.
+_COMPRESSION_SCALES: dict[str, dict[str, Any]] = {
+    "smoke": dict(pretrained="smollm2-135m", sharing_layers=(12, 13, 14, 15), pruning_layers=(12, 13, 14, 15),
+                  budgets=(0.25,), group_size=2,
+                  projections=("q_proj", "v_proj", "o_proj"),
+                  n_windows=4, window_length=64, batch_size=4, seeds=(0, 1), n_boot=500, device="cpu"),
+    "cpu": dict(pretrained="smollm2-135m", sharing_layers=tuple(range(9, 21)), pruning_layers=None,
+                budgets=(0.25, 0.5, 0.75), group_size=2,
+                n_windows=12, window_length=128, batch_size=4, seeds=(0, 1, 2), n_boot=2000, device="cpu"),
+    "paper": dict(pretrained="meta-llama/Llama-3.1-8B", sharing_layers=tuple(range(10, 22)), pruning_layers=None,
+                  budgets=(0.25, 0.5, 0.75),
+                  group_size=2, n_windows=64, window_length=512, batch_size=4, seeds=(0, 1, 2), n_boot=2000,
+                  device="auto"),
+}
+
+
+@dataclass(frozen=True)
+class CompressionSettings:
+    """What the compression chapter runs (see :data:`_COMPRESSION_SCALES`)."""
+
+    scale: str
+    pretrained: str | None
+    sharing_layers: tuple[int, ...] | None
+    pruning_layers: tuple[int, ...] | None
+    budgets: tuple[float, ...]
+    group_size: int
+    n_windows: int
+    window_length: int
+    batch_size: int
+    n_boot: int
+    projections: tuple[str, ...]
+    lm: LMChapterSettings
+    device: str = "cpu"
+
+    def lm_configs(self) -> list["LMRunConfig"]:
+        """The transformer chapter's ``silu`` model, one config per seed."""
+        return self.lm.configs()["silu"]
+
+
+def compression_chapter_settings(scale: str, **overrides: Any) -> CompressionSettings:
+    """Settings of the compression chapter at ``scale``, with optional overrides.
+
+    Overrides: any preset key (``pretrained`` may be "none" to skip the pretrained model, an
+    offline short name, or a Hugging Face id / local directory), ``projections`` (a list of
+    :data:`geocont.transformer.PROJECTIONS`) and ``seeds`` (of our trained models).
+    """
+    from ..layouts import PROJECTIONS
+
+    check_scale(scale)
+    valid = set(_COMPRESSION_SCALES[scale]) | {"projections"}
+    preset, seeds = apply_overrides(_COMPRESSION_SCALES[scale], overrides, valid)
+    projections = tuple(preset.pop("projections", PROJECTIONS))
+    unknown = [p for p in projections if p not in PROJECTIONS]
+    if unknown or not projections:
+        raise ValueError(f"unknown projection(s) {unknown}; valid choices: {', '.join(PROJECTIONS)}")
+    budgets = tuple(float(b) for b in preset.pop("budgets"))
+    if not budgets or any(not 0 < b < 2 for b in budgets):
+        raise ValueError(f"budgets must be fractions of the dense parameters in (0, 2), got {budgets}")
+    for name in ("group_size", "n_windows", "window_length", "batch_size", "n_boot"):
+        if int(preset[name]) < 1:
+            raise ValueError(f"{name} must be a positive integer, got {preset[name]!r}")
+    if int(preset["group_size"]) < 2:
+        raise ValueError("group_size must be >= 2: sharing needs at least two layers per group")
+    layers = {}
+    for name in ("sharing_layers", "pruning_layers"):
+        value = preset.pop(name)
+        layers[name] = None if value is None else tuple(int(l) for l in value)
+        if layers[name] is not None and (len(layers[name]) < 3 or any(l < 0 for l in layers[name])):
+            raise ValueError(f"{name} needs at least 3 non-negative block indices (or None for all), got {value}")
+    from ..config import DEVICES
+
+    device = preset.pop("device")
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r}; valid choices: {', '.join(DEVICES)}")
+    lm = lm_chapter_settings(scale, variants=["silu"], seeds=list(seeds))
+    pretrained = preset.pop("pretrained")
+    pretrained = None if pretrained in (None, "none") else str(pretrained)
+    return CompressionSettings(scale=scale, pretrained=pretrained, **layers,
+                               budgets=budgets, projections=projections, lm=lm, device=device,
+                               **{k: int(v) for k, v in preset.items()})
+
+
+#: Colours of the three sharing schemes (fixed across the compression chapter's figures).
+SHARING_STYLE = {
+    "input": dict(label="input-space basis shared (V)", marker="o"),
+    "output": dict(label="output-space basis shared (U)", marker="s"),
+    "none": dict(label="no sharing (per-layer rank k)", marker="^", linestyle=":"),
+}
+
+
+def sharing_colours() -> dict[str, tuple]:
+    colours = sns.color_palette("colorblind", 3)
+    return dict(zip(SHARING_STYLE, colours))
+
+
+def plot_sharing_tradeoff(summary: pd.DataFrame, projections: Sequence[str], guideline: dict[str, str | None],
+                          *, title: str = "", ncols: int = 4) -> plt.Figure:
+    """Per projection: loss increase (nats/token) against the parameters kept (% of dense),
+    one line per sharing scheme (mean over seeds; a band of ±1 sd where there are several);
+    the paper's recommended space is named in each panel's title."""
+    colours = sharing_colours()
+    nrows = -(-len(projections) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 3.1 * nrows), squeeze=False)
+    for ax, projection in zip(axes.flat, projections):
+        frame = summary[summary["projection"] == projection]
+        for sharing, style in SHARING_STYLE.items():
+            rows = frame[frame["sharing"] == sharing]
+            per_budget = rows.groupby("budget").agg(x=("budget_used", "mean"), y=("loss_increase", "mean"),
+                                                    sd=("loss_increase", "std")).reset_index()
+            x = 100 * per_budget["x"]
+            ax.plot(x, per_budget["y"], color=colours[sharing], label=style["label"], marker=style["marker"],
+                    linestyle=style.get("linestyle", "-"))
+            if rows["seed"].nunique() > 1:
+                ax.fill_between(x, per_budget["y"] - per_budget["sd"], per_budget["y"] + per_budget["sd"],
+                                color=colours[sharing], alpha=0.2)
+        advice = guideline.get(projection)
+        ax.set_title(f"{projection.replace('_proj', '')} (paper: {advice or 'neither'})", fontsize="medium")
+        ax.set_xlabel("parameters kept (% of dense)")
+        ax.set_ylabel("loss increase (nats/token)")
+        ax.axhline(0, **BASELINE_STYLE)
+    for ax in list(axes.flat)[len(projections):]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, frameon=False, bbox_to_anchor=(0.5, -0.01))
+    if title:
+        fig.suptitle(title, fontweight="bold")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig
+
+
+def plot_sharing_advice(advantage: pd.DataFrame, projections: Sequence[str], guideline: dict[str, str | None],
+                        *, ax: plt.Axes | None = None, models: Sequence[str] | None = None) -> plt.Axes:
+    """Which space to share, per projection and model: the input-space advantage
+    ``(dL_out - dL_in) / (dL_out + dL_in)`` (> 0: share the input space), mean as a bar and
+    each budget (x seed) as a dot; the paper's advice is written under each projection."""
+    ax = ax or plt.gca()
+    models = list(models or dict.fromkeys(advantage["model"]))
+    colours = palette(models)
+    width = 0.8 / len(models)
+    for j, model in enumerate(models):
+        for i, projection in enumerate(projections):
+            values = advantage[(advantage["model"] == model) & (advantage["projection"] == projection)]["advantage"]
+            x = i - 0.4 + width * (j + 0.5)
+            ax.bar(x, values.mean(), width=width * 0.9, color=colours[model], alpha=0.8, label=model if i == 0 else None)
+            ax.scatter([x] * len(values), values, color="black", s=10, zorder=3)
+    ax.axhline(0, **BASELINE_STYLE)
+    ax.set_xticks(range(len(projections)),
+                  [f"{p.replace('_proj', '')}\n(paper: {guideline.get(p) or 'neither'})" for p in projections])
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_ylabel("input-space advantage\n(+: share input, −: share output)")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_pruning(pruning: pd.DataFrame, correlations: dict, *, axes: Sequence[plt.Axes]) -> None:
+    """Per model: the loss increase of dropping each block against the block's continuity."""
+    for ax, (model, frame) in zip(axes, pruning.groupby("model", sort=False)):
+        per_layer = frame.groupby(["seed", "layer"])[["loss_increase", "continuity"]].mean().reset_index()
+        points = ax.scatter(per_layer["continuity"], per_layer["loss_increase"], c=per_layer["layer"], cmap="viridis",
+                            edgecolor="black", linewidth=0.4)
+        ax.figure.colorbar(points, ax=ax, label="block index")
+        values = per_layer["loss_increase"].abs()
+        if values.max() > 30 * max(values.median(), 1e-3):  # one catastrophic block: show the rest too
+            ax.set_yscale("symlog", linthresh=float(max(values.median(), 1e-3)))
+            ax.yaxis.set_major_formatter(mticker.FormatStrFormatter("%g"))
+        ax.set_xlabel("block continuity (mean |cos| of v1/u1 with its neighbours)")
+        ax.set_ylabel("loss increase when dropped (nats/token)")
+        ax.set_title(f"{model}: {correlations[model]}", fontsize="medium")
+
+
+def plot_grouping_control(grouping: pd.DataFrame, projections: Sequence[str], *, ax: plt.Axes | None = None,
+                          title: str = "") -> plt.Axes:
+    """How much worse sharing gets when the group holds distant instead of adjacent layers:
+    the reconstruction error's increase in percent, per projection and space (bar: mean over
+    seeds; dots: seeds)."""
+    ax = ax or plt.gca()
+    wide = grouping.pivot_table(index=["seed", "projection", "sharing"], columns="grouping",
+                                values="relative_error").reset_index()
+    wide["penalty"] = 100 * (wide["distant"] / wide["adjacent"] - 1)
+    colours = sharing_colours()
+    width = 0.38
+    for offset, sharing in zip((-width / 2, width / 2), ("input", "output")):
+        for i, projection in enumerate(projections):
+            values = wide[(wide["projection"] == projection) & (wide["sharing"] == sharing)]["penalty"]
+            x = i + offset
+            ax.bar(x, values.mean(), width=width * 0.95, color=colours[sharing], alpha=0.8,
+                   label=SHARING_STYLE[sharing]["label"] if i == 0 else None)
+            ax.scatter([x] * len(values), values, color="black", s=10, zorder=3)
+    ax.axhline(0, **BASELINE_STYLE)
+    ax.set_xticks(range(len(projections)), [p.replace("_proj", "") for p in projections])
+    ax.set_ylabel("reconstruction error, distant\nvs adjacent groups (% larger)")
+    if title:
+        ax.set_title(title, fontsize="medium")
+    ax.legend(fontsize="small")
+    return ax

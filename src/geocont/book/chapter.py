@@ -1,0 +1,111 @@
+"""What every chapter module provides, and the pieces they share.
+
+A chapter is a notebook in ``book/`` and a module in :mod:`geocont.chapters` of the same name.
+The module defines
+
+* ``PARAMETERS``: ``{name: one-line help}`` in the order of the notebook's ``parameters`` cell
+  (``scale`` first); a test keeps the two equal;
+* ``configure(scale="smoke", **params)``: the chapter's settings (a frozen dataclass with at least
+  ``scale`` and ``overrides``), validated before any work; a bad name or value raises
+  :class:`geocont.scales.ParameterError` with a one-line message;
+* ``from_notebook(namespace)``: ``configure`` from the notebook's variables
+  (:func:`notebook_parameters`), the one configure call of the notebook;
+* one function per result the notebook shows (runs, figures through
+  :func:`geocont.book.figures.show_figure`, tables, computed prose as
+  :class:`IPython.display.Markdown`), and ``claims(results)``: the claims table, built with
+  :class:`ClaimsBuilder`, each claim under a stable key.
+
+The notebook calls these in the order a reader meets them and holds nothing but prose.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from typing import Any, Mapping
+
+import pandas as pd
+
+from ..scales import ParameterError
+from ..statistics import Estimate
+from ..tables import CLAIM_COLUMNS, claim_row
+
+#: Names IPython and papermill put into a notebook's namespace besides the parameters.
+_KERNEL_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open", "display"}
+
+
+def notebook_parameters(namespace: Mapping[str, Any], parameters: Mapping[str, str]) -> dict[str, Any]:
+    """The values of ``parameters`` in a notebook's namespace (``globals()``).
+
+    papermill injects ``-p name value`` as a plain assignment after the parameters cell, so a
+    misspelt name would otherwise be ignored silently: any other variable defined at this point
+    (not a module, function, class, or one of IPython's names) is rejected with the valid names.
+    """
+    unknown = sorted(
+        name for name, value in namespace.items()
+        if name not in parameters and not name.startswith("_") and name not in _KERNEL_NAMES
+        and not isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type))
+    )
+    if unknown:
+        raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(parameters)}")
+    missing = [name for name in parameters if name not in namespace]
+    if missing:
+        raise ParameterError(f"the notebook's parameters cell lacks {', '.join(missing)}")
+    return {name: namespace[name] for name in parameters}
+
+
+def overrides_of(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters that were set (not ``None``), ``scale`` excepted: what a re-run must repeat."""
+    return {name: value for name, value in params.items() if value is not None and name != "scale"}
+
+
+class ClaimsBuilder:
+    """Collects one chapter's claims, each under a stable key, into a claims table."""
+
+    def __init__(self, chapter: str) -> None:
+        self.chapter = chapter
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, key: str, claim: str, quantity: str, paper: str, ours: Estimate | float, baseline: float,
+            verdict: str, note: str = "", *, std: float | None = None, n: int | None = None) -> None:
+        """One claim. ``ours`` is an :class:`Estimate` (mean, sd, n) or a bare number, whose ``std``
+        and ``n`` are then given (``std`` and ``n`` also override an estimate's)."""
+        if any(row["key"] == key for row in self.rows):
+            raise ValueError(f"claim key {key!r} is used twice in chapter {self.chapter!r}")
+        if isinstance(ours, Estimate):
+            mean, spread, count = ours.mean, ours.std, ours.n
+        else:
+            mean, spread, count = float(ours), math.nan, 0
+        self.rows.append(claim_row(self.chapter, claim, quantity, paper, mean, spread if std is None else std,
+                                   count if n is None else n, baseline, verdict, note, key=key))
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame(self.rows, columns=CLAIM_COLUMNS)
+
+
+def claim(claims: pd.DataFrame, key: str) -> pd.Series:
+    """The row of ``claims`` with this key (an unknown key lists the known ones)."""
+    rows = claims[claims["key"] == key]
+    if len(rows) != 1:
+        raise KeyError(f"no claim {key!r}; keys: {', '.join(claims['key'])}")
+    return rows.iloc[0]
+
+
+def ours_text(row: Any) -> str:
+    """``0.42 ± 0.03, n = 3`` for a claims row (no ± where the spread is undefined)."""
+    text = "n/a" if row.ours_mean is None or math.isnan(row.ours_mean) else f"{row.ours_mean:.2f}"
+    if row.ours_std is not None and not math.isnan(row.ours_std):
+        text += f" ± {row.ours_std:.2f}"
+    return f"{text}, n = {row.n_seeds}"
+
+
+def verdict_list(claims: pd.DataFrame, intro: str) -> str:
+    """``intro`` and one bullet per claim: verdict, claim, quantity, the paper's number and ours."""
+    lines = [f"- **{row.verdict}**: {row.claim} ({row.quantity}: paper {row.paper}, ours {ours_text(row)})"
+             for row in claims.itertuples()]
+    return intro + "\n\n" + "\n".join(lines)
+
+
+def claims_display(claims: pd.DataFrame):
+    """The claims table as the chapters show it (a pandas Styler)."""
+    return claims.drop(columns=["chapter"]).style.format(precision=3, na_rep="–").hide(axis="index")

@@ -1,0 +1,206 @@
+"""From run tables to reported numbers: per-run reductions, estimates, verdict rules, rank correlation.
+
+Aggregation is always two-stage: first the mean over a run's layer pairs (one number per
+run and step), then the mean and standard deviation over seeds. The spread reported
+everywhere is therefore the seed-to-seed spread. Nothing here knows a chapter.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .tables import RUN_KEYS, select
+
+
+def per_run(table: pd.DataFrame, metric: str, space: str = "", direction: int | None = None) -> pd.DataFrame:
+    """Mean over layers (pairs) of one metric: one row per run x step, column ``value``."""
+    rows = select(table, metric, space, direction)
+    return rows.groupby(RUN_KEYS + ["step"], observed=True)["value"].mean().reset_index()
+
+
+def at_final_step(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows of ``frame`` at each run's last step."""
+    last = frame.groupby(RUN_KEYS, observed=True)["step"].transform("max")
+    return frame[frame["step"] == last]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Mean and seed-to-seed standard deviation of one quantity."""
+
+    mean: float
+    std: float
+    n: int
+
+    def __str__(self) -> str:
+        if math.isnan(self.mean):
+            return "n/a"
+        return f"{self.mean:.2f} ± {self.std:.2f}" if self.n > 1 else f"{self.mean:.2f} (1 seed)"
+
+
+def estimate(values: pd.Series) -> Estimate:
+    values = values.dropna()
+    n = len(values)
+    if n == 0:
+        return Estimate(math.nan, math.nan, 0)
+    return Estimate(float(values.mean()), float(values.std()) if n > 1 else math.nan, n)
+
+
+def final_estimate(
+    table: pd.DataFrame, metric: str, space: str = "", direction: int | None = None, **equal
+) -> Estimate:
+    """Mean ± sd over seeds of a metric's layer-mean at the last step, for one condition."""
+    frame = at_final_step(per_run(table, metric, space, direction))
+    for column, value in equal.items():
+        frame = frame[frame[column] == value]
+    return estimate(frame["value"])
+
+
+def estimate_at_step(
+    table: pd.DataFrame, step: int, metric: str, space: str = "", direction: int | None = None, **equal
+) -> Estimate:
+    """Mean ± sd over seeds of a metric's layer-mean at one step (e.g. 0, before any update)."""
+    frame = per_run(table, metric, space, direction)
+    frame = frame[frame["step"] == step]
+    for column, value in equal.items():
+        frame = frame[frame[column] == value]
+    return estimate(frame["value"])
+
+
+def peak_and_final(table: pd.DataFrame, metric: str, space: str, direction: int, **equal) -> tuple[Estimate, Estimate]:
+    """Per seed, the maximum over training and the final value of a layer-mean metric."""
+    frame = per_run(table, metric, space, direction)
+    for column, value in equal.items():
+        frame = frame[frame[column] == value]
+    peaks = frame.groupby("seed")["value"].max()
+    finals = at_final_step(frame).set_index("seed")["value"]
+    return estimate(peaks), estimate(finals)
+
+
+def verdict_for_value(ours: Estimate, paper: float, tolerance: float = 0.10) -> str:
+    """"reproduced" within ``tolerance`` of the paper's number, "partly" within 2.5x that."""
+    if math.isnan(ours.mean):
+        return "not tested"
+    gap = abs(ours.mean - paper)
+    if gap <= tolerance:
+        return "reproduced"
+    return "partly reproduced" if gap <= 2.5 * tolerance else "not reproduced"
+
+
+def pooled_sd(*estimates: Estimate) -> float:
+    """Root-mean-square seed sd of several estimates (0 for single-seed ones)."""
+    return math.sqrt(sum((e.std if e.n > 1 and not math.isnan(e.std) else 0.0) ** 2 for e in estimates) / len(estimates))
+
+
+def verdict_for_difference(high: Estimate, low: Estimate, margin: float = 0.10) -> str:
+    """Does ``high`` exceed ``low``?
+
+    "reproduced" if the difference exceeds both ``margin`` and two pooled seed sds;
+    "partly reproduced" if it exceeds half the margin and one pooled sd (right sign, small
+    or noisy); otherwise "not reproduced".
+    """
+    if math.isnan(high.mean) or math.isnan(low.mean):
+        return "not tested"
+    pooled = pooled_sd(high, low)
+    difference = high.mean - low.mean
+    if difference > max(margin, 2 * pooled):
+        return "reproduced"
+    return "partly reproduced" if difference > max(margin / 2, pooled) else "not reproduced"
+
+
+def verdict_for_interval(low: float, high: float, expected_sign: int) -> str:
+    """Does a 95% interval ``[low, high]`` show the expected sign (+1 or -1)?
+
+    "reproduced" if it excludes 0 on the expected side, "not reproduced" if it excludes 0
+    on the other side, "inconclusive" if it contains 0.
+    """
+    if expected_sign not in (1, -1):
+        raise ValueError(f"expected_sign must be +1 or -1, got {expected_sign}")
+    if math.isnan(low) or math.isnan(high):
+        return "not tested"
+    low, high = sorted((expected_sign * low, expected_sign * high))
+    if low > 0:
+        return "reproduced"
+    return "not reproduced" if high < 0 else "inconclusive"
+
+
+def closer_to(value: Estimate, target: Estimate, other: Estimate, margin: float = 0.10) -> str:
+    """Is ``value`` nearer ``target`` than ``other``?
+
+    "reproduced" if it is nearer ``target`` by more than the pooled seed sd of the three
+    and ``target`` and ``other`` differ by at least ``margin``; "not reproduced" if it is
+    nearer ``other`` by more than that sd; "inconclusive" in between.
+    """
+    if any(math.isnan(e.mean) for e in (value, target, other)):
+        return "not tested"
+    advantage = abs(value.mean - other.mean) - abs(value.mean - target.mean)
+    pooled = pooled_sd(value, target, other)
+    if advantage > pooled and abs(target.mean - other.mean) > margin:
+        return "reproduced"
+    return "not reproduced" if advantage < -pooled else "inconclusive"
+
+
+def late_mean(table: pd.DataFrame, metric: str, space: str, direction: int = 1, fraction: float = 1 / 3) -> pd.DataFrame:
+    """Per run, the layer-mean of a metric averaged over the last ``fraction`` of its snapshots
+    (e.g. how far v1 still turns between snapshots late in training)."""
+    frame = per_run(table, metric, space, direction)
+    rank = frame.groupby(RUN_KEYS, observed=True)["step"].rank(method="first", ascending=False)
+    count = frame.groupby(RUN_KEYS, observed=True)["step"].transform("count")
+    late = frame[rank <= (count * fraction).clip(lower=1)]
+    return late.groupby(RUN_KEYS, observed=True)["value"].mean().reset_index()
+
+
+@dataclass(frozen=True)
+class RankCorrelation:
+    """Spearman's rho with a percentile bootstrap interval (resampling the pairs)."""
+
+    rho: float
+    low: float
+    high: float
+    n: int
+
+    def __str__(self) -> str:
+        return f"ρ = {self.rho:.2f} [{self.low:.2f}, {self.high:.2f}] (n = {self.n})"
+
+
+def rank_correlation(x: pd.Series, y: pd.Series, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> RankCorrelation:
+    """Spearman correlation of paired values (NaN pairs dropped) with a bootstrap interval."""
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    pairs = pd.DataFrame({"x": pd.Series(x).to_numpy(), "y": pd.Series(y).to_numpy()}).dropna()
+    n = len(pairs)
+    if n < 3 or pairs["x"].nunique() < 2 or pairs["y"].nunique() < 2:  # undefined for constant input
+        return RankCorrelation(math.nan, math.nan, math.nan, n)
+    rho = float(spearmanr(pairs["x"], pairs["y"]).statistic)
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(n_boot):
+        sample = pairs.iloc[rng.integers(0, n, n)]
+        if sample["x"].nunique() > 1 and sample["y"].nunique() > 1:
+            draws.append(spearmanr(sample["x"], sample["y"]).statistic)
+    tail = (1 - level) / 2
+    low, high = (float(np.nanquantile(draws, q)) for q in (tail, 1 - tail))
+    return RankCorrelation(rho, low, high, n)
+
+
+def verdict_for_correlation(correlation: RankCorrelation, expected_sign: int) -> str:
+    """"reproduced" if the whole interval has the expected sign, "partly" if only rho has it."""
+    if math.isnan(correlation.rho):
+        return "not tested"
+    rho, low, high = (expected_sign * v for v in (correlation.rho, correlation.low, correlation.high))
+    if min(low, high) > 0:
+        return "reproduced"
+    return "partly reproduced" if rho > 0 else "not reproduced"
+
+
+#: Verdicts from weakest to strongest, for combining several checks of one claim.
+VERDICT_STRENGTH = ("not tested", "not reproduced", "inconclusive", "partly reproduced", "reproduced")
+
+
+def weakest(verdicts) -> str:
+    """The weakest of several verdicts (a claim that must hold in every case is only as strong)."""
+    return min(verdicts, key=VERDICT_STRENGTH.index)

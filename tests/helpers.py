@@ -1,0 +1,33 @@
+"""Synthetic run tables shared by the tests (imported as ``from helpers import ...``)."""
+
+import pandas as pd
+
+from geocont.tables import make_row, rows_to_frame
+
+
+def synthetic(values: dict[tuple[str, int], list[float]], steps=(0, 10)) -> pd.DataFrame:
+    """weight_cos rows: values[(condition, seed)] = per-direction final |cos| (2 layer pairs)."""
+    tables = []
+    for (condition, seed), per_direction in values.items():
+        rows = []
+        for step in steps:
+            for layer in (0, 1):
+                for direction, value in enumerate(per_direction, start=1):
+                    v = value if step == steps[-1] else 0.05
+                    rows.append(make_row(step, "hidden", layer, "weight_cos", "input", direction, v + 0.01 * layer))
+        tables.append(rows_to_frame(rows).assign(condition=condition, optimizer="adam", init_scale=1.0, seed=seed))
+    return pd.concat(tables, ignore_index=True)
+
+
+def timeline_run(condition: str, seed: int, init_scale: float, updates: list[float], continuity: list[float],
+                 steps=(0, 1, 3, 10, 30, 100)) -> pd.DataFrame:
+    """A run table with layer-mean relative update and weight v1 continuity per step (2 layers)."""
+    rows = []
+    for step, update, cos in zip(steps, updates, continuity):
+        for layer in (0, 1):
+            rows.append(make_row(step, "hidden", layer, "rel_update", "", 0, update))
+            rows.append(make_row(step, "hidden", layer, "rel_update_spectral", "", 0, 10 * update))
+            rows.append(make_row(step, "hidden", layer, "weight_cos", "input", 1, cos))
+            rows.append(make_row(step, "hidden", layer, "grad_cos", "input", 1, 0.9))
+            rows.append(make_row(step, "hidden", layer, "weight_cumgrad_cos", "input", 1, 0.8))
+    return rows_to_frame(rows).assign(condition=condition, optimizer="adam", init_scale=init_scale, seed=seed)

@@ -1,0 +1,55 @@
+"""Aggregation (two-stage: layers, then seeds) and the verdict rules, on synthetic tables."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from helpers import synthetic, timeline_run
+
+from geocont import statistics
+
+
+
+def test_final_estimate_is_mean_over_layers_then_seeds():
+    table = synthetic({("a", 0): [0.8, 0.1], ("a", 1): [0.6, 0.1]})
+    est = statistics.final_estimate(table, "weight_cos", "input", 1, condition="a")
+    assert est.mean == pytest.approx(0.705) and est.n == 2
+    assert est.std == pytest.approx(math.sqrt(0.02))
+    start = statistics.estimate_at_step(table, 0, "weight_cos", "input", 1, condition="a")
+    assert start.mean == pytest.approx(0.055)
+
+
+def test_verdict_rules():
+    E = statistics.Estimate
+    assert statistics.verdict_for_value(E(0.95, 0.01, 3), 0.93) == "reproduced"
+    assert statistics.verdict_for_value(E(0.40, 0.01, 3), 0.22) == "partly reproduced"
+    assert statistics.verdict_for_value(E(0.75, 0.01, 3), 0.22) == "not reproduced"
+    assert statistics.verdict_for_difference(E(0.9, 0.01, 3), E(0.5, 0.01, 3)) == "reproduced"
+    assert statistics.verdict_for_difference(E(0.9, 0.3, 3), E(0.5, 0.3, 3)) == "partly reproduced"  # noisy
+    assert statistics.verdict_for_difference(E(0.46, 0.02, 3), E(0.45, 0.02, 3)) == "not reproduced"  # no difference
+    assert statistics.verdict_for_difference(E(0.4, 0.01, 3), E(0.5, 0.01, 3)) == "not reproduced"
+    assert statistics.closer_to(E(0.7, 0, 3), E(0.8, 0, 3), E(0.1, 0, 3)) == "reproduced"
+    assert statistics.closer_to(E(0.2, 0, 3), E(0.8, 0, 3), E(0.1, 0, 3)) == "not reproduced"
+    assert statistics.closer_to(E(0.50, 0.05, 3), E(0.71, 0.02, 3), E(0.30, 0.06, 3)) == "inconclusive"  # midway
+    assert statistics.verdict_for_value(E(math.nan, math.nan, 0), 0.5) == "not tested"
+    assert str(E(0.5, 0.1, 3)) == "0.50 ± 0.10" and str(E(0.5, math.nan, 1)) == "0.50 (1 seed)"
+
+
+def test_late_mean_uses_the_last_third_of_the_snapshots():
+    table = timeline_run("a", 0, 1.0, [0, 1, 2, 3, 4, 5], [0.0, 0.0, 0.0, 0.0, 0.6, 0.9])
+    late = statistics.late_mean(table, "weight_cos", "input")
+    assert late["value"].iloc[0] == pytest.approx(0.75)
+
+
+def test_rank_correlation_and_its_verdict():
+    x = pd.Series([0.03, 0.1, 0.3, 1.0, 3.0] * 3)
+    increasing = statistics.rank_correlation(x, x * 10 + pd.Series(range(15)) * 1e-3)
+    assert increasing.rho > 0.95 and increasing.low > 0.9  # (ties in x keep rho just below 1)
+    assert statistics.verdict_for_correlation(increasing, +1) == "reproduced"
+    assert statistics.verdict_for_correlation(increasing, -1) == "not reproduced"
+    noise = statistics.rank_correlation(x, pd.Series([5, 1, 4, 2, 3, 2, 5, 1, 3, 4, 1, 3, 2, 5, 4]))
+    assert noise.low < 0 < noise.high and statistics.verdict_for_correlation(noise, +1) != "reproduced"
+    assert math.isnan(statistics.rank_correlation(x[:2], x[:2]).rho)  # too few pairs
+
+
