@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import matplotlib.pyplot as plt
-import matplotlib.ticker as mticker
 import pandas as pd
 import seaborn as sns
 
@@ -126,26 +125,53 @@ def plot_layer_heatmap(
     return ax
 
 
+def grouped_bars(
+    frame: pd.DataFrame, *, x: str, hue: str, value: str = "value", ax: plt.Axes | None = None,
+    order: Sequence | None = None, hue_order: Sequence | None = None, colours: dict | None = None,
+    baselines: dict | None = None, baseline_label: str = "random baseline",
+) -> plt.Axes:
+    """Bars of the mean of ``value`` per (``x``, ``hue``), every row as a dot (a seed, a layer
+    pair...), and optionally a black tick per bar at ``baselines[(x value, hue value)]``.
+
+    The book's one grouped-bar figure: used for final values per condition, per projection and
+    space, and per compression scheme.
+    """
+    ax = ax or plt.gca()
+    order = list(order if order is not None else dict.fromkeys(frame[x]))
+    hue_order = list(hue_order if hue_order is not None else dict.fromkeys(frame[hue]))
+    colours = colours or palette(hue_order)
+    width = 0.8 / len(hue_order)
+    for j, level in enumerate(hue_order):
+        for i, group in enumerate(order):
+            values = frame[(frame[x] == group) & (frame[hue] == level)][value].dropna()
+            position = i - 0.4 + width * (j + 0.5)
+            if len(values):
+                ax.bar(position, values.mean(), width=width * 0.95, color=colours[level], alpha=0.75,
+                       label=str(level) if i == 0 else None)
+                ax.scatter([position] * len(values), values, color=colours[level], edgecolors="black",
+                           linewidths=0.6, s=25, zorder=3)
+            if baselines is not None and (group, level) in baselines:
+                ax.hlines(baselines[(group, level)], position - width / 2, position + width / 2, color="black",
+                          linewidth=2, zorder=4, label=baseline_label if i == 0 and j == 0 else None)
+    ax.set_xticks(range(len(order)), [str(g) for g in order])
+    ax.set_xlabel(x)
+    ax.legend(fontsize="small")
+    return ax
+
+
 def plot_final_by(
     table: pd.DataFrame, metric: str, space: str, direction: int, *, x: str, hue: str,
     ax: plt.Axes | None = None, baseline: float | None = None, order: Sequence[str] | None = None,
     hue_order: Sequence[str] | None = None, colours: dict | None = None, step: int | None = None,
 ) -> plt.Axes:
     """Final layer-mean values (or those at ``step``, e.g. 0) as bars (seed mean) with each seed as a dot."""
-    ax = ax or plt.gca()
     frame = per_run(table, metric, space, direction)
     frame = at_final_step(frame) if step is None else frame[frame["step"] == step]
-    hue_order = list(hue_order or frame[hue].unique())
-    colours = colours or palette(hue_order)
-    sns.barplot(data=frame, x=x, y="value", hue=hue, order=order, hue_order=hue_order, palette=colours,
-                errorbar=None, alpha=0.75, ax=ax)
-    sns.stripplot(data=frame, x=x, y="value", hue=hue, order=order, hue_order=hue_order, palette=colours,
-                  dodge=True, edgecolor="black", linewidth=0.6, size=5, ax=ax, legend=False)
+    ax = grouped_bars(frame, x=x, hue=hue, ax=ax, order=order, hue_order=hue_order, colours=colours)
     if baseline is not None:
         draw_baseline(ax, baseline)
+        ax.legend(fontsize="small")
     ax.set_ylabel(quantity_label(metric, space, direction))
-    ax.set_xlabel(x)
-    ax.legend(fontsize="small")
     return ax
 
 
