@@ -5,30 +5,30 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from geocont import book
-from geocont.provenance import provenance_markdown
+from geocont.book import build, paths
+from geocont.book.provenance import provenance_markdown, rerun_commands
 from geocont.tables import CLAIM_COLUMNS, claim_row
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_every_toc_entry_exists_and_chapters_are_notebooks():
-    names = book.toc_files(ROOT)
+    names = paths.toc_files(ROOT)
     assert names[0] == "book/intro"
     for name in names:
         assert any((ROOT / name).with_suffix(ext).exists() for ext in (".md", ".ipynb")), name
-    assert Path("book/mlp_conditions.ipynb") in book.chapters(ROOT)
+    assert Path("book/mlp_conditions.ipynb") in paths.chapters(ROOT)
 
 
 def test_parameters_are_read_as_python_literals():
-    parsed = book._parse_parameters([["scale", "cpu"], ["epochs", "60"], ["seeds", "[0, 3]"], ["lr", "1e-3"]])
+    parsed = build._parse_parameters([["scale", "cpu"], ["epochs", "60"], ["seeds", "[0, 3]"], ["lr", "1e-3"]])
     assert parsed == {"scale": "cpu", "epochs": 60, "seeds": [0, 3], "lr": 1e-3}
 
 
 def test_run_rejects_an_unknown_chapter(monkeypatch):
     monkeypatch.chdir(ROOT)
     with pytest.raises(SystemExit, match="valid choices: book/mlp_conditions.ipynb"):
-        book.main(["run", "book/nope.ipynb", "--no-render"])
+        build.main(["run", "book/nope.ipynb", "--no-render"])
 
 
 def test_provenance_states_scale_seeds_and_the_rerun_command():
@@ -40,13 +40,13 @@ def test_provenance_states_scale_seeds_and_the_rerun_command():
 
 
 def test_rerun_commands_quote_values_for_the_shell():
-    from geocont.provenance import rerun_commands
-
     assert "-p seeds '[0, 3]'" in rerun_commands("book/x.ipynb", "cpu", {"seeds": [0, 3]})[-1]
 
 
 def test_claim_rows_have_the_shared_columns_and_valid_verdicts():
-    row = claim_row("ch", "claim", "q", "0.9", 0.8, 0.1, 3, 0.05, "reproduced")
+    row = claim_row("ch", "claim", "q", "0.9", 0.8, 0.1, 3, 0.05, "reproduced", key="a-claim")
     assert list(pd.DataFrame([row]).columns) == CLAIM_COLUMNS
     with pytest.raises(ValueError, match="valid choices"):
-        claim_row("ch", "claim", "q", "0.9", 0.8, 0.1, 3, 0.05, "sort of")
+        claim_row("ch", "claim", "q", "0.9", 0.8, 0.1, 3, 0.05, "sort of", key="a-claim")
+    with pytest.raises(ValueError, match="lower-case"):
+        claim_row("ch", "claim", "q", "0.9", 0.8, 0.1, 3, 0.05, "reproduced", key="A claim")

@@ -11,8 +11,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from geocont import book, claims, plotting  # noqa: E402
-from geocont.scales import scales_markdown  # noqa: E402
+from geocont.book import build, claims, paths  # noqa: E402
+from geocont.book.figures import show_figure  # noqa: E402
+from geocont.chapters import scales_markdown  # noqa: E402
 from geocont.tables import claim_row  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,14 +21,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def frame(chapter: str, verdict: str = "reproduced") -> pd.DataFrame:
     return pd.DataFrame([
-        claim_row(chapter, "A claim", "weight v1 |cos|", "0.93", 0.9, 0.02, 3, 0.05, verdict),
-        claim_row(chapter, "A comparison", "a minus b", "higher", 0.3, math.nan, 3, 0.05, "not reproduced", note="a 0.5, b 0.2"),
+        claim_row(chapter, "A claim", "weight v1 |cos|", "0.93", 0.9, 0.02, 3, 0.05, verdict, key="a-claim"),
+        claim_row(chapter, "A comparison", "a minus b", "higher", 0.3, math.nan, 3, 0.05, "not reproduced", note="a 0.5, b 0.2",
+                  key="a-comparison"),
     ])
 
 
 @pytest.fixture
 def claims_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv(claims.ENV_DIR, str(tmp_path / "claims"))
+    monkeypatch.setenv(paths.CLAIMS_ENV, str(tmp_path / "claims"))
     return tmp_path / "claims"
 
 
@@ -40,7 +42,7 @@ def test_published_tables_come_back_in_the_order_asked(claims_dir):
     assert table.loc[0, "verdict"] == "partly reproduced"
     assert math.isnan(table.loc[1, "ours_std"])
     assert set(table["overrides"]) == {"", "epochs=60"}
-    assert list(table.columns[:10]) == list(frame("x").columns)
+    assert list(table.columns[:11]) == list(frame("x").columns)
 
 
 def test_a_missing_chapter_is_named_with_the_command_that_produces_it(claims_dir):
@@ -68,7 +70,7 @@ def test_publish_rejects_tables_in_another_format(claims_dir):
 
 
 def test_outside_book_builds_tables_go_to_a_folder_per_scale(monkeypatch):
-    monkeypatch.delenv(claims.ENV_DIR, raising=False)
+    monkeypatch.delenv(paths.CLAIMS_ENV, raising=False)
     monkeypatch.chdir(ROOT / "book")  # nbval runs a notebook in its own folder
     assert claims.claims_dir("smoke") == ROOT / "_build" / "claims" / "smoke"
 
@@ -82,27 +84,27 @@ def test_markdown_table_links_each_chapter_and_escapes_pipes(claims_dir):
 
 
 def test_the_closing_chapter_is_last_in_the_book_and_not_a_claim_chapter():
-    assert book.toc_files(ROOT)[-1] == "book/claims"
+    assert paths.toc_files(ROOT)[-1] == "book/claims"
     names = claims.claim_chapters(ROOT)
     assert "claims" not in names and names[0] == "mlp_conditions"
 
 
 def test_closing_chapter_runs_last_and_again_when_a_claims_table_changes(tmp_path, monkeypatch):
-    layout = book.Layout(tmp_path)
+    layout = paths.Layout(tmp_path)
     ran = []
-    monkeypatch.setattr(book, "chapters", lambda root: [book.CLOSING, Path("book/a.ipynb"), Path("book/b.ipynb")])
-    monkeypatch.setattr(book, "execute", lambda root, notebook, parameters, layout=None: ran.append(notebook))
-    book.execute_stale(ROOT, "smoke", force=False, layout=layout)
-    assert ran == [Path("book/a.ipynb"), Path("book/b.ipynb"), book.CLOSING]
-    before = book._claims_inputs_sha256(layout, ROOT)
+    monkeypatch.setattr(build, "chapters", lambda root: [paths.CLOSING, Path("book/a.ipynb"), Path("book/b.ipynb")])
+    monkeypatch.setattr(build, "execute", lambda root, notebook, parameters, layout=None: ran.append(notebook))
+    build.execute_stale(ROOT, "smoke", force=False, layout=layout)
+    assert ran == [Path("book/a.ipynb"), Path("book/b.ipynb"), paths.CLOSING]
+    before = build._claims_inputs_sha256(layout, ROOT)
     layout.claims.mkdir(parents=True)
     (layout.claims / "a.json").write_text(json.dumps({"chapter": "a"}))
-    assert book._claims_inputs_sha256(layout, ROOT) != before
+    assert build._claims_inputs_sha256(layout, ROOT) != before
 
 
 def test_the_methods_page_shows_the_scales_as_configured():
     assert scales_markdown() in (ROOT / "book" / "methods.md").read_text(), \
-        "book/methods.md's scales table is out of date: paste geocont.scales.scales_markdown() into it"
+        "book/methods.md's scales table is out of date: paste geocont.chapters.scales_markdown() into it"
 
 
 def test_show_figure_glues_a_numbered_figure_in_book_builds(monkeypatch):
@@ -110,13 +112,13 @@ def test_show_figure_glues_a_numbered_figure_in_book_builds(monkeypatch):
 
     shown = []
     monkeypatch.setattr(IPython.display, "display", lambda *objects, **kw: shown.extend(objects))
-    monkeypatch.setenv(book.BOOK_ENV, "1")
+    monkeypatch.setenv(paths.BOOK_ENV, "1")
     fig, _ = plt.subplots()
-    plotting.show_figure(fig, "test-figure", "A caption with 0.93.")
+    show_figure(fig, "test-figure", "A caption with 0.93.")
     assert shown[-1].data == "```{glue:figure} test-figure\n:name: test-figure\n\nA caption with 0.93.\n```"
     assert not plt.fignum_exists(fig.number)
     with pytest.raises(ValueError, match="letters"):
-        plotting.show_figure(plt.figure(), "bad name", "x")
+        show_figure(plt.figure(), "bad name", "x")
 
 
 def test_show_figure_outside_the_book_shows_the_caption(monkeypatch):
@@ -124,6 +126,6 @@ def test_show_figure_outside_the_book_shows_the_caption(monkeypatch):
 
     shown = []
     monkeypatch.setattr(IPython.display, "display", lambda *objects, **kw: shown.extend(objects))
-    monkeypatch.delenv(book.BOOK_ENV, raising=False)
-    plotting.show_figure(plt.figure(), "test-figure", "A caption.")
+    monkeypatch.delenv(paths.BOOK_ENV, raising=False)
+    show_figure(plt.figure(), "test-figure", "A caption.")
     assert shown[-1].data == "**test-figure.** A caption."

@@ -3,7 +3,7 @@
 import pytest
 
 from geocont.config import MLPRunConfig, OptimizerConfig
-from geocont.scales import SCALES, mlp_chapter_settings
+from geocont.chapters.mlp_runs import mlp_chapter_settings
 
 
 @pytest.mark.parametrize(
@@ -33,24 +33,6 @@ def test_optimizer_validation_and_labels():
     assert OptimizerConfig(beta2=0.0).label == "adam(beta2=0)"
     assert OptimizerConfig("sgd", lr=0.1, momentum=0.9).label == "sgd(momentum=0.9)"
     assert OptimizerConfig().label == "adam"
-
-
-def test_scales_and_overrides():
-    assert SCALES == ("smoke", "cpu", "paper")
-    with pytest.raises(ValueError, match="valid choices: smoke, cpu, paper"):
-        mlp_chapter_settings("huge")
-    with pytest.raises(ValueError, match="unknown parameter"):
-        mlp_chapter_settings("smoke", epoch=3)
-    with pytest.raises(ValueError, match="valid choices"):
-        mlp_chapter_settings("smoke", conditions=["res-relu", "nope"])
-    cpu = mlp_chapter_settings("cpu", epochs=None, seeds=None)  # None = keep the preset
-    assert cpu.base.width == 256 and cpu.base.depth == 16 and len(cpu.seeds) >= 3
-    custom = mlp_chapter_settings("smoke", epochs=2, seeds=5, beta2=0.0, conditions=["res-relu"])
-    assert custom.base.epochs == 2 and custom.seeds == (0, 1, 2, 3, 4)
-    assert custom.base.optimizer.beta2 == 0.0
-    assert [c.condition for c in custom.condition_configs()] == ["res-relu"] * 5
-    paper = mlp_chapter_settings("paper")
-    assert paper.base.dataset == "mnist" and (paper.base.width, paper.base.depth) == (256, 16)
 
 
 def test_timeline_chapter_has_a_finer_schedule_and_an_init_sweep():

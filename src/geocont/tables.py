@@ -19,7 +19,7 @@ A sweep adds the run's configuration columns (``condition``, ``optimizer``, ``se
 
 **Claims table**: one row per claim checked against the paper, with the columns of
 :data:`CLAIM_COLUMNS`; every chapter produces one and publishes it with
-:func:`geocont.claims.publish`, and the closing chapter collects them (:func:`geocont.claims.collect`),
+:func:`geocont.book.claims.publish`, and the closing chapter collects them (:func:`geocont.book.claims.collect`),
 linking each row to its chapter through the ``chapter`` column (the notebook's name).
 """
 

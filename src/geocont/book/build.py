@@ -14,9 +14,9 @@ separately (:mod:`geocont.cache`), so re-executing a chapter with unchanged para
 costs no training.
 
 Each chapter publishes its claims table into ``_build/claims/book/`` when executed
-(:mod:`geocont.claims`); the closing chapter (``book/claims.ipynb``) is executed after all
+(:mod:`geocont.book.claims`); the closing chapter (``book/claims.ipynb``) is executed after all
 the others and again whenever a published table changes. While a chapter executes,
-``$GEOCONT_BOOK`` is set, so that :func:`geocont.plotting.show_figure` emits numbered,
+``$GEOCONT_BOOK`` is set, so that :func:`geocont.book.figures.show_figure` emits numbered,
 cross-referencable figures. MathJax is served from the book itself (copied from
 ``.mathjax/``, installed by ``make setup``), never from a CDN.
 """
@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 
 from ..scales import ParameterError, check_scale
-from .paths import (BOOK_ENV, BUILD, CLAIMS_ENV, CLOSING, DEFAULT_SCALE, EXECUTED, SOURCE, Layout, chapters,
+from .paths import (BOOK_ENV, CLAIMS_ENV, CLOSING, DEFAULT_SCALE, Layout, chapters,
                     repository_root)
 
 #: MathJax 3 as installed by ``make setup`` (``npm install --prefix .mathjax mathjax@3``).
@@ -88,6 +88,27 @@ def _environment(**values: str):
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def check_parameters(root: Path, notebook: Path, parameters: dict) -> None:
+    """Validate a chapter's parameters in this process, before papermill starts a kernel.
+
+    A chapter with a module in :mod:`geocont.chapters` is configured with them (its ``configure``
+    checks names and values); any other notebook (the closing chapter) accepts the names of its
+    parameters cell and a known ``scale``. Raises :class:`geocont.scales.ParameterError`.
+    """
+    from ..chapters import CHAPTER_MODULES, chapter_module
+
+    if notebook.stem in CHAPTER_MODULES:
+        chapter_module(notebook.stem).configure(**parameters)
+        return
+    import papermill
+
+    known = list(papermill.inspect_notebook(str(root / notebook)))
+    unknown = sorted(set(parameters) - set(known))
+    if unknown:
+        raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(known)}")
+    check_scale(parameters.get("scale", DEFAULT_SCALE))
 
 
 def execute(root: Path, notebook: Path, parameters: dict, layout: Layout | None = None) -> Path:
@@ -147,16 +168,20 @@ def execute_stale(root: Path, scale: str | None, force: bool, layout: Layout | N
     """
     layout = layout or Layout(root)
     ordered = [n for n in chapters(root) if n != CLOSING] + [n for n in chapters(root) if n == CLOSING]
+    plan = []
     for notebook in ordered:
         source_hash, parameters = _executed_state(layout.executed / notebook)
         wanted = scale or parameters.get("scale") or default_scale
         reason = "--force" if force else _stale_reason(root, notebook, layout, wanted)
         if reason:
             keep = {k: v for k, v in parameters.items() if k != "scale"} if source_hash and not scale else {}
-            print(f"stale: {notebook} ({reason})", flush=True)
-            execute(root, notebook, {"scale": wanted, **keep}, layout)
+            plan.append((notebook, reason, {"scale": wanted, **keep}))
+            check_parameters(root, notebook, plan[-1][2])  # every chapter's, before the first one runs
         else:
             print(f"up to date: {notebook} ({parameters})")
+    for notebook, reason, parameters in plan:
+        print(f"stale: {notebook} ({reason})", flush=True)
+        execute(root, notebook, parameters, layout)
 
 
 def stage_mathjax(root: Path, static: Path) -> None:
@@ -246,6 +271,13 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--no-render", action="store_true", help="only execute the chapter")
     args = parser.parse_args(argv)
     try:
+        _main(args)
+    except ParameterError as error:
+        raise SystemExit(f"error: {error}") from None
+
+
+def _main(args: argparse.Namespace) -> None:
+    try:
         root = repository_root()
     except FileNotFoundError as error:
         raise SystemExit(str(error)) from None
@@ -261,7 +293,8 @@ def main(argv: list[str] | None = None) -> None:
             valid = ", ".join(str(c) for c in chapters(root))
             raise SystemExit(f"unknown chapter {notebook}; valid choices: {valid}")
         parameters = _parse_parameters(args.parameter)
-        check_scale(parameters.setdefault("scale", DEFAULT_SCALE))
+        parameters.setdefault("scale", DEFAULT_SCALE)
+        check_parameters(root, notebook, parameters)
         execute(root, notebook, parameters)
         if not args.no_render:
             # then the closing chapter, and any chapter never executed (at this chapter's scale)

@@ -113,7 +113,7 @@ def collect(scale: str, chapters: list[str] | None = None) -> pd.DataFrame:
         commands = "\n".join(f"  python -m geocont.book run book/{c}.ipynb -p scale {scale}" for c in missing)
         raise MissingClaims(
             f"no published claims table in {directory} for chapter(s): {', '.join(missing)}.\n"
-            f"Each chapter publishes its table when executed (geocont.claims.publish); run:\n{commands}\n"
+            f"Each chapter publishes its table when executed (geocont.book.claims.publish); run:\n{commands}\n"
             f"or build the whole book: python -m geocont.book build --scale {scale}")
     frames = []
     for chapter in chapters:

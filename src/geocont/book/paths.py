@@ -29,7 +29,7 @@ EXECUTED = BUILD / "executed"
 SOURCE = BUILD / "source"
 
 
-#: The closing chapter, executed after every other chapter (see :mod:`geocont.claims`).
+#: The closing chapter, executed after every other chapter (see :mod:`geocont.book.claims`).
 CLOSING = Path("book/claims.ipynb")
 
 

@@ -1,0 +1,109 @@
+"""The package's shape: a core that knows no chapter, no import cycles, and thin notebooks whose
+parameters cell matches their chapter module."""
+
+import ast
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from geocont.chapters import CHAPTER_MODULES, chapter_module
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "geocont"
+#: What a notebook may hold, at most (code lines outside the parameters cell; lines in one cell).
+MAX_NOTEBOOK_LINES, MAX_CELL_LINES = 60, 12
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every geocont module ``path`` imports, at the top or inside a function."""
+    name, found = module_name(path), set()
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.startswith("geocont")}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            base = base[:len(base) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            if target.startswith("geocont"):
+                found.add(target)
+                found |= {f"{target}.{alias.name}" for alias in node.names}
+    modules = {module_name(p) for p in PACKAGE.rglob("*.py")}
+    return {m for m in found if m in modules and m != name}
+
+
+def test_no_import_cycle_in_the_package():
+    graph = {module_name(p): imported_modules(p) for p in PACKAGE.rglob("*.py")}
+    state: dict[str, str] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for child in sorted(graph[node]):
+            if state.get(child) == "open":
+                raise AssertionError("import cycle: " + " -> ".join(path[path.index(child):] + [child]))
+            if child not in state:
+                visit(child, path + [child])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+
+
+def core_modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.glob("*.py"))
+
+
+@pytest.mark.parametrize("path", core_modules(), ids=lambda p: p.name)
+def test_the_core_knows_no_chapter(path):
+    imports = imported_modules(path)
+    assert not {m for m in imports if m.startswith(("geocont.chapters", "geocont.book"))}, imports
+    tree = ast.parse(path.read_text())
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    assert not (set(CHAPTER_MODULES) & (names | strings)), f"{path.name} names a chapter"
+
+
+def notebook(name: str) -> nbformat.NotebookNode:
+    return nbformat.read(ROOT / "book" / f"{name}.ipynb", as_version=4)
+
+
+def parameters_cell(nb) -> nbformat.NotebookNode:
+    cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+    assert len(cells) == 1, "a chapter has exactly one cell tagged 'parameters'"
+    return cells[0]
+
+
+@pytest.mark.parametrize("name", list(CHAPTER_MODULES))
+def test_the_parameters_cell_matches_the_chapter_module(name):
+    assigned = [node.targets[0].id for node in ast.parse(parameters_cell(notebook(name)).source).body]
+    assert assigned == list(chapter_module(name).PARAMETERS)
+
+
+@pytest.mark.parametrize("name", list(CHAPTER_MODULES))
+def test_every_chapter_module_provides_the_chapter_protocol(name):
+    module = chapter_module(name)
+    for attribute in ("PARAMETERS", "configure", "from_notebook", "provenance", "claims", "publish"):
+        assert hasattr(module, attribute), f"geocont.chapters.{name} lacks {attribute}"
+    assert next(iter(module.PARAMETERS)) == "scale"
+
+
+@pytest.mark.parametrize("name", list(CHAPTER_MODULES))
+def test_notebooks_only_call_the_library(name):
+    nb = notebook(name)
+    cells = [c for c in nb.cells if c.cell_type == "code" and c is not parameters_cell(nb)]
+    lengths = [len([line for line in c.source.splitlines() if line.strip()]) for c in cells]
+    assert sum(lengths) <= MAX_NOTEBOOK_LINES and max(lengths) <= MAX_CELL_LINES, lengths
+    for cell in cells:
+        tree = ast.parse(cell.source)
+        defined = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Lambda, ast.ClassDef))]
+        assert not defined, f"{name}: a notebook defines no functions or classes:\n{cell.source}"
+        assert "startswith" not in cell.source, f"{name}: claims are looked up by key, not by text"
+    first = cells[0].source
+    assert f"from geocont.chapters import {name} as chapter" in first and "chapter.from_notebook(globals())" in first

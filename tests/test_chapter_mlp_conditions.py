@@ -1,0 +1,104 @@
+"""The "Conditions 1 and 2" chapter: parameters, settings, and its claims on synthetic sweeps."""
+
+import pandas as pd
+import pytest
+
+from geocont.book.chapter import claim
+from geocont.chapters import mlp_conditions as chapter
+from geocont.chapters.mlp_runs import mlp_chapter_settings
+from geocont.scales import SCALES, ParameterError
+from geocont.tables import make_row, rows_to_frame
+
+BASELINE = 0.05
+
+
+def sweep(finals: dict, optimizer: str = "adam", peaks: dict | None = None) -> pd.DataFrame:
+    """A run table of 3 seeds per condition: ``finals[condition] = {(metric, space): final value}``;
+    weight v1 passes through ``peaks[condition]`` at the middle step (default: rises straight to its final)."""
+    tables = []
+    for condition, values in finals.items():
+        for seed in range(3):
+            jitter = 0.01 * (seed - 1)
+            rows = []
+            for step in (0, 10, 20):
+                for (metric, space), final in values.items():
+                    value = BASELINE if step == 0 else final
+                    if step == 10 and (metric, space) == ("weight_cos", "input") and peaks and condition in peaks:
+                        value = peaks[condition]
+                    for layer in (0, 1):
+                        rows.append(make_row(step, "hidden", layer, metric, space, 1, value + jitter))
+            tables.append(rows_to_frame(rows).assign(condition=condition, optimizer=optimizer, init_scale=1.0,
+                                                     seed=seed))
+    return pd.concat(tables, ignore_index=True)
+
+
+def finals(grad: float, weight: float) -> dict:
+    return {("grad_cos", "input"): grad, ("grad_cos", "output"): grad, ("weight_cos", "input"): weight}
+
+
+CONDITIONS = {
+    "res-relu": finals(0.95, 0.90),
+    "nores-relu": finals(0.05, 0.05),
+    "res-none": finals(0.93, 0.60),
+    "res-radial": finals(0.93, 0.40),
+}
+
+
+def test_claims_on_a_synthetic_sweep_have_the_known_verdicts():
+    table = sweep(CONDITIONS, peaks={"res-none": 0.80})
+    robustness = pd.concat([
+        sweep({"res-relu": finals(0.9, 0.90), "res-none": finals(0.9, 0.60)}, optimizer="adam"),
+        sweep({"res-relu": finals(0.9, 0.85), "res-none": finals(0.9, 0.88)}, optimizer="sgd"),
+    ], ignore_index=True)
+    claims = chapter.condition_claims(table, robustness, BASELINE)
+    expected = {
+        "nores-gradient-v1": "reproduced",         # 0.05 against the paper's 0.05
+        "nores-gradient-u1": "reproduced",
+        "nores-weight-v1": "reproduced",           # at the random level
+        "linear-gradient-v1": "reproduced",        # 0.93
+        "linear-weight-v1": "not reproduced",      # 0.60 against 0.22
+        "radial-weight-v1": "partly reproduced",   # 0.40: within 2.5 x 0.10 of 0.22
+        "res-relu-above-linear": "reproduced",     # 0.90 - 0.60
+        "res-none-rise-then-collapse": "reproduced",   # peak 0.80, final 0.60
+        "res-radial-rise-then-collapse": "not reproduced",  # no peak above the final value
+        "continuity-every-optimizer": "reproduced",
+        "symmetry-breaking-every-optimizer": "not reproduced",  # under sgd res-none is not lower
+    }
+    assert dict(zip(claims["key"], claims["verdict"])) == expected
+    assert claim(claims, "linear-weight-v1")["ours_mean"] == pytest.approx(0.60)
+    assert claim(claims, "linear-weight-v1")["ours_std"] == pytest.approx(0.01)
+    assert claims["key"].is_unique and (claims["chapter"] == "mlp_conditions").all()
+    with pytest.raises(KeyError, match="no claim 'nope'"):
+        claim(claims, "nope")
+
+
+def test_configure_rejects_bad_parameters_in_one_line():
+    with pytest.raises(ParameterError, match="unknown parameter.*epoch; valid choices: scale, seeds, epochs"):
+        chapter.configure("smoke", epoch=3)
+    with pytest.raises(ParameterError, match="valid choices: smoke, cpu, paper"):
+        chapter.configure("huge")
+    with pytest.raises(ParameterError, match="epochs must be a positive integer, got 'abc'"):
+        chapter.configure("smoke", epochs="abc")
+    settings = chapter.configure("smoke", epochs=2, seeds=None)
+    assert settings.base.epochs == 2 and settings.overrides == {"epochs": 2}
+
+
+def test_from_notebook_rejects_a_name_papermill_injected_that_is_no_parameter():
+    namespace = {name: None for name in chapter.PARAMETERS} | {"scale": "smoke", "In": [], "_oh": {}}
+    assert chapter.from_notebook(namespace).scale == "smoke"
+    with pytest.raises(ParameterError, match="unknown parameter.*nonexistent_param"):
+        chapter.from_notebook(namespace | {"nonexistent_param": 3})
+
+
+def test_scales_and_overrides():
+    assert SCALES == ("smoke", "cpu", "paper")
+    with pytest.raises(ValueError, match="valid choices"):
+        mlp_chapter_settings("smoke", conditions=["res-relu", "nope"])
+    cpu = mlp_chapter_settings("cpu", epochs=None, seeds=None)  # None = keep the preset
+    assert cpu.base.width == 256 and cpu.base.depth == 16 and len(cpu.seeds) >= 3
+    custom = mlp_chapter_settings("smoke", epochs=2, seeds=5, beta2=0.0, conditions=["res-relu"])
+    assert custom.base.epochs == 2 and custom.seeds == (0, 1, 2, 3, 4)
+    assert custom.base.optimizer.beta2 == 0.0
+    assert [c.condition for c in custom.condition_configs()] == ["res-relu"] * 5
+    paper = mlp_chapter_settings("paper")
+    assert paper.base.dataset == "mnist" and (paper.base.width, paper.base.depth) == (256, 16)
