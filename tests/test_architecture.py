@@ -107,3 +107,29 @@ def test_notebooks_only_call_the_library(name):
         assert "startswith" not in cell.source, f"{name}: claims are looked up by key, not by text"
     first = cells[0].source
     assert f"from geocont.chapters import {name} as chapter" in first and "chapter.from_notebook(globals())" in first
+
+
+#: Import name -> distribution name, where they differ.
+DISTRIBUTIONS = {"yaml": "pyyaml", "IPython": "ipython", "myst_nb": "myst-nb", "huggingface_hub": "huggingface-hub",
+                 "ray": "ray"}
+
+
+def test_pyproject_declares_every_third_party_import():
+    import sys
+    import tomllib
+
+    declared = {dep.split("<")[0].split("=")[0].split(">")[0].strip().lower()
+                for dep in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]}
+    optional = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"].get("optional-dependencies", {})
+    declared |= {dep.split("=")[0].split("<")[0].strip().lower() for deps in optional.values() for dep in deps}
+    imported = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    third_party = {name for name in imported if name not in sys.stdlib_module_names and name != "geocont"}
+    missing = sorted(DISTRIBUTIONS.get(name, name).lower() for name in third_party
+                     if DISTRIBUTIONS.get(name, name).lower() not in declared)
+    assert not missing, f"pyproject.toml does not declare: {missing}"

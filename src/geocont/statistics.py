@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -70,14 +71,21 @@ def estimate_at_step(
     return estimate(frame["value"])
 
 
-def peak_and_final(table: pd.DataFrame, metric: str, space: str, direction: int, **equal) -> tuple[Estimate, Estimate]:
+class PeakAndFinal(NamedTuple):
+    """A metric's maximum over training and its final value, each as mean ± sd over seeds."""
+
+    peak: Estimate
+    final: Estimate
+
+
+def peak_and_final(table: pd.DataFrame, metric: str, space: str, direction: int, **equal) -> PeakAndFinal:
     """Per seed, the maximum over training and the final value of a layer-mean metric."""
     frame = per_run(table, metric, space, direction)
     for column, value in equal.items():
         frame = frame[frame[column] == value]
     peaks = frame.groupby("seed")["value"].max()
     finals = at_final_step(frame).set_index("seed")["value"]
-    return estimate(peaks), estimate(finals)
+    return PeakAndFinal(estimate(peaks), estimate(finals))
 
 
 def verdict_for_value(ours: Estimate, paper: float, tolerance: float = 0.10) -> str:

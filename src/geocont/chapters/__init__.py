@@ -7,8 +7,6 @@ import importlib
 from types import ModuleType
 
 from ..scales import SCALES
-from .mlp_runs import _CHAPTER_PRESETS, _MLP_SCALES
-from .transformer_projections import _LM_SCALES, LM_SHAPES
 
 #: Notebook stem -> module (imported on demand: the transformer chapters import transformers).
 CHAPTER_MODULES: dict[str, str] = {
@@ -38,6 +36,9 @@ def scales_markdown() -> str:
 
     The methods page (``book/methods.md``) holds this table verbatim; a test keeps the two equal.
     """
+    from .mlp_runs import _CHAPTER_PRESETS, _MLP_SCALES
+    from .transformer_projections import _LM_SCALES, LM_SHAPES
+
     rows: list[tuple[str, ...]] = []
 
     def add(label: str, values) -> None:
