@@ -7,6 +7,7 @@ import pytest
 
 from geocont.book import build, paths
 from geocont.book.provenance import provenance_markdown, rerun_commands
+from geocont.scales import ParameterError
 from geocont.tables import CLAIM_COLUMNS, claim_row
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,3 +51,30 @@ def test_claim_rows_have_the_shared_columns_and_valid_verdicts():
         claim_row("ch", "claim", "q", "0.9", 0.8, 0.1, 3, 0.05, "sort of", key="a-claim")
     with pytest.raises(ValueError, match="lower-case"):
         claim_row("ch", "claim", "q", "0.9", 0.8, 0.1, 3, 0.05, "reproduced", key="A claim")
+
+
+@pytest.mark.parametrize("parameter, message", [
+    (["nonexistent_param", "3"], "error: unknown parameter(s) nonexistent_param; valid choices: scale, seeds, epochs, "
+                                 "conditions, width, depth, dataset, init_scale, lr, n_snapshots"),
+    (["scale", "huge"], "error: unknown scale 'huge'; valid choices: smoke, cpu, paper"),
+    (["epochs", "abc"], "error: epochs must be a positive integer, got 'abc'"),
+])
+def test_run_rejects_bad_parameters_in_one_line_before_executing(monkeypatch, parameter, message):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(build, "execute", lambda *args, **kwargs: pytest.fail("executed despite a bad parameter"))
+    with pytest.raises(SystemExit) as exit_info:
+        build.main(["run", "book/mlp_conditions.ipynb", "--no-render", "-p", *parameter])
+    assert str(exit_info.value) == message
+
+
+def test_the_closing_chapter_accepts_only_its_own_parameters():
+    build.check_parameters(ROOT, paths.CLOSING, {"scale": "cpu"})
+    with pytest.raises(ParameterError, match="unknown parameter.*foo; valid choices: scale"):
+        build.check_parameters(ROOT, paths.CLOSING, {"scale": "cpu", "foo": 1})
+
+
+def test_a_build_checks_every_stale_chapter_before_executing_any(tmp_path, monkeypatch):
+    monkeypatch.setattr(build, "chapters", lambda root: [Path("book/mlp_conditions.ipynb"), paths.CLOSING])
+    monkeypatch.setattr(build, "execute", lambda *args, **kwargs: pytest.fail("executed before checking"))
+    with pytest.raises(ParameterError, match="valid choices: smoke, cpu, paper"):
+        build.execute_stale(ROOT, "huge", force=True, layout=paths.Layout(tmp_path))

@@ -94,6 +94,7 @@ def test_closing_chapter_runs_last_and_again_when_a_claims_table_changes(tmp_pat
     ran = []
     monkeypatch.setattr(build, "chapters", lambda root: [paths.CLOSING, Path("book/a.ipynb"), Path("book/b.ipynb")])
     monkeypatch.setattr(build, "execute", lambda root, notebook, parameters, layout=None: ran.append(notebook))
+    monkeypatch.setattr(build, "check_parameters", lambda root, notebook, parameters: None)
     build.execute_stale(ROOT, "smoke", force=False, layout=layout)
     assert ran == [Path("book/a.ipynb"), Path("book/b.ipynb"), paths.CLOSING]
     before = build._claims_inputs_sha256(layout, ROOT)
