@@ -19,7 +19,7 @@ import torch
 
 from geocont import training
 from geocont.recorder import ContinuityRecorder
-from geocont.scales import mlp_chapter_settings
+from geocont.chapters.mlp_runs import mlp_chapter_settings
 
 
 class Stopwatch:

@@ -140,14 +140,15 @@ def grouped_bars(
     order = list(order if order is not None else dict.fromkeys(frame[x]))
     hue_order = list(hue_order if hue_order is not None else dict.fromkeys(frame[hue]))
     colours = colours or palette(hue_order)
-    width = 0.8 / len(hue_order)
+    one_bar = x == hue  # colour by the x groups: one centred bar per group
+    width = 0.8 if one_bar else 0.8 / len(hue_order)
     for j, level in enumerate(hue_order):
         for i, group in enumerate(order):
             values = frame[(frame[x] == group) & (frame[hue] == level)][value].dropna()
-            position = i - 0.4 + width * (j + 0.5)
+            position = i if one_bar else i - 0.4 + width * (j + 0.5)
             if len(values):
                 ax.bar(position, values.mean(), width=width * 0.95, color=colours[level], alpha=0.75,
-                       label=str(level) if i == 0 else None)
+                       label=str(level) if i == 0 or one_bar else None)
                 ax.scatter([position] * len(values), values, color=colours[level], edgecolors="black",
                            linewidths=0.6, s=25, zorder=3)
             if baselines is not None and (group, level) in baselines:

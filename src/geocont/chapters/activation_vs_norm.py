@@ -1,18 +1,68 @@
 """Chapter "activation versus LayerNorm": the activation concentrates continuity in v1, LayerNorm
-spreads it over several directions."""
+spreads it over several directions (``book/activation_vs_norm.ipynb``)."""
 
 from __future__ import annotations
 
-import math
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from IPython.display import Markdown
 
-from ..plotting import draw_baseline, palette, quantity_label
+from .. import metrics, plotting
+from ..book import claims as book_claims
+from ..book.chapter import ClaimsBuilder, claim, notebook_parameters
+from ..book.figures import show_figure
+from ..book.provenance import provenance_markdown
+from ..plotting import draw_baseline, palette
 from ..statistics import Estimate, closer_to, estimate, final_estimate, verdict_for_difference
-from ..tables import RUN_KEYS, claim_row, select
+from ..tables import RUN_KEYS, select
+from ..training import run_sweep
+from .mlp_runs import MLPChapterSettings, configure_chapter
+
+NAME = "activation_vs_norm"
+NOTEBOOK = f"book/{NAME}.ipynb"
+
+#: The notebook's parameters, in the order of its ``parameters`` cell.
+PARAMETERS: dict[str, str] = {
+    "scale": "smoke | cpu | paper: the whole preset, see geocont.chapters.mlp_runs",
+    "seeds": "an int n (seeds 0..n-1) or a list; None keeps the scale's default",
+    "epochs": "any of these overrides one setting of the preset; None keeps it",
+    "conditions": "a list of geocont.mlp.CONDITIONS",
+    "width": "hidden width",
+    "depth": "number of hidden layers",
+    "dataset": "mnist-subset (offline, 5k real digits) | mnist | fashion-mnist",
+    "init_scale": "multiplies the initial weights' standard deviation",
+    "lr": "the base optimizer's learning rate",
+    "n_snapshots": "log-spaced snapshots per run",
+    "n_directions": "k: how many singular directions are compared",
+}
+
+
+def configure(scale: str = "smoke", **params: Any) -> MLPChapterSettings:
+    """The chapter's settings at ``scale`` with ``params`` overriding the preset (None keeps it)."""
+    return configure_chapter(NAME, PARAMETERS, scale, params)
+
+
+def from_notebook(namespace: dict[str, Any]) -> MLPChapterSettings:
+    """:func:`configure` from the notebook's parameter variables (``globals()``); sets the figure theme."""
+    settings = configure(**notebook_parameters(namespace, PARAMETERS))
+    plotting.set_theme()
+    return settings
+
+
+def provenance(settings: MLPChapterSettings) -> Markdown:
+    base = settings.base
+    return Markdown(provenance_markdown(
+        notebook=NOTEBOOK, scale=settings.scale, overrides=settings.overrides, seeds=settings.seeds,
+        data=f"`{base.dataset}`" + (f", first {base.max_train} training examples" if base.max_train else ""),
+        model=f"residual MLP, {base.depth} hidden layers of width {base.width}, init_scale {base.init_scale}; "
+              f"conditions {', '.join(settings.conditions)}",
+        training=f"{base.epochs} epochs, batch {base.batch_size}, optimizer {base.optimizer.label} "
+                 f"(lr {base.optimizer.lr:g}); {base.n_snapshots} log-spaced snapshots; k = {base.n_directions} directions",
+    ))
 
 
 def final_direction_profile(table: pd.DataFrame, metric: str = "weight_cos", space: str = "input") -> pd.DataFrame:
@@ -35,9 +85,100 @@ def concentration(profile: pd.DataFrame) -> pd.DataFrame:
     return frame.reset_index()
 
 
-def norm_chapter_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
-    """Claims table of the "activation versus LayerNorm" chapter, from its run table."""
-    chapter = "activation_vs_norm"
+@dataclass
+class Results:
+    """The condition sweep's run table and the final direction profiles derived from it."""
+
+    settings: MLPChapterSettings
+    table: pd.DataFrame
+    baseline: float
+    profile_in: pd.DataFrame
+    profile_out: pd.DataFrame
+    #: per run: lead (v1), rest (v2..vk) and their difference, input space
+    shape: pd.DataFrame
+
+    @property
+    def order(self) -> list[str]:
+        """The conditions in the order they were configured."""
+        return list(self.settings.conditions)
+
+    def of_shape(self, column: str, condition: str) -> Estimate:
+        return estimate(self.shape.loc[self.shape["condition"] == condition, column])
+
+
+def run(settings: MLPChapterSettings) -> Results:
+    """Train (or load from the cache) every condition x seed."""
+    table = run_sweep(settings.condition_configs())
+    profile_in = final_direction_profile(table, "weight_cos", "input")
+    return Results(settings=settings, table=table, baseline=metrics.random_abs_cos(settings.base.width),
+                   profile_in=profile_in, profile_out=final_direction_profile(table, "weight_cos", "output"),
+                   shape=concentration(profile_in))
+
+
+def run_note(results: Results) -> Markdown:
+    settings = results.settings
+    return Markdown(f"{len(results.order)} conditions × {len(settings.seeds)} seeds; random baseline at "
+                    f"d = {settings.base.width}: E|cos| = **{results.baseline:.3f}**.")
+
+
+def direction_profile_figure(results: Results) -> None:
+    """Final continuity of the i-th singular direction per condition, input and output space."""
+    order, colours = results.order, plotting.condition_colours()
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5), sharey=True)
+    for ax, profile, title in ((axes[0], results.profile_in, "input space: v_i"),
+                               (axes[1], results.profile_out, "output space: u_i")):
+        plot_direction_profile(profile, ax=ax, baseline=results.baseline, colours=colours, hue_order=order,
+                               title=title)
+    plotting.figure_legend(fig, axes[0])
+    axes[1].get_legend().remove()
+    lines = [f"{c}: v1 {results.of_shape('lead', c)}, v2..v{results.settings.base.n_directions} "
+             f"{results.of_shape('rest', c)}" for c in order]
+    show_figure(fig, "norm-direction-profile", "Final adjacent-layer continuity of the i-th singular direction "
+                "(seed mean ± 1 sd). " + "; ".join(lines) + ".")
+
+
+def alignment_figure(results: Results) -> None:
+    """Final v1 continuity and sigma^2-alignment per condition (top), and their course (bottom)."""
+    table, order, baseline, colours = results.table, results.order, results.baseline, plotting.condition_colours()
+    fig, axes = plt.subplots(2, 2, figsize=(14, 9))
+    for column, (metric, direction, level) in enumerate((("weight_cos", 1, baseline), ("weight_align", 0, 0.0))):
+        plotting.plot_final_by(table, metric, "input", direction, x="condition", hue="condition", order=order,
+                               hue_order=order, colours=colours, ax=axes[0, column], baseline=level)
+        plotting.plot_over_training(table, metric, "input", direction, ax=axes[1, column], baseline=level,
+                                    colours=colours, hue_order=order, legend=False)
+    for ax in axes[0]:
+        ax.get_legend().remove()
+        ax.tick_params(axis="x", labelrotation=20)
+    fig.tight_layout()
+    lines = [f"{c}: v1 {final_estimate(table, 'weight_cos', 'input', 1, condition=c)}, "
+             f"σ²-alignment {final_estimate(table, 'weight_align', 'input', 0, condition=c)}" for c in order]
+    show_figure(fig, "norm-v1-versus-alignment", "Final v1 continuity and σ²-weighted alignment (top; bars: seed "
+                f"mean, dots: seeds; dashed: random level, {baseline:.3f} for |cos| and 0 for the alignment) and "
+                "their course over training (bottom). " + "; ".join(lines) + ".")
+
+
+def concentration_figure(results: Results) -> None:
+    """Per condition, v1 continuity minus the mean of v2..vk (bars: seed mean, dots: seeds)."""
+    order = results.order
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    plotting.grouped_bars(results.shape, x="condition", hue="condition", value="concentration", order=order,
+                          hue_order=order, colours=plotting.condition_colours(), ax=ax)
+    ax.get_legend().remove()
+    ax.axhline(0, **plotting.BASELINE_STYLE)
+    ax.set_ylabel(f"v1 |cos| minus mean of v2..v{results.settings.base.n_directions}")
+    ax.tick_params(axis="x", labelrotation=20)
+    fig.tight_layout()
+    show_figure(fig, "norm-concentration", "Concentration of continuity in the leading direction (bars: seed mean; "
+                "dots: seeds). " + "; ".join(f"{c} {results.of_shape('concentration', c)}" for c in order) + ".")
+
+
+def claims(results: Results) -> pd.DataFrame:
+    """The chapter's claims table."""
+    return norm_claims(results.table, results.baseline)
+
+
+def norm_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
+    """The claims of the chapter, from its run table (``res-rms`` adds our own centring claim)."""
     shape = concentration(final_direction_profile(table, "weight_cos", "input"))
 
     def per_condition(column: str, condition: str) -> Estimate:
@@ -47,37 +188,63 @@ def norm_chapter_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
         return final_estimate(table, "weight_align", "input", 0, condition=condition)
 
     k = int(table.loc[table["metric"] == "weight_cos", "direction"].max())
+    out = ClaimsBuilder(NAME)
     relu, ln, both = (per_condition("concentration", c) for c in ("res-relu", "res-ln", "res-ln-relu"))
-    rows = [
-        claim_row(chapter, "The activation concentrates continuity in the leading direction",
-                  f"v1 minus mean of v2..v{k}: res-relu minus res-ln", "res-relu more concentrated",
-                  relu.mean - ln.mean, math.nan, relu.n, baseline, verdict_for_difference(relu, ln),
-                  note=f"res-relu {relu}, res-ln {ln}"),
-    ]
+    out.add("activation-concentrates-v1", "The activation concentrates continuity in the leading direction",
+            f"v1 minus mean of v2..v{k}: res-relu minus res-ln", "res-relu more concentrated", relu.mean - ln.mean,
+            baseline, verdict_for_difference(relu, ln), note=f"res-relu {relu}, res-ln {ln}", n=relu.n)
     ln_rest, relu_rest = per_condition("rest", "res-ln"), per_condition("rest", "res-relu")
-    rows.append(claim_row(chapter, "LayerNorm spreads continuity over several directions",
-                          f"mean |cos| of v2..v{k}: res-ln minus res-relu", "res-ln higher",
-                          ln_rest.mean - relu_rest.mean, math.nan, ln_rest.n, baseline,
-                          verdict_for_difference(ln_rest, relu_rest),
-                          note=f"res-ln {ln_rest}, res-relu {relu_rest}"))
+    out.add("layernorm-spreads", "LayerNorm spreads continuity over several directions",
+            f"mean |cos| of v2..v{k}: res-ln minus res-relu", "res-ln higher", ln_rest.mean - relu_rest.mean,
+            baseline, verdict_for_difference(ln_rest, relu_rest), note=f"res-ln {ln_rest}, res-relu {relu_rest}",
+            n=ln_rest.n)
     ln_align, none_align = align("res-ln"), align("res-none")
-    rows.append(claim_row(chapter, "LayerNorm breaks the symmetry: whole-spectrum alignment above the linear control",
-                          "sigma^2-alignment (input): res-ln minus res-none", "res-ln higher",
-                          ln_align.mean - none_align.mean, math.nan, ln_align.n, 0.0,
-                          verdict_for_difference(ln_align, none_align),
-                          note=f"res-ln {ln_align}, res-none {none_align}"))
-    rows.append(claim_row(chapter, "With both, the activation's v1-concentrated mode dominates",
-                          "concentration of res-ln-relu: nearer res-relu than res-ln", "nearer res-relu",
-                          both.mean, both.std, both.n, baseline, closer_to(both, relu, ln),
-                          note=f"res-ln-relu {both}, res-relu {relu}, res-ln {ln}"))
+    out.add("layernorm-breaks-symmetry",
+            "LayerNorm breaks the symmetry: whole-spectrum alignment above the linear control",
+            "sigma^2-alignment (input): res-ln minus res-none", "res-ln higher", ln_align.mean - none_align.mean,
+            0.0, verdict_for_difference(ln_align, none_align), note=f"res-ln {ln_align}, res-none {none_align}",
+            n=ln_align.n)
+    out.add("activation-dominates", "With both, the activation's v1-concentrated mode dominates",
+            "concentration of res-ln-relu: nearer res-relu than res-ln", "nearer res-relu", both, baseline,
+            closer_to(both, relu, ln), note=f"res-ln-relu {both}, res-relu {relu}, res-ln {ln}")
     if "res-rms" in set(table["condition"]):
         rms_align = align("res-rms")
-        rows.append(claim_row(chapter, "(ours) Centring, not rescaling, is what breaks the symmetry",
-                              "sigma^2-alignment (input): res-ln minus res-rms", "not in the paper",
-                              ln_align.mean - rms_align.mean, math.nan, ln_align.n, 0.0,
-                              verdict_for_difference(ln_align, rms_align),
-                              note=f"res-ln {ln_align}, res-rms {rms_align}, res-none {none_align}"))
-    return pd.DataFrame(rows)
+        out.add("centring-breaks-symmetry", "(ours) Centring, not rescaling, is what breaks the symmetry",
+                "sigma^2-alignment (input): res-ln minus res-rms", "not in the paper", ln_align.mean - rms_align.mean,
+                0.0, verdict_for_difference(ln_align, rms_align),
+                note=f"res-ln {ln_align}, res-rms {rms_align}, res-none {none_align}", n=ln_align.n)
+    return out.table()
+
+
+def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
+    """One bullet per claim: verdict, claim, quantity, our difference and the estimates behind it."""
+    settings = results.settings
+    lines = [f"- **{row.verdict}**: {row.claim} ({row.quantity}: ours {row.ours_mean:+.2f}; {row.note})"
+             for row in claims.itertuples()]
+    return Markdown(f"At the `{settings.scale}` scale ({len(settings.seeds)} seeds, {settings.base.epochs} epochs on "
+                    f"`{settings.base.dataset}`):\n\n" + "\n".join(lines))
+
+
+def rms_note(claims: pd.DataFrame) -> Markdown | None:
+    """What it means that RMSNorm is not below LayerNorm (None when the centring claim holds or is absent)."""
+    if "centring-breaks-symmetry" not in set(claims["key"]):
+        return None
+    rms = claim(claims, "centring-breaks-symmetry")
+    if rms["verdict"] == "reproduced":
+        return None
+    return Markdown(
+        "**RMSNorm behaves like LayerNorm here.** RMSNorm without a gain is rotation-equivariant, so by the "
+        "paper's argument it should leave the SO(d) symmetry intact and look like the linear control; instead "
+        f"its whole-spectrum alignment is {rms['note']}. Either the symmetry is broken somewhere else "
+        "in the training set-up (Adam's coordinate-wise update is one candidate: the previous chapter found "
+        "the linear control far more continuous under Adam than under Adam with β₂ = 0), or the symmetry is "
+        "not what decides continuity here. This chapter does not separate the two."
+    )
+
+
+def publish(settings: MLPChapterSettings, claims: pd.DataFrame) -> None:
+    """Publish the claims table for the book's closing chapter."""
+    book_claims.publish(claims, chapter=NAME, scale=settings.scale, overrides=settings.overrides)
 
 
 def plot_direction_profile(

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..config import MLPRunConfig, OptimizerConfig, check_positive
 from ..mlp import block_spec
-from ..scales import apply_overrides, check_scale
+from ..scales import apply_overrides, check_scale, parameter_errors
 from ..statistics import at_final_step, estimate, per_run
 
 
@@ -126,6 +126,16 @@ def mlp_chapter_settings(scale: str, chapter: str = "mlp_conditions", **override
     base = MLPRunConfig(optimizer=optimizer, **preset)
     return MLPChapterSettings(scale=scale, base=base, seeds=seeds, conditions=conditions, **sweeps,
                               overrides={k: v for k, v in overrides.items() if v is not None})
+
+
+def configure_chapter(chapter: str, parameters: dict[str, str], scale: str, params: dict[str, Any]) -> MLPChapterSettings:
+    """An MLP chapter's ``configure``: reject names outside ``parameters``, then build and validate
+    :func:`mlp_chapter_settings`; every bad name or value raises a one-line ``ParameterError``."""
+    unknown = sorted(set(params) - set(parameters))
+    with parameter_errors():
+        if unknown:
+            raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(parameters)}")
+        return mlp_chapter_settings(scale, chapter, **params)
 
 
 def final_summary(table: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
