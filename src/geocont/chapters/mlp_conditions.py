@@ -18,11 +18,10 @@ from ..book.figures import show_figure
 from ..book.provenance import provenance_markdown
 from ..data import load_image_data
 from ..mlp import CONDITIONS, ResidualMLP, preactivation_norms
-from ..scales import parameter_errors
 from ..statistics import (Estimate, estimate_at_step, final_estimate, peak_and_final, per_run, verdict_for_difference,
                           verdict_for_value, weakest)
 from ..training import run_sweep
-from .mlp_runs import MLPChapterSettings, final_summary, mlp_chapter_settings
+from .mlp_runs import MLPChapterSettings, configure_chapter, final_summary
 
 NAME = "mlp_conditions"
 NOTEBOOK = f"book/{NAME}.ipynb"
@@ -44,11 +43,7 @@ PARAMETERS: dict[str, str] = {
 
 def configure(scale: str = "smoke", **params: Any) -> MLPChapterSettings:
     """The chapter's settings at ``scale`` with ``params`` overriding the preset (None keeps it)."""
-    unknown = sorted(set(params) - set(PARAMETERS))
-    with parameter_errors():
-        if unknown:
-            raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(PARAMETERS)}")
-        return mlp_chapter_settings(scale, NAME, **params)
+    return configure_chapter(NAME, PARAMETERS, scale, params)
 
 
 def from_notebook(namespace: dict[str, Any]) -> MLPChapterSettings:
