@@ -100,9 +100,10 @@ def ours_text(row: Any) -> str:
 
 
 def verdict_list(claims: pd.DataFrame, intro: str) -> str:
-    """``intro`` and one bullet per claim: verdict, claim, quantity, the paper's number and ours."""
-    lines = [f"- **{row.verdict}**: {row.claim} ({row.quantity}: paper {row.paper}, ours {ours_text(row)})"
-             for row in claims.itertuples()]
+    """``intro`` and one bullet per claim: verdict, claim, quantity, the paper's number, ours, and
+    the claim's note (the estimates behind a comparison) where it has one."""
+    lines = [f"- **{row.verdict}**: {row.claim} ({row.quantity}: paper {row.paper}, ours {ours_text(row)}"
+             + (f"; {row.note})" if row.note else ")") for row in claims.itertuples()]
     return intro + "\n\n" + "\n".join(lines)
 
 

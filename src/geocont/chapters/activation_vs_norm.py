@@ -20,6 +20,7 @@ from ..plotting import draw_baseline, palette
 from ..statistics import Estimate, closer_to, estimate, final_estimate, verdict_for_difference
 from ..tables import RUN_KEYS, select
 from ..training import run_sweep
+from . import mlp_runs
 from .mlp_runs import MLPChapterSettings, configure_chapter
 
 NAME = "activation_vs_norm"
@@ -217,12 +218,8 @@ def norm_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
 
 
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
-    """One bullet per claim: verdict, claim, quantity, our difference and the estimates behind it."""
-    settings = results.settings
-    lines = [f"- **{row.verdict}**: {row.claim} ({row.quantity}: ours {row.ours_mean:+.2f}; {row.note})"
-             for row in claims.itertuples()]
-    return Markdown(f"At the `{settings.scale}` scale ({len(settings.seeds)} seeds, {settings.base.epochs} epochs on "
-                    f"`{settings.base.dataset}`):\n\n" + "\n".join(lines))
+    """One bullet per claim (:func:`geocont.chapters.mlp_runs.verdict`)."""
+    return mlp_runs.verdict(results.settings, claims)
 
 
 def rms_note(claims: pd.DataFrame) -> Markdown | None:

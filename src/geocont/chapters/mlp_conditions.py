@@ -13,7 +13,7 @@ from IPython.display import Markdown
 
 from .. import metrics, plotting
 from ..book import claims as book_claims
-from ..book.chapter import ClaimsBuilder, claim, notebook_parameters, verdict_list
+from ..book.chapter import ClaimsBuilder, claim, notebook_parameters
 from ..book.figures import show_figure
 from ..book.provenance import provenance_markdown
 from ..data import load_image_data
@@ -21,6 +21,7 @@ from ..mlp import CONDITIONS, ResidualMLP, preactivation_norms
 from ..statistics import (Estimate, estimate_at_step, final_estimate, peak_and_final, per_run, verdict_for_difference,
                           verdict_for_value, weakest)
 from ..training import run_sweep
+from . import mlp_runs
 from .mlp_runs import MLPChapterSettings, configure_chapter, final_summary
 
 NAME = "mlp_conditions"
@@ -211,9 +212,8 @@ def init_scale_figure(results: Results) -> None:
 
 
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
-    settings = results.settings
-    return Markdown(verdict_list(claims, f"At the `{settings.scale}` scale ({len(settings.seeds)} seeds, "
-                                         f"{settings.base.epochs} epochs on `{settings.base.dataset}`):"))
+    """One bullet per claim (:func:`geocont.chapters.mlp_runs.verdict`)."""
+    return mlp_runs.verdict(results.settings, claims)
 
 
 def condition_two_note(results: Results) -> Markdown:

@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+from IPython.display import Markdown
 
 from ..config import MLPRunConfig, OptimizerConfig, check_positive
 from ..mlp import block_spec
+from ..book.chapter import verdict_list
 from ..scales import apply_overrides, check_scale, parameter_errors
 from ..statistics import at_final_step, estimate, per_run
 
@@ -154,3 +156,9 @@ def final_summary(table: pd.DataFrame, by: list[str] | None = None) -> pd.DataFr
         frame = at_final_step(per_run(table, metric, space, direction))
         out[label] = frame.groupby(by, observed=True)["value"].apply(lambda v: str(estimate(v)))
     return pd.DataFrame(out)
+
+
+def verdict(settings: MLPChapterSettings, claims: pd.DataFrame) -> Markdown:
+    """An MLP chapter's closing list: one bullet per claim, under the scale, seeds and data."""
+    return Markdown(verdict_list(claims, f"At the `{settings.scale}` scale ({len(settings.seeds)} seeds, "
+                                         f"{settings.base.epochs} epochs on `{settings.base.dataset}`):"))

@@ -24,6 +24,7 @@ from ..statistics import (Estimate, pooled_sd, at_final_step, estimate, estimate
                           rank_correlation, verdict_for_correlation, verdict_for_difference, verdict_for_value)
 from ..tables import RUN_KEYS
 from ..training import run_sweep
+from . import mlp_runs
 from .mlp_runs import MLPChapterSettings, configure_chapter
 
 NAME = "timeline"
@@ -471,14 +472,8 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
 
 
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
-    """One bullet per claim: verdict, claim, quantity, ours (mean ± sd) and its note."""
-    lines = [f"- **{row.verdict}**: {row.claim} ({row.quantity}: ours "
-             + ("–" if math.isnan(row.ours_mean) else f"{row.ours_mean:.2f}")
-             + ("" if math.isnan(row.ours_std) else f" ± {row.ours_std:.2f}") + (f"; {row.note})" if row.note else ")")
-             for row in claims.itertuples()]
-    settings = results.settings
-    return Markdown(f"At the `{settings.scale}` scale ({len(settings.seeds)} seeds, {settings.base.epochs} epochs on "
-                    f"`{settings.base.dataset}`):\n\n" + "\n".join(lines))
+    """One bullet per claim (:func:`geocont.chapters.mlp_runs.verdict`)."""
+    return mlp_runs.verdict(results.settings, claims)
 
 
 def _drift_reading(claims: pd.DataFrame) -> str:
