@@ -142,12 +142,14 @@ def grouped_bars(
     colours = colours or palette(hue_order)
     width = 0.8 / len(hue_order)
     for j, level in enumerate(hue_order):
+        labelled = False  # the legend entry goes on the level's first bar (its first groups may lack values)
         for i, group in enumerate(order):
             values = frame[(frame[x] == group) & (frame[hue] == level)][value].dropna()
             position = i - 0.4 + width * (j + 0.5)
             if len(values):
                 ax.bar(position, values.mean(), width=width * 0.95, color=colours[level], alpha=0.75,
-                       label=str(level) if i == 0 else None)
+                       label=None if labelled else str(level))
+                labelled = True
                 ax.scatter([position] * len(values), values, color=colours[level], edgecolors="black",
                            linewidths=0.6, s=25, zorder=3)
             if baselines is not None and (group, level) in baselines:
