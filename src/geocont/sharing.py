@@ -350,7 +350,7 @@ def pretrained_subject(name: str, corpus: str = "kjv", window_length: int = 128,
 
 
 def trained_subject(config) -> Subject:
-    """A transformer of the earlier chapter (:func:`geocont.lm.trained_lm`) on its own validation split."""
+    """A trained transformer (:func:`geocont.lm.trained_lm` of ``config``) on its own validation split."""
     from .lm import token_splits, trained_lm
 
     def load():
