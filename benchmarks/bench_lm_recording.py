@@ -14,7 +14,7 @@ import torch
 
 from geocont import lm
 from geocont.recorder import ContinuityRecorder
-from geocont.scales import lm_chapter_settings
+from geocont.chapters.transformer_projections import lm_chapter_settings
 
 
 def main() -> None:

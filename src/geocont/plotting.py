@@ -142,18 +142,22 @@ def grouped_bars(
     colours = colours or palette(hue_order)
     one_bar = x == hue  # colour by the x groups: one centred bar per group
     width = 0.8 if one_bar else 0.8 / len(hue_order)
+    baseline_labelled = False
     for j, level in enumerate(hue_order):
+        labelled = False  # the legend entry goes on the level's first bar (its first groups may lack values)
         for i, group in enumerate(order):
             values = frame[(frame[x] == group) & (frame[hue] == level)][value].dropna()
             position = i if one_bar else i - 0.4 + width * (j + 0.5)
             if len(values):
                 ax.bar(position, values.mean(), width=width * 0.95, color=colours[level], alpha=0.75,
-                       label=str(level) if i == 0 or one_bar else None)
+                       label=None if labelled else str(level))
+                labelled = True
                 ax.scatter([position] * len(values), values, color=colours[level], edgecolors="black",
                            linewidths=0.6, s=25, zorder=3)
             if baselines is not None and (group, level) in baselines:
                 ax.hlines(baselines[(group, level)], position - width / 2, position + width / 2, color="black",
-                          linewidth=2, zorder=4, label=baseline_label if i == 0 and j == 0 else None)
+                          linewidth=2, zorder=4, label=None if baseline_labelled else baseline_label)
+                baseline_labelled = True
     ax.set_xticks(range(len(order)), [str(g) for g in order])
     ax.set_xlabel(x)
     ax.legend(fontsize="small")

@@ -1,0 +1,513 @@
+"""Cross-layer basis sharing at equal parameter budgets, layer pruning, and their held-out evaluation.
+
+Conventions follow :mod:`geocont.metrics`: a weight ``W`` is ``[out, in]``; the *input*
+space is spanned by right singular vectors, the *output* space by left ones.
+
+**Sharing.** A group of ``G`` adjacent layers' weights ``W_1 .. W_G`` is replaced by
+
+* ``input``: one shared right basis ``V`` (``[in, k]``, orthonormal: the top-``k`` right
+  singular vectors of the stacked ``[W_1; ...; W_G]``) and per-layer coefficients
+  ``W_l V``, so ``W_l ~ (W_l V) V^T``; ``k (in + G out)`` parameters;
+* ``output``: one shared left basis ``U`` (``[out, k]``, top-``k`` left singular vectors of
+  ``[W_1, ..., W_G]``) and coefficients ``U^T W_l``; ``k (out + G in)`` parameters;
+* ``none``: the reference without sharing, each layer truncated to rank ``k`` on its own;
+  ``G k (out + in)`` parameters.
+
+Each basis is the least-squares optimum for its structure. Budgets are fractions of the
+group's dense parameters ``G out in``; :func:`matched_ranks` picks each space's rank so
+that input- and output-space sharing cost the same (exactly where the two per-rank costs
+allow it, otherwise within one rank's cost) and every count is reported.
+
+**Pruning.** :func:`without_layer` drops one decoder block of a Llama-style model.
+
+**Evaluation.** :func:`window_nll` is the mean next-token NLL on fixed windows of the
+held-out text; the experiments cache one small table per configuration, keyed by the
+model's identity and the settings, and load a model only when something is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from . import cache
+from .layouts import PROJECTIONS
+from .metrics import adjacent_direction_cosines, stacked_singular_triplets
+from .transformer import projection_groups
+
+SHARINGS: tuple[str, ...] = ("input", "output", "none")
+
+#: The run cache's kind for every experiment of this module (base, sharing, pruning,
+#: grouping and continuity tables, told apart by their ``experiment`` setting).
+CACHE_KIND = "sharing"
+
+def check_sharing(sharing: str) -> None:
+    if sharing not in SHARINGS:
+        raise ValueError(f"unknown sharing {sharing!r}; valid choices: {', '.join(SHARINGS)}")
+
+
+def check_projections(projections: Sequence[str]) -> None:
+    unknown = [p for p in projections if p not in PROJECTIONS]
+    if unknown:
+        raise ValueError(f"unknown projection(s) {unknown}; valid choices: {', '.join(PROJECTIONS)}")
+
+
+# --------------------------------------------------------------------------- sharing
+
+
+def rank_cost(n_out: int, n_in: int, group_size: int, sharing: str) -> int:
+    """Parameters per unit of rank for one group of ``group_size`` ``[n_out, n_in]`` matrices."""
+    check_sharing(sharing)
+    if sharing == "input":
+        return n_in + group_size * n_out
+    if sharing == "output":
+        return n_out + group_size * n_in
+    return group_size * (n_out + n_in)
+
+
+def max_rank(n_out: int, n_in: int, group_size: int, sharing: str) -> int:
+    """Largest useful rank: beyond it the approximation is already exact."""
+    check_sharing(sharing)
+    if sharing == "input":
+        return min(n_in, group_size * n_out)
+    if sharing == "output":
+        return min(n_out, group_size * n_in)
+    return min(n_out, n_in)
+
+
+def sharing_parameters(n_out: int, n_in: int, group_size: int, sharing: str, rank: int) -> int:
+    """Parameters stored by one group at this rank (shared basis + per-layer coefficients)."""
+    return rank * rank_cost(n_out, n_in, group_size, sharing)
+
+
+def matched_ranks(n_out: int, n_in: int, group_size: int, budget: float) -> dict[str, int]:
+    """Rank per sharing for a parameter ``budget`` (a fraction of the dense ``G out in``).
+
+    Input- and output-space ranks are taken from the exact-match grid (both spaces cost
+    ``m * lcm(cost_in, cost_out)``) when a point of it lies within 10% of the budget;
+    otherwise each is the largest rank within the budget, so the two differ by less than
+    one rank's cost. ``none`` is the largest per-layer rank within the budget. Ranks are
+    at least 1 and at most :func:`max_rank`.
+    """
+    if not 0 < budget:
+        raise ValueError(f"budget must be a positive fraction of the dense parameters, got {budget}")
+    target = budget * group_size * n_out * n_in
+    cost_in, cost_out = (rank_cost(n_out, n_in, group_size, s) for s in ("input", "output"))
+    lcm = math.lcm(cost_in, cost_out)
+    m = round(target / lcm)
+    ranks = {}
+    if m >= 1 and abs(m * lcm - target) <= 0.1 * target:
+        ranks = {"input": m * lcm // cost_in, "output": m * lcm // cost_out}
+    if not ranks or any(ranks[s] > max_rank(n_out, n_in, group_size, s) for s in ranks):
+        ranks = {s: int(target // rank_cost(n_out, n_in, group_size, s)) for s in ("input", "output")}
+    ranks["none"] = int(target // rank_cost(n_out, n_in, group_size, "none"))
+    return {s: max(1, min(r, max_rank(n_out, n_in, group_size, s))) for s, r in ranks.items()}
+
+
+def sharing_factors(weights: Sequence[torch.Tensor], sharing: str) -> tuple[torch.Tensor, ...]:
+    """Full decomposition of a group that every rank's approximation slices (float64).
+
+    ``input``: ``(stack, V)`` with ``V`` the eigenvectors of ``sum W_l^T W_l`` in descending
+    order (the right singular vectors of ``[W_1; ...; W_G]``); ``output``: ``(stack, U)``
+    from ``sum W_l W_l^T``; ``none``: each layer's SVD ``(U, S, Vh)``.
+    """
+    check_sharing(sharing)
+    if not weights or len({tuple(w.shape) for w in weights}) != 1:
+        raise ValueError("a sharing group needs one or more matrices of the same shape")
+    stack = torch.stack([w.detach() for w in weights]).double()  # on the weights' device
+    if sharing == "input":
+        return stack, torch.linalg.eigh((stack.transpose(1, 2) @ stack).sum(0))[1].flip(-1)
+    if sharing == "output":
+        return stack, torch.linalg.eigh((stack @ stack.transpose(1, 2)).sum(0))[1].flip(-1)
+    return torch.linalg.svd(stack, full_matrices=False)
+
+
+def approximate(factors: tuple[torch.Tensor, ...], sharing: str, rank: int) -> torch.Tensor:
+    """The ``[G, out, in]`` rank-``rank`` approximation from :func:`sharing_factors` (float64)."""
+    if rank < 1:
+        raise ValueError(f"rank must be >= 1, got {rank}")
+    if sharing == "input":
+        stack, basis = factors
+        return stack @ basis[:, :rank] @ basis[:, :rank].T
+    if sharing == "output":
+        stack, basis = factors
+        return basis[:, :rank] @ (basis[:, :rank].T @ stack)
+    U, S, Vh = factors
+    return (U[..., :rank] * S[:, None, :rank]) @ Vh[:, :rank]
+
+
+def shared_approximation(weights: Sequence[torch.Tensor], sharing: str, rank: int) -> list[torch.Tensor]:
+    """Rank-``rank`` approximations of a group of same-shape ``[out, in]`` matrices.
+
+    ``input``: ``W_l V V^T`` with ``V`` the top right singular vectors of ``[W_1; ...; W_G]``
+    (top eigenvectors of ``sum W_l^T W_l``); ``output``: ``U U^T W_l`` with ``U`` from
+    ``[W_1, ..., W_G]``; ``none``: each ``W_l``'s own truncated SVD. Computed in float64,
+    returned in the weights' dtype.
+    """
+    if rank < 1:
+        raise ValueError(f"rank must be >= 1, got {rank}")
+    approx = approximate(sharing_factors(weights, sharing), sharing, rank)
+    return [a.to(weights[0].dtype) for a in approx]
+
+
+def layer_groups(layers: Sequence[int], group_size: int) -> list[list[int]]:
+    """Consecutive groups of ``group_size`` layers (the last one may be smaller)."""
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+    layers = list(layers)
+    return [layers[i:i + group_size] for i in range(0, len(layers), group_size)]
+
+
+@dataclass(frozen=True)
+class SharingPlan:
+    """What replacing one projection's layers costs: ranks, parameter counts and error."""
+
+    projection: str
+    sharing: str
+    budget: float
+    ranks: tuple[int, ...]  # per group
+    parameters: int  # stored parameters, all groups
+    dense_parameters: int
+    relative_error: float  # sqrt(sum ||W - W~||^2 / sum ||W||^2) over the replaced layers
+
+
+def plan_sharing(weights: Sequence[torch.Tensor], projection: str, layers: Sequence[int], group_size: int,
+                 sharing: str, budget: float, factors: dict | None = None) -> tuple[SharingPlan, dict[int, torch.Tensor]]:
+    """Approximations of ``weights[l]`` for ``l`` in ``layers`` (grouped), and their plan.
+
+    ``factors``, if given, memoises each group's decomposition across budgets (keyed by
+    projection, sharing and the group's layers).
+    """
+    factors = {} if factors is None else factors
+    approximations, ranks, parameters, dense, error, total = {}, [], 0, 0, 0.0, 0.0
+    for group in layer_groups(layers, group_size):
+        n_out, n_in = weights[group[0]].shape
+        rank = matched_ranks(n_out, n_in, len(group), budget)[sharing]
+        key = (projection, sharing, tuple(group))
+        if key not in factors:
+            factors[key] = sharing_factors([weights[l] for l in group], sharing)
+        approx = approximate(factors[key], sharing, rank)
+        for layer, a in zip(group, approx):
+            original = weights[layer].detach().double()
+            approximations[layer] = a.to(weights[layer].dtype)
+            error += float((original - a).pow(2).sum())
+            total += float(original.pow(2).sum())
+        ranks.append(rank)
+        parameters += sharing_parameters(n_out, n_in, len(group), sharing, rank)
+        dense += len(group) * n_out * n_in
+    plan = SharingPlan(projection, sharing, budget, tuple(ranks), parameters, dense, math.sqrt(error / total))
+    return plan, approximations
+
+
+@contextlib.contextmanager
+def replaced_weights(model, projection: str, approximations: dict[int, torch.Tensor]) -> Iterator[None]:
+    """Temporarily put ``approximations[layer]`` into ``projection`` of those layers."""
+    params = projection_groups(model)[projection]
+    saved = {layer: params[layer].data for layer in approximations}
+    try:
+        for layer, approx in approximations.items():
+            params[layer].data = approx.to(params[layer].device, params[layer].dtype)
+        yield
+    finally:
+        for layer, original in saved.items():
+            params[layer].data = original
+
+
+# --------------------------------------------------------------------------- pruning
+
+
+@contextlib.contextmanager
+def without_layer(model, index: int | None) -> Iterator[None]:
+    """Temporarily drop decoder block ``index`` of a Llama-style model (``None``: drop nothing).
+
+    The remaining blocks keep their weights; the model must be called with
+    ``use_cache=False`` (the KV-cache layer indices are not renumbered).
+    """
+    layers = model.model.layers
+    if index is None:
+        yield
+        return
+    if not 0 <= index < len(layers):
+        raise ValueError(f"layer {index} out of range; the model has {len(layers)} layers")
+    config = model.config
+    n_layers, layer_types = config.num_hidden_layers, getattr(config, "layer_types", None)
+    try:
+        model.model.layers = torch.nn.ModuleList([m for i, m in enumerate(layers) if i != index])
+        config.num_hidden_layers = n_layers - 1
+        if layer_types is not None:
+            config.layer_types = [t for i, t in enumerate(layer_types) if i != index]
+        yield
+    finally:
+        model.model.layers = layers
+        config.num_hidden_layers = n_layers
+        if layer_types is not None:
+            config.layer_types = layer_types
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def validation_windows(ids: torch.Tensor, n_windows: int, length: int) -> torch.Tensor:
+    """``[n_windows, length]`` windows at evenly spaced starts of ``ids`` (as in training's eval)."""
+    if len(ids) < length + 1:
+        raise ValueError(f"the held-out text has {len(ids)} tokens, fewer than one window of {length}")
+    starts = torch.linspace(0, len(ids) - length - 1, n_windows).long()
+    return torch.stack([ids[s:s + length] for s in starts.tolist()])
+
+
+@torch.no_grad()
+def window_nll(model, windows: torch.Tensor, batch_size: int = 8, progress: bool = False,
+               description: str = "eval") -> torch.Tensor:
+    """Mean next-token NLL (nats/token) of each window, ``[n_windows]``."""
+    from tqdm.auto import tqdm
+
+    device = next(model.parameters()).device
+    out = []
+    for batch in tqdm(windows.split(batch_size), desc=description, disable=not progress, leave=False):
+        batch = batch.to(device)
+        logits = model(input_ids=batch, use_cache=False).logits[:, :-1].float()
+        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch[:, 1:], reduction="none")
+        out.append(nll.mean(1).cpu())
+    return torch.cat(out)
+
+
+@dataclass
+class Subject:
+    """A model under test: a label, its identity (the cache key), and lazy loaders.
+
+    ``load()`` returns ``(model, validation token ids)``; it runs only when an entry
+    is missing from the cache.
+    """
+
+    label: str
+    identity: dict[str, Any]
+    load: Callable[[], tuple[Any, torch.Tensor]]
+    window_length: int
+    _loaded: tuple[Any, torch.Tensor] | None = field(default=None, repr=False)
+
+    def loaded(self) -> tuple[Any, torch.Tensor]:
+        if self._loaded is None:
+            self._loaded = self.load()
+        return self._loaded
+
+    def release(self) -> None:
+        self._loaded = None
+
+
+@functools.lru_cache(maxsize=1)
+def _pretrained(name: str, device: str):
+    """Model and tokenizer of a pretrained checkpoint: an offline GGUF by short name, else a HF id/path."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .pretrained import OFFLINE_MODELS, locate_model
+
+    if name in OFFLINE_MODELS:
+        if OFFLINE_MODELS[name].layout != "gguf":
+            raise ValueError(f"{name!r} is not a causal language model in GGUF; use a Llama-style checkpoint")
+        path = locate_model(name)
+        kwargs = dict(gguf_file=path.name)
+        source = path.parent
+    else:
+        kwargs, source = {}, name
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, **kwargs)
+    except OSError as error:
+        raise FileNotFoundError(
+            f"cannot load the pretrained model {name!r} ({error}); offline short names: {', '.join(OFFLINE_MODELS)}, "
+            "or a Hugging Face id / local directory that you have") from error
+    if not hasattr(getattr(model, "model", None), "layers"):
+        raise ValueError(f"{name!r} is not a Llama-style model (no model.model.layers)")
+    from .training import resolve_device
+
+    return model.eval().to(resolve_device(device)), tokenizer
+
+
+def pretrained_subject(name: str, corpus: str = "kjv", window_length: int = 128, device: str = "cpu") -> Subject:
+    """A pretrained model evaluated on ``corpus``'s held-out split with its own tokenizer."""
+    from .text import check_corpus_name, load_corpus
+    from .pretrained import OFFLINE_MODELS, locate_model
+
+    check_corpus_name(corpus)
+    identity: dict[str, Any] = {"pretrained": name, "corpus": corpus}
+    if name in OFFLINE_MODELS:  # fail early (with the install command) if it is missing
+        path = locate_model(name)
+        identity.update(file=path.name, size=path.stat().st_size)
+
+    def load():
+        model, tokenizer = _pretrained(name, device)
+        ids = tokenizer(load_corpus(corpus).validation, return_tensors="pt").input_ids[0]
+        return model, ids
+
+    return Subject(name, identity, load, window_length)
+
+
+def trained_subject(config) -> Subject:
+    """A trained transformer (:func:`geocont.lm.trained_lm` of ``config``) on its own validation split."""
+    from .lm import token_splits, trained_lm
+
+    def load():
+        return trained_lm(config), token_splits(config.corpus, config.shape.vocab_size)[1]
+
+    return Subject(f"ours seed {config.seed}", {"lm": config.to_dict()}, load, config.shape.max_seq_len)
+
+
+def _cached_nll(subject: Subject, settings: dict[str, Any], compute: Callable[[Any, torch.Tensor], pd.DataFrame]) -> pd.DataFrame:
+    """One cached configuration of one subject: ``compute(model, windows)`` on a miss."""
+    config = {"subject": subject.identity, **settings}
+
+    def run():
+        model, ids = subject.loaded()
+        return compute(model, validation_windows(ids, settings["n_windows"], subject.window_length))
+
+    return cache.cached(CACHE_KIND, config, run)
+
+
+def _nll_frame(nll: torch.Tensor, **columns: Any) -> pd.DataFrame:
+    return pd.DataFrame({**columns, "window": range(len(nll)), "nll": nll.numpy().astype(float)})
+
+
+def n_layers_of(subject: Subject) -> int:
+    """Number of decoder blocks (cached with the continuity table, so no load on a hit)."""
+    return int(layer_continuity(subject)["layer"].max()) + 1
+
+
+def base_nll(subject: Subject, n_windows: int, batch_size: int = 8, progress: bool = True) -> pd.DataFrame:
+    """Per-window NLL of the unmodified model."""
+    settings = dict(experiment="base", n_windows=n_windows, length=subject.window_length)
+    return _cached_nll(subject, settings, lambda model, windows: _nll_frame(
+        window_nll(model, windows, batch_size, progress, f"{subject.label} base")))
+
+
+def sharing_results(subject: Subject, projections: Sequence[str], budgets: Sequence[float], group_size: int,
+                    n_windows: int, layers: Sequence[int] | None = None, batch_size: int = 8,
+                    progress: bool = True) -> pd.DataFrame:
+    """Every projection x sharing x budget: parameters, reconstruction error and per-window NLL.
+
+    One row per configuration x window, with ``base_nll`` and ``loss_increase`` (nats/token)
+    beside ``nll``. Each projection is compressed alone, in all of ``layers`` (default all).
+    """
+    from tqdm.auto import tqdm
+
+    check_projections(projections)
+    layers = list(layers) if layers is not None else list(range(n_layers_of(subject)))
+    base = base_nll(subject, n_windows, batch_size, progress).set_index("window")["nll"]
+    jobs = [(p, s, b) for p in projections for s in SHARINGS for b in budgets]
+    frames, factors = [], {}
+    for projection, sharing, budget in tqdm(jobs, desc=f"{subject.label}: sharing", disable=not progress):
+        if any(key[:2] != (projection, sharing) for key in factors):
+            factors.clear()  # one projection x sharing's decompositions at a time (memory)
+        settings = dict(experiment="sharing", projection=projection, sharing=sharing, budget=budget,
+                        group_size=group_size, layers=layers, n_windows=n_windows, length=subject.window_length)
+
+        def compute(model, windows, projection=projection, sharing=sharing, budget=budget):
+            weights = [p.data for p in projection_groups(model)[projection]]
+            plan, approximations = plan_sharing(weights, projection, layers, group_size, sharing, budget, factors)
+            with replaced_weights(model, projection, approximations):
+                nll = window_nll(model, windows, batch_size)
+            return _nll_frame(nll, projection=projection, sharing=sharing, budget=budget,
+                              rank=",".join(map(str, sorted(set(plan.ranks)))), parameters=plan.parameters,
+                              dense_parameters=plan.dense_parameters, relative_error=plan.relative_error)
+
+        frames.append(_cached_nll(subject, settings, compute))
+    table = pd.concat(frames, ignore_index=True)
+    table["base_nll"] = table["window"].map(base)
+    table["loss_increase"] = table["nll"] - table["base_nll"]
+    table["budget_used"] = table["parameters"] / table["dense_parameters"]
+    return table.assign(model=subject.label)
+
+
+def pruning_results(subject: Subject, n_windows: int, layers: Sequence[int] | None = None, batch_size: int = 8,
+                    progress: bool = True) -> pd.DataFrame:
+    """Loss increase of dropping each block in turn (one row per layer x window), with its continuity."""
+    from tqdm.auto import tqdm
+
+    continuity = layer_continuity(subject).set_index("layer")["continuity"]
+    layers = list(layers) if layers is not None else list(continuity.index)
+    base = base_nll(subject, n_windows, batch_size, progress).set_index("window")["nll"]
+    frames = []
+    for layer in tqdm(layers, desc=f"{subject.label}: pruning", disable=not progress):
+        settings = dict(experiment="pruning", layer=layer, n_windows=n_windows, length=subject.window_length)
+
+        def compute(model, windows, layer=layer):
+            with without_layer(model, layer):
+                return _nll_frame(window_nll(model, windows, batch_size), layer=layer)
+
+        frames.append(_cached_nll(subject, settings, compute))
+    table = pd.concat(frames, ignore_index=True)
+    table["base_nll"] = table["window"].map(base)
+    table["loss_increase"] = table["nll"] - table["base_nll"]
+    table["continuity"] = table["layer"].map(continuity)
+    return table.assign(model=subject.label)
+
+
+def distant_order(layers: Sequence[int], group_size: int) -> list[int]:
+    """``layers`` reordered so that consecutive groups hold *distant* layers: with ``n`` layers
+    in ``n_g`` groups, group ``i`` is ``layers[i], layers[i + n_g], ...`` (e.g. 0 and 15 of 30)."""
+    layers = list(layers)
+    n_groups = -(-len(layers) // group_size)
+    return [l for i in range(n_groups) for l in layers[i::n_groups]]
+
+
+def grouping_control(subject: Subject, projections: Sequence[str], budget: float, group_size: int,
+                     layers: Sequence[int] | None = None) -> pd.DataFrame:
+    """Reconstruction error of sharing among adjacent layers versus among distant layers.
+
+    Same shapes, ranks and parameters; only which layers share a basis differs. If
+    continuity is what makes sharing work, adjacent groups should reconstruct better.
+    One row per projection x space x grouping (cached; loads the model on a miss).
+    """
+    check_projections(projections)
+    config = {"subject": subject.identity, "experiment": "grouping", "projections": list(projections),
+              "budget": budget, "group_size": group_size, "layers": None if layers is None else list(layers)}
+
+    def compute():
+        model = subject.loaded()[0]
+        chosen = list(layers) if layers is not None else list(range(len(model.model.layers)))
+        rows = []
+        for projection in projections:
+            weights = [p.data for p in projection_groups(model)[projection]]
+            for sharing in ("input", "output"):
+                for grouping, order in (("adjacent", chosen), ("distant", distant_order(chosen, group_size))):
+                    plan, _ = plan_sharing(weights, projection, order, group_size, sharing, budget)
+                    rows.append(dict(projection=projection, sharing=sharing, grouping=grouping, budget=budget,
+                                     parameters=plan.parameters, relative_error=plan.relative_error))
+        return pd.DataFrame(rows)
+
+    return cache.cached(CACHE_KIND, config, compute)
+
+
+# --------------------------------------------------------------------------- layer continuity
+
+
+def continuity_pairs(model) -> pd.DataFrame:
+    """Leading-direction adjacent-layer |cos| per projection, space and pair (from geocont.metrics)."""
+    rows = []
+    for projection, params in projection_groups(model).items():
+        triplets = stacked_singular_triplets(torch.stack([p.detach().float() for p in params]), k=1)
+        for space in ("input", "output"):
+            for pair, value in enumerate(adjacent_direction_cosines(triplets, space, k=1)[:, 0].tolist()):
+                rows.append(dict(projection=projection, space=space, layer=pair, value=value))
+    return pd.DataFrame(rows)
+
+
+def per_layer_continuity(pairs: pd.DataFrame) -> pd.DataFrame:
+    """A block's continuity: mean |cos| over the pairs (l-1, l) and (l, l+1) it belongs to,
+    over all projections and both spaces. One row per layer, column ``continuity``."""
+    pair_mean = pairs.groupby("layer")["value"].mean()
+    n_layers = int(pair_mean.index.max()) + 2
+    values = [np.mean([pair_mean[p] for p in (l - 1, l) if p in pair_mean.index]) for l in range(n_layers)]
+    return pd.DataFrame({"layer": range(n_layers), "continuity": values})
+
+
+def layer_continuity(subject: Subject) -> pd.DataFrame:
+    """:func:`per_layer_continuity` of a subject's weights (cached; loads the model on a miss)."""
+    config = {"subject": subject.identity, "experiment": "continuity"}
+    return cache.cached(CACHE_KIND, config, lambda: per_layer_continuity(continuity_pairs(subject.loaded()[0])))

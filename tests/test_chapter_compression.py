@@ -1,0 +1,120 @@
+"""The compression chapter: settings validation, summaries, and claims with known verdicts on synthetic tables."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from geocont.chapters import compression as chapter
+from geocont.layouts import PROJECTIONS
+from geocont.scales import ParameterError
+from geocont.statistics import RankCorrelation
+
+
+def test_configure_builds_the_presets_and_rejects_bad_parameters():
+    settings = chapter.configure("cpu")
+    assert settings.pretrained == "smollm2-135m" and len(settings.lm_configs()) == 3
+    assert all(c.shape.mlp_activation == "silu" for c in settings.lm_configs())
+    assert settings.middle_budget == 0.5 and settings.overrides == {}
+    skipped = chapter.configure("smoke", pretrained="none", seeds=1)
+    assert skipped.pretrained is None and skipped.overrides == {"pretrained": "none", "seeds": 1}
+    with pytest.raises(ParameterError, match="unknown parameter.*windows; valid choices: scale, seeds"):
+        chapter.configure("smoke", windows=3)
+    with pytest.raises(ParameterError, match="valid choices: q_proj"):
+        chapter.configure("smoke", projections=["attn"])
+    with pytest.raises(ParameterError, match="group_size must be >= 2"):
+        chapter.configure("smoke", group_size=1)
+    with pytest.raises(ParameterError, match="budgets must be fractions"):
+        chapter.configure("smoke", budgets=[0.0])
+    with pytest.raises(ParameterError, match="sharing_layers needs at least 3"):
+        chapter.configure("smoke", sharing_layers=[1, 2])
+    with pytest.raises(ParameterError, match="unknown scale 'gpu'; valid choices: smoke, cpu, paper"):
+        chapter.configure("gpu")
+
+
+def test_paired_difference_is_per_window_output_minus_input():
+    rows = [dict(model="m", seed=0, projection="q_proj", budget=0.5, window=w, sharing=s, nll=v)
+            for w, (a, b) in enumerate([(1.0, 1.5), (2.0, 2.1), (3.0, 3.2)])
+            for s, v in (("input", a), ("output", b), ("none", 9.0))]
+    paired = chapter.paired_difference(pd.DataFrame(rows))
+    assert len(paired) == 1
+    assert paired["difference"].iloc[0] == pytest.approx((0.5 + 0.1 + 0.2) / 3)
+    assert paired["difference_se"].iloc[0] == pytest.approx(np.std([0.5, 0.1, 0.2], ddof=1) / np.sqrt(3))
+
+
+def _summary(model: str, seeds, follows_guideline: bool) -> pd.DataFrame:
+    """Loss increases per projection x budget x scheme where the guideline's space is (or is not) the cheap one."""
+    rows = []
+    for seed in seeds:
+        for projection in PROJECTIONS:
+            for budget in (0.25, 0.5):
+                space = chapter.GUIDELINE[projection]
+                cheap, dear = 0.1 * budget, 0.5 * budget
+                if space is None:  # V: a tie
+                    d_in, d_out = 0.2, 0.21
+                else:
+                    d_in, d_out = (cheap, dear) if (space == "input") == follows_guideline else (dear, cheap)
+                for sharing, value in (("input", d_in), ("output", d_out), ("none", 0.3)):
+                    rows.append(dict(model=model, seed=seed, projection=projection, budget=budget, sharing=sharing,
+                                     loss_increase=value, parameters=10, relative_error=0.1))
+    return pd.DataFrame(rows)
+
+
+def test_input_advantage_is_signed_and_negligible_pairs_are_left_out():
+    summary = pd.DataFrame([dict(model="m", projection="q_proj", budget=b, sharing=s, loss_increase=v, parameters=10,
+                                 relative_error=0.1)
+                            for b, values in ((0.25, (0.1, 0.3)), (0.5, (0.0002, 0.0003)))
+                            for s, v in zip(("input", "output"), values)])
+    advantage = chapter.input_advantage(summary).set_index("budget")["advantage"]
+    assert advantage[0.25] == pytest.approx(0.5) and np.isnan(advantage[0.5])
+
+
+def _grouping(model: str, seeds, distant_error: float) -> pd.DataFrame:
+    return pd.DataFrame([dict(model=model, seed=seed, projection=p, sharing=s, grouping=g, budget=0.5,
+                              parameters=10, relative_error=0.5 if g == "adjacent" else distant_error)
+                         for seed in seeds for p in ("q_proj", "o_proj") for s in ("input", "output")
+                         for g in ("adjacent", "distant")])
+
+
+def _pruning(model: str, seeds) -> pd.DataFrame:
+    return pd.DataFrame([dict(model=model, seed=seed, layer=layer, window=0, loss_increase=1.0 - 0.1 * layer,
+                              continuity=0.1 * layer) for seed in seeds for layer in range(5)])
+
+
+def _claims(follows_guideline: bool, distant_error: float, rho_interval: tuple[float, float]) -> pd.DataFrame:
+    models = {"tiny-pretrained": [-1], chapter.OURS: [0, 1, 2]}
+    summary = pd.concat([_summary(m, s, follows_guideline) for m, s in models.items()], ignore_index=True)
+    correlation = RankCorrelation(sum(rho_interval) / 2, *rho_interval, n=5)
+    correlations = {name: correlation for m in models for name in (m, f"{m}, without block 0")}
+    return chapter.compression_claims(
+        chapter.input_advantage(summary, by=("model", "seed")),
+        pd.DataFrame(columns=["model", "seed", "projection", "budget", "difference", "difference_se"]),
+        pd.concat([_pruning(m, s) for m, s in models.items()], ignore_index=True),
+        pd.concat([_grouping(m, s, distant_error) for m, s in models.items()], ignore_index=True), correlations)
+
+
+EXPECTED_KEYS = [f"{m}-{claim}" for m in ("pretrained", "ours") for claim in
+                 [f"share-{p.replace('_proj', '')}" for p in PROJECTIONS]
+                 + ["pruning", "pruning-without-block-0", "adjacent-sharing"]]
+
+
+def test_claims_are_reproduced_when_the_guideline_holds():
+    claims = _claims(follows_guideline=True, distant_error=0.8, rho_interval=(-0.9, -0.5)).set_index("key")
+    assert list(claims.index) == EXPECTED_KEYS  # unique and stable
+    assert (claims["verdict"] == "reproduced").all(), claims["verdict"]
+    assert claims.loc["ours-share-o", "ours_mean"] == pytest.approx(4 / 6)  # output space's advantage, positive
+    assert claims.loc["ours-share-o", "n_seeds"] == 3 and claims.loc["pretrained-share-o", "n_seeds"] == 2  # budgets
+
+
+def test_claims_are_not_reproduced_when_the_other_space_wins():
+    claims = _claims(follows_guideline=False, distant_error=0.5, rho_interval=(0.2, 0.6)).set_index("key")
+    guided = [k for k in claims.index if "-share-" in k and not k.endswith("-share-v")]
+    assert (claims.loc[guided, "verdict"] == "not reproduced").all()
+    assert (claims.loc[["ours-share-v", "pretrained-share-v"], "verdict"] == "reproduced").all()  # still a tie
+    assert (claims.loc[["ours-pruning", "pretrained-pruning-without-block-0"], "verdict"] == "not reproduced").all()
+    assert (claims.loc[["ours-adjacent-sharing", "pretrained-adjacent-sharing"], "verdict"] == "not reproduced").all()
+
+
+def test_a_correlation_interval_across_zero_is_inconclusive():
+    claims = _claims(follows_guideline=True, distant_error=0.8, rho_interval=(-0.5, 0.3)).set_index("key")
+    assert claims.loc["ours-pruning", "verdict"] == "inconclusive"
+    assert claims.loc["ours-pruning", "ours_std"] == pytest.approx(0.8 / 3.92)
