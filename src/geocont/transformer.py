@@ -13,12 +13,11 @@ pretrained Llama checkpoints. Ablations are configuration, not forks:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from .config import ATTENTIONS, MLP_ACTIVATIONS, TransformerShape
+from .config import MLP_ACTIVATIONS, TransformerShape
 from .layouts import PROJECTIONS
 
 LINEAR_ATTENTION = "geocont_linear"
