@@ -39,13 +39,13 @@ def child(task: str, path: str) -> None:
     """Run one measurement; print one JSON line with seconds and peak RSS."""
     import torch
 
-    from geocont import analyzer, metrics
+    from geocont import analyzer, metrics, synthetic
 
     baseline_rss = memory_mib("VmRSS")  # MiB after imports
     start = time.perf_counter()
     result: dict = {}
     if task == "write":
-        result["path"] = str(analyzer.write_spiked_checkpoint(path, analyzer.LLAMA_31_8B_LAYER, n_layers=2))
+        result["path"] = str(synthetic.write_spiked_checkpoint(path, synthetic.LLAMA_31_8B_LAYER, n_layers=2))
     elif task == "smollm2":
         table = analyzer.analyze("smollm2-135m", use_cache=False, progress=False)
         result["matrices"] = len(table)
@@ -64,7 +64,7 @@ def child(task: str, path: str) -> None:
         for projection, refs in detect_layout(source.names()).matrices(source).items():
             W = refs[0].load(source)
             t0 = time.perf_counter()
-            iterative = metrics.top_singular_triplets(W, 1, method=analyzer._triplet_method("auto", refs[0].shape))
+            iterative = metrics.top_singular_triplets(W, 1, method=analyzer.triplet_method("auto", refs[0].shape))
             t1 = time.perf_counter()
             exact = metrics.top_singular_triplets(W, 1, method="exact")
             t2 = time.perf_counter()
@@ -96,8 +96,8 @@ def main() -> None:
     if args.child:
         child(*args.child)
         return
-    from geocont.analyzer import LARGE_MODELS, LLAMA_31_8B_LAYER, layer_parameters
-    from geocont.provenance import hardware
+    from geocont.synthetic import LARGE_MODELS, LLAMA_31_8B_LAYER, layer_parameters
+    from geocont.book.provenance import hardware
 
     print(f"hardware: {hardware()} (timings disturbed by other work on this machine are as measured)")
     if not args.skip_smollm:

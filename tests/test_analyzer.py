@@ -292,47 +292,17 @@ def test_cli_writes_csv_and_json_and_reports_errors(tmp_path, capsys):
 
 
 def test_gguf_export_round_trip_keeps_the_metric():
-    from geocont.checkpoints import export_gguf  # noqa: F401 - used through quantization_effect
+    from geocont.chapters.pretrained_continuity import quantization_effect, quantization_shift
     from geocont.transformer import TransformerShape, build_llama
 
     model = build_llama(TransformerShape(n_layers=3, d_model=64, n_heads=2, n_kv_heads=1, ffn_dim=96, vocab_size=64))
-    effect = analyzer.quantization_effect(model, ("F32", "Q8_0"))
+    effect = quantization_effect(model, ("F32", "Q8_0"))
     fp32 = effect[effect["format"] == "fp32"].reset_index(drop=True)
     exact = effect[effect["format"] == "F32"].reset_index(drop=True)
     np.testing.assert_allclose(exact["v1_cos"], fp32["v1_cos"], atol=1e-5)  # names and orientation survive
-    shift = analyzer.quantization_shift(effect)
+    shift = quantization_shift(effect)
     q8 = shift[shift["format"] == "Q8_0"]
     assert set(q8["stored_as"]) == {"Q8_0"} and (q8["v1_shift_max"] < 0.02).all()
-
-
-def test_chapter_settings_reject_bad_values_before_any_work():
-    from geocont.scales import pretrained_chapter_settings
-
-    assert pretrained_chapter_settings("cpu").models == ("smollm2-135m", "gemma3-270m", "all-minilm-l6")
-    with pytest.raises(ValueError, match="valid choices"):
-        pretrained_chapter_settings("cpu", modelz=["x"])
-    with pytest.raises(ValueError, match="GGUF type"):
-        pretrained_chapter_settings("smoke", quantize=["Q3_X"])
-
-
-def test_gain_scaled_output_continuity_of_post_norm_layouts(tmp_path):
-    """diag(g_l) W_l shares its u1 across layers although W_l does not (Gemma-3 HF stores g - 1)."""
-    generator = torch.Generator().manual_seed(0)
-    u = torch.randn(D_MODEL, generator=generator)
-    state = {}
-    for i in range(N_LAYERS):
-        gain = torch.rand(D_MODEL, generator=generator) * 4 + 0.2
-        W = torch.outer(u / gain, torch.randn(D_MODEL, generator=generator)) * 10
-        state[f"model.layers.{i}.self_attn.o_proj.weight"] = W + 1e-4 * torch.randn(D_MODEL, D_MODEL, generator=generator)
-        state[f"model.layers.{i}.post_attention_layernorm.weight"] = gain - 1.0
-        state[f"model.layers.{i}.post_feedforward_layernorm.weight"] = torch.zeros(D_MODEL)
-    save_file(state, str(tmp_path / "gemma.safetensors"))
-    table = analyzer.output_gain_continuity(tmp_path / "gemma.safetensors")
-    pairs = table.dropna(subset=["u1_cos"])
-    assert (pairs["u1_cos_gained"] > 0.999).all() and (pairs["u1_cos"] < 0.95).all()
-    assert (pairs["u1_cos_gain_only"] < 0.9).all()  # independent random gains give no continuity by themselves
-    with pytest.raises(ValueError, match="no output norms"):
-        analyzer.output_gain_continuity(tmp_path / "gemma.safetensors", layout="llama")
 
 
 def test_hugging_face_ids_resolve_through_the_hub_cache(tmp_path, monkeypatch):

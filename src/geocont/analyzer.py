@@ -69,7 +69,7 @@ def _alignment_wanted(alignment: bool | str, shape: tuple[int, int]) -> bool:
     return bool(alignment)
 
 
-def _triplet_method(method: Method, shape: tuple[int, int]) -> str:
+def triplet_method(method: Method, shape: tuple[int, int]) -> str:
     """``auto``: the metric's own choice for matrices up to 2048 on both sides; larger ones
     (e.g. 1024 x 4096, which the metric would decompose exactly) go straight to its
     iterative method, which still falls back to exact SVD if it does not converge."""
@@ -170,7 +170,7 @@ def _stream(src: TensorSource, matrices: dict[str, list[MatrixRef]], alignment, 
             bar.set_postfix_str(f"{projection} layer {ref.layer}")
             W = ref.load(src)
             try:
-                triplet = top_singular_triplets(W, 1, method=_triplet_method(method, ref.shape))
+                triplet = top_singular_triplets(W, 1, method=triplet_method(method, ref.shape))
             except ValueError as error:
                 raise ValueError(f"{src.description}: tensor {ref.tensor!r}: {error}") from error
             out_dim, in_dim = ref.shape

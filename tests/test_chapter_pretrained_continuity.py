@@ -1,0 +1,202 @@
+"""The pretrained-continuity chapter: its configure step, its claims on small synthetic analyzer
+tables with known verdicts, the quantization rule, and the gain-scaled output continuity."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from geocont.chapters import pretrained_continuity as chapter
+from geocont.scales import ParameterError
+from geocont.statistics import Estimate
+
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+BASELINE = 0.05
+N_LAYERS = 4
+D_MODEL = 64
+
+
+def analyzer_table(v1: dict[str, float], u1: dict[str, float], layout: str = "llama", n_layers: int = 5,
+                   jitter: float = 0.01) -> pd.DataFrame:
+    """An analyzer-style table: per projection, ``n_layers`` rows whose pair columns scatter by
+    ``jitter`` around the given v1 / u1 |cos| (the last layer's pair columns are NaN)."""
+    rows = []
+    for projection in PROJECTIONS:
+        for layer in range(n_layers):
+            last = layer == n_layers - 1
+            offset = jitter * (-1) ** layer
+            rows.append(dict(projection=projection, layer=layer, v1_cos=math.nan if last else v1[projection] + offset,
+                             u1_cos=math.nan if last else u1[projection] + offset, v1_baseline=BASELINE,
+                             u1_baseline=BASELINE))
+    table = pd.DataFrame(rows)
+    table["projection"] = pd.Categorical(table["projection"], categories=list(PROJECTIONS))
+    table.attrs["layout"] = layout
+    return table
+
+
+def paper_pattern() -> pd.DataFrame:
+    """Q, K, Gate, Up continuous in v1; O, Down in u1; V low in both."""
+    v1 = dict(q_proj=0.8, k_proj=0.8, gate_proj=0.7, up_proj=0.6, v_proj=0.1, o_proj=0.1, down_proj=0.1)
+    u1 = dict(q_proj=0.1, k_proj=0.1, gate_proj=0.1, up_proj=0.1, v_proj=0.1, o_proj=0.7, down_proj=0.9)
+    return analyzer_table(v1, u1)
+
+
+def no_pattern() -> pd.DataFrame:
+    """Everything at the random level except V, which is the most continuous."""
+    level = {p: BASELINE + 0.01 for p in PROJECTIONS} | {"v_proj": 0.6}
+    return analyzer_table(level, level)
+
+
+def claims_of(tables, large_tables=None, gains=None, quantization=None, large_status=()) -> pd.DataFrame:
+    return chapter.chapter_claims(tables, large_tables or {}, gains or {}, quantization or {}, large_status,
+                                  n_trained=2)
+
+
+def verdict(claims: pd.DataFrame, key: str) -> str:
+    return claims.set_index("key").loc[key, "verdict"]
+
+
+def test_the_papers_pattern_is_reproduced_and_its_absence_is_not():
+    claims = claims_of({"good": paper_pattern(), "bad": no_pattern()})
+    for name, expected in (("good", "reproduced"), ("bad", "not reproduced")):
+        for key in ("q-v1", "k-v1", "gate-v1", "up-v1", "o-u1", "down-u1", "v-low-v1", "v-low-u1"):
+            assert verdict(claims, f"{name}-{key}") == expected, (name, key)
+    good = claims.set_index("key").loc["good-down-u1"]
+    assert good["ours_mean"] == pytest.approx(0.9) and good["n_seeds"] == 4 and good["baseline"] == BASELINE
+
+
+def test_v_is_low_compares_v_with_the_lowest_other_projection_of_its_space():
+    table = paper_pattern()
+    table.loc[(table.projection == "up_proj") & table.v1_cos.notna(), "v1_cos"] = 0.12  # up barely above V
+    claims = claims_of({"m": table})
+    assert verdict(claims, "m-v-low-v1") == "not reproduced"
+    assert "lowest other: up_proj" in claims.set_index("key").loc["m-v-low-v1", "note"]
+    assert verdict(claims, "m-v-low-u1") == "reproduced"
+
+
+def test_claim_keys_are_unique_and_stable():
+    quantization = {"Q8_0": chapter.QuantizationChange(0.001, 0.0005), "Q4_1": chapter.QuantizationChange(0.02, 0.01)}
+    gains = {("gemma3-270m", "o_proj"): (Estimate(0.8, 0.05, 3), Estimate(0.2, 0.05, 3))}
+    claims = claims_of({"smollm2-135m": paper_pattern(), "gemma3-270m": analyzer_table(
+        {p: 0.5 for p in PROJECTIONS}, {p: 0.1 for p in PROJECTIONS}, layout="gemma3")}, gains=gains,
+        quantization=quantization, large_status=[dict(model="meta-llama/Llama-3.1-8B", status="not available")])
+    keys = list(claims["key"])
+    assert len(set(keys)) == len(keys)
+    assert keys[:8] == ["smollm2-135m-q-v1", "smollm2-135m-k-v1", "smollm2-135m-gate-v1", "smollm2-135m-up-v1",
+                        "smollm2-135m-o-u1", "smollm2-135m-down-u1", "smollm2-135m-v-low-v1", "smollm2-135m-v-low-u1"]
+    assert keys[16:] == ["gemma-post-norm-o-u1", "gemma-post-norm-down-u1", "gemma3-270m-o-gain-scaled-u1",
+                         "quantization-q8-0", "quantization-q4-1", "large-meta-llama-llama-3-1-8b"]
+    assert verdict(claims, "gemma-post-norm-down-u1") == "reproduced"  # 0.9 in the Llama model vs 0.1
+    assert verdict(claims, "gemma3-270m-o-gain-scaled-u1") == "reproduced"
+    assert verdict(claims, "large-meta-llama-llama-3-1-8b") == "not tested"
+
+
+def test_gemma_comparison_needs_both_layouts_and_checks_the_direction():
+    flat = analyzer_table({p: 0.5 for p in PROJECTIONS}, {p: 0.5 for p in PROJECTIONS})
+    assert not claims_of({"llama": flat})["key"].str.startswith("gemma-").any()
+    gemma = paper_pattern()
+    gemma.attrs["layout"] = "gemma3"
+    claims = claims_of({"llama": flat, "gemma": gemma})
+    assert verdict(claims, "gemma-post-norm-down-u1") == "not reproduced"  # Gemma's down_proj is the higher one
+
+
+def test_quantization_rule():
+    assert chapter.quantization_verdict(0.0499) == "reproduced"
+    assert chapter.quantization_verdict(0.05) == "not reproduced"
+    assert chapter.quantization_verdict(0.2) == "not reproduced"
+    assert chapter.quantization_verdict(math.nan) == "not tested"
+    claims = claims_of({}, quantization={"Q4_1": chapter.QuantizationChange(0.08, 0.01)})
+    row = claims.set_index("key").loc["quantization-q4-1"]
+    assert row["verdict"] == "not reproduced" and row["ours_mean"] == 0.08 and row["n_seeds"] == 2
+
+
+def test_quantization_changes_leave_out_matrices_kept_as_f16():
+    shifts = pd.DataFrame([
+        dict(format="Q4_1", projection="q_proj", stored_as="Q4_1", v1_shift_max=0.01, u1_shift_max=0.02,
+             v1_shift_mean=0.004, u1_shift_mean=0.006),
+        dict(format="Q4_1", projection="down_proj", stored_as="F16", v1_shift_max=0.5, u1_shift_max=0.5,
+             v1_shift_mean=0.5, u1_shift_mean=0.5),
+    ])
+    change = chapter.quantization_changes(shifts, ["Q4_1"])["Q4_1"]
+    assert change.worst == pytest.approx(0.02) and change.typical == pytest.approx(0.005)
+
+
+def test_verdict_groups_each_checkpoints_claims_by_verdict():
+    results = chapter.Results(settings=chapter.configure("smoke"), tables={"good": paper_pattern(), "bad": no_pattern()},
+                              large_tables={}, large_status=[], trained_tables={}, trained_parameters=0, gains={},
+                              effects=pd.DataFrame())
+    text = chapter.verdict(results, claims_of(results.tables)).data
+    assert ("- **good**: reproduced: q_proj has input-space continuity, k_proj has input-space continuity, "
+            "gate_proj has input-space continuity, up_proj has input-space continuity, o_proj has output-space "
+            "continuity, down_proj has output-space continuity, V has low input-space continuity, V has low "
+            "output-space continuity; partly reproduced: none; not reproduced: none") in text
+    assert "- **bad**: reproduced: none; partly reproduced: none; not reproduced: q_proj" in text
+
+
+def test_configure_validates_every_value_before_any_work():
+    assert chapter.configure("cpu").models == ("smollm2-135m", "gemma3-270m", "all-minilm-l6")
+    settings = chapter.configure("smoke", models="gemma3-270m", seeds=2, max_layers=None)
+    assert settings.models == ("gemma3-270m",) and settings.seeds == (0, 1)
+    assert settings.overrides == {"models": "gemma3-270m", "seeds": 2}
+    with pytest.raises(ParameterError, match="unknown parameter.*modelz.*valid choices"):
+        chapter.configure("cpu", modelz=["x"])
+    with pytest.raises(ParameterError, match="unknown GGUF type.*Q3_X"):
+        chapter.configure("smoke", quantize=["Q3_X"])
+    with pytest.raises(ParameterError, match="max_layers must be an integer >= 2"):
+        chapter.configure("smoke", max_layers=1)
+    with pytest.raises(ParameterError, match="unknown scale 'huge'; valid choices: smoke, cpu, paper"):
+        chapter.configure("smoke", trained_scale="huge")
+    with pytest.raises(ParameterError, match="unknown scale"):
+        chapter.configure("tiny")
+    with pytest.raises(ParameterError, match="seeds must be"):
+        chapter.configure("smoke", seeds=[1, 1])
+    with pytest.raises(ParameterError, match="measure_cost must be True or False"):
+        chapter.configure("smoke", measure_cost="yes")
+
+
+def test_notebook_parameters_are_checked_by_name():
+    namespace = {name: None for name in chapter.PARAMETERS} | {"scale": "smoke", "max_layrs": 3}
+    with pytest.raises(ParameterError, match="unknown parameter.*max_layrs"):
+        chapter.from_notebook(namespace)
+
+
+def test_large_model_cost_times_the_analyzer_and_scales_by_parameters(monkeypatch):
+    """Two layers of the reference shapes take 10 s on the stub clock: 5 s per layer, scaled by parameters."""
+    assert chapter.large_model_cost(chapter.configure("smoke")) is None
+    small = {"q_proj": (32, 32), "down_proj": (32, 64)}  # 3072 parameters per layer
+    monkeypatch.setattr(chapter, "LLAMA_31_8B_LAYER", small)
+    monkeypatch.setattr(chapter, "LARGE_MODELS", {"small": (small, 12), "double": ({"q_proj": (64, 96)}, 6)})
+    clock = iter([100.0, 110.0])
+    monkeypatch.setattr(chapter, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    cost = chapter.large_model_cost(chapter.configure("smoke", measure_cost=True))
+    assert cost.seconds_per_layer == 5.0
+    table = cost.table.set_index("model")
+    assert list(table["seconds_per_layer"]) == [5.0, 10.0] and list(table["total_minutes"]) == [1.0, 1.0]
+    assert "took 5.0 s per layer" in chapter.cost_display(chapter.configure("cpu"), cost)[1].data
+
+
+def test_gain_scaled_output_continuity_of_post_norm_layouts(tmp_path, monkeypatch):
+    """diag(g_l) W_l shares its u1 across layers although W_l does not (Gemma-3 HF stores g - 1)."""
+    monkeypatch.setenv("GEOCONT_CACHE_DIR", str(tmp_path / "cache"))
+    generator = torch.Generator().manual_seed(0)
+    u = torch.randn(D_MODEL, generator=generator)
+    state = {}
+    for i in range(N_LAYERS):
+        gain = torch.rand(D_MODEL, generator=generator) * 4 + 0.2
+        W = torch.outer(u / gain, torch.randn(D_MODEL, generator=generator)) * 10
+        state[f"model.layers.{i}.self_attn.o_proj.weight"] = W + 1e-4 * torch.randn(D_MODEL, D_MODEL, generator=generator)
+        state[f"model.layers.{i}.post_attention_layernorm.weight"] = gain - 1.0
+        state[f"model.layers.{i}.post_feedforward_layernorm.weight"] = torch.zeros(D_MODEL)
+    save_file(state, str(tmp_path / "gemma.safetensors"))
+    table = chapter.output_gain_continuity(tmp_path / "gemma.safetensors")
+    pairs = table.dropna(subset=["u1_cos"])
+    assert len(pairs) == N_LAYERS - 1
+    assert (pairs["u1_cos_gained"] > 0.999).all() and (pairs["u1_cos"] < 0.95).all()
+    assert (pairs["u1_cos_gain_only"] < 0.9).all()  # independent random gains give no continuity by themselves
+    with pytest.raises(ValueError, match="no output norms"):
+        chapter.output_gain_continuity(tmp_path / "gemma.safetensors", layout="llama")
