@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from .layouts import PROJECTIONS
 from .statistics import at_final_step, per_run
 from .tables import select
 
@@ -180,3 +181,35 @@ def plot_final_by(
     return ax
 
 
+
+
+def projection_colours() -> dict[str, tuple]:
+    """A fixed colour per projection (q_proj ... down_proj), the same in every figure."""
+    return dict(zip(PROJECTIONS, sns.color_palette("colorblind", n_colors=len(PROJECTIONS))))
+
+
+def plot_depth_continuity(table: pd.DataFrame, *, axes: Sequence[plt.Axes] | None = None, title: str = "") -> plt.Figure:
+    """An analyzer table (:func:`geocont.analyzer.analyze`) across depth: v1 |cos| (left) and
+    u1 |cos| (right) per adjacent layer pair, one line per projection, and each projection's
+    random baseline E|cos| as a dotted line of its colour (it depends on the dimension)."""
+    if axes is None:
+        fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), sharey=True)
+    else:
+        fig = axes[0].figure
+    colours = projection_colours()
+    pairs = table.dropna(subset=["v1_cos"])
+    projections = [p for p in colours if p in set(pairs["projection"])]
+    for ax, (column, baseline, label) in zip(axes, [("v1_cos", "v1_baseline", "input space: v1 |cos|"),
+                                                    ("u1_cos", "u1_baseline", "output space: u1 |cos|")]):
+        for projection in projections:
+            rows = pairs[pairs["projection"] == projection]
+            ax.plot(rows["layer"], rows[column], marker="o", markersize=3, color=colours[projection],
+                    label=projection.replace("_proj", ""))
+            ax.axhline(rows[baseline].iloc[0], color=colours[projection], linestyle=":", linewidth=1, alpha=0.8)
+        ax.set(xlabel="adjacent layer pair (l, l+1), labelled by l", ylabel="|cos| with the next layer",
+               ylim=(0, 1.02), title=label)
+    axes[0].plot([], [], color="0.35", linestyle=":", label="random baseline (per projection)")
+    if title:
+        fig.suptitle(title, fontsize="medium")
+    figure_legend(fig, axes[0], ncol=len(projections) + 1)
+    return fig

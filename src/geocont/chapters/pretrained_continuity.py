@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import matplotlib.pyplot as plt
 import pandas as pd
-import seaborn as sns
 import torch
 from IPython.display import Markdown, display
 
@@ -26,7 +25,7 @@ from ..book.provenance import provenance_markdown
 from ..layouts import LAYOUTS, PROJECTIONS
 from ..lm import trained_lm
 from ..metrics import abs_cos, random_abs_cos, top_singular_triplets
-from ..plotting import figure_legend
+from ..plotting import plot_depth_continuity, projection_colours
 from ..pretrained import OFFLINE_MODELS, ModelNotAvailable
 from ..scales import ParameterError, apply_overrides, check_scale, parameter_errors
 from ..statistics import Estimate, estimate, verdict_for_difference
@@ -499,38 +498,6 @@ def cost_display(settings: PretrainedChapterSettings, cost: LargeModelCost | Non
         f"direction, bf16 safetensors) took {cost.seconds_per_layer:.1f} s per layer on this machine; the 70B figure "
         "scales that by parameters per layer. Memory stays bounded by two matrices of one projection (the analyzer "
         "streams); `benchmarks/bench_analyzer.py` measures the peak resident memory and compares with exact SVD.")]
-
-
-def projection_colours() -> dict[str, tuple]:
-    """A fixed colour per projection (q_proj ... down_proj), the same in every figure."""
-    return dict(zip(PROJECTIONS, sns.color_palette("colorblind", n_colors=len(PROJECTIONS))))
-
-
-def plot_depth_continuity(table: pd.DataFrame, *, axes: Sequence[plt.Axes] | None = None, title: str = "") -> plt.Figure:
-    """An analyzer table (:func:`geocont.analyzer.analyze`) across depth: v1 |cos| (left) and
-    u1 |cos| (right) per adjacent layer pair, one line per projection, and each projection's
-    random baseline E|cos| as a dotted line of its colour (it depends on the dimension)."""
-    if axes is None:
-        fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), sharey=True)
-    else:
-        fig = axes[0].figure
-    colours = projection_colours()
-    pairs = table.dropna(subset=["v1_cos"])
-    projections = [p for p in colours if p in set(pairs["projection"])]
-    for ax, (column, baseline, label) in zip(axes, [("v1_cos", "v1_baseline", "input space: v1 |cos|"),
-                                                    ("u1_cos", "u1_baseline", "output space: u1 |cos|")]):
-        for projection in projections:
-            rows = pairs[pairs["projection"] == projection]
-            ax.plot(rows["layer"], rows[column], marker="o", markersize=3, color=colours[projection],
-                    label=projection.replace("_proj", ""))
-            ax.axhline(rows[baseline].iloc[0], color=colours[projection], linestyle=":", linewidth=1, alpha=0.8)
-        ax.set(xlabel="adjacent layer pair (l, l+1), labelled by l", ylabel="|cos| with the next layer",
-               ylim=(0, 1.02), title=label)
-    axes[0].plot([], [], color="0.35", linestyle=":", label="random baseline (per projection)")
-    if title:
-        fig.suptitle(title, fontsize="medium")
-    figure_legend(fig, axes[0], ncol=len(projections) + 1)
-    return fig
 
 
 def plot_continuity_vs_size(overview: pd.DataFrame, *, axes: Sequence[plt.Axes] | None = None) -> plt.Figure:
