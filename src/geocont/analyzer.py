@@ -23,7 +23,7 @@ import torch
 
 from . import cache
 from .checkpoints import TensorSource, open_source
-from .layouts import LAYOUTS, Layout, MatrixRef, detect_layout, get_layout
+from .layouts import Layout, MatrixRef, detect_layout, get_layout
 from .metrics import (
     abs_cos, random_abs_cos, random_matrix_baseline, spectral_alignment, top_singular_triplets,
 )
