@@ -138,7 +138,9 @@ class GGUFSource:
 
         tensor = self._tensors[name]
         try:
-            array = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32).reshape(self.shape(name))
+            with np.errstate(invalid="ignore", over="ignore"):  # corrupt scales: reported by _finite below
+                array = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
+            array = array.reshape(self.shape(name))
         except Exception as error:  # noqa: BLE001
             raise CorruptCheckpoint(f"{self.path}: cannot read tensor {name!r} ({error})") from error
         result = torch.from_numpy(array.copy())
