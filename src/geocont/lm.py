@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 from transformers import LlamaForCausalLM
 
 from . import cache
-from .config import DEVICES, OptimizerConfig, check_positive
+from .config import DEVICES, OptimizerConfig, check_integer, normalise
 from .recorder import ContinuityRecorder, log_spaced_steps
 from .tables import rows_to_frame
 from .text import check_corpus_name, encode, load_corpus, train_tokenizer
@@ -45,10 +45,11 @@ class LMRunConfig:
 
     def __post_init__(self) -> None:
         check_corpus_name(self.corpus)
-        for name in ("batch_size", "steps", "n_directions", "eval_windows"):
-            check_positive(name, getattr(self, name))
-        if self.n_snapshots < 2:
-            raise ValueError(f"n_snapshots must be >= 2, got {self.n_snapshots}")
+        if not isinstance(self.optimizer, OptimizerConfig):
+            raise TypeError("optimizer must be an OptimizerConfig")
+        normalise(self, integers=("batch_size", "steps", "n_directions", "eval_windows"))
+        object.__setattr__(self, "seed", check_integer("seed", self.seed, minimum=0))
+        object.__setattr__(self, "n_snapshots", check_integer("n_snapshots", self.n_snapshots, minimum=2))
         if self.device not in DEVICES:
             raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
 
