@@ -107,15 +107,8 @@ class GGUFSource:
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
-        size = self.path.stat().st_size
-        self._reader = _bounded_gguf_reader(self.path)
-        self._tensors = {}
-        for tensor in self._reader.tensors:
-            end = int(tensor.data_offset) + int(tensor.n_bytes)
-            if end > size or tensor.data.nbytes != int(tensor.n_bytes):
-                raise CorruptCheckpoint(
-                    f"{self.path}: truncated; tensor {tensor.name!r} needs bytes up to {end}, the file has {size}")
-            self._tensors[tensor.name] = tensor
+        self._reader = _bounded_gguf_reader(self.path)  # every tensor's extent is checked against the file size
+        self._tensors = {tensor.name: tensor for tensor in self._reader.tensors}
         field = self._reader.fields.get("general.architecture")
         try:
             architecture = bytes(field.parts[field.data[0]]).decode() if field is not None else ""
