@@ -78,10 +78,10 @@ def test_configs_are_hashable_identities():
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: OptimizerConfig(lr=float("inf")), r"lr must be a finite number in \(0, inf\], got inf"),
+        (lambda: OptimizerConfig(lr=float("inf")), r"lr must be a finite number in \(0, inf\), got inf"),
         (lambda: OptimizerConfig(lr=float("nan")), "lr must be a finite number"),
         (lambda: MLPRunConfig(init_scale=float("nan")), "init_scale must be a finite number"),
-        (lambda: OptimizerConfig(eps=0.0), r"eps must be a finite number in \(0, inf\]"),
+        (lambda: OptimizerConfig(eps=0.0), r"eps must be a finite number in \(0, inf\)"),
         (lambda: OptimizerConfig(eps=-1e-8), "eps must be a finite number"),
         (lambda: MLPRunConfig(seed=True), "seed must be an integer >= 0, got True"),
         (lambda: MLPRunConfig(depth=True), "depth must be an integer"),

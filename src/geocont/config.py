@@ -41,7 +41,9 @@ def check_number(name: str, value: Any, low: float = -math.inf, high: float = ma
     below = value <= low if low_open else value < low
     above = value >= high if high_open else value > high
     if not math.isfinite(value) or below or above:
-        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        opening = "(" if low_open or low == -math.inf else "["
+        closing = ")" if high_open or high == math.inf else "]"
+        interval = f"{opening}{low:g}, {high:g}{closing}"
         raise ValueError(f"{name} must be a finite number in {interval}, got {value!r}")
     return value
 
