@@ -7,10 +7,7 @@ group, so the run table has one ``group`` per projection.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-from dataclasses import dataclass
-from typing import Any
 
 import warnings
 
