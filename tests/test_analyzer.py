@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from pathlib import Path
 
 import gguf
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -323,3 +326,166 @@ def test_hugging_face_ids_resolve_through_the_hub_cache(tmp_path, monkeypatch):
 
     with pytest.raises(ModelNotAvailable, match="huggingface-cli download owner/missing-model"):
         analyzer.analyze("owner/missing-model", progress=False)
+
+
+# --------------------------------------------------------------------------- undefined directions, refusals
+
+
+def test_zero_layers_give_flagged_nan_pairs_the_same_on_every_run():
+    from geocont.transformer import TransformerShape, build_llama
+
+    model = build_llama(TransformerShape(n_layers=4, d_model=32, n_heads=2, n_kv_heads=1, ffn_dim=48, vocab_size=64))
+    with torch.no_grad():
+        for layer in (1, 2):
+            model.model.layers[layer].self_attn.q_proj.weight.zero_()
+    first, second = analyzer.analyze(model, progress=False), analyzer.analyze(model, progress=False)
+    pd.testing.assert_frame_equal(first, second)
+    q = first[first["projection"] == "q_proj"].set_index("layer")
+    assert q["v1_cos"].iloc[:3].isna().all() and q["u1_cos"].iloc[:3].isna().all()  # pairs 0-1, 1-2, 2-3
+    assert q.loc[0, "flag"] == "layer 1: zero matrix" and q.loc[1, "flag"] == "layer 1: zero matrix; layer 2: zero matrix"
+    assert q.loc[1, "sigma1"] == 0 and math.isnan(q.loc[1, "gap"])
+    stats = analyzer.summary(first)
+    assert stats.loc["q_proj", "flagged"] == 3 and stats.loc["q_proj", "pairs"] == 3
+    assert math.isnan(stats.loc["q_proj", "v1_cos"])  # every q_proj pair is flagged: no mean
+    assert stats.loc["k_proj", "flagged"] == 0 and not math.isnan(stats.loc["k_proj", "v1_cos"])
+
+
+def _tied(n, gap, seed):
+    generator = torch.Generator().manual_seed(seed)
+    u, _ = torch.linalg.qr(torch.randn(n, 4, generator=generator, dtype=torch.float64))
+    v, _ = torch.linalg.qr(torch.randn(n, 4, generator=generator, dtype=torch.float64))
+    return ((u * torch.tensor([1.0, 1.0 - gap, 0.5, 0.2], dtype=torch.float64)) @ v.T).float()
+
+
+@pytest.mark.parametrize("method", ["exact", "iterative"])
+def test_tied_leading_pairs_are_flagged_and_their_alignment_reported(tmp_path, method):
+    noise = torch.Generator().manual_seed(9)
+    state = {f"model.layers.{i}.self_attn.q_proj.weight": _tied(D_MODEL, 0.0 if i < 2 else 1e-6, seed=0)
+             + 1e-6 * torch.randn(D_MODEL, D_MODEL, generator=noise) for i in range(3)}
+    state["model.layers.3.self_attn.q_proj.weight"] = _tied(D_MODEL, 0.2, seed=0)
+    save_file(state, str(tmp_path / "tied.safetensors"))
+    table = analyzer.analyze(tmp_path / "tied.safetensors", method=method, progress=False).set_index("layer")
+    assert table["v1_cos"].iloc[:3].isna().all() and table["u1_cos"].iloc[:3].isna().all()
+    assert table.loc[0, "flag"].startswith("layer 0: tied sigma1/sigma2 (gap ")
+    assert "< 1e-03)" in table.loc[2, "flag"] and "layer 3" not in table.loc[2, "flag"]
+    assert (table["gap"].iloc[:3] < 1e-4).all() and table.loc[3, "gap"] == pytest.approx(0.2, abs=1e-4)
+    assert table.loc[3, "sigma2"] == pytest.approx(0.8, abs=1e-4)
+    assert (table["align_input"].iloc[:2] > 0.999).all()  # the shared top-2 subspace is still seen
+
+
+def test_a_projection_with_one_layer_is_refused(tmp_path):
+    model = planted_model([p for p in SHAPES if p in BERT_NAMES])
+    state = {name: W for name, W in state_from_names(model, BERT_NAMES).items() if ".layer.0." in name}
+    save_file(state, str(tmp_path / "bert.safetensors"))
+    with pytest.raises(layouts.IncompleteLayers, match="has 1 layer; continuity compares adjacent layers"):
+        analyzer.analyze(tmp_path / "bert.safetensors", progress=False)
+
+
+def test_a_gap_at_the_start_is_refused_and_outside_a_requested_subset_is_a_warning(tmp_path):
+    model = planted_model(["q_proj", "k_proj"])
+    state = state_from_names(model, LLAMA_NAMES)
+    state["model.layers.0.self_attn.q_proj.renamed"] = state.pop("model.layers.0.self_attn.q_proj.weight")
+    save_file(state, str(tmp_path / "renamed.safetensors"))
+    with pytest.raises(layouts.IncompleteLayers, match=r"q_proj is missing layer\(s\) \[0\]"):
+        analyzer.analyze(tmp_path / "renamed.safetensors", progress=False)
+    with pytest.warns(UserWarning, match=r"q_proj is missing layer\(s\) \[0\] \(not analysed\)"):
+        table = analyzer.analyze(tmp_path / "renamed.safetensors", projections=["k_proj"], progress=False)
+    assert list(table["layer"]) == list(range(N_LAYERS))
+    state = state_from_names(model, LLAMA_NAMES)
+    del state["model.layers.3.self_attn.k_proj.weight"], state["model.layers.3.self_attn.q_proj.weight"]
+    state["model.layers.4.self_attn.q_proj.weight"] = model["q_proj"][0][0].clone()
+    save_file(state, str(tmp_path / "late_gap.safetensors"))
+    with pytest.warns(UserWarning, match=r"q_proj is missing layer\(s\) \[3\] beyond the first 3 analysed"):
+        table = analyzer.analyze(tmp_path / "late_gap.safetensors", max_layers=3, progress=False)
+    assert table.groupby("projection", observed=True)["layer"].max().tolist() == [2, 2]
+
+
+def test_output_paths_are_checked_before_any_work(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "model.safetensors"
+    save_file(state_from_names(planted_model(["q_proj"]), LLAMA_NAMES), str(path))
+    monkeypatch.setattr(analyzer, "_stream", lambda *a, **k: pytest.fail("analysed before checking the output"))
+    assert cli_main(["analyze", str(path), "-o", str(path / "t.csv"), "-q"]) == 2
+    assert f"{path} is a file, not a directory" in capsys.readouterr().err
+    assert cli_main(["analyze", str(path), "--figure", str(tmp_path), "-q"]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    if Path("/proc").is_dir():  # not writable even for root
+        assert cli_main(["analyze", str(path), "-o", "/proc/geocont/t.csv", "-q"]) == 2
+        err = capsys.readouterr().err
+        assert "cannot write in /proc" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write into a read-only directory")
+def test_a_read_only_output_directory_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "model.safetensors"
+    save_file(state_from_names(planted_model(["q_proj"]), LLAMA_NAMES), str(path))
+    monkeypatch.setattr(analyzer, "_stream", lambda *a, **k: pytest.fail("analysed before checking the output"))
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        assert cli_main(["analyze", str(path), "-o", str(locked / "t.csv"), "-q"]) == 2
+    finally:
+        locked.chmod(0o755)
+    assert "cannot write in" in capsys.readouterr().err
+
+
+def test_an_os_error_while_writing_is_one_line(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "model.safetensors"
+    save_file(state_from_names(planted_model(["q_proj"]), LLAMA_NAMES), str(path))
+
+    def full_disk(self, target, **kwargs):
+        raise OSError(28, "No space left on device", str(target))
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", full_disk)
+    assert cli_main(["analyze", str(path), "-o", str(tmp_path / "t.csv"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"error: No space left on device: {tmp_path / 't.csv'}"
+
+
+def test_a_missing_path_like_source_says_no_such_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for source in ("models/missing.gguf", "./models/x", "../nowhere/model.safetensors", "~/no-such-dir-geocont"):
+        with pytest.raises(FileNotFoundError, match="^no such file or directory: "):
+            checkpoints.open_source(source)
+    assert cli_main(["analyze", "models/missing.gguf", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "no such file or directory: models/missing.gguf" in err and "huggingface-cli" not in err
+    assert not checkpoints.looks_like_path("org/name")  # a Hugging Face id stays an id
+
+
+def test_truncated_files_are_called_truncated_when_opened(tmp_path):
+    model = planted_model(["q_proj", "k_proj"])
+    gguf_path = write_gguf(tmp_path / "model.gguf", model, gguf.GGMLQuantizationType.F32)
+    data = gguf_path.read_bytes()
+    for keep in (len(data) - 500, len(data) // 2, 40):
+        gguf_path.write_bytes(data[:keep])
+        with pytest.raises(checkpoints.CorruptCheckpoint, match="model.gguf: truncated"):
+            analyzer.plan(gguf_path)
+    st_path = tmp_path / "model.safetensors"
+    save_file(state_from_names(model, LLAMA_NAMES), str(st_path))
+    data = st_path.read_bytes()
+    for keep in (len(data) - 100, 200, 4):
+        st_path.write_bytes(data[:keep])
+        with pytest.raises(checkpoints.CorruptCheckpoint, match="model.safetensors: truncated"):
+            analyzer.plan(st_path)
+
+
+def test_random_bytes_in_tensor_data_are_a_corrupt_tensor_named_when_read(tmp_path):
+    model = planted_model(["q_proj", "k_proj"])
+    gguf_path = write_gguf(tmp_path / "model.gguf", model, gguf.GGMLQuantizationType.F32)
+    source = checkpoints.GGUFSource(gguf_path)
+    tensor = source._tensors["blk.2.attn_k.weight"]
+    data = bytearray(gguf_path.read_bytes())
+    data[tensor.data_offset + 40:tensor.data_offset + 48] = b"\xff" * 8  # two NaN floats
+    gguf_path.write_bytes(bytes(data))
+    src, _, _ = analyzer.plan(gguf_path)  # opens cleanly: a format without checksums
+    with pytest.raises(checkpoints.CorruptCheckpoint, match=r"model.gguf: tensor 'blk.2.attn_k.weight' holds NaN"):
+        src.read("blk.2.attn_k.weight")
+    with pytest.raises(checkpoints.CorruptCheckpoint, match=r"tensor 'blk.2.attn_k.weight' holds NaN or Inf"):
+        analyzer.analyze(gguf_path, progress=False, use_cache=False)
+    st_path = tmp_path / "model.safetensors"
+    state = state_from_names(model, LLAMA_NAMES)
+    state["model.layers.1.self_attn.q_proj.weight"][3, 5] = float("inf")
+    save_file(state, str(st_path))
+    with pytest.raises(checkpoints.CorruptCheckpoint, match=r"tensor 'model.layers.1.self_attn.q_proj.weight' holds"):
+        analyzer.analyze(st_path, progress=False)

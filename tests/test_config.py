@@ -38,3 +38,54 @@ def test_configs_are_hashable_identities():
     a, b = MLPRunConfig(), MLPRunConfig()
     assert a == b and a.to_dict() == b.to_dict()
     assert a.replace(seed=1) != a
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: OptimizerConfig(lr=float("inf")), r"lr must be a finite number in \(0, inf\), got inf"),
+        (lambda: OptimizerConfig(lr=float("nan")), "lr must be a finite number"),
+        (lambda: MLPRunConfig(init_scale=float("nan")), "init_scale must be a finite number"),
+        (lambda: OptimizerConfig(eps=0.0), r"eps must be a finite number in \(0, inf\)"),
+        (lambda: OptimizerConfig(eps=-1e-8), "eps must be a finite number"),
+        (lambda: MLPRunConfig(seed=True), "seed must be an integer >= 0, got True"),
+        (lambda: MLPRunConfig(depth=True), "depth must be an integer"),
+        (lambda: MLPRunConfig(n_snapshots=2.5), "n_snapshots must be an integer >= 2, got 2.5"),
+        (lambda: MLPRunConfig(epochs=3.0), "epochs must be an integer"),
+        (lambda: MLPRunConfig(max_train=100.5), "max_train must be an integer"),
+        (lambda: OptimizerConfig("adam", momentum=0.9), "momentum=0.9 is an SGD option that Adam ignores"),
+        (lambda: OptimizerConfig("sgd", lr=0.1, beta2=0.0), "beta2=0: Adam option"),
+        (lambda: OptimizerConfig("sgd", lr=0.1, eps=1e-4), "eps=0.0001: Adam option"),
+        (lambda: OptimizerConfig(beta1="0.5"), "beta1 must be a number, got '0.5'"),
+        (lambda: MLPRunConfig(width="256"), "width must be an integer"),
+        (lambda: OptimizerConfig(weight_decay=float("inf")), "weight_decay must be a finite number"),
+    ],
+)
+def test_configs_reject_what_would_fail_later(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_lm_config_rejects_booleans_fractions_and_non_integers():
+    from geocont.lm import LMRunConfig
+
+    for changes, message in [(dict(seed=True), "seed"), (dict(n_snapshots=2.5), "n_snapshots"),
+                             (dict(steps=10.0), "steps"), (dict(batch_size=False), "batch_size")]:
+        with pytest.raises(ValueError, match=message):
+            LMRunConfig(**changes)
+    assert LMRunConfig(optimizer=OptimizerConfig("adam", lr=1)).optimizer.lr == 1.0
+
+
+def test_equal_runs_get_equal_cache_keys_and_existing_keys_are_unchanged():
+    import numpy as np
+
+    from geocont.cache import cache_key
+
+    def key(config):
+        return cache_key("mlp", config.to_dict())
+
+    assert key(MLPRunConfig(init_scale=1)) == key(MLPRunConfig(init_scale=1.0))
+    assert key(MLPRunConfig(optimizer=OptimizerConfig(lr=1))) == key(MLPRunConfig(optimizer=OptimizerConfig(lr=1.0)))
+    assert key(MLPRunConfig(seed=np.int64(3), epochs=np.int32(5))) == key(MLPRunConfig(seed=3, epochs=5))
+    assert type(MLPRunConfig(init_scale=1).init_scale) is float and type(MLPRunConfig(seed=np.int64(3)).seed) is int
+    assert key(MLPRunConfig()) == "a80c9e65ee262fa9e8e2"  # the key of the default run before normalisation existed

@@ -35,3 +35,33 @@ def test_missing_mnist_says_how_to_get_it(tmp_path, monkeypatch):
 def test_unknown_dataset_lists_the_choices():
     with pytest.raises(ValueError, match=", ".join(DATASETS)):
         load_image_data("imagenet")
+
+
+def test_a_truncated_unpacked_fashion_mnist_file_is_extracted_again(tmp_path, monkeypatch):
+    from geocont import data
+
+    monkeypatch.setenv("GEOCONT_DATA_DIR", str(tmp_path))
+    raw = tmp_path / "FashionMNIST" / "raw"
+    data._prepare_debian_fashion_mnist(tmp_path)
+    images = raw / "train-images-idx3-ubyte"
+    size = images.stat().st_size
+    images.write_bytes(images.read_bytes()[: size // 3])
+    loaded = load_image_data("fashion-mnist", download=False)
+    assert images.stat().st_size == size and loaded.x_train.shape == (60000, 784)
+
+
+def test_the_debian_package_is_named_only_when_it_is_missing(tmp_path, monkeypatch):
+    from geocont import data
+
+    monkeypatch.setenv("GEOCONT_DATA_DIR", str(tmp_path))
+
+    def unreadable(*args, **kwargs):
+        raise RuntimeError("shape '[60000, 28, 28]' is invalid for input of size 1000")
+
+    monkeypatch.setattr(data, "_torchvision_split", unreadable)
+    with pytest.raises(DatasetNotAvailable) as installed:
+        load_image_data("fashion-mnist", download=False)
+    assert "apt-get" not in str(installed.value) and "could not be loaded from there" in str(installed.value)
+    monkeypatch.setattr(data, "DEBIAN_FASHION_MNIST", tmp_path / "not-installed")
+    with pytest.raises(DatasetNotAvailable, match="apt-get install dataset-fashion-mnist"):
+        load_image_data("fashion-mnist", download=False)

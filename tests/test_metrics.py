@@ -258,3 +258,75 @@ def test_warm_started_iteration_converges_faster_to_the_same_vectors():
         metrics.batched_subspace_iteration(stack, 1, start=torch.ones(8, 5, 1))
     norms, vectors = metrics.spectral_norms(torch.cat([stack, torch.zeros(1, 128, 96)]))
     assert norms[-1] == 0 and torch.allclose(norms[:-1], torch.linalg.matrix_norm(stack, 2), rtol=1e-4)
+
+
+# --------------------------------------------------------------------------- undefined directions
+
+
+def tied_pair(n: int, gap: float, seed: int) -> torch.Tensor:
+    """``s = (1, 1 - gap, 0.5, 0.3, 0.1)`` on a random basis: the top-2 subspace is shared by
+    every matrix built with the same ``seed``."""
+    u, v = orthonormal(n, 5, seed), orthonormal(n, 5, seed + 1)
+    return with_spectrum(u.double(), torch.tensor([1.0, 1.0 - gap, 0.5, 0.3, 0.1], dtype=torch.float64),
+                         v.double()).float()
+
+
+SOLVERS = {
+    "exact": lambda stack, k: [metrics.exact_singular_triplets(W, k) for W in stack],
+    "gram-eigh": lambda stack, k: metrics.stacked_singular_triplets(stack, k, method="gram-eigh"),
+    "iterative-first": lambda stack, k: metrics.stacked_singular_triplets(stack, k, method="iterative-first"),
+    "iterative": lambda stack, k: [metrics.top_singular_triplets(W, k, method="iterative") for W in stack],
+}
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_zero_matrix_has_no_direction_and_never_gives_cos_one(solver):
+    stack = torch.stack([torch.zeros(32, 24), torch.zeros(32, 24), spiked(32, 24, seed=1)])
+    triplets = SOLVERS[solver](stack, 1)
+    assert metrics.direction_flags(triplets[0]) == ["zero matrix"]
+    assert math.isnan(float(metrics.direction_gaps(triplets[0])[0]))
+    for space in metrics.SPACES:
+        cosines = metrics.adjacent_direction_cosines(triplets, space)
+        assert torch.isnan(cosines).all()  # zero-zero and zero-nonzero pairs alike
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("gap", [0.0, 1e-7, 1e-5])
+def test_tied_and_nearly_tied_leading_pairs_are_flagged_by_every_solver(solver, gap):
+    noise = 1e-6 * torch.randn(48, 48, generator=torch.Generator().manual_seed(4))  # spectral norm ~1.4e-5
+    stack = torch.stack([tied_pair(48, gap, seed=3), tied_pair(48, gap, seed=3) + noise])
+    triplets = SOLVERS[solver](stack, 1)
+    for t in triplets:
+        assert float(metrics.direction_gaps(t)[0]) == pytest.approx(gap, abs=3e-5)
+        assert metrics.direction_flags(t)[0].startswith("tied sigma1/sigma2 (gap ")
+        assert metrics.direction_flags(t)[0].endswith(f"< {metrics.DEGENERACY_TOL:.0e})")
+    assert torch.isnan(metrics.adjacent_direction_cosines(triplets, "input")).all()
+    assert torch.isnan(metrics.adjacent_direction_cosines(triplets, "output")).all()
+    # the sigma^2-weighted alignment is defined for tied spectra and still sees identical matrices
+    assert float(metrics.adjacent_spectral_alignment(stack, "input")[0]) > 0.9999
+
+
+def test_a_separated_pair_is_reported_and_a_tie_below_flags_both_of_its_directions():
+    spectrum = torch.tensor([10.0, 6.0, 6.0, 2.0, 1.0])
+    u, v = orthonormal(40, 5, seed=5), orthonormal(40, 5, seed=6)
+    stack = torch.stack([with_spectrum(u, spectrum, v)] * 3)
+    triplets = metrics.stacked_singular_triplets(stack, 4)
+    flags = metrics.direction_flags(triplets[0])
+    assert flags[0] == "" and flags[3] == ""
+    assert flags[1].startswith("tied sigma2/sigma3") and flags[2].startswith("tied sigma2/sigma3")
+    cosines = metrics.adjacent_direction_cosines(triplets, "input")
+    assert torch.allclose(cosines[:, [0, 3]], torch.ones(2, 2), atol=1e-5)
+    assert torch.isnan(cosines[:, 1:3]).all()
+    # the last computed direction is compared with the next singular value (s_next)
+    assert triplets[0].s_next == pytest.approx(1.0, rel=1e-4)
+    assert metrics.exact_singular_triplets(stack[0][:, :5], 5).s_next == 0.0  # 40 x 5: no sixth value
+
+
+def test_abs_cos_computes_in_float32_at_least():
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(576, generator=generator)
+    assert float(metrics.abs_cos(a.bfloat16(), a.bfloat16())) == pytest.approx(1.0, abs=1e-6)
+    tiny = torch.full((64,), 1e-4, dtype=torch.float16)
+    assert float(metrics.abs_cos(tiny, tiny)) == pytest.approx(1.0, abs=1e-6)
+    assert metrics.abs_cos(tiny, tiny).dtype == torch.float32
+    assert metrics.abs_cos(a.double(), a.double()).dtype == torch.float64

@@ -10,12 +10,19 @@ Memory is therefore bounded by two weight matrices, whatever the model's size.
 
 Result: one row per (projection, layer), columns :data:`COLUMNS`. Pair columns
 (``v1_cos``, ``u1_cos``, ``align_*``) compare layer ``l`` with ``l + 1``, as everywhere in
-the package (the last layer's are NaN).
+the package (the last layer's are NaN). Where layer ``l``'s or ``l + 1``'s leading pair is
+undefined (a zero matrix, or a leading gap ``(sigma1 - sigma2) / sigma1`` below
+:data:`geocont.metrics.DEGENERACY_TOL`), ``v1_cos`` and ``u1_cos`` are NaN and ``flag``
+says why; the alignment, defined for any spectrum, is still reported.
+
+What cannot be measured is refused before any weight is read (:func:`plan`): a projection
+with fewer than two layers, or a gap in its layer numbering.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Literal, Sequence
 
 import pandas as pd
@@ -23,24 +30,27 @@ import torch
 
 from . import cache
 from .checkpoints import TensorSource, open_source
-from .layouts import Layout, MatrixRef, detect_layout, get_layout
+from .layouts import PROJECTIONS, IncompleteLayers, Layout, MatrixRef, detect_layout, get_layout, missing_layers
 from .metrics import (
-    abs_cos, random_abs_cos, random_matrix_baseline, spectral_alignment, top_singular_triplets,
+    abs_cos, direction_flags, direction_gaps, random_abs_cos, random_matrix_baseline, spectral_alignment,
+    top_singular_triplets,
 )
-from .transformer import PROJECTIONS
 
 #: Columns of the analyzer's table, in order.
 COLUMNS = [
-    "projection", "layer", "out_dim", "in_dim", "dtype", "sigma1", "v1_cos", "u1_cos", "align_input", "align_output",
-    "v1_baseline", "u1_baseline", "align_baseline", "method",
+    "projection", "layer", "out_dim", "in_dim", "dtype", "sigma1", "sigma2", "gap", "v1_cos", "u1_cos", "align_input",
+    "align_output", "v1_baseline", "u1_baseline", "align_baseline", "method", "flag",
 ]
 COLUMN_DOCS = {
-    "projection": "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj or down_proj (geocont.transformer.PROJECTIONS)",
+    "projection": "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj or down_proj (geocont.layouts.PROJECTIONS)",
     "layer": "layer index l; pair columns compare l with l + 1",
     "out_dim": "rows of W ([out, in]): the output-space dimension (u1 lives here)",
     "in_dim": "columns of W: the input-space dimension (v1 lives here)",
     "dtype": "how the checkpoint stores the tensor (e.g. Q4_1, BF16, F32)",
     "sigma1": "leading singular value of W",
+    "sigma2": "second singular value of W (Rayleigh-Ritz estimate where the triplet is iterative)",
+    "gap": "relative leading gap (sigma1 - sigma2) / sigma1 (NaN for a zero matrix); below "
+           "metrics.DEGENERACY_TOL v1 and u1 are undefined",
     "v1_cos": "|cos| of the leading right singular vectors (input space) of layers l and l + 1",
     "u1_cos": "|cos| of the leading left singular vectors (output space) of layers l and l + 1",
     "align_input": "sigma^2-weighted alignment (centred Gram cosine) of layers l and l + 1, input space",
@@ -50,10 +60,12 @@ COLUMN_DOCS = {
     "align_baseline": "mean sigma^2-alignment (input) of independent Gaussian matrices of this shape "
                       "(metrics.random_matrix_baseline; NaN where the alignment is not computed)",
     "method": "how the singular triplet was computed: exact, iterative, or exact-fallback",
+    "flag": "why v1_cos and u1_cos are NaN for this pair although both layers exist, e.g. "
+            "'layer 3: zero matrix' or 'layer 4: tied sigma1/sigma2 (gap 3e-07 < 1e-03)'; empty otherwise",
 }
 
 #: Bump when the meaning of the analyzer's table changes (old cache entries are ignored).
-ANALYZER_VERSION = 1
+ANALYZER_VERSION = 2
 Method = Literal["auto", "exact", "iterative"]
 
 
@@ -82,27 +94,49 @@ def plan(source: Any, layout: str | None = None, projections: Sequence[str] | No
          max_layers: int | None = None) -> tuple[TensorSource, Layout, dict[str, list[MatrixRef]]]:
     """Open ``source``, resolve its layout and list the matrices to analyse, reading no weights.
 
-    Every error about bad input (missing or corrupt file, unknown layout or projection)
-    is raised here, before any computation.
+    Every error about bad input (missing or corrupt file, unknown layout or projection, a
+    projection with fewer than two layers, a gap in the layer numbering of what is to be
+    analysed) is raised here, before any computation. A gap outside the requested subset
+    (a projection not asked for, or layers beyond ``max_layers``) is a warning naming it.
     """
     from .pretrained import OFFLINE_MODELS
 
+    if max_layers is not None and (isinstance(max_layers, bool) or not isinstance(max_layers, int) or max_layers < 2):
+        raise ValueError(f"max_layers must be an integer >= 2 (continuity compares adjacent layers), got {max_layers!r}")
     if layout is None and isinstance(source, str) and source in OFFLINE_MODELS:
         layout = OFFLINE_MODELS[source].layout
     src = open_source(source)
     chosen = get_layout(layout) if layout is not None else detect_layout(src.names(), src.description)
-    matrices = chosen.matrices(src)
-    if not matrices:
+    found = chosen.find(src)
+    if not found:
         raise ValueError(f"layout {chosen.name!r} matches no weight matrix of {src.description}")
     if projections is not None:
-        unknown = [p for p in projections if p not in matrices]
+        unknown = [p for p in projections if p not in found]
         if unknown:
-            raise ValueError(f"projection(s) {unknown} not in {src.description}; valid choices: {', '.join(matrices)}")
-        matrices = {p: matrices[p] for p in projections}
-    if max_layers is not None:
-        if max_layers < 2:
-            raise ValueError(f"max_layers must be >= 2 (continuity compares adjacent layers), got {max_layers}")
-        matrices = {p: refs[:max_layers] for p, refs in matrices.items()}
+            raise ValueError(f"projection(s) {unknown} not in {src.description}; valid choices: {', '.join(found)}")
+    selected = list(found) if projections is None else [p for p in found if p in projections]
+    matrices, unanalysed = {}, []
+    for projection, layers in found.items():
+        missing = missing_layers(layers)
+        if projection not in selected:
+            if missing:
+                unanalysed.append(f"{projection} is missing layer(s) {missing} (not analysed)")
+            continue
+        inside = [layer for layer in missing if max_layers is None or layer < max_layers]
+        if inside:
+            raise IncompleteLayers(
+                f"{src.description}: {projection} is missing layer(s) {inside} (layout {chosen.name!r}; a renamed "
+                f"tensor, a truncated index or an incomplete checkpoint?); continuity across the gap is not measured")
+        if len(inside) < len(missing):
+            unanalysed.append(f"{projection} is missing layer(s) {missing} beyond the first {max_layers} analysed")
+        refs = [ref for layer, ref in layers.items() if max_layers is None or layer < max_layers]
+        if len(refs) < 2:
+            raise IncompleteLayers(
+                f"{src.description}: {projection} has {len(refs)} layer; continuity compares adjacent layers, "
+                f"so at least two are needed")
+        matrices[projection] = refs
+    for note in unanalysed:
+        warnings.warn(f"{src.description}: {note}", stacklevel=2)
     return src, chosen, matrices
 
 
@@ -175,26 +209,31 @@ def _stream(src: TensorSource, matrices: dict[str, list[MatrixRef]], alignment, 
                 raise ValueError(f"{src.description}: tensor {ref.tensor!r}: {error}") from error
             out_dim, in_dim = ref.shape
             dtype = getattr(src, "tensor_type", lambda name: "")(ref.tensor)
+            flag = direction_flags(triplet)[0]
             row = dict(projection=projection, layer=ref.layer, out_dim=out_dim, in_dim=in_dim, dtype=dtype,
-                       sigma1=float(triplet.s[0]), v1_cos=math.nan, u1_cos=math.nan, align_input=math.nan,
-                       align_output=math.nan, v1_baseline=random_abs_cos(in_dim), u1_baseline=random_abs_cos(out_dim),
-                       align_baseline=math.nan, method=triplet.method)
+                       sigma1=float(triplet.s[0]), sigma2=triplet.s_next, gap=float(direction_gaps(triplet)[0]),
+                       v1_cos=math.nan, u1_cos=math.nan, align_input=math.nan, align_output=math.nan,
+                       v1_baseline=random_abs_cos(in_dim), u1_baseline=random_abs_cos(out_dim),
+                       align_baseline=math.nan, method=triplet.method, flag="")
             aligned = _alignment_wanted(alignment, ref.shape)
             if aligned:
                 if ref.shape not in baselines:
                     baselines[ref.shape] = random_matrix_baseline(ref.shape, n_layers=2, n_draws=3)["align_input"][0]
                 row["align_baseline"] = baselines[ref.shape]
             if previous is not None:
-                before, before_triplet, before_W = previous
-                if before_triplet.v.shape == triplet.v.shape:
+                before, before_triplet, before_W, before_flag = previous
+                reasons = [f"layer {layer}: {why}" for layer, why in ((before["layer"], before_flag),
+                                                                     (ref.layer, flag)) if why]
+                before["flag"] = "; ".join(reasons)
+                if not reasons and before_triplet.v.shape == triplet.v.shape:
                     before["v1_cos"] = float(abs_cos(before_triplet.v[:, 0], triplet.v[:, 0]))
-                if before_triplet.u.shape == triplet.u.shape:
+                if not reasons and before_triplet.u.shape == triplet.u.shape:
                     before["u1_cos"] = float(abs_cos(before_triplet.u[:, 0], triplet.u[:, 0]))
                 if before_W is not None and before_W.shape == W.shape:
                     before["align_input"] = spectral_alignment(before_W, W, "input")
                     before["align_output"] = spectral_alignment(before_W, W, "output")
             rows.append(row)
-            previous = (row, triplet, W if aligned else None)
+            previous = (row, triplet, W if aligned else None, flag)
             del W
             bar.update()
     bar.close()
@@ -204,13 +243,21 @@ def _stream(src: TensorSource, matrices: dict[str, list[MatrixRef]], alignment, 
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per projection: mean (and sd over layer pairs) of v1/u1 |cos| and alignment, with baselines."""
-    pairs = table.dropna(subset=["v1_cos", "u1_cos"], how="all")
+    """Per projection: mean (and sd over layer pairs) of v1/u1 |cos| and alignment, with baselines.
+
+    Flagged pairs (an undefined leading pair in either layer; see :data:`COLUMN_DOCS`)
+    are left out of the v1/u1 means, and ``flagged`` counts them; the alignment means
+    include them. ``pairs`` is the number of adjacent-layer pairs.
+    """
+    last = table.groupby("projection", observed=True)["layer"].transform("max")
+    pairs = table[table["layer"] < last]
     grouped = pairs.groupby("projection", observed=True)
     out = pd.DataFrame({
         "layers": table.groupby("projection", observed=True)["layer"].count(),
         "shape": table.groupby("projection", observed=True).apply(
             lambda g: f"{g['out_dim'].iloc[0]}×{g['in_dim'].iloc[0]}", include_groups=False),
+        "pairs": grouped["layer"].count(),
+        "flagged": grouped["flag"].apply(lambda flags: int((flags.fillna("") != "").sum())),
         "v1_cos": grouped["v1_cos"].mean(), "v1_cos_sd": grouped["v1_cos"].std(),
         "v1_baseline": grouped["v1_baseline"].mean(),
         "u1_cos": grouped["u1_cos"].mean(), "u1_cos_sd": grouped["u1_cos"].std(),

@@ -16,8 +16,14 @@ tensor on request as a float32 ``torch.Tensor`` in PyTorch's ``[out, in]`` orien
 
 :func:`open_source` picks one for a path, a Hugging Face model id (local cache first,
 then a download where a network exists), an offline model name
-(:data:`geocont.pretrained.OFFLINE_MODELS`) or a module. A truncated or corrupt file is
-a :class:`CorruptCheckpoint` naming the file, raised when the source is opened.
+(:data:`geocont.pretrained.OFFLINE_MODELS`) or a module; a string that looks like a path
+(see :func:`looks_like_path`) and does not exist is "no such file", never a model id.
+
+Corruption is a :class:`CorruptCheckpoint` naming the file. A truncated file, or one whose
+header points past its end, is found when the source is opened (every tensor's extent is
+compared with the file size); a tensor whose data hold NaN or Inf is found when it is
+read, and the error names the tensor. Neither format has checksums, so other damage to
+tensor data (a flipped mantissa bit, a zeroed block) cannot be told from real weights.
 """
 
 from __future__ import annotations
@@ -55,6 +61,42 @@ class TensorSource(Protocol):
         ...
 
 
+def _finite(tensor: torch.Tensor, file: Path, name: str) -> torch.Tensor:
+    """``tensor``, after checking that it holds no NaN or Inf (which no weight matrix does)."""
+    if tensor.numel() and not bool(torch.isfinite(tensor.abs().amax())):  # NaN propagates through amax
+        raise CorruptCheckpoint(f"{file}: tensor {name!r} holds NaN or Inf values: its data are corrupt")
+    return tensor
+
+
+def _bounded_gguf_reader(path: Path):
+    """A ``gguf.GGUFReader`` that stops at the first read past the end of the file.
+
+    The stock reader slices its memory map, so a read past the end yields a short array,
+    and the failure surfaces later as an unrelated error ("cannot reshape array ...").
+    """
+    import gguf
+
+    class Truncated(Exception):
+        def __init__(self, end: int) -> None:
+            self.end = end
+
+    class BoundedReader(gguf.GGUFReader):
+        def _get(self, offset, dtype, count=1, override_order=None):
+            end = int(offset) + np.dtype(dtype).itemsize * int(count)
+            if end > self.data.size:
+                raise Truncated(end)
+            return super()._get(offset, dtype, count, override_order)
+
+    size = path.stat().st_size
+    try:
+        return BoundedReader(path)
+    except Truncated as error:
+        raise CorruptCheckpoint(f"{path}: truncated: its header asks for bytes up to {error.end:,}, "
+                                f"the file has {size:,} (or the header is corrupt)") from None
+    except Exception as error:  # noqa: BLE001 - any parse failure means a bad file
+        raise CorruptCheckpoint(f"{path}: not a readable GGUF file ({type(error).__name__}: {error})") from error
+
+
 def _file_identity(path: Path) -> dict[str, Any]:
     stat = path.stat()
     return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
@@ -64,23 +106,14 @@ class GGUFSource:
     """A GGUF file (any tensor type ``gguf.quants`` can dequantize)."""
 
     def __init__(self, path: str | os.PathLike) -> None:
-        import gguf
-
         self.path = Path(path)
-        size = self.path.stat().st_size
-        try:
-            self._reader = gguf.GGUFReader(self.path)
-        except Exception as error:  # noqa: BLE001 - any parse failure means a bad file
-            raise CorruptCheckpoint(f"{self.path}: not a readable GGUF file ({type(error).__name__}: {error})") from error
-        self._tensors = {}
-        for tensor in self._reader.tensors:
-            end = int(tensor.data_offset) + int(tensor.n_bytes)
-            if end > size or tensor.data.nbytes != int(tensor.n_bytes):
-                raise CorruptCheckpoint(
-                    f"{self.path}: truncated; tensor {tensor.name!r} needs bytes up to {end}, the file has {size}")
-            self._tensors[tensor.name] = tensor
+        self._reader = _bounded_gguf_reader(self.path)  # every tensor's extent is checked against the file size
+        self._tensors = {tensor.name: tensor for tensor in self._reader.tensors}
         field = self._reader.fields.get("general.architecture")
-        architecture = bytes(field.parts[field.data[0]]).decode() if field is not None else ""
+        try:
+            architecture = bytes(field.parts[field.data[0]]).decode() if field is not None else ""
+        except (IndexError, TypeError, UnicodeDecodeError) as error:
+            raise CorruptCheckpoint(f"{self.path}: unreadable general.architecture field ({error})") from error
         self.metadata = {"architecture": architecture, "format": "gguf"}
         self.description = f"{self.path.name} (GGUF, {architecture or 'unknown architecture'})"
 
@@ -98,13 +131,14 @@ class GGUFSource:
 
         tensor = self._tensors[name]
         try:
-            array = dequantize(tensor.data, tensor.tensor_type)
+            with np.errstate(invalid="ignore", over="ignore"):  # corrupt scales: reported by _finite below
+                array = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
+            array = array.reshape(self.shape(name))
         except Exception as error:  # noqa: BLE001
             raise CorruptCheckpoint(f"{self.path}: cannot read tensor {name!r} ({error})") from error
-        array = np.asarray(array, dtype=np.float32).reshape(self.shape(name))
         result = torch.from_numpy(array.copy())
         self._release(tensor)
-        return result
+        return _finite(result, self.path, name)
 
     def _release(self, tensor) -> None:
         """Drop the tensor's pages from this process's resident set (best effort)."""
@@ -119,6 +153,36 @@ class GGUFSource:
 
     def identity(self) -> dict[str, Any]:
         return _file_identity(self.path)
+
+
+def _check_safetensors_extent(file: Path) -> None:
+    """Raise :class:`CorruptCheckpoint` if ``file``'s header or a tensor it lists ends past the file.
+
+    A safetensors file is an 8-byte little-endian header length, a JSON header giving each
+    tensor's ``data_offsets`` (from the end of the header), and the data. A header that
+    cannot be parsed is left to the safetensors library to report.
+    """
+    size = file.stat().st_size
+    with open(file, "rb") as handle:
+        prefix = handle.read(8)
+        if len(prefix) < 8:
+            raise CorruptCheckpoint(f"{file}: truncated: {size} bytes, shorter than a safetensors header")
+        header_size = int.from_bytes(prefix, "little")
+        if 8 + header_size > size:
+            raise CorruptCheckpoint(f"{file}: truncated: its header needs bytes up to {8 + header_size:,}, "
+                                    f"the file has {size:,} (or the header length is corrupt)")
+        try:
+            header = json.loads(handle.read(header_size))
+        except ValueError:
+            return
+    if not isinstance(header, dict):
+        return
+    for name, entry in header.items():
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if name != "__metadata__" and isinstance(offsets, list) and len(offsets) == 2 \
+                and isinstance(offsets[1], int) and 8 + header_size + offsets[1] > size:
+            raise CorruptCheckpoint(f"{file}: truncated: tensor {name!r} needs bytes up to "
+                                    f"{8 + header_size + offsets[1]:,}, the file has {size:,}")
 
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -156,6 +220,7 @@ class SafetensorsSource:
         self._dtypes: dict[str, str] = {}
         architectures = []
         for file in files:
+            _check_safetensors_extent(file)
             try:
                 with safe_open(str(file), framework="pt") as handle:
                     for name in handle.keys():
@@ -194,7 +259,7 @@ class SafetensorsSource:
                 tensor = handle.get_tensor(name)
         except Exception as error:  # noqa: BLE001
             raise CorruptCheckpoint(f"{file}: cannot read tensor {name!r} ({error})") from error
-        return tensor.float()
+        return _finite(tensor.float(), file, name)
 
     def identity(self) -> dict[str, Any]:
         return {"files": [_file_identity(f) for f in self.files]}
@@ -264,6 +329,22 @@ def hub_snapshot(model_id: str) -> Path:
         ) from error
 
 
+#: File names that only a path has (a Hugging Face id names a repository, not a file).
+CHECKPOINT_SUFFIXES = (".gguf", ".safetensors", ".json")
+
+
+def looks_like_path(source: str | os.PathLike) -> bool:
+    """Whether ``source`` is meant as a path rather than a Hugging Face id ``owner/name``.
+
+    True for ``os.PathLike`` objects, strings starting with ``/``, ``./``, ``../`` or ``~``,
+    and strings ending in a checkpoint file's suffix (``.gguf``, ``.safetensors``,
+    ``.json``). ``models/missing.gguf`` is therefore a missing file; ``org/name`` remains an id.
+    """
+    if not isinstance(source, str):
+        return True
+    return source.startswith(("/", "./", "../", "~")) or source.endswith(CHECKPOINT_SUFFIXES)
+
+
 def open_source(source: Any) -> TensorSource:
     """A tensor source for a path, a Hugging Face id, an offline model name, or a module."""
     if isinstance(source, torch.nn.Module):
@@ -286,6 +367,8 @@ def open_source(source: Any) -> TensorSource:
     text = str(source)
     if text in OFFLINE_MODELS:
         return open_source(locate_model(text))
+    if looks_like_path(source):
+        raise FileNotFoundError(f"no such file or directory: {text}")
     if HUB_ID.fullmatch(text):
         return _from_directory(hub_snapshot(text))
     raise FileNotFoundError(

@@ -10,8 +10,34 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 from typing import Callable
+
+
+class OutputNotWritable(ValueError):
+    """An output path that cannot be written (checked before any work)."""
+
+
+def check_output_path(path: Path) -> None:
+    """Raise :class:`OutputNotWritable` unless ``path`` can be written as a file.
+
+    The nearest existing ancestor must be a directory in which a file can be created (a
+    real probe, so that read-only mounts are caught too); the missing directories below it
+    are created when the output is written.
+    """
+    if path.is_dir():
+        raise OutputNotWritable(f"{path}: is a directory, not a file name")
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise OutputNotWritable(f"{path}: cannot be created, {ancestor} is a file, not a directory")
+    try:
+        with tempfile.NamedTemporaryFile(dir=ancestor, prefix=".geocont-probe-"):
+            pass
+    except OSError as error:
+        raise OutputNotWritable(f"{path}: cannot write in {ancestor} ({error.strerror or error})") from None
 
 
 def _add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +66,9 @@ def _add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_analyze(args: argparse.Namespace) -> int:
     for path in args.output:
         if path.suffix not in (".csv", ".json"):
-            raise SystemExit(f"error: {path}: output must end in .csv or .json")
+            raise OutputNotWritable(f"{path}: output must end in .csv or .json")
+    for path in [*args.output, *([args.figure] if args.figure else [])]:
+        check_output_path(path)
     from .analyzer import analyze, format_table, summary
 
     alignment = {"auto": "auto", "on": True, "off": False}[args.alignment]
@@ -88,8 +116,12 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return COMMANDS[args.command][2](args)
-    except (CorruptCheckpoint, UnknownLayout, ModelNotAvailable, FileNotFoundError, ValueError) as error:
+    except (CorruptCheckpoint, UnknownLayout, ModelNotAvailable, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # FileNotFoundError, or writing the output failed after all: one line
+        print(f"error: {error.strerror or error}: {error.filename}" if error.filename else f"error: {error}",
+              file=sys.stderr)
         return 2
 
 

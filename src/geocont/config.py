@@ -2,11 +2,19 @@
 
 :class:`MLPRunConfig` (one residual-MLP run), :class:`LMRunConfig` (one language-model run, with
 its :class:`TransformerShape`) and the :class:`OptimizerConfig` both use.
+
+Validation rejects at construction what would fail later or silently change nothing:
+non-finite numbers, booleans or non-integers (``2.5``, ``2.0``) where counts are meant,
+strings where numbers are meant, and options the chosen optimizer ignores. Numbers are
+normalised (integer fields to ``int``, real fields to ``float``) so that equal runs get
+equal cache keys (``init_scale=1`` and ``init_scale=1.0`` are one run).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,11 +26,50 @@ OPTIMIZERS = ("adam", "sgd")
 DEVICES = ("cpu", "cuda", "auto")
 
 
-def check_positive(name: str, value: Any, integer: bool = True) -> None:
-    """Raise a ValueError unless ``value`` is a positive integer (or number, ``integer=False``)."""
-    kind = int if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
-        raise ValueError(f"{name} must be a positive {'integer' if integer else 'number'}, got {value!r}")
+def check_integer(name: str, value: Any, minimum: int = 1) -> int:
+    """``value`` as an ``int`` if it is an integer (not a bool, not a float) ``>= minimum``; else a ValueError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_number(name: str, value: Any, low: float = -math.inf, high: float = math.inf,
+                 low_open: bool = False, high_open: bool = False) -> float:
+    """``value`` as a ``float`` if it is a finite real number (not a bool or a string) in the
+    interval from ``low`` to ``high`` (``*_open``: that end excluded); else a ValueError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    value = float(value)
+    below = value <= low if low_open else value < low
+    above = value >= high if high_open else value > high
+    if not math.isfinite(value) or below or above:
+        opening = "(" if low_open or low == -math.inf else "["
+        closing = ")" if high_open or high == math.inf else "]"
+        interval = f"{opening}{low:g}, {high:g}{closing}"
+        raise ValueError(f"{name} must be a finite number in {interval}, got {value!r}")
+    return value
+
+
+def check_positive(name: str, value: Any, integer: bool = True) -> int | float:
+    """``value`` if it is a positive integer (or a positive finite number, ``integer=False``,
+    returned as a float); else a ValueError."""
+    if integer:
+        return check_integer(name, value, minimum=1)
+    return check_number(name, value, low=0.0, low_open=True)
+
+
+def normalise(config: Any, integers: tuple[str, ...] = (), reals: dict[str, dict[str, Any]] | None = None) -> None:
+    """Validate fields of a frozen dataclass and store them normalised (``int`` / ``float``).
+
+    ``integers``: fields that must be positive integers; ``reals``: ``{field: keyword
+    arguments of check_number}``.
+    """
+    for field in integers:
+        object.__setattr__(config, field, check_integer(field, getattr(config, field)))
+    for field, bounds in (reals or {}).items():
+        object.__setattr__(config, field, check_number(field, getattr(config, field), **bounds))
 
 
 @dataclass(frozen=True)
@@ -40,13 +87,17 @@ class OptimizerConfig:
     def __post_init__(self) -> None:
         if self.name not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {self.name!r}; valid choices: {', '.join(OPTIMIZERS)}")
-        check_positive("lr", self.lr, integer=False)
-        for field in ("beta1", "beta2", "momentum"):
-            value = getattr(self, field)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"{field} must be in [0, 1), got {value!r}")
-        if self.weight_decay < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
+        unit = dict(low=0.0, high=1.0, high_open=True)
+        normalise(self, reals={"lr": dict(low=0.0, low_open=True), "beta1": unit, "beta2": unit,
+                                  "eps": dict(low=0.0, low_open=True), "momentum": unit,
+                                  "weight_decay": dict(low=0.0)})
+        if self.name == "adam" and self.momentum != 0.0:
+            raise ValueError(f"momentum={self.momentum:g} is an SGD option that Adam ignores; set beta1 instead")
+        if self.name == "sgd":
+            ignored = [f"{f}={getattr(self, f):g}" for f in ("beta1", "beta2", "eps")
+                       if getattr(self, f) != getattr(OptimizerConfig, f)]
+            if ignored:
+                raise ValueError(f"{', '.join(ignored)}: Adam option(s) that SGD ignores; leave them at their defaults")
 
     @property
     def label(self) -> str:
@@ -79,23 +130,20 @@ class MLPRunConfig:
     def __post_init__(self) -> None:
         block_spec(self.condition)  # raises with the valid names
         check_dataset_name(self.dataset)
-        for field in ("depth", "width", "batch_size", "epochs", "n_directions"):
-            check_positive(field, getattr(self, field))
-        if self.depth < 2:
-            raise ValueError(f"depth must be >= 2 to have adjacent layers, got {self.depth}")
-        if self.n_snapshots < 2:
-            raise ValueError(f"n_snapshots must be >= 2, got {self.n_snapshots}")
-        if self.n_directions > self.width:
-            raise ValueError(f"n_directions ({self.n_directions}) cannot exceed width ({self.width})")
-        check_positive("init_scale", self.init_scale, integer=False)
-        if self.max_train is not None:
-            check_positive("max_train", self.max_train)
-        if not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
-        if self.device not in DEVICES:
-            raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
         if not isinstance(self.optimizer, OptimizerConfig):
             raise TypeError("optimizer must be an OptimizerConfig")
+        normalise(self, integers=("depth", "width", "batch_size", "epochs", "n_directions"),
+                  reals={"init_scale": dict(low=0.0, low_open=True)})
+        object.__setattr__(self, "seed", check_integer("seed", self.seed, minimum=0))
+        object.__setattr__(self, "n_snapshots", check_integer("n_snapshots", self.n_snapshots, minimum=2))
+        if self.max_train is not None:
+            object.__setattr__(self, "max_train", check_integer("max_train", self.max_train))
+        if self.depth < 2:
+            raise ValueError(f"depth must be >= 2 to have adjacent layers, got {self.depth}")
+        if self.n_directions > self.width:
+            raise ValueError(f"n_directions ({self.n_directions}) cannot exceed width ({self.width})")
+        if self.device not in DEVICES:
+            raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (JSON-ready): the run's identity in the cache."""
@@ -157,10 +205,11 @@ class LMRunConfig:
 
     def __post_init__(self) -> None:
         check_corpus_name(self.corpus)
-        for name in ("batch_size", "steps", "n_directions", "eval_windows"):
-            check_positive(name, getattr(self, name))
-        if self.n_snapshots < 2:
-            raise ValueError(f"n_snapshots must be >= 2, got {self.n_snapshots}")
+        if not isinstance(self.optimizer, OptimizerConfig):
+            raise TypeError("optimizer must be an OptimizerConfig")
+        normalise(self, integers=("batch_size", "steps", "n_directions", "eval_windows"))
+        object.__setattr__(self, "seed", check_integer("seed", self.seed, minimum=0))
+        object.__setattr__(self, "n_snapshots", check_integer("n_snapshots", self.n_snapshots, minimum=2))
         if self.device not in DEVICES:
             raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
 

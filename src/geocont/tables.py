@@ -43,6 +43,11 @@ METRICS: dict[str, str] = {
     "v1_turn": "degrees a layer's v1 (input) / u1 (output) turned since the previous snapshot",
     "co_rotation": "signed cos between the turns of adjacent layers' v1/u1 since the previous snapshot",
     "sigma1": "leading singular value of one layer",
+    "weight_gap": "relative gap min(s_{i-1} - s_i, s_i - s_{i+1}) / s_1 of a layer's i-th singular direction "
+                  "(metrics.direction_gaps); below metrics.DEGENERACY_TOL the direction is undefined and every "
+                  "|cos| comparing it is NaN",
+    "grad_gap": "the same for the leading direction of a layer's minibatch gradient",
+    "cumgrad_gap": "the same for the leading direction of a layer's cumulative gradient",
     "train_loss": "cross-entropy of the minibatch at this step",
     "test_loss": "cross-entropy on the held-out set",
     "test_acc": "accuracy on the held-out set",
