@@ -53,3 +53,15 @@ def test_rank_correlation_and_its_verdict():
     assert math.isnan(statistics.rank_correlation(x[:2], x[:2]).rho)  # too few pairs
 
 
+
+
+def test_undefined_pairs_are_counted_and_left_out_of_the_means():
+    from geocont.book.chapter import undefined_sentence
+
+    table = synthetic({("res-relu", 0): [0.9]})
+    assert undefined_sentence(table).startswith("No singular direction compared here was undefined")
+    table.loc[table.index[-1], "value"] = math.nan  # the last step's pair 1: flagged
+    counts = statistics.undefined_pairs(table)
+    assert counts[["undefined", "pairs"]].values.tolist() == [[1, 4]]
+    assert statistics.final_estimate(table, "weight_cos", "input", 1).mean == pytest.approx(0.90)  # pair 0 only
+    assert undefined_sentence(table).startswith("1 of 4 pair values compared a singular direction that is undefined")

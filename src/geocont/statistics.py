@@ -212,3 +212,18 @@ VERDICT_STRENGTH = ("not tested", "not reproduced", "inconclusive", "partly repr
 def weakest(verdicts) -> str:
     """The weakest of several verdicts (a claim that must hold in every case is only as strong)."""
     return min(verdicts, key=VERDICT_STRENGTH.index)
+
+
+#: The metrics whose values compare singular directions, and so are NaN where a direction is undefined.
+DIRECTION_METRICS = ("weight_cos", "grad_cos", "cumgrad_cos")
+
+
+def undefined_pairs(table: pd.DataFrame) -> pd.DataFrame:
+    """How many compared pairs had an undefined singular direction (NaN: a zero matrix or a gap
+    below :data:`geocont.metrics.DEGENERACY_TOL`), per metric and space, over all runs and snapshots.
+
+    Means over layer pairs skip these values; the columns ``undefined`` and ``pairs`` say how many.
+    """
+    rows = table[table["metric"].isin(DIRECTION_METRICS)]
+    grouped = rows.groupby(["metric", "space"], observed=True)["value"]
+    return pd.DataFrame({"undefined": grouped.apply(lambda v: int(v.isna().sum())), "pairs": grouped.size()}).reset_index()

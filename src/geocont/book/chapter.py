@@ -27,7 +27,8 @@ from typing import Any, Mapping
 import pandas as pd
 
 from ..scales import ParameterError
-from ..statistics import Estimate
+from ..metrics import DEGENERACY_TOL
+from ..statistics import Estimate, undefined_pairs
 from ..tables import CLAIM_COLUMNS, claim_row
 
 #: Names IPython and papermill put into a notebook's namespace besides the parameters.
@@ -110,3 +111,15 @@ def verdict_list(claims: pd.DataFrame, intro: str) -> str:
 def claims_display(claims: pd.DataFrame):
     """The claims table as the chapters show it (a pandas Styler)."""
     return claims.drop(columns=["chapter"]).style.format(precision=3, na_rep="–").hide(axis="index")
+
+
+def undefined_sentence(table: pd.DataFrame) -> str:
+    """One sentence on the compared pairs whose singular direction was undefined (left out of the means)."""
+    counts = undefined_pairs(table)
+    total, undefined = int(counts["pairs"].sum()), int(counts["undefined"].sum())
+    if undefined == 0:
+        return (f"No singular direction compared here was undefined (every one of the {total} pair values had a "
+                f"relative gap of at least {DEGENERACY_TOL:g}).")
+    which = ", ".join(f"{r.metric} ({r.space}) {r.undefined} of {r.pairs}" for r in counts.itertuples() if r.undefined)
+    return (f"{undefined} of {total} pair values compared a singular direction that is undefined (a zero matrix or "
+            f"a relative gap below {DEGENERACY_TOL:g}); they are flagged and left out of every mean: {which}.")

@@ -13,7 +13,7 @@ from IPython.display import Markdown
 
 from .. import metrics, plotting
 from ..book import claims as book_claims
-from ..book.chapter import ClaimsBuilder, claim, notebook_parameters
+from ..book.chapter import ClaimsBuilder, claim, notebook_parameters, undefined_sentence
 from ..book.figures import show_figure
 from ..book.provenance import provenance_markdown
 from ..plotting import draw_baseline, palette
@@ -119,7 +119,7 @@ def run(settings: MLPChapterSettings) -> Results:
 def run_note(results: Results) -> Markdown:
     settings = results.settings
     return Markdown(f"{len(results.order)} conditions × {len(settings.seeds)} seeds; random baseline at "
-                    f"d = {settings.base.width}: E|cos| = **{results.baseline:.3f}**.")
+                    f"d = {settings.base.width}: E|cos| = **{results.baseline:.3f}**. " + undefined_sentence(results.table))
 
 
 def direction_profile_figure(results: Results) -> None:

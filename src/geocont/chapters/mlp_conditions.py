@@ -13,7 +13,7 @@ from IPython.display import Markdown
 
 from .. import metrics, plotting
 from ..book import claims as book_claims
-from ..book.chapter import ClaimsBuilder, claim, notebook_parameters
+from ..book.chapter import ClaimsBuilder, claim, notebook_parameters, undefined_sentence
 from ..book.figures import show_figure
 from ..book.provenance import provenance_markdown
 from ..data import load_image_data
@@ -101,7 +101,8 @@ def baseline_note(results: Results) -> Markdown:
         f"Random baseline at d = {width}: analytic E|cos| = **{results.baseline:.3f}**; "
         f"measured on independent Gaussian {width}×{width} matrices: v1 {empirical['v_cos'][0]:.3f} ± "
         f"{empirical['v_cos'][1]:.3f}, u1 {empirical['u_cos'][0]:.3f} ± {empirical['u_cos'][1]:.3f} (sd over pairs), "
-        f"σ²-alignment {empirical['align_input'][0]:+.3f} ± {empirical['align_input'][1]:.3f}."
+        f"σ²-alignment {empirical['align_input'][0]:+.3f} ± {empirical['align_input'][1]:.3f}. "
+        + undefined_sentence(results.table)
     )
 
 

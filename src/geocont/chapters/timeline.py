@@ -15,7 +15,7 @@ from IPython.display import Markdown
 
 from .. import metrics, plotting
 from ..book import claims as book_claims
-from ..book.chapter import ClaimsBuilder, claim, notebook_parameters
+from ..book.chapter import ClaimsBuilder, claim, notebook_parameters, undefined_sentence
 from ..book.figures import show_figure
 from ..book.provenance import provenance_markdown
 from ..mlp import CONDITIONS
@@ -233,7 +233,8 @@ def run_note(results: Results) -> Markdown:
     n_runs = sum(frame.groupby(RUN_KEYS, observed=True).ngroups
                  for frame in (results.table, results.optimizer_table, results.init_table))
     return Markdown(f"Random baseline at d = {results.settings.base.width}: E|cos| = **{results.baseline:.3f}**. "
-                    f"{n_runs} runs (some shared between the sweeps), {results.table['step'].nunique()} snapshots each.")
+                    f"{n_runs} runs (some shared between the sweeps), {results.table['step'].nunique()} snapshots each. "
+                    + undefined_sentence(results.table))
 
 
 def step0_figure(results: Results) -> None:

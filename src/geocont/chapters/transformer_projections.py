@@ -18,7 +18,7 @@ from IPython.display import Markdown
 
 from .. import plotting
 from ..book import claims as book_claims
-from ..book.chapter import ClaimsBuilder, claim, notebook_parameters, verdict_list
+from ..book.chapter import ClaimsBuilder, claim, notebook_parameters, undefined_sentence, verdict_list
 from ..book.figures import show_figure
 from ..book.provenance import provenance_markdown
 from ..config import LMRunConfig, OptimizerConfig, TransformerShape
@@ -189,7 +189,8 @@ def run(settings: LMChapterSettings) -> Results:
 
 
 def trained_note(results: Results) -> Markdown:
-    return Markdown(f"{len(results.variants)} variants × {len(results.settings.seeds)} seeds trained.")
+    return Markdown(f"{len(results.variants)} variants × {len(results.settings.seeds)} seeds trained. "
+                    + undefined_sentence(results.table))
 
 
 def _space_title(space: str) -> str:
