@@ -13,7 +13,7 @@ are. For each relative leading gap ``g`` and solver it prints, over ``--trials``
 
 Solvers: ``exact`` (float64 SVD, the analyzer's default for matrices up to 1024),
 ``gram-eigh`` (float32 Gram eigendecomposition, the recorder's default),
-``iterative-first`` (30 steps of subspace iteration, then gram-eigh; the recorder's k = 1
+``stacked-iterative`` (30 steps of subspace iteration, then gram-eigh; the recorder's k = 1
 path) and ``iterative`` (subspace iteration with a residual test at tolerance 1e-4, the
 analyzer's method for large matrices; ``-`` where it did not converge and would fall back
 to exact SVD). Usage: python benchmarks/bench_degeneracy.py [--trials 10]
@@ -59,7 +59,7 @@ def main() -> None:
     parser.add_argument("--noise", type=float, default=1e-6)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    solvers = ("exact", "gram-eigh", "iterative-first", "iterative")
+    solvers = ("exact", "gram-eigh", "stacked-iterative", "iterative")
     print(f"{'gap':>8} {'solver':>16} {'vs_exact':>9} {'noise':>9} {'gap_err':>9}")
     for gap in GAPS:
         generator = torch.Generator().manual_seed(0)

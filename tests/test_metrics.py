@@ -101,7 +101,7 @@ def test_unconverged_iteration_falls_back_to_exact(monkeypatch):
     assert float(metrics.abs_cos(result.v, exact.v).min()) > 0.999999
 
 
-@pytest.mark.parametrize("method", ["gram-eigh", "iterative-first"])
+@pytest.mark.parametrize("method", ["auto", "exact", "gram-eigh", "iterative"])
 def test_stacked_triplets_match_exact(method):
     stack = torch.stack([spiked(70, 50, seed=s) for s in range(4)])
     for triplets, W in zip(metrics.stacked_singular_triplets(stack, 3, method=method), stack):
@@ -252,7 +252,7 @@ def test_warm_started_iteration_converges_faster_to_the_same_vectors():
     assert bool(warm[3].all())  # converged at the first check, from the previous answer
     assert torch.allclose(metrics.abs_cos(warm[2][..., 0], cold[2][..., 0], dim=1), torch.ones(8), atol=1e-4)
     exact = [metrics.exact_singular_triplets(W, 1) for W in stack]
-    for i, t in enumerate(metrics.stacked_singular_triplets(stack, 1, method="iterative-first", start=cold[2])):
+    for i, t in enumerate(metrics.stacked_singular_triplets(stack, 1, method="iterative", start=cold[2])):
         assert float(metrics.abs_cos(t.v[:, 0], exact[i].v[:, 0])) > 1 - 1e-4
     with pytest.raises(ValueError, match="start must be"):
         metrics.batched_subspace_iteration(stack, 1, start=torch.ones(8, 5, 1))
@@ -274,7 +274,7 @@ def tied_pair(n: int, gap: float, seed: int) -> torch.Tensor:
 SOLVERS = {
     "exact": lambda stack, k: [metrics.exact_singular_triplets(W, k) for W in stack],
     "gram-eigh": lambda stack, k: metrics.stacked_singular_triplets(stack, k, method="gram-eigh"),
-    "iterative-first": lambda stack, k: metrics.stacked_singular_triplets(stack, k, method="iterative-first"),
+    "stacked-iterative": lambda stack, k: metrics.stacked_singular_triplets(stack, k, method="iterative"),
     "iterative": lambda stack, k: [metrics.top_singular_triplets(W, k, method="iterative") for W in stack],
 }
 
@@ -330,3 +330,15 @@ def test_abs_cos_computes_in_float32_at_least():
     assert float(metrics.abs_cos(tiny, tiny)) == pytest.approx(1.0, abs=1e-6)
     assert metrics.abs_cos(tiny, tiny).dtype == torch.float32
     assert metrics.abs_cos(a.double(), a.double()).dtype == torch.float64
+
+
+def test_one_method_vocabulary_for_every_triplet_function():
+    W = spiked(40, 30, seed=0)
+    for method in metrics.METHODS:
+        single = metrics.top_singular_triplets(W, 2, method=method)
+        stacked = metrics.stacked_singular_triplets(W[None], 2, method=method)[0]
+        assert float(metrics.abs_cos(single.v, stacked.v).min()) > 0.9999
+    for function in (metrics.top_singular_triplets, lambda W, k, method: metrics.stacked_singular_triplets(W[None], k,
+                                                                                                       method=method)):
+        with pytest.raises(ValueError, match="valid choices: auto, exact, gram-eigh, iterative"):
+            function(W, 1, method="iterative-first")

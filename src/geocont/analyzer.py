@@ -32,6 +32,7 @@ from . import cache
 from .checkpoints import TensorSource, open_source
 from .layouts import PROJECTIONS, IncompleteLayers, Layout, MatrixRef, detect_layout, get_layout, missing_layers
 from .metrics import (
+    Method, check_method,
     abs_cos, direction_flags, direction_gaps, random_abs_cos, random_matrix_baseline, spectral_alignment,
     top_singular_triplets,
 )
@@ -59,14 +60,13 @@ COLUMN_DOCS = {
     "u1_baseline": "E|cos| of random unit vectors in out_dim dimensions",
     "align_baseline": "mean sigma^2-alignment (input) of independent Gaussian matrices of this shape "
                       "(metrics.random_matrix_baseline; NaN where the alignment is not computed)",
-    "method": "how the singular triplet was computed: exact, iterative, or exact-fallback",
+    "method": "how the singular triplet was computed: exact, gram-eigh, iterative, or exact-fallback",
     "flag": "why v1_cos and u1_cos are NaN for this pair although both layers exist, e.g. "
             "'layer 3: zero matrix' or 'layer 4: tied sigma1/sigma2 (gap 3e-07 < 1e-03)'; empty otherwise",
 }
 
 #: Bump when the meaning of the analyzer's table changes (old cache entries are ignored).
 ANALYZER_VERSION = 2
-Method = Literal["auto", "exact", "iterative"]
 
 
 #: ``alignment="auto"`` computes the sigma^2-weighted alignment only for matrices whose sides
@@ -168,8 +168,7 @@ def analyze(
     mtime), layout and settings. The table's ``attrs`` hold the source, layout,
     architecture and the checkpoint's parameter count (every tensor it stores).
     """
-    if method not in ("auto", "exact", "iterative"):
-        raise ValueError(f"unknown method {method!r}; valid choices: auto, exact, iterative")
+    check_method(method)
     if alignment not in (True, False, "auto"):
         raise ValueError(f"alignment must be True, False or 'auto', got {alignment!r}")
     src, chosen, matrices = plan(source, layout, projections, max_layers)

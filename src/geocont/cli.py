@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from .metrics import METHODS
+
 
 class OutputNotWritable(ValueError):
     """An output path that cannot be written (checked before any work)."""
@@ -56,7 +58,7 @@ def _add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-layers", type=int, help="analyse only the first N layers")
     parser.add_argument("--alignment", choices=("auto", "on", "off"), default="auto",
                         help="sigma^2-weighted alignment: auto = only for matrices with both sides <= 2048")
-    parser.add_argument("--method", choices=("auto", "exact", "iterative"), default="auto",
+    parser.add_argument("--method", choices=METHODS, default="auto",
                         help="leading singular triplet: exact SVD, iterative with a convergence check, or auto")
     parser.add_argument("--summary", action="store_true", help="print the per-projection means instead of every row")
     parser.add_argument("--no-cache", action="store_true", help="recompute even if a cached table exists")

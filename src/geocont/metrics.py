@@ -153,20 +153,32 @@ def iterative_singular_triplets(W: torch.Tensor, k: int = 1, **options) -> Singu
     return SingularTriplets(u[0], s[0], v[0], "iterative", float(s_next[0])) if bool(converged[0]) else None
 
 
-def top_singular_triplets(
-    W: torch.Tensor, k: int = 1, *, method: Literal["auto", "exact", "iterative"] = "auto"
-) -> SingularTriplets:
+#: How singular triplets are computed, the same words for every function that computes them:
+#: ``exact`` (full SVD), ``gram-eigh`` (eigendecomposition of the smaller Gram matrix),
+#: ``iterative`` (subspace iteration with a convergence check, then a fallback), and ``auto``
+#: (each function's default, documented there). Results report the solver actually used.
+Method = Literal["auto", "exact", "gram-eigh", "iterative"]
+METHODS: tuple[str, ...] = ("auto", "exact", "gram-eigh", "iterative")
+
+
+def check_method(method: str) -> None:
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; valid choices: {', '.join(METHODS)}")
+
+
+def top_singular_triplets(W: torch.Tensor, k: int = 1, *, method: Method = "auto") -> SingularTriplets:
     """Leading ``k`` singular triplets (u, s, v) of ``W`` ([out, in]).
 
     ``auto`` uses exact SVD when ``min(W.shape) <= EXACT_SVD_MAX_DIM`` and otherwise
-    subspace iteration with a convergence check, falling back to exact SVD (reported as
-    ``method="exact-fallback"``) when the iteration does not converge.
+    ``iterative``: subspace iteration with a convergence check, falling back to exact SVD
+    (reported as ``method="exact-fallback"``) when the iteration does not converge.
     """
-    if method not in ("auto", "exact", "iterative"):
-        raise ValueError(f"unknown method {method!r}; valid choices: auto, exact, iterative")
+    check_method(method)
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     W = _as_matrix(W)
+    if method == "gram-eigh":
+        return _gram_eigh_triplets(W[None], min(k, *W.shape))[0]
     if method == "exact" or (method == "auto" and min(W.shape) <= EXACT_SVD_MAX_DIM):
         return exact_singular_triplets(W, k)
     result = iterative_singular_triplets(W, k, oversample=8)
@@ -216,8 +228,7 @@ def _top_gram_eigenpairs(grams: torch.Tensor, k: int) -> tuple[torch.Tensor, tor
 
 
 def stacked_singular_triplets(
-    stack: torch.Tensor, k: int = 1, *, method: Literal["gram-eigh", "iterative-first"] = "gram-eigh",
-    start: torch.Tensor | None = None,
+    stack: torch.Tensor, k: int = 1, *, method: Method = "auto", start: torch.Tensor | None = None,
 ) -> list[SingularTriplets]:
     """Leading ``k`` triplets of each matrix in a ``[L, out, in]`` stack of small matrices.
 
@@ -226,24 +237,26 @@ def stacked_singular_triplets(
     Several times cheaper than SVD at 256 x 256, and equal to it wherever the leading
     singular values are separated.
 
-    ``iterative-first``: a short :func:`batched_subspace_iteration` (at most 30 steps),
+    ``iterative``: a short :func:`batched_subspace_iteration` (at most 30 steps),
     then ``gram-eigh`` for the matrices that did not converge. Much cheaper for matrices
     with a clear spectral gap, such as minibatch gradients (5 iterations at 256 x 256).
     ``start`` warm-starts the iteration (see :func:`batched_subspace_iteration`).
 
-    Large matrices go one by one through :func:`top_singular_triplets`.
+    ``exact``: SVD of each matrix. ``auto`` is ``gram-eigh``. Large matrices go one by one
+    through :func:`top_singular_triplets` (with ``method`` passed on, ``gram-eigh`` as ``auto``).
     """
     if stack.ndim != 3:
         raise ValueError(f"expected a [layers, out, in] stack, got shape {tuple(stack.shape)}")
-    if method not in ("gram-eigh", "iterative-first"):
-        raise ValueError(f"unknown method {method!r}; valid choices: gram-eigh, iterative-first")
+    check_method(method)
     if min(stack.shape[1:]) > EXACT_SVD_MAX_DIM:
-        return [top_singular_triplets(W, k) for W in stack]
+        return [top_singular_triplets(W, k, method="auto" if method == "gram-eigh" else method) for W in stack]
+    if method == "exact":
+        return [exact_singular_triplets(W, k) for W in stack]
     if not _all_finite(stack):
         raise ValueError("matrix stack contains NaN or Inf; cannot compute singular vectors")
     k = min(k, *stack.shape[1:])
     results: list[SingularTriplets | None] = [None] * stack.shape[0]
-    if method == "iterative-first":
+    if method == "iterative":
         u, s, v, converged, s_next = batched_subspace_iteration(stack, k, oversample=2, max_iter=30, start=start,
                                                                 check_every=3 if start is None else 2)
         for i in converged.nonzero().flatten().tolist():
@@ -440,7 +453,7 @@ def spectral_norms(stack: torch.Tensor, start: torch.Tensor | None = None) -> tu
     vectors = torch.zeros(stack.shape[0], stack.shape[2], 1)
     nonzero = [i for i in range(stack.shape[0]) if bool(stack[i].any())]
     if nonzero:
-        triplets = stacked_singular_triplets(stack[nonzero], 1, method="iterative-first",
+        triplets = stacked_singular_triplets(stack[nonzero], 1, method="iterative",
                                              start=None if start is None else start[nonzero])
         norms[nonzero] = torch.stack([t.s[0] for t in triplets]).float()
         vectors[nonzero] = torch.stack([t.v[:, :1] for t in triplets]).float()

@@ -131,10 +131,10 @@ class ContinuityRecorder:
         # matrices change little between snapshots); k = 1 (the timeline's fine schedule)
         # computes the weights' leading pair iteratively too, exact where it does not converge.
         warm = self._warm_starts.setdefault(name, {})
-        w_triplets = metrics.stacked_singular_triplets(weights, k, method="iterative-first" if k == 1 else "gram-eigh",
+        w_triplets = metrics.stacked_singular_triplets(weights, k, method="iterative" if k == 1 else "gram-eigh",
                                                        start=warm.get("weights"))
-        g_triplets = metrics.stacked_singular_triplets(gradients, 1, method="iterative-first", start=warm.get("grads"))
-        c_triplets = metrics.stacked_singular_triplets(cumulative, 1, method="iterative-first",
+        g_triplets = metrics.stacked_singular_triplets(gradients, 1, method="iterative", start=warm.get("grads"))
+        c_triplets = metrics.stacked_singular_triplets(cumulative, 1, method="iterative",
                                                        start=warm.get("cumulative"))
         for key, triplets in (("weights", w_triplets), ("grads", g_triplets), ("cumulative", c_triplets)):
             warm[key] = torch.stack([t.v[:, :1] for t in triplets])
