@@ -286,7 +286,7 @@ def test_cli_writes_csv_and_json_and_reports_errors(tmp_path, capsys):
     from_csv, from_json = pd.read_csv(csv), pd.read_json(js)
     assert list(from_csv.columns) == analyzer.COLUMNS and len(from_csv) == 2 * N_LAYERS
     assert from_json["v1_cos"].iloc[0] == pytest.approx(from_csv["v1_cos"].iloc[0])
-    assert fig.stat().st_size > 0
+    assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # a PNG image, not an empty file
     assert cli_main(["analyze", str(path), "--summary"]) == 0
     assert "q_proj" in capsys.readouterr().out
     assert cli_main(["analyze", str(tmp_path / "missing.gguf"), "-q"]) == 2
