@@ -22,7 +22,7 @@ from .data import check_dataset_name
 from .mlp import block_spec
 from .text import check_corpus_name
 
-OPTIMIZERS = ("adam", "sgd")
+OPTIMIZERS = ("adam", "sgd", "adam-rotated")
 DEVICES = ("cpu", "cuda", "auto")
 
 
@@ -74,7 +74,9 @@ def normalise(config: Any, integers: tuple[str, ...] = (), reals: dict[str, dict
 
 @dataclass(frozen=True)
 class OptimizerConfig:
-    """Adam (with any betas, beta2 = 0 included) or SGD (with optional momentum)."""
+    """Adam (with any betas, beta2 = 0 included), SGD (with optional momentum), or
+    ``adam-rotated``: Adam with each hidden matrix in its own random orthogonal frame
+    (:class:`geocont.optimizers.FrameAdam`; the same options as Adam)."""
 
     name: str = "adam"
     lr: float = 1e-3
@@ -91,7 +93,7 @@ class OptimizerConfig:
         normalise(self, reals={"lr": dict(low=0.0, low_open=True), "beta1": unit, "beta2": unit,
                                   "eps": dict(low=0.0, low_open=True), "momentum": unit,
                                   "weight_decay": dict(low=0.0)})
-        if self.name == "adam" and self.momentum != 0.0:
+        if self.name != "sgd" and self.momentum != 0.0:
             raise ValueError(f"momentum={self.momentum:g} is an SGD option that Adam ignores; set beta1 instead")
         if self.name == "sgd":
             ignored = [f"{f}={getattr(self, f):g}" for f in ("beta1", "beta2", "eps")
@@ -102,7 +104,7 @@ class OptimizerConfig:
     @property
     def label(self) -> str:
         """Short human name, e.g. ``adam``, ``adam(beta2=0)``, ``sgd(momentum=0.9)``."""
-        if self.name == "adam":
+        if self.name != "sgd":
             changed = [f"{f}={getattr(self, f):g}" for f in ("beta1", "beta2") if getattr(self, f) != getattr(OptimizerConfig, f)]
         else:
             changed = [f"momentum={self.momentum:g}"] if self.momentum else []
@@ -207,6 +209,8 @@ class LMRunConfig:
         check_corpus_name(self.corpus)
         if not isinstance(self.optimizer, OptimizerConfig):
             raise TypeError("optimizer must be an OptimizerConfig")
+        if self.optimizer.name == "adam-rotated":
+            raise ValueError("adam-rotated frames the MLP's hidden matrices; it is not defined for language-model runs")
         normalise(self, integers=("batch_size", "steps", "n_directions", "eval_windows"))
         object.__setattr__(self, "seed", check_integer("seed", self.seed, minimum=0))
         object.__setattr__(self, "n_snapshots", check_integer("n_snapshots", self.n_snapshots, minimum=2))

@@ -14,6 +14,7 @@ from . import cache
 from .config import MLPRunConfig, OptimizerConfig
 from .data import ImageData, load_image_data
 from .mlp import ResidualMLP
+from .optimizers import FrameAdam, random_frames
 from .recorder import ContinuityRecorder, log_spaced_steps
 from .tables import rows_to_frame
 
@@ -31,8 +32,19 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def make_optimizer(params: Iterable[nn.Parameter], config: OptimizerConfig) -> torch.optim.Optimizer:
-    """Adam (any betas) or SGD (optional momentum) from an :class:`OptimizerConfig`."""
+def make_optimizer(params: Iterable[nn.Parameter], config: OptimizerConfig,
+                   framed: Sequence[nn.Parameter] = (), frame_seed: int = 0) -> torch.optim.Optimizer:
+    """Adam (any betas), SGD (optional momentum) or ``adam-rotated`` from an :class:`OptimizerConfig`.
+
+    ``adam-rotated`` puts each matrix of ``framed`` (among ``params``) in its own random
+    orthogonal frame, drawn from ``frame_seed`` (:func:`geocont.optimizers.random_frames`);
+    ``adam`` and ``sgd`` ignore ``framed`` and ``frame_seed``.
+    """
+    if config.name == "adam-rotated":
+        if not framed:
+            raise ValueError("adam-rotated needs the matrices to put in random frames (framed=...)")
+        return FrameAdam(params, random_frames(framed, frame_seed), lr=config.lr,
+                         betas=(config.beta1, config.beta2), eps=config.eps, weight_decay=config.weight_decay)
     if config.name == "adam":
         return torch.optim.Adam(
             params, lr=config.lr, betas=(config.beta1, config.beta2), eps=config.eps,
@@ -120,7 +132,8 @@ def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True) 
         log_spaced_steps(total_steps, config.n_snapshots),
         n_directions=config.n_directions,
     )
-    optimizer = make_optimizer(model.parameters(), config.optimizer)
+    optimizer = make_optimizer(model.parameters(), config.optimizer, framed=model.hidden_weights(),
+                               frame_seed=config.seed)
     shuffle = torch.Generator().manual_seed(config.seed)
     order = torch.empty(0, dtype=torch.long)
 

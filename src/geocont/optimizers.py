@@ -1,0 +1,109 @@
+"""Adam in a random orthogonal frame per matrix: the control for "is Adam the symmetry breaker?".
+
+A linear residual network has a continuous SO(d) symmetry: each hidden layer can be
+rotated without changing the function, and the paper's Condition 2 says that nothing pins
+the layers' frames there, so their singular directions drift apart. But the optimizer can
+pin them by itself. Plain SGD is rotation-equivariant: its update ``-lr * g`` turns with the
+gradient, so training a rotated problem gives the rotated trajectory. Adam is not: it
+divides each coordinate of the update by that coordinate's own RMS gradient, which singles
+out the standard basis, and the *same* basis in every layer, so Adam alone may align the
+layers of a linear net, just as an element-wise activation does.
+
+:class:`FrameAdam` runs Adam for matrix ``W_l`` ([out, in]) in the coordinates
+``W'_l = R_l^T W_l R'_l``, with fixed orthogonal ``R_l`` ([out, out]) and ``R'_l`` ([in,
+in]) drawn independently for every layer: the gradient is mapped in (``g' = R_l^T g
+R'_l``), Adam's moments and per-coordinate scaling live in the rotated coordinates, and
+the update is mapped back (``dW = R_l dW' R'_l^T``). Each layer then has its own Adam axes,
+none of them the standard basis, and no two alike: what Adam's coordinate dependence does
+is kept (adaptive, per-coordinate, non-equivariant within a layer), but it no longer picks
+one frame shared by all layers. If a linear net's continuity under Adam comes from Adam's
+shared axes, it disappears here; if it comes from the gradient (Condition 1), it stays.
+Parameters without a frame (biases, embedding, head) get plain Adam.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+#: Mixed into the frame seed so that frames are not drawn from the stream of the run's own seed.
+FRAME_STREAM = 0x0F4A3E
+
+
+def random_orthogonal(n: int, rng: np.random.Generator) -> torch.Tensor:
+    """A Haar-random orthogonal ``n x n`` matrix (QR of a Gaussian, signs fixed by R's diagonal), float64."""
+    q, r = np.linalg.qr(rng.standard_normal((n, n)))
+    return torch.from_numpy(q * np.sign(np.diag(r)))
+
+
+def random_frames(matrices: Sequence[torch.Tensor], seed: int) -> dict[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """Independent ``(R, R')`` for each [out, in] matrix, in order, reproducible from ``seed``."""
+    rng = np.random.default_rng([FRAME_STREAM, seed])
+    frames = {}
+    for matrix in matrices:
+        if matrix.dim() != 2:
+            raise ValueError(f"frames are for matrices; got a parameter of shape {tuple(matrix.shape)}")
+        out_features, in_features = matrix.shape
+        left, right = random_orthogonal(out_features, rng), random_orthogonal(in_features, rng)
+        frames[matrix] = (left.to(matrix), right.to(matrix))
+    return frames
+
+
+class FrameAdam(torch.optim.Optimizer):
+    """Adam (as ``torch.optim.Adam``, L2 ``weight_decay`` included) with each framed matrix
+    ``W`` updated in the coordinates ``R^T W R'`` (see the module docstring).
+
+    ``frames`` maps parameters to ``(R, R')``; the other parameters get plain Adam. With
+    ``R = R' = I`` the steps are those of ``torch.optim.Adam(..., foreach=False)`` bit for bit.
+    """
+
+    def __init__(self, params: Iterable[nn.Parameter], frames: Mapping[torch.Tensor, tuple[torch.Tensor, torch.Tensor]],
+                 lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+        owned = {p for group in self.param_groups for p in group["params"]}
+        for param, (left, right) in frames.items():
+            if param not in owned:
+                raise ValueError("every framed matrix must be one of the optimizer's parameters")
+            if left.shape != (param.shape[0],) * 2 or right.shape != (param.shape[1],) * 2:
+                raise ValueError(f"frame shapes {tuple(left.shape)}, {tuple(right.shape)} do not fit a "
+                                 f"matrix of shape {tuple(param.shape)}")
+            self.state[param]["left"], self.state[param]["right"] = left, right
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for param in group["params"]:
+                if param.grad is None:
+                    continue
+                state = self.state[param]
+                grad = param.grad
+                if group["weight_decay"]:
+                    grad = grad.add(param, alpha=group["weight_decay"])
+                framed = "left" in state
+                if framed:
+                    grad = state["left"].T @ grad @ state["right"]
+                if "step" not in state:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(grad)
+                    state["exp_avg_sq"] = torch.zeros_like(grad)
+                state["step"] += 1
+                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                exp_avg.lerp_(grad, 1 - beta1)
+                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                step_size = group["lr"] / (1 - beta1 ** state["step"])
+                denom = (exp_avg_sq.sqrt() / (1 - beta2 ** state["step"]) ** 0.5).add_(group["eps"])
+                if framed:
+                    update = torch.zeros_like(exp_avg).addcdiv_(exp_avg, denom, value=-step_size)
+                    param.add_(state["left"] @ update @ state["right"].T)
+                else:
+                    param.addcdiv_(exp_avg, denom, value=-step_size)
+        return loss
