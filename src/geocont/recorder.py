@@ -47,6 +47,21 @@ def log_spaced_steps(total_steps: int, n_snapshots: int) -> list[int]:
     return sorted({0, total_steps, *(int(round(float(x))) for x in grid)})
 
 
+def log_and_linear_steps(total_steps: int, n_log: int, n_linear: int) -> list[int]:
+    """:func:`log_spaced_steps` ``(total_steps, n_log)`` together with ``n_linear`` evenly spaced
+    steps ``round(k * total_steps / n_linear)``, ``k = 1 .. n_linear``; sorted, without repeats.
+
+    Log spacing resolves the early rise but leaves the late run almost unobserved (12
+    log-spaced snapshots of 9,300 steps put only two after step 2,500); the evenly spaced
+    ones, ``total_steps / n_linear`` apart, resolve a late fall.
+    """
+    if n_linear < 1:
+        raise ValueError(f"need n_linear >= 1 (got {n_linear})")
+    steps = set(log_spaced_steps(total_steps, n_log))
+    steps.update(round(k * total_steps / n_linear) for k in range(1, n_linear + 1))
+    return sorted(steps)
+
+
 class ContinuityRecorder:
     """Accumulates gradients every step and records continuity metrics at scheduled steps.
 
