@@ -43,6 +43,7 @@ import multiprocessing
 import os
 import time
 import traceback
+import warnings
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -149,12 +150,14 @@ def executor_description(executor: str | None = None) -> str:
 @dataclass
 class Outcome:
     """What a worker reports: ``stored`` (the driver loads the entry), a ``table`` the cache
-    could not keep, or an ``error`` (the traceback)."""
+    could not keep, or an ``error`` (the traceback); and the ``warnings`` it raised, which
+    the driver raises again (a worker's warnings are otherwise lost)."""
 
     stored: bool = False
     table: pd.DataFrame | None = None
     error: str | None = None
     seconds: float = 0.0
+    warnings: tuple[str, ...] = ()
 
 
 def pin_threads(threads: int) -> None:
@@ -188,13 +191,18 @@ def execute(job: Job, threads: int, cache_dir: str) -> Outcome:
     os.environ["GEOCONT_CACHE_DIR"] = cache_dir
     os.environ["GEOCONT_RUN_THREADS"] = str(threads)
     start = time.perf_counter()
-    try:
-        with pinned_threads(threads):
-            table, stored = cache.ensure(job.kind, job.key_config(), lambda: job.compute(job.argument),
-                                         job.require_metrics, require_artifacts=job.require_artifacts)
-        return Outcome(stored=stored, table=None if stored else table, seconds=time.perf_counter() - start)
-    except Exception:  # noqa: BLE001 - reported with the job's configuration by the driver
-        return Outcome(error=traceback.format_exc(), seconds=time.perf_counter() - start)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with pinned_threads(threads):
+                table, stored = cache.ensure(job.kind, job.key_config(), lambda: job.compute(job.argument),
+                                             job.require_metrics, require_artifacts=job.require_artifacts)
+            outcome = Outcome(stored=stored, table=None if stored else table)
+        except Exception:  # noqa: BLE001 - reported with the job's configuration by the driver
+            outcome = Outcome(error=traceback.format_exc())
+    outcome.seconds = time.perf_counter() - start
+    outcome.warnings = tuple(dict.fromkeys(str(w.message) for w in caught))
+    return outcome
 
 
 def _init_worker(threads: int) -> None:
@@ -315,6 +323,8 @@ def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = 
     def report(position: int, outcome: Outcome) -> None:
         job = jobs[unique[position]]
         indices = todo[cache.cache_key(job.kind, job.key_config())]
+        for message in outcome.warnings:
+            warnings.warn(f"{job.label}: {message}", stacklevel=3)
         if outcome.error is not None:
             failures.append((job.label, job.config, outcome.error))
             tqdm.write(f"run failed: {job.label} | config {job.config}\n{outcome.error}")
