@@ -88,13 +88,14 @@ def test_a_local_ray_cluster_gives_the_serial_tables_exactly(serial_table, tmp_p
     in_fresh_cache(monkeypatch, tmp_path, "ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        table = run_sweep(CONFIGS, progress=False, executor="ray")
-        with pytest.raises(sweeps.SweepFailed, match="1 of 1 runs failed"):
+        with pytest.raises(sweeps.SweepFailed, match="1 of 3 runs failed") as failed:
             run_sweep([EXPLODING, *CONFIGS], progress=False, executor="ray")
     finally:
         ray.shutdown()
+    assert failed.value.failures[0][1] == EXPLODING.to_dict()
+    table = run_sweep(CONFIGS, progress=False, executor="ray")  # what the Ray workers cached
+    assert not ray.is_initialized()
     pd.testing.assert_frame_equal(table, serial_table, check_exact=True)
-    assert cache.load("mlp", TINY.to_dict()) is not None
 
 
 def _table_of(value: float) -> pd.DataFrame:

@@ -41,7 +41,6 @@ import concurrent.futures
 import contextlib
 import multiprocessing
 import os
-import time
 import traceback
 import warnings
 from concurrent.futures.process import BrokenProcessPool
@@ -149,14 +148,12 @@ def executor_description(executor: str | None = None) -> str:
 
 @dataclass
 class Outcome:
-    """What a worker reports: ``stored`` (the driver loads the entry), a ``table`` the cache
-    could not keep, or an ``error`` (the traceback); and the ``warnings`` it raised, which
-    the driver raises again (a worker's warnings are otherwise lost)."""
+    """What a worker reports: an ``error`` (the traceback), or success, with the ``table``
+    only when the cache could not keep it (otherwise the driver loads the entry); and the
+    ``warnings`` the run raised, which the driver raises again (they would be lost in a worker)."""
 
-    stored: bool = False
     table: pd.DataFrame | None = None
     error: str | None = None
-    seconds: float = 0.0
     warnings: tuple[str, ...] = ()
 
 
@@ -185,28 +182,40 @@ def pinned_threads(threads: int | None = None) -> Iterator[None]:
 def execute(job: Job, threads: int, cache_dir: str) -> Outcome:
     """Run one job under ``threads`` torch threads against the cache at ``cache_dir``.
 
-    Used in every executor (in worker processes, Ray tasks and, for ``serial``, in this
-    process, restoring the caller's thread count afterwards).
+    Used by every executor: in worker processes, in Ray tasks, and for ``serial`` in this
+    process (where the caller's thread count is restored afterwards).
     """
     os.environ["GEOCONT_CACHE_DIR"] = cache_dir
-    os.environ["GEOCONT_RUN_THREADS"] = str(threads)
-    start = time.perf_counter()
+    if run_threads() != threads:
+        os.environ["GEOCONT_RUN_THREADS"] = str(threads)  # so that the job's cache key matches the driver's
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             with pinned_threads(threads):
                 table, stored = cache.ensure(job.kind, job.key_config(), lambda: job.compute(job.argument),
                                              job.require_metrics, require_artifacts=job.require_artifacts)
-            outcome = Outcome(stored=stored, table=None if stored else table)
+            outcome = Outcome(table=None if stored else table)
         except Exception:  # noqa: BLE001 - reported with the job's configuration by the driver
             outcome = Outcome(error=traceback.format_exc())
-    outcome.seconds = time.perf_counter() - start
     outcome.warnings = tuple(dict.fromkeys(str(w.message) for w in caught))
     return outcome
 
 
-def _init_worker(threads: int) -> None:
+def _init_worker(threads: int, environment: dict[str, str]) -> None:
+    """A local worker: the driver's environment as of this sweep (a forkserver's is older), pinned threads."""
+    os.environ.update(environment)
     pin_threads(threads)
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    """forkserver where the platform has it, with torch and geocont imported once in the server, so
+    that a new pool starts in a fraction of a second; spawn elsewhere. Never fork: the driver may
+    already run torch threads."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["geocont.training"])
+        return context
+    return multiprocessing.get_context("spawn")
 
 
 # --------------------------------------------------------------------------- executors
@@ -219,16 +228,17 @@ def _serial(jobs: list[Job], threads: int, cache_dir: str, report: Callable[[int
 
 def _local(jobs: list[Job], workers: int, threads: int, cache_dir: str,
            report: Callable[[int, Outcome], None]) -> None:
-    """A spawn-context process pool with at most ``workers`` runs in flight.
+    """A process pool (:func:`_pool_context`) with at most ``workers`` runs in flight.
 
     If a worker dies (killed, out of memory) the pool breaks: the runs in flight are
     reported as failed and a fresh pool takes the rest.
     """
     queue = list(range(len(jobs)))
-    context = multiprocessing.get_context("spawn")
+    context = _pool_context()
     while queue:
         pool = concurrent.futures.ProcessPoolExecutor(
-            max_workers=min(workers, len(queue)), mp_context=context, initializer=_init_worker, initargs=(threads,))
+            max_workers=min(workers, len(queue)), mp_context=context, initializer=_init_worker,
+            initargs=(threads, dict(os.environ)))
         in_flight: dict[concurrent.futures.Future, int] = {}
         broken = False
         try:
