@@ -416,10 +416,14 @@ def claim(kind: str, config: dict[str, Any], poll: float = 0.2) -> Iterator[bool
 
 
 def ensure(kind: str, config: dict[str, Any], compute: Callable[[], pd.DataFrame | Computed],
-           require_metrics: Iterable[str] = (), *, require_artifacts: Iterable[str] = ()) -> tuple[pd.DataFrame, bool]:
-    """:func:`cached`, also saying whether the table is now in the cache (False: its store failed)."""
+           require_metrics: Iterable[str] = (), *, require_artifacts: Iterable[str] = (),
+           warn: bool = True) -> tuple[pd.DataFrame, bool]:
+    """:func:`cached`, also saying whether the table is now in the cache (False: its store failed).
+
+    ``warn=False``: no warning about a stale entry (the caller has warned already).
+    """
     require_metrics, require_artifacts = tuple(require_metrics), tuple(require_artifacts)
-    table = load(kind, config, require_metrics, require_artifacts=require_artifacts)
+    table = load(kind, config, require_metrics, require_artifacts=require_artifacts, warn=warn)
     if table is not None:
         return table, True
     with claim(kind, config):

@@ -179,21 +179,22 @@ def pinned_threads(threads: int | None = None) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
-def execute(job: Job, threads: int, cache_dir: str) -> Outcome:
-    """Run one job under ``threads`` torch threads against the cache at ``cache_dir``.
+def execute(job: Job, threads: int, environment: dict[str, str] | None = None) -> Outcome:
+    """Run one job under ``threads`` torch threads.
 
-    Used by every executor: in worker processes, in Ray tasks, and for ``serial`` in this
-    process (where the caller's thread count is restored afterwards).
+    Used by every executor: in worker processes and Ray tasks, which first take the
+    driver's ``GEOCONT_*`` ``environment`` (its cache directory as an absolute path above
+    all), and for ``serial`` in this process (``environment=None``; the caller's thread
+    count is restored afterwards).
     """
-    os.environ["GEOCONT_CACHE_DIR"] = cache_dir
-    if run_threads() != threads:
-        os.environ["GEOCONT_RUN_THREADS"] = str(threads)  # so that the job's cache key matches the driver's
+    os.environ.update(environment or {})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             with pinned_threads(threads):
                 table, stored = cache.ensure(job.kind, job.key_config(), lambda: job.compute(job.argument),
-                                             job.require_metrics, require_artifacts=job.require_artifacts)
+                                             job.require_metrics, require_artifacts=job.require_artifacts,
+                                             warn=False)  # the driver warned about a stale entry already
             outcome = Outcome(table=None if stored else table)
         except Exception:  # noqa: BLE001 - reported with the job's configuration by the driver
             outcome = Outcome(error=traceback.format_exc())
@@ -201,8 +202,17 @@ def execute(job: Job, threads: int, cache_dir: str) -> Outcome:
     return outcome
 
 
+def geocont_environment() -> dict[str, str]:
+    """The ``GEOCONT_*`` variables a worker needs to compute as this process would, with the
+    cache directory made absolute (a Ray worker runs in another directory)."""
+    environment = {name: value for name, value in os.environ.items() if name.startswith("GEOCONT_")}
+    environment["GEOCONT_CACHE_DIR"] = str(cache.cache_root().absolute())
+    return environment
+
+
 def _init_worker(threads: int, environment: dict[str, str]) -> None:
     """A local worker: the driver's environment as of this sweep (a forkserver's is older), pinned threads."""
+    os.environ.clear()
     os.environ.update(environment)
     pin_threads(threads)
 
@@ -221,12 +231,12 @@ def _pool_context() -> multiprocessing.context.BaseContext:
 # --------------------------------------------------------------------------- executors
 
 
-def _serial(jobs: list[Job], threads: int, cache_dir: str, report: Callable[[int, Outcome], None]) -> None:
+def _serial(jobs: list[Job], threads: int, report: Callable[[int, Outcome], None]) -> None:
     for index, job in enumerate(jobs):
-        report(index, execute(job, threads, cache_dir))
+        report(index, execute(job, threads))
 
 
-def _local(jobs: list[Job], workers: int, threads: int, cache_dir: str,
+def _local(jobs: list[Job], workers: int, threads: int, environment: dict[str, str],
            report: Callable[[int, Outcome], None]) -> None:
     """A process pool (:func:`_pool_context`) with at most ``workers`` runs in flight.
 
@@ -238,14 +248,14 @@ def _local(jobs: list[Job], workers: int, threads: int, cache_dir: str,
     while queue:
         pool = concurrent.futures.ProcessPoolExecutor(
             max_workers=min(workers, len(queue)), mp_context=context, initializer=_init_worker,
-            initargs=(threads, dict(os.environ)))
+            initargs=(threads, {**os.environ, **environment}))
         in_flight: dict[concurrent.futures.Future, int] = {}
         broken = False
         try:
             while in_flight or (queue and not broken):
                 while queue and not broken and len(in_flight) < workers:
                     index = queue.pop(0)
-                    in_flight[pool.submit(execute, jobs[index], threads, cache_dir)] = index
+                    in_flight[pool.submit(execute, jobs[index], threads, environment)] = index
                 done, _ = concurrent.futures.wait(in_flight, return_when=concurrent.futures.FIRST_COMPLETED)
                 for future in done:
                     index = in_flight.pop(future)
@@ -271,7 +281,7 @@ def _ensure_ray(address: str | None):
     return ray
 
 
-def _ray(jobs: list[Job], address: str | None, threads: int, cache_dir: str,
+def _ray(jobs: list[Job], address: str | None, threads: int, environment: dict[str, str],
          report: Callable[[int, Outcome], None]) -> None:
     """Ray tasks, one per run; Ray's scheduler decides how many run at once.
 
@@ -285,7 +295,7 @@ def _ray(jobs: list[Job], address: str | None, threads: int, cache_dir: str,
     for index, job in enumerate(jobs):
         gpu = job.device == "cuda" or (job.device == "auto" and has_gpus)
         options = dict(num_cpus=threads, num_gpus=1 if gpu else 0, max_retries=0)
-        pending[remote.options(**options).remote(job, threads, cache_dir)] = index
+        pending[remote.options(**options).remote(job, threads, environment)] = index
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1)
         for reference in ready:
@@ -350,14 +360,13 @@ def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = 
         bar.update(len(indices))
 
     pending = [jobs[index] for index in unique]
-    cache_dir = str(cache.cache_root())
     try:
         if pending and spec.name == "serial":
-            _serial(pending, threads, cache_dir, report)
+            _serial(pending, threads, report)
         elif pending and spec.name == "local":
-            _local(pending, spec.workers, threads, cache_dir, report)
+            _local(pending, spec.workers, threads, geocont_environment(), report)
         elif pending:
-            _ray(pending, spec.address, threads, cache_dir, report)
+            _ray(pending, spec.address, threads, geocont_environment(), report)
     finally:
         bar.close()
     if failures:
