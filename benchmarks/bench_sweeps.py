@@ -6,7 +6,9 @@
    - ``today``: the previous behaviour, runs one after another in this process at torch's
      default thread count, one per core (set explicitly, whatever ``OMP_NUM_THREADS`` says);
    - ``serial``, ``local`` (all cores, 1 thread per run) and ``ray`` (a local Ray on all
-     cores; its start-up is timed apart and reported both with and without it).
+     cores), each twice: ``cold``, the first sweep of the process including the executor's
+     start-up (the forkserver; ``ray.init`` and Ray's workers importing torch), and
+     ``warm``, a second sweep into another fresh cache.
    Printed as runs per hour and relative to ``today``. The dataset is loaded in this
    process before timing; the workers of ``local`` and ``ray`` load it inside the timing.
 2. Ray start-up (``ray.init``) and per-run overhead: a sweep of ``--trivial`` jobs that
@@ -66,25 +68,30 @@ def main() -> None:
           f"conditions {sorted({c.condition for c in configs})}, seeds {sorted({c.seed for c in configs})}")
     _dataset(base.dataset, base.max_train)
 
-    seconds: dict[str, float] = {}
-    fresh_cache()
-    torch.set_num_threads(cores)  # torch's default where OMP_NUM_THREADS is unset: what a chapter did so far
-    seconds["today"] = timed(lambda: [train_mlp(c, progress=False) for c in configs])
-    for name in ("serial", "local"):
+    def sweep(executor: str) -> float:
         fresh_cache()
-        seconds[name] = timed(lambda: sweeps.run_jobs([mlp_job(c) for c in configs], executor=name, progress=False))
+        return timed(lambda: sweeps.run_jobs([mlp_job(c) for c in configs], executor=executor, progress=False))
+
+    seconds: dict[str, float] = {}
+    torch.set_num_threads(cores)  # torch's default where OMP_NUM_THREADS is unset: what a chapter did so far
+    fresh_cache()
+    seconds["today"] = timed(lambda: [train_mlp(c, progress=False) for c in configs])
+    seconds["serial"] = sweep("serial")
+    seconds["local, cold"] = sweep("local")  # starts the forkserver (imports torch and geocont once)
+    seconds["local, warm"] = sweep("local")
     start = time.perf_counter()
     ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False)
     ray_start = time.perf_counter() - start
-    fresh_cache()
-    seconds["ray (started)"] = timed(lambda: sweeps.run_jobs([mlp_job(c) for c in configs], executor="ray",
-                                                             progress=False))
-    seconds["ray (with start-up)"] = seconds["ray (started)"] + ray_start
+    seconds["ray, cold"] = sweep("ray") + ray_start  # ray.init, and workers importing torch and geocont
+    seconds["ray, warm"] = sweep("ray")
 
-    print(f"\n{'executor':<22}{'seconds':>9}{'runs/hour':>11}{'vs today':>10}")
+    print(f"\n{'executor':<14}{'seconds':>9}{'runs/hour':>11}{'vs today':>10}")
     for name, value in seconds.items():
-        print(f"{name:<22}{value:>9.1f}{len(configs) * 3600 / value:>11.0f}{seconds['today'] / value:>9.2f}x")
-    print(f"ray (started) vs local: {seconds['local'] / seconds['ray (started)']:.2f}x the throughput")
+        print(f"{name:<14}{value:>9.1f}{len(configs) * 3600 / value:>11.0f}{seconds['today'] / value:>9.2f}x")
+    print("cold: the first sweep of the process, with the executor's start-up; warm: a second sweep (fresh cache)")
+    print(f"local warm vs serial (both 1 thread per run): {seconds['serial'] / seconds['local, warm']:.2f}x")
+    print(f"ray vs local throughput: {seconds['local, warm'] / seconds['ray, warm']:.2f}x warm, "
+          f"{seconds['local, cold'] / seconds['ray, cold']:.2f}x cold")
 
     print(f"\nray.init(num_cpus={cores}) start-up: {ray_start:.1f} s")
     trivial = [sweeps.Job("bench-trivial", {"value": float(i)}, one_row, float(i), label=f"trivial {i}")

@@ -188,7 +188,10 @@ def load(kind: str, config: dict[str, Any], require_metrics: Iterable[str] = (),
             data = (folder / version / TABLE).read_bytes()
         except FileNotFoundError:
             continue
-        except (OSError, ValueError) as error:
+        except OSError as error:  # e.g. no permission: the entry may be fine, so it is left alone
+            warnings.warn(f"cannot read the cache entry {folder / version} ({error}); recomputing", stacklevel=2)
+            return None
+        except ValueError as error:  # a manifest that is not JSON
             _discard(folder, version, str(error))
             return None
         expected = manifest.get("files", {}).get(TABLE)
@@ -231,7 +234,10 @@ def artifact_path(kind: str, config: dict[str, Any], name: str) -> Path | None:
         actual = _file_sha256(path)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as error:
+    except OSError as error:  # e.g. no permission: left alone
+        warnings.warn(f"cannot read {folder / version / name} ({error})", stacklevel=2)
+        return None
+    except ValueError as error:
         _discard(folder, version, str(error))
         return None
     if actual != expected:
