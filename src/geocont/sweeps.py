@@ -41,6 +41,7 @@ import concurrent.futures
 import contextlib
 import multiprocessing
 import os
+import sys
 import traceback
 import warnings
 from concurrent.futures.process import BrokenProcessPool
@@ -187,7 +188,10 @@ def execute(job: Job, threads: int, environment: dict[str, str] | None = None) -
     all), and for ``serial`` in this process (``environment=None``; the caller's thread
     count is restored afterwards).
     """
-    os.environ.update(environment or {})
+    if environment is not None:  # a worker kept from an earlier sweep takes this sweep's settings
+        for name in [name for name in os.environ if name.startswith("GEOCONT_") and name not in environment]:
+            del os.environ[name]
+        os.environ.update(environment)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -211,7 +215,7 @@ def geocont_environment() -> dict[str, str]:
 
 
 def _init_worker(threads: int, environment: dict[str, str]) -> None:
-    """A local worker: the driver's environment as of this sweep (a forkserver's is older), pinned threads."""
+    """A local worker: the driver's environment when the pool started (a forkserver's is older), pinned threads."""
     os.environ.clear()
     os.environ.update(environment)
     pin_threads(threads)
@@ -236,19 +240,37 @@ def _serial(jobs: list[Job], threads: int, report: Callable[[int, Outcome], None
         report(index, execute(job, threads))
 
 
+#: Local worker pools by (workers, threads), kept between sweeps so that workers keep their
+#: imports and loaded datasets (a chapter runs several sweeps); :func:`shutdown` ends them.
+_POOLS: dict[tuple[int, int], concurrent.futures.ProcessPoolExecutor] = {}
+
+
+def _pool(workers: int, threads: int) -> concurrent.futures.ProcessPoolExecutor:
+    key = (workers, threads)
+    if key not in _POOLS:
+        _POOLS[key] = concurrent.futures.ProcessPoolExecutor(
+            max_workers=workers, mp_context=_pool_context(), initializer=_init_worker,
+            initargs=(threads, dict(os.environ)))
+    return _POOLS[key]
+
+
+def _drop_pool(workers: int, threads: int) -> None:
+    pool = _POOLS.pop((workers, threads), None)
+    if pool is not None:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def _local(jobs: list[Job], workers: int, threads: int, environment: dict[str, str],
            report: Callable[[int, Outcome], None]) -> None:
-    """A process pool (:func:`_pool_context`) with at most ``workers`` runs in flight.
+    """A process pool (:func:`_pool_context`, kept for later sweeps) with at most ``workers`` runs in flight.
 
     If a worker dies (killed, out of memory) the pool breaks: the runs in flight are
-    reported as failed and a fresh pool takes the rest.
+    reported as failed and a fresh pool takes the rest. If the sweep itself stops (an
+    interrupt) the pool is shut down with it.
     """
     queue = list(range(len(jobs)))
-    context = _pool_context()
     while queue:
-        pool = concurrent.futures.ProcessPoolExecutor(
-            max_workers=min(workers, len(queue)), mp_context=context, initializer=_init_worker,
-            initargs=(threads, {**os.environ, **environment}))
+        pool = _pool(workers, threads)
         in_flight: dict[concurrent.futures.Future, int] = {}
         broken = False
         try:
@@ -266,8 +288,11 @@ def _local(jobs: list[Job], workers: int, threads: int, environment: dict[str, s
                         outcome = Outcome(error="the worker process died while this run was in flight "
                                                 "(killed, or out of memory?)")
                     report(index, outcome)
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        except BaseException:
+            _drop_pool(workers, threads)
+            raise
+        if broken:
+            _drop_pool(workers, threads)
 
 
 def _ensure_ray(address: str | None):
@@ -286,7 +311,7 @@ def _ray(jobs: list[Job], address: str | None, threads: int, environment: dict[s
     """Ray tasks, one per run; Ray's scheduler decides how many run at once.
 
     Connects to the cluster at ``address`` or starts a local Ray once per process (kept
-    for later sweeps; :func:`shutdown_ray` stops it).
+    for later sweeps; :func:`shutdown` stops it).
     """
     ray = _ensure_ray(address)
     has_gpus = ray.cluster_resources().get("GPU", 0) > 0
@@ -307,12 +332,12 @@ def _ray(jobs: list[Job], address: str | None, threads: int, environment: dict[s
             report(index, outcome)
 
 
-def shutdown_ray() -> None:
-    """Stop (or disconnect from) the Ray started by a ``ray`` sweep in this process, if any."""
-    import ray
-
-    if ray.is_initialized():
-        ray.shutdown()
+def shutdown() -> None:
+    """End the local worker pools and stop (or disconnect from) the Ray of earlier sweeps, if any."""
+    for workers, threads in list(_POOLS):
+        _drop_pool(workers, threads)
+    if "ray" in sys.modules and sys.modules["ray"].is_initialized():
+        sys.modules["ray"].shutdown()
 
 
 # --------------------------------------------------------------------------- the entry point
