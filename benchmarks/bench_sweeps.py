@@ -104,7 +104,7 @@ def main() -> None:
         fresh_cache()
         smoke_seconds = timed(lambda: sweeps.run_jobs([mlp_job(c) for c in smoke], executor=name, progress=False))
         print(f"{name:<10}{per_run * 1000:>30.1f}{smoke_seconds:>30.1f}")
-    ray.shutdown()
+    sweeps.shutdown()
 
 
 if __name__ == "__main__":
