@@ -93,6 +93,7 @@ class Job:
         return self.config if threads == 1 else {**self.config, "torch_threads": threads}
 
     def load(self, warn: bool = True) -> pd.DataFrame | None:
+        """The job's cached table, or None (see :func:`geocont.cache.load`)."""
         return cache.load(self.kind, self.key_config(), self.require_metrics,
                           require_artifacts=self.require_artifacts, warn=warn)
 
