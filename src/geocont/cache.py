@@ -1,27 +1,104 @@
 """Results cached by their full configuration, so unchanged re-runs cost no training.
 
-Each entry lives in ``<cache>/<kind>/<key>/`` with ``config.json`` (what produced it),
-``table.parquet`` and optional artifacts (e.g. a trained model's ``model.safetensors``). The key hashes the kind, :data:`SCHEMA_VERSION` and the whole
-configuration. Entries are written to a temporary folder and renamed into place, so an
-interrupted run leaves no half-written entry; an unreadable entry is discarded and
-recomputed, never half-read.
+The cache is also where the workers of a sweep (:mod:`geocont.sweeps`) meet: they write
+entries, the driver reads them, possibly from other machines over shared storage. It is
+therefore safe under concurrent writers and readers in separate processes or hosts.
+
+Layout of one entry (``key`` hashes the kind, :data:`SCHEMA_VERSION` and the whole
+configuration)::
+
+    <cache>/<kind>/<key>/
+        CURRENT                 one line: the name of the version that is the entry
+        <version>/              immutable once published; <version> is unique per store
+            table.parquet
+            model.safetensors   optional artifacts
+            config.json         what produced it, and the sha256 of every file above
+        CLAIM                   present while a process computes this key
+
+How a store stays atomic without ever failing on a concurrent store:
+
+1. everything is written into a private staging folder ``<key>/.staging-<version>``,
+   with an ``owner.json`` naming the host and process;
+2. the staging folder is renamed to ``<key>/<version>``. The name is fresh, so the rename
+   cannot collide with anything ("Directory not empty" is impossible);
+3. a pointer file ``.CURRENT-<version>`` is written and ``os.replace``-d onto ``CURRENT``:
+   an atomic switch; the last writer wins and every state in between is a valid entry;
+4. versions that are no longer current and older than :data:`GRACE_SECONDS` are removed
+   (the grace protects a version another writer has published but not yet pointed to).
+
+A reader follows ``CURRENT``, reads ``config.json`` and the table's bytes, and checks the
+sha256 before parsing. If a file vanishes under it (a writer replaced the entry and
+collected the old version) it follows the pointer again. Only bytes that fail their
+checksum or cannot be parsed are discarded, and only that one version (renamed aside,
+then removed): the pointer is never touched, so an entry being replaced by another
+process is never deleted by a reader. Artifacts are checked when they are asked for
+(:func:`artifact_path`), since a model file is much larger than its table.
+
+Leftovers of killed processes (staging folders, pointer files, half-removed versions)
+are removed by the next store of that key and by :func:`clean_stale`: a staging folder
+whose owner process is gone (same host) or older than :data:`STALE_SECONDS`.
+
+Claims: :func:`cached` creates ``CLAIM`` with ``O_CREAT | O_EXCL`` before computing, so a
+second process asking for the same key waits instead of training it again, then loads
+the first one's entry. The holder refreshes the file's mtime every
+:data:`HEARTBEAT_SECONDS`; a claim whose process is gone (same host) or whose heartbeat
+is older than :data:`STALE_SECONDS` (any host) is broken. Breaking a stale claim has a
+small window in which two waiters can both take over; the cost is a duplicated
+computation, never a broken entry.
+
+A store that fails (read-only directory, disk full) warns and the computed table is still
+returned. Shared storage: ``GEOCONT_CACHE_DIR`` may point at NFS or another shared file
+system mounted at the same path on every node; the scheme needs only atomic ``rename``,
+``os.replace`` and ``O_EXCL`` creation within one directory, which NFSv3+ and the common
+cluster file systems provide.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import shutil
-import tempfile
+import socket
+import threading
+import time
+import uuid
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import pandas as pd
 
 #: Bump when the meaning or layout of cached tables changes; old entries are then ignored.
-SCHEMA_VERSION = 1
+#: 2: entries are versioned with checksums, and runs are computed at a fixed torch thread count.
+SCHEMA_VERSION = 2
+
+#: A superseded version younger than this is left in place (another writer may be about to point to it).
+GRACE_SECONDS = 120.0
+#: A staging folder or claim whose owner cannot be checked and that is older than this is abandoned.
+STALE_SECONDS = 600.0
+#: How often a claim's holder refreshes the claim's mtime.
+HEARTBEAT_SECONDS = 10.0
+
+TABLE = "table.parquet"
+MANIFEST = "config.json"
+POINTER = "CURRENT"
+CLAIM = "CLAIM"
+
+
+@dataclass
+class Computed:
+    """What a computation may return instead of a bare table: the table and its artifacts.
+
+    ``artifacts`` maps a file name to a function that writes that file at the given path
+    (e.g. ``{"model.safetensors": lambda p: save_file(state, p)}``).
+    """
+
+    table: pd.DataFrame
+    artifacts: Mapping[str, Callable[[Path], None]] = field(default_factory=dict)
 
 
 def cache_root() -> Path:
@@ -35,38 +112,215 @@ def cache_key(kind: str, config: dict[str, Any]) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
-def entry_path(kind: str, config: dict[str, Any]) -> Path:
+def key_path(kind: str, config: dict[str, Any]) -> Path:
+    """The folder holding every version, the pointer and the claim of one key."""
     return cache_root() / kind / cache_key(kind, config)
 
 
-def load(kind: str, config: dict[str, Any], require_metrics: Iterable[str] = ()) -> pd.DataFrame | None:
-    """The cached table for this configuration, or None (a corrupt entry is removed).
+def entry_path(kind: str, config: dict[str, Any]) -> Path:
+    """Folder of the current version of the entry (``table.parquet``, ``config.json``, artifacts),
+    or the key's folder when nothing is stored."""
+    folder = key_path(kind, config)
+    version = _current(folder)
+    return folder / version if version else folder
 
-    An entry recorded before one of ``require_metrics`` existed is stale for the caller
-    that needs it: None is returned (with a warning), and the caller recomputes it.
-    """
-    path = entry_path(kind, config)
-    table_file = path / "table.parquet"
-    if not table_file.exists():
-        return None
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _current(folder: Path) -> str | None:
     try:
-        table = pd.read_parquet(table_file)
-    except Exception as error:  # noqa: BLE001 - any unreadable entry is recomputed
-        warnings.warn(f"discarding unreadable cache entry {path} ({error}); recomputing", stacklevel=2)
+        name = (folder / POINTER).read_text().strip()
+    except OSError:
+        return None
+    return name or None
+
+
+def _remove(path: Path) -> None:
+    """Remove a file or a folder tree, ignoring what is already gone."""
+    if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
-        return None
-    required = set(require_metrics)
-    missing = sorted(required - set(table["metric"].unique())) if required else []
-    if missing:
-        warnings.warn(f"cache entry {path} predates the metric(s) {', '.join(missing)}; recomputing", stacklevel=2)
-        return None
-    return table
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _discard(folder: Path, version: str, reason: str) -> None:
+    """Move one corrupt version aside and remove it (never the pointer: a newer version may be arriving)."""
+    warnings.warn(f"discarding unreadable cache entry {folder / version} ({reason}); recomputing", stacklevel=3)
+    aside = folder / f".discarded-{uuid.uuid4().hex}"
+    try:
+        os.rename(folder / version, aside)
+    except OSError:
+        return  # already replaced or removed by someone else
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _read_manifest(folder: Path, version: str) -> dict[str, Any]:
+    return json.loads((folder / version / MANIFEST).read_text())
+
+
+def load(kind: str, config: dict[str, Any], require_metrics: Iterable[str] = (), *,
+         require_artifacts: Iterable[str] = (), warn: bool = True) -> pd.DataFrame | None:
+    """The cached table for this configuration, or None.
+
+    The table's checksum is verified; a corrupt version is discarded (with a warning) and
+    None returned. An entry recorded before one of ``require_metrics`` existed, or without
+    one of ``require_artifacts``, is stale for the caller that needs it: None is returned
+    (with a warning unless ``warn=False``), and the caller recomputes it.
+    """
+    folder = key_path(kind, config)
+    for _ in range(10):  # a concurrent replacement can remove a version under us; follow the pointer again
+        version = _current(folder)
+        if version is None:
+            return None
+        try:
+            manifest = _read_manifest(folder, version)
+            data = (folder / version / TABLE).read_bytes()
+        except FileNotFoundError:
+            continue
+        except OSError as error:  # e.g. no permission: the entry may be fine, so it is left alone
+            warnings.warn(f"cannot read the cache entry {folder / version} ({error}); recomputing", stacklevel=2)
+            return None
+        except ValueError as error:  # a manifest that is not JSON
+            _discard(folder, version, str(error))
+            return None
+        expected = manifest.get("files", {}).get(TABLE)
+        if _sha256(data) != expected:
+            _discard(folder, version, f"checksum mismatch of {TABLE}")
+            return None
+        try:
+            table = pd.read_parquet(io.BytesIO(data))
+        except Exception as error:  # noqa: BLE001 - bytes that match their checksum but do not parse
+            _discard(folder, version, str(error))
+            return None
+        required = set(require_metrics)
+        missing = sorted(required - set(table["metric"].unique())) if required else []
+        if missing:
+            if warn:
+                warnings.warn(f"cache entry {folder / version} predates the metric(s) {', '.join(missing)}; "
+                              "recomputing", stacklevel=2)
+            return None
+        absent = sorted(set(require_artifacts) - set(manifest["files"]))
+        if absent:
+            if warn:
+                warnings.warn(f"cache entry {folder / version} has no {', '.join(absent)}; recomputing", stacklevel=2)
+            return None
+        return table
+    return None
 
 
 def artifact_path(kind: str, config: dict[str, Any], name: str) -> Path | None:
-    """Path of an artifact stored with an entry, or None if the entry or the artifact is missing."""
-    path = entry_path(kind, config) / name
-    return path if path.exists() and (path.parent / "table.parquet").exists() else None
+    """Path of an artifact stored with an entry, after checking its sha256, or None if the
+    entry or the artifact is missing (a corrupt one is discarded with a warning)."""
+    folder = key_path(kind, config)
+    version = _current(folder)
+    if version is None:
+        return None
+    try:
+        expected = _read_manifest(folder, version).get("files", {}).get(name)
+        if expected is None:
+            return None
+        path = folder / version / name
+        actual = _file_sha256(path)
+    except FileNotFoundError:
+        return None
+    except OSError as error:  # e.g. no permission: left alone
+        warnings.warn(f"cannot read {folder / version / name} ({error})", stacklevel=2)
+        return None
+    except ValueError as error:
+        _discard(folder, version, str(error))
+        return None
+    if actual != expected:
+        _discard(folder, version, f"checksum mismatch of {name}")
+        return None
+    return path
+
+
+def _owner() -> dict[str, Any]:
+    return {"host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _abandoned(owner_file: Path, fallback: Path) -> bool:
+    """Whether a staging folder or claim belongs to a process that is gone.
+
+    Same host: the owner's PID is checked. Another host (or no readable owner): the
+    file's age is compared with :data:`STALE_SECONDS`.
+    """
+    try:
+        owner = json.loads(owner_file.read_text())
+        if owner.get("host") == socket.gethostname():
+            return not _pid_alive(int(owner["pid"]))
+        age = time.time() - owner_file.stat().st_mtime
+    except (OSError, ValueError, KeyError, TypeError):
+        try:
+            age = time.time() - fallback.stat().st_mtime
+        except OSError:
+            return False
+    return age > STALE_SECONDS
+
+
+def _clean_key(folder: Path) -> None:
+    """Remove what killed processes left in one key's folder, and superseded versions past their grace."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    current = _current(folder)
+    now = time.time()
+    for name in names:
+        path = folder / name
+        try:
+            if name.startswith(".staging-"):
+                if _abandoned(path / "owner.json", path):
+                    shutil.rmtree(path, ignore_errors=True)
+            elif name.startswith(".discarded-"):
+                _remove(path)
+            elif name.startswith(f".{POINTER}-"):
+                if now - path.stat().st_mtime > GRACE_SECONDS:
+                    path.unlink(missing_ok=True)
+            elif name not in (POINTER, CLAIM) and name != current and current is not None:
+                if path.is_dir() and now - path.stat().st_mtime > GRACE_SECONDS:
+                    aside = folder / f".discarded-{uuid.uuid4().hex}"
+                    os.rename(path, aside)
+                    shutil.rmtree(aside, ignore_errors=True)
+        except OSError:
+            continue  # another process got there first
+
+
+def clean_stale(kinds: Iterable[str] | None = None) -> None:
+    """Remove leftovers of killed processes in every entry of ``kinds`` (default: all kinds)."""
+    root = cache_root()
+    try:
+        chosen = list(kinds) if kinds is not None else [p.name for p in root.iterdir() if p.is_dir()]
+    except OSError:
+        return
+    for kind in chosen:
+        try:
+            folders = [p for p in (root / kind).iterdir() if p.is_dir()]
+        except OSError:
+            continue
+        for folder in folders:
+            _clean_key(folder)
 
 
 def store(
@@ -74,35 +328,126 @@ def store(
     config: dict[str, Any],
     table: pd.DataFrame,
     artifacts: Mapping[str, Callable[[Path], None]] | None = None,
-) -> Path:
-    """Write an entry atomically (temporary folder, then rename).
+) -> Path | None:
+    """Publish a new version of the entry atomically; the folder of that version, or None.
 
     ``artifacts`` maps a file name to a function that writes that file at the given path
-    (e.g. ``{"model.safetensors": lambda p: save_file(state, p)}``).
+    (e.g. ``{"model.safetensors": lambda p: save_file(state, p)}``). Concurrent stores of
+    one key all succeed; the last to switch the pointer wins. A store that fails (read-only
+    or full disk, a failing artifact writer) warns, leaves nothing behind and returns None.
     """
-    path = entry_path(kind, config)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+    folder = key_path(kind, config)
+    version = f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}"
+    staging = folder / f".staging-{version}"
     try:
-        (staging / "config.json").write_text(
-            json.dumps({"kind": kind, "schema": SCHEMA_VERSION, "config": config}, indent=2, default=str)
-        )
-        table.to_parquet(staging / "table.parquet")
+        folder.mkdir(parents=True, exist_ok=True)
+        _clean_key(folder)
+        staging.mkdir()
+        (staging / "owner.json").write_text(json.dumps(_owner()))
+        table.to_parquet(staging / TABLE)
         for name, write in (artifacts or {}).items():
             write(staging / name)
-        if path.exists():
-            shutil.rmtree(path)
-        staging.rename(path)
-    finally:
+        files = {name: _file_sha256(staging / name) for name in [TABLE, *(artifacts or {})]}
+        (staging / MANIFEST).write_text(json.dumps(
+            {"kind": kind, "schema": SCHEMA_VERSION, "config": config, "files": files, "written_by": _owner()},
+            indent=2, default=str))
+        (staging / "owner.json").unlink()
+        os.rename(staging, folder / version)
+        pointer = folder / f".{POINTER}-{version}"
+        pointer.write_text(version + "\n")
+        os.replace(pointer, folder / POINTER)
+    except Exception as error:  # noqa: BLE001 - the computed table must survive any storage failure
         shutil.rmtree(staging, ignore_errors=True)
-    return path
+        warnings.warn(f"could not store the cache entry {folder} ({type(error).__name__}: {error}); "
+                      "the result is returned but not cached", stacklevel=2)
+        return None
+    _clean_key(folder)
+    return folder / version
 
 
-def cached(kind: str, config: dict[str, Any], compute: Callable[[], pd.DataFrame],
-           require_metrics: Iterable[str] = ()) -> pd.DataFrame:
-    """Load the table for ``config`` (holding ``require_metrics``) or compute and store it."""
-    table = load(kind, config, require_metrics)
-    if table is None:
-        table = compute()
-        store(kind, config, table)
-    return table
+def _claim_owner(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def claim(kind: str, config: dict[str, Any], poll: float = 0.2) -> Iterator[bool]:
+    """Hold the key's claim while the body runs; wait while another live process holds it.
+
+    Yields True when the claim is held, False when it cannot be created at all (an
+    unwritable cache: the body then runs unclaimed, and its store will warn).
+    """
+    folder = key_path(kind, config)
+    path = folder / CLAIM
+    token = uuid.uuid4().hex
+    descriptor = None
+    while descriptor is None:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            if _abandoned(path, path):
+                with contextlib.suppress(OSError):
+                    os.rename(path, folder / f".discarded-{uuid.uuid4().hex}")
+                continue
+            time.sleep(poll)
+            poll = min(2.0, poll * 1.5)
+        except OSError:
+            break
+    if descriptor is None:
+        yield False
+        return
+    with os.fdopen(descriptor, "w") as handle:
+        json.dump({**_owner(), "token": token}, handle)
+    stop = threading.Event()
+
+    def heartbeat() -> None:
+        while not stop.wait(HEARTBEAT_SECONDS):
+            with contextlib.suppress(OSError):
+                os.utime(path)
+
+    beat = threading.Thread(target=heartbeat, daemon=True)
+    beat.start()
+    try:
+        yield True
+    finally:
+        stop.set()
+        beat.join()
+        owner = _claim_owner(path)
+        if owner is not None and owner.get("token") == token:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def ensure(kind: str, config: dict[str, Any], compute: Callable[[], pd.DataFrame | Computed],
+           require_metrics: Iterable[str] = (), *, require_artifacts: Iterable[str] = (),
+           warn: bool = True) -> tuple[pd.DataFrame, bool]:
+    """:func:`cached`, also saying whether the table is now in the cache (False: its store failed).
+
+    ``warn=False``: no warning about a stale entry (the caller has warned already).
+    """
+    require_metrics, require_artifacts = tuple(require_metrics), tuple(require_artifacts)
+    table = load(kind, config, require_metrics, require_artifacts=require_artifacts, warn=warn)
+    if table is not None:
+        return table, True
+    with claim(kind, config):
+        table = load(kind, config, require_metrics, require_artifacts=require_artifacts, warn=False)
+        if table is not None:  # another process computed it while we waited for the claim
+            return table, True
+        result = compute()
+        computed = result if isinstance(result, Computed) else Computed(result)
+        stored = store(kind, config, computed.table, computed.artifacts) is not None
+        return computed.table, stored
+
+
+def cached(kind: str, config: dict[str, Any], compute: Callable[[], pd.DataFrame | Computed],
+           require_metrics: Iterable[str] = (), *, require_artifacts: Iterable[str] = ()) -> pd.DataFrame:
+    """Load the table for ``config`` (holding ``require_metrics`` and ``require_artifacts``), or
+    claim the key, compute and store it.
+
+    ``compute`` returns the table, or a :class:`Computed` with artifacts to store beside it.
+    While another process holds the key's claim this waits, then loads that process's entry.
+    """
+    return ensure(kind, config, compute, require_metrics, require_artifacts=require_artifacts)[0]

@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import LlamaForCausalLM
 
-from . import cache
+from . import cache, sweeps
 from .config import LMRunConfig
 from .recorder import ContinuityRecorder, log_spaced_steps
 from .tables import rows_to_frame
@@ -80,55 +80,68 @@ def train_lm(config: LMRunConfig, progress: bool = True, record: bool = True) ->
 MODEL_ARTIFACT = "model.safetensors"
 
 
-def _train_and_store(config: LMRunConfig, progress: bool) -> pd.DataFrame:
+def compute_lm_run(config: LMRunConfig, progress: bool = False) -> cache.Computed:
+    """Train one model: its table, with the weights as the entry's :data:`MODEL_ARTIFACT`
+    (the computation of a language-model sweep job)."""
     table, model = train_lm(config, progress)
     state = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
-    cache.store("lm", config.to_dict(), table,
-                artifacts={MODEL_ARTIFACT: lambda path: save_file(state, str(path))})
-    return table
+    return cache.Computed(table, {MODEL_ARTIFACT: lambda path: save_file(state, str(path))})
+
+
+def _compute_lm_run_with_progress(config: LMRunConfig) -> cache.Computed:
+    return compute_lm_run(config, progress=True)
+
+
+def lm_job(config: LMRunConfig, label: str = "", progress: bool = False) -> sweeps.Job:
+    """The sweep job of one language-model run (kind ``lm``); the entry must hold the weights."""
+    shape = config.shape
+    return sweeps.Job(
+        "lm", config.to_dict(), _compute_lm_run_with_progress if progress else compute_lm_run, config,
+        label=f"{label or f'{shape.mlp_activation}/{shape.attention}'} seed={config.seed}", device=config.device,
+        require_artifacts=(MODEL_ARTIFACT,),
+    )
 
 
 def run_lm(config: LMRunConfig, progress: bool = True) -> pd.DataFrame:
     """The run table of ``config``, from the cache or by training once (weights kept too)."""
-    table = cache.load("lm", config.to_dict())
-    return table if table is not None else _train_and_store(config, progress)
+    return sweeps.run_job(lm_job(config, progress=progress))
 
 
 def trained_lm(config: LMRunConfig, progress: bool = True) -> LlamaForCausalLM:
     """The trained model of ``config`` (eval mode, CPU), from the cache or by training once.
 
-    An entry cached without weights, or with unreadable weights, is retrained.
+    An entry cached without weights, or with weights failing their checksum, is retrained
+    (through the cache). Where the cache cannot give the weights back (a read-only cache,
+    an unreadable file) the model is trained here and returned without being kept.
     """
-    weights = cache.artifact_path("lm", config.to_dict(), MODEL_ARTIFACT)
+    job = lm_job(config, progress=progress)
+    weights = cache.artifact_path("lm", job.key_config(), MODEL_ARTIFACT)
+    if weights is None:
+        sweeps.run_job(job)
+        weights = cache.artifact_path("lm", job.key_config(), MODEL_ARTIFACT)
     if weights is not None:
         try:
             state = load_file(str(weights))
-        except Exception as error:  # noqa: BLE001 - a corrupt file is reported, then retrained
+        except Exception as error:  # noqa: BLE001 - an unreadable file is reported, then retrained
             warnings.warn(f"unreadable weights {weights} ({error}); retraining", stacklevel=2)
         else:
             model = build_llama(config.shape, seed=config.seed)
             model.load_state_dict(state)
             return model.eval()
-    _train_and_store(config, progress)
-    return trained_lm(config, progress)
+    with sweeps.pinned_threads():
+        return train_lm(config, progress)[1]
 
 
-def run_lm_sweep(configs: dict[str, list[LMRunConfig]], progress: bool = True) -> pd.DataFrame:
+def run_lm_sweep(configs: dict[str, list[LMRunConfig]], progress: bool = True,
+                 executor: str | None = None) -> pd.DataFrame:
     """Run (or load) every variant x seed; one table with the run-key columns added.
 
     ``condition`` holds the variant label; ``optimizer`` and ``init_scale`` are filled so
-    that the MLP chapters' analysis functions apply unchanged.
+    that the MLP chapters' analysis functions apply unchanged. ``executor`` as in
+    :func:`geocont.sweeps.run_jobs`.
     """
-    from tqdm import tqdm
-
     jobs = [(label, config) for label, group in configs.items() for config in group]
-    tables = []
-    bar = tqdm(jobs, desc="runs", disable=not progress)
-    for label, config in bar:
-        bar.set_postfix_str(f"{label} seed={config.seed}")
-        tables.append(run_lm(config, progress=False).assign(
-            condition=label, optimizer=config.optimizer.label, init_scale=1.0, seed=config.seed))
-    combined = pd.concat(tables, ignore_index=True)
-    for column in ("condition", "optimizer", "group", "metric", "space"):
-        combined[column] = combined[column].astype("category")
-    return combined
+    tables = sweeps.run_jobs([lm_job(config, label) for label, config in jobs], executor=executor, progress=progress)
+    return sweeps.tidy_sweep_table(tables, [
+        dict(condition=label, optimizer=config.optimizer.label, init_scale=1.0, seed=config.seed)
+        for label, config in jobs])

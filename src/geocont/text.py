@@ -13,6 +13,7 @@ split only, and cached by corpus and vocabulary size.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -113,7 +114,7 @@ def train_tokenizer(corpus: Corpus, vocab_size: int):
                                   show_progress=False)
     tokenizer.train_from_iterator(corpus.train.split("\n\n"), trainer=trainer)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
+    partial = path.with_suffix(f".{os.getpid()}.partial")  # one per process: sweep workers may race here
     tokenizer.save(str(partial))
     partial.replace(path)
     return tokenizer

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from . import cache
+from . import sweeps
 from .config import MLPRunConfig, OptimizerConfig
 from .data import ImageData, load_image_data
 from .mlp import ResidualMLP
@@ -154,37 +154,47 @@ def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True) 
     return rows_to_frame(recorder.rows)
 
 
+def compute_mlp_run(config: MLPRunConfig) -> pd.DataFrame:
+    """The table of one run, without progress bar: the computation of an MLP sweep job."""
+    return train_mlp(config, progress=False)
+
+
+def _compute_mlp_run_with_progress(config: MLPRunConfig) -> pd.DataFrame:
+    return train_mlp(config, progress=True)
+
+
+def mlp_job(config: MLPRunConfig, require_metrics: Sequence[str] = (), progress: bool = False) -> sweeps.Job:
+    """The sweep job of one MLP run (cache kind ``mlp``, keyed by ``config.to_dict()``)."""
+    return sweeps.Job(
+        "mlp", config.to_dict(), _compute_mlp_run_with_progress if progress else compute_mlp_run, config,
+        label=f"{config.condition} {config.optimizer.label} init={config.init_scale:g} seed={config.seed}",
+        device=config.device, require_metrics=tuple(require_metrics),
+    )
+
+
 def run_mlp(config: MLPRunConfig, progress: bool = True, require_metrics: Sequence[str] = ()) -> pd.DataFrame:
-    """The run table of ``config``, from the cache or by training once.
+    """The run table of ``config``, from the cache or by training once (in this process).
 
     ``require_metrics``: metrics the caller needs; a cached table recorded before they
     existed is recomputed.
     """
-    return cache.cached("mlp", config.to_dict(), lambda: train_mlp(config, progress), require_metrics)
+    return sweeps.run_job(mlp_job(config, require_metrics, progress))
 
 
 def run_sweep(configs: Sequence[MLPRunConfig], progress: bool = True,
-              require_metrics: Sequence[str] = ()) -> pd.DataFrame:
+              require_metrics: Sequence[str] = (), executor: str | None = None) -> pd.DataFrame:
     """Run (or load) every configuration; one table with :data:`geocont.tables.RUN_KEYS` added
     (``optimizer`` is the optimizer's label).
 
     All configurations are validated before the first run starts. Each run is cached on
-    its own, so an interrupted sweep resumes where it stopped. ``progress`` shows one
-    bar over the runs; ``require_metrics`` as in :func:`run_mlp`.
+    its own, so an interrupted sweep resumes where it stopped. ``executor`` as in
+    :func:`geocont.sweeps.run_jobs` (default ``$GEOCONT_EXECUTOR``, else all local
+    cores); ``progress`` shows one bar over the runs; ``require_metrics`` as in :func:`run_mlp`.
     """
     configs = list(configs)
     if not configs:
         raise ValueError("run_sweep needs at least one configuration")
-    tables = []
-    bar = tqdm(configs, desc="runs", disable=not progress)
-    for config in bar:
-        bar.set_postfix_str(f"{config.condition} {config.optimizer.label} seed={config.seed}")
-        table = run_mlp(config, progress=False, require_metrics=require_metrics).assign(
-            condition=config.condition, optimizer=config.optimizer.label,
-            init_scale=config.init_scale, seed=config.seed,
-        )
-        tables.append(table)
-    combined = pd.concat(tables, ignore_index=True)
-    for column in ("condition", "optimizer", "group", "metric", "space"):
-        combined[column] = combined[column].astype("category")
-    return combined
+    tables = sweeps.run_jobs([mlp_job(c, require_metrics) for c in configs], executor=executor, progress=progress)
+    return sweeps.tidy_sweep_table(tables, [
+        dict(condition=c.condition, optimizer=c.optimizer.label, init_scale=c.init_scale, seed=c.seed)
+        for c in configs])

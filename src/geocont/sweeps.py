@@ -1,0 +1,423 @@
+"""One entry point for sweeps of independent cached runs, and the executors that run them.
+
+A sweep is a list of :class:`Job`: a cache ``kind``, the run's configuration (its cache
+key) and a top-level, picklable function that computes the run's table from an argument
+(for example :func:`geocont.training.compute_mlp_run` and an ``MLPRunConfig``). The same
+jobs run under any executor:
+
+* ``serial``: one run after another in this process;
+* ``local`` (default) or ``local:N``: a pool of N worker processes on this machine
+  (default: all cores / the per-run thread count), one run per worker at a time;
+* ``ray`` or ``ray:ADDRESS``: tasks on a Ray cluster. ``ADDRESS`` (or
+  ``GEOCONT_RAY_ADDRESS``) connects to a running cluster (``ray start --head`` on one node,
+  ``ray start --address=...`` on the others); without one a local Ray is started on all
+  cores. A run on ``cuda`` asks Ray for one GPU, one on ``auto`` too where the cluster has
+  GPUs; a CPU run asks for its threads.
+
+The executor is the ``executor`` argument of :func:`run_jobs`, else ``$GEOCONT_EXECUTOR``,
+else ``local``; :func:`executor_description` says in one line what was used (for a
+chapter's provenance).
+
+Workers write cache entries (:mod:`geocont.cache`) and the driver reads them, so a run in
+the cache is never recomputed, an interrupted sweep resumes, and two sweeps sharing a
+cache never train one key twice (the cache's claim). With Ray on several machines the
+cache directory must be on storage that all of them mount at the same path.
+
+Determinism: every run computes with the same number of torch threads whatever the
+executor and the machine, ``$GEOCONT_RUN_THREADS`` (default 1), so a run's table is
+bit-identical under serial, local and Ray (intra-op reductions split differently over
+threads and change the last digits otherwise). One thread per run is the fastest use of
+a machine whose cores all run sweeps, and avoids oversubscription. A count other than 1
+is part of the cache key, so values computed differently never mix.
+
+Failures: a run that raises (``TrainingDiverged``, out of memory, anything) or whose
+worker process dies is reported at once with its configuration; the other runs finish and
+are cached, then :class:`SweepFailed` names every failed run.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import multiprocessing
+import os
+import sys
+import traceback
+import warnings
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import pandas as pd
+from tqdm import tqdm
+
+from . import cache
+
+EXECUTORS = ("serial", "local", "local:N", "ray", "ray:ADDRESS")
+
+
+class SweepFailed(RuntimeError):
+    """Some runs of a sweep failed; ``failures`` holds ``(label, config, error)`` for each."""
+
+    def __init__(self, failures: Sequence[tuple[str, dict[str, Any], str]], total: int):
+        self.failures = list(failures)
+        lines = [f"{len(failures)} of {total} runs failed (the others are cached):"]
+        lines += [f"  - {label}: {error.strip().splitlines()[-1] if error.strip() else error} | config {config}"
+                  for label, config, error in failures]
+        super().__init__("\n".join(lines))
+
+
+@dataclass(frozen=True)
+class Job:
+    """One independent cached run.
+
+    ``compute(argument)`` returns the run's table, or a :class:`geocont.cache.Computed`
+    with artifacts (e.g. a model's weights) to store beside it. ``compute`` must be a
+    top-level function and ``argument`` picklable, so that the job can be sent to another
+    process or machine. ``device`` (``cpu``, ``cuda``, ``auto``) decides the resources
+    asked of Ray; ``label`` names the run in progress and failure messages.
+    """
+
+    kind: str
+    config: dict[str, Any]
+    compute: Callable[[Any], Any]
+    argument: Any = None
+    label: str = ""
+    device: str = "cpu"
+    require_metrics: tuple[str, ...] = ()
+    require_artifacts: tuple[str, ...] = ()
+
+    def key_config(self) -> dict[str, Any]:
+        """The configuration the cache keys on: ``config``, plus the thread count unless it is 1."""
+        threads = run_threads()
+        return self.config if threads == 1 else {**self.config, "torch_threads": threads}
+
+    def load(self, warn: bool = True) -> pd.DataFrame | None:
+        """The job's cached table, or None (see :func:`geocont.cache.load`)."""
+        return cache.load(self.kind, self.key_config(), self.require_metrics,
+                          require_artifacts=self.require_artifacts, warn=warn)
+
+
+def run_threads() -> int:
+    """Torch threads of every run: ``$GEOCONT_RUN_THREADS``, default 1."""
+    value = os.environ.get("GEOCONT_RUN_THREADS", "1")
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"GEOCONT_RUN_THREADS must be a positive integer, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """A parsed executor choice: ``name`` (serial, local, ray), local ``workers``, Ray ``address``."""
+
+    name: str
+    workers: int = 1
+    address: str | None = None
+
+
+def resolve_executor(executor: str | None = None) -> ExecutorSpec:
+    """Parse ``executor`` (else ``$GEOCONT_EXECUTOR``, else ``local``); one-line error if invalid."""
+    text = (executor if executor is not None else os.environ.get("GEOCONT_EXECUTOR", "")).strip() or "local"
+    name, _, option = text.partition(":")
+    threads = run_threads()
+    if name == "serial" and not option:
+        return ExecutorSpec("serial")
+    if name == "local":
+        if not option:
+            return ExecutorSpec("local", max(1, (os.cpu_count() or 1) // threads))
+        if option.isdigit() and int(option) >= 1:
+            return ExecutorSpec("local", int(option))
+    if name == "ray":
+        return ExecutorSpec("ray", address=option or os.environ.get("GEOCONT_RAY_ADDRESS") or None)
+    raise ValueError(f"unknown executor {text!r}; valid choices: {', '.join(EXECUTORS)}")
+
+
+def executor_description(executor: str | None = None) -> str:
+    """One line saying how runs execute, e.g. ``local: 2 worker processes x 1 torch thread``."""
+    spec = resolve_executor(executor)
+    threads = run_threads()
+    per_run = f"{threads} torch thread{'s' if threads > 1 else ''}"
+    if spec.name == "serial":
+        return f"serial: 1 process x {per_run}"
+    if spec.name == "local":
+        return f"local: {spec.workers} worker process{'es' if spec.workers > 1 else ''} x {per_run}"
+    where = f"cluster at {spec.address}" if spec.address else f"a local Ray on {os.cpu_count()} CPUs"
+    return f"ray: {where}, {per_run} per run"
+
+
+# --------------------------------------------------------------------------- what a worker does
+
+
+@dataclass
+class Outcome:
+    """What a worker reports: an ``error`` (the traceback), or success, with the ``table``
+    only when the cache could not keep it (otherwise the driver loads the entry); and the
+    ``warnings`` the run raised, which the driver raises again (they would be lost in a worker)."""
+
+    table: pd.DataFrame | None = None
+    error: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+def pin_threads(threads: int) -> None:
+    """Fix the torch (and OpenMP/MKL) thread count of this process."""
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[variable] = str(threads)
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def pinned_threads(threads: int | None = None) -> Iterator[None]:
+    """Run the body at ``threads`` (default :func:`run_threads`) torch threads, then restore."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads or run_threads())
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def execute(job: Job, threads: int, environment: dict[str, str] | None = None) -> Outcome:
+    """Run one job under ``threads`` torch threads.
+
+    Used by every executor: in worker processes and Ray tasks, which first take the
+    driver's ``GEOCONT_*`` ``environment`` (its cache directory as an absolute path above
+    all), and for ``serial`` in this process (``environment=None``; the caller's thread
+    count is restored afterwards).
+    """
+    if environment is not None:  # a worker kept from an earlier sweep takes this sweep's settings
+        for name in [name for name in os.environ if name.startswith("GEOCONT_") and name not in environment]:
+            del os.environ[name]
+        os.environ.update(environment)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with pinned_threads(threads):
+                table, stored = cache.ensure(job.kind, job.key_config(), lambda: job.compute(job.argument),
+                                             job.require_metrics, require_artifacts=job.require_artifacts,
+                                             warn=False)  # the driver warned about a stale entry already
+            outcome = Outcome(table=None if stored else table)
+        except Exception:  # noqa: BLE001 - reported with the job's configuration by the driver
+            outcome = Outcome(error=traceback.format_exc())
+    outcome.warnings = tuple(dict.fromkeys(str(w.message) for w in caught))
+    return outcome
+
+
+def geocont_environment() -> dict[str, str]:
+    """The ``GEOCONT_*`` variables a worker needs to compute as this process would, with the
+    cache directory made absolute (a Ray worker runs in another directory)."""
+    environment = {name: value for name, value in os.environ.items() if name.startswith("GEOCONT_")}
+    environment["GEOCONT_CACHE_DIR"] = str(cache.cache_root().absolute())
+    return environment
+
+
+def _init_worker(threads: int, environment: dict[str, str]) -> None:
+    """A local worker: the driver's environment when the pool started (a forkserver's is older), pinned threads."""
+    os.environ.clear()
+    os.environ.update(environment)
+    pin_threads(threads)
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    """forkserver where the platform has it, with torch and geocont imported once in the server, so
+    that a new pool starts in a fraction of a second; spawn elsewhere. Never fork: the driver may
+    already run torch threads."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["geocont.training"])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+# --------------------------------------------------------------------------- executors
+
+
+def _serial(jobs: list[Job], threads: int, report: Callable[[int, Outcome], None]) -> None:
+    for index, job in enumerate(jobs):
+        report(index, execute(job, threads))
+
+
+#: Local worker pools by (workers, threads), kept between sweeps so that workers keep their
+#: imports and loaded datasets (a chapter runs several sweeps); :func:`shutdown` ends them.
+_POOLS: dict[tuple[int, int], concurrent.futures.ProcessPoolExecutor] = {}
+
+
+def _pool(workers: int, threads: int) -> concurrent.futures.ProcessPoolExecutor:
+    key = (workers, threads)
+    if key not in _POOLS:
+        _POOLS[key] = concurrent.futures.ProcessPoolExecutor(
+            max_workers=workers, mp_context=_pool_context(), initializer=_init_worker,
+            initargs=(threads, dict(os.environ)))
+    return _POOLS[key]
+
+
+def _drop_pool(workers: int, threads: int) -> None:
+    pool = _POOLS.pop((workers, threads), None)
+    if pool is not None:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _local(jobs: list[Job], workers: int, threads: int, environment: dict[str, str],
+           report: Callable[[int, Outcome], None]) -> None:
+    """A process pool (:func:`_pool_context`, kept for later sweeps) with at most ``workers`` runs in flight.
+
+    If a worker dies (killed, out of memory) the pool breaks: the runs in flight are
+    reported as failed and a fresh pool takes the rest. If the sweep itself stops (an
+    interrupt) the pool is shut down with it.
+    """
+    queue = list(range(len(jobs)))
+    while queue:
+        pool = _pool(workers, threads)
+        in_flight: dict[concurrent.futures.Future, int] = {}
+        broken = False
+        try:
+            while in_flight or (queue and not broken):
+                while queue and not broken and len(in_flight) < workers:
+                    index = queue.pop(0)
+                    in_flight[pool.submit(execute, jobs[index], threads, environment)] = index
+                done, _ = concurrent.futures.wait(in_flight, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    index = in_flight.pop(future)
+                    try:
+                        outcome = future.result()
+                    except BrokenProcessPool:
+                        broken = True
+                        outcome = Outcome(error="the worker process died while this run was in flight "
+                                                "(killed, or out of memory?)")
+                    report(index, outcome)
+        except BaseException:
+            _drop_pool(workers, threads)
+            raise
+        if broken:
+            _drop_pool(workers, threads)
+
+
+def _ensure_ray(address: str | None):
+    import ray
+
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    return ray
+
+
+def _ray(jobs: list[Job], address: str | None, threads: int, environment: dict[str, str],
+         report: Callable[[int, Outcome], None]) -> None:
+    """Ray tasks, one per run; Ray's scheduler decides how many run at once.
+
+    Connects to the cluster at ``address`` or starts a local Ray once per process (kept
+    for later sweeps; :func:`shutdown` stops it).
+    """
+    ray = _ensure_ray(address)
+    has_gpus = ray.cluster_resources().get("GPU", 0) > 0
+    remote = ray.remote(execute)
+    pending = {}
+    for index, job in enumerate(jobs):
+        gpu = job.device == "cuda" or (job.device == "auto" and has_gpus)
+        options = dict(num_cpus=threads, num_gpus=1 if gpu else 0, max_retries=0)
+        pending[remote.options(**options).remote(job, threads, environment)] = index
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        for reference in ready:
+            index = pending.pop(reference)
+            try:
+                outcome = ray.get(reference)
+            except Exception as error:  # noqa: BLE001 - a dead worker or node, reported with the run
+                outcome = Outcome(error=f"the Ray task failed: {type(error).__name__}: {error}")
+            report(index, outcome)
+
+
+def shutdown() -> None:
+    """End the local worker pools and stop (or disconnect from) the Ray of earlier sweeps, if any."""
+    for workers, threads in list(_POOLS):
+        _drop_pool(workers, threads)
+    if "ray" in sys.modules and sys.modules["ray"].is_initialized():
+        sys.modules["ray"].shutdown()
+
+
+# --------------------------------------------------------------------------- the entry point
+
+
+def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = True) -> list[pd.DataFrame]:
+    """The table of every job, in order: from the cache, or computed by ``executor``.
+
+    The executor is validated before any work. Cached runs are loaded in this process
+    without starting any worker; the rest go to the executor, deduplicated by cache key.
+    One progress bar advances as runs finish; a failed run is reported as soon as it
+    fails (with its configuration) and :class:`SweepFailed` is raised after the others.
+    """
+    jobs = list(jobs)
+    spec = resolve_executor(executor)
+    threads = run_threads()
+    cache.clean_stale({job.kind for job in jobs})
+    tables: list[pd.DataFrame | None] = [job.load() for job in jobs]
+    todo: dict[str, list[int]] = {}
+    for index, job in enumerate(jobs):
+        if tables[index] is None:
+            todo.setdefault(cache.cache_key(job.kind, job.key_config()), []).append(index)
+    unique = [indices[0] for indices in todo.values()]
+    failures: list[tuple[str, dict[str, Any], str]] = []
+    bar = tqdm(total=len(jobs), initial=len(jobs) - sum(map(len, todo.values())), desc="runs",
+               disable=not progress)
+
+    def report(position: int, outcome: Outcome) -> None:
+        job = jobs[unique[position]]
+        indices = todo[cache.cache_key(job.kind, job.key_config())]
+        for message in outcome.warnings:
+            warnings.warn(f"{job.label}: {message}", stacklevel=3)
+        if outcome.error is not None:
+            failures.append((job.label, job.config, outcome.error))
+            tqdm.write(f"run failed: {job.label} | config {job.config}\n{outcome.error}")
+        else:
+            table = outcome.table if outcome.table is not None else job.load()
+            if table is None:
+                failures.append((job.label, job.config, (
+                    f"a worker stored the entry but this process cannot read it under {cache.cache_root()}: "
+                    "is GEOCONT_CACHE_DIR on storage shared by every node?")))
+            for index in indices:
+                tables[index] = table
+        bar.set_postfix_str(job.label, refresh=False)
+        bar.update(len(indices))
+
+    pending = [jobs[index] for index in unique]
+    try:
+        if pending and spec.name == "serial":
+            _serial(pending, threads, report)
+        elif pending and spec.name == "local":
+            _local(pending, spec.workers, threads, geocont_environment(), report)
+        elif pending:
+            _ray(pending, spec.address, threads, geocont_environment(), report)
+    finally:
+        bar.close()
+    if failures:
+        raise SweepFailed(failures, len(unique))
+    return tables  # type: ignore[return-value]
+
+
+def run_job(job: Job, progress: bool = True) -> pd.DataFrame:
+    """One job in this process (the cached single-run functions, e.g. ``run_mlp``).
+
+    Same thread count and cache key as in a sweep; ``progress`` is the job's own concern
+    (its ``compute`` decides whether to show a bar). Exceptions propagate unchanged.
+    """
+    table = job.load()
+    if table is not None:
+        return table
+    with pinned_threads():
+        return cache.cached(job.kind, job.key_config(), lambda: job.compute(job.argument), job.require_metrics,
+                            require_artifacts=job.require_artifacts)
+
+
+def tidy_sweep_table(tables: Sequence[pd.DataFrame], columns: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Concatenate run tables, each with its run-key ``columns`` added; label columns as categories."""
+    combined = pd.concat([table.assign(**extra) for table, extra in zip(tables, columns)], ignore_index=True)
+    for column in ("condition", "optimizer", "group", "metric", "space"):
+        if column in combined:
+            combined[column] = combined[column].astype("category")
+    return combined

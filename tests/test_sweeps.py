@@ -1,0 +1,120 @@
+"""Sweeps give the same tables under every executor; failures are reported and the rest cached."""
+
+import pandas as pd
+import pytest
+import torch
+
+from geocont import sweeps
+from geocont.config import MLPRunConfig, OptimizerConfig
+from geocont.training import TrainingDiverged, mlp_job, run_sweep
+
+TINY = MLPRunConfig(dataset="mnist-subset", max_train=256, width=8, depth=3, epochs=2,
+                    batch_size=64, n_snapshots=3, n_directions=2)
+CONFIGS = [TINY.replace(condition="res-relu"), TINY.replace(condition="nores-relu", seed=1)]
+EXPLODING = TINY.replace(optimizer=OptimizerConfig("sgd", lr=0.9, momentum=0.99), init_scale=30.0)
+
+
+@pytest.fixture
+def serial_table(tmp_path, monkeypatch):
+    """The sweep run one after another in this process, at 2 torch threads outside the runs."""
+    monkeypatch.setenv("GEOCONT_CACHE_DIR", str(tmp_path / "serial"))
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)  # the runs themselves use GEOCONT_RUN_THREADS (1) whatever the caller's setting
+    try:
+        table = run_sweep(CONFIGS, progress=False, executor="serial")
+    finally:
+        torch.set_num_threads(previous)
+    return table
+
+
+def in_fresh_cache(monkeypatch, tmp_path, name):
+    monkeypatch.setenv("GEOCONT_CACHE_DIR", str(tmp_path / name))
+
+
+def test_executor_choice_is_validated_before_any_work(tmp_path, monkeypatch):
+    in_fresh_cache(monkeypatch, tmp_path, "never")
+    with pytest.raises(ValueError, match="valid choices: serial, local, local:N, ray, ray:ADDRESS"):
+        run_sweep(CONFIGS, progress=False, executor="threads")
+    monkeypatch.setenv("GEOCONT_EXECUTOR", "local:0")
+    with pytest.raises(ValueError, match="unknown executor 'local:0'"):
+        run_sweep(CONFIGS, progress=False)
+    assert not (tmp_path / "never").exists()
+    monkeypatch.setenv("GEOCONT_EXECUTOR", "local:3")
+    assert sweeps.executor_description() == "local: 3 worker processes x 1 torch thread"
+    assert sweeps.executor_description("serial") == "serial: 1 process x 1 torch thread"
+    monkeypatch.setenv("GEOCONT_RAY_ADDRESS", "head:6379")
+    assert sweeps.executor_description("ray") == "ray: cluster at head:6379, 1 torch thread per run"
+    monkeypatch.setenv("GEOCONT_RUN_THREADS", "two")
+    with pytest.raises(ValueError, match="GEOCONT_RUN_THREADS"):
+        sweeps.executor_description()
+
+
+def test_local_workers_give_the_serial_tables_exactly(serial_table, tmp_path, monkeypatch):
+    in_fresh_cache(monkeypatch, tmp_path, "local")
+    local = run_sweep(CONFIGS, progress=False, executor="local:2")
+    pd.testing.assert_frame_equal(local, serial_table, check_exact=True)
+    for config in CONFIGS:  # the workers wrote the entries; a run in the cache is not recomputed
+        assert mlp_job(config).load() is not None
+    pd.testing.assert_frame_equal(run_sweep(CONFIGS, progress=False, executor="serial"), serial_table,
+                                  check_exact=True)
+
+
+def test_a_failing_run_is_reported_with_its_configuration_and_the_others_are_cached(tmp_path, monkeypatch, capsys):
+    in_fresh_cache(monkeypatch, tmp_path, "failing")
+    with pytest.raises(sweeps.SweepFailed, match=r"1 of 3 runs failed") as failed:
+        run_sweep([CONFIGS[0], EXPLODING, CONFIGS[1]], progress=False, executor="local:2")
+    (label, config, error), = failed.value.failures
+    assert config == EXPLODING.to_dict() and "init=30" in label and TrainingDiverged.__name__ in error
+    assert "loss became" in str(failed.value) and "'init_scale': 30.0" in str(failed.value)
+    assert "run failed:" in capsys.readouterr().out  # reported as it happened, before the sweep ended
+    assert all(mlp_job(c).load() is not None for c in CONFIGS) and mlp_job(EXPLODING).load() is None
+
+
+def test_an_unwritable_cache_still_gives_the_tables_from_workers(serial_table, tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("GEOCONT_CACHE_DIR", str(blocker / "cache"))
+    with pytest.warns(UserWarning, match="could not store"):  # raised in the workers, reported here
+        table = run_sweep(CONFIGS, progress=False, executor="local:2")
+    pd.testing.assert_frame_equal(table, serial_table, check_exact=True)
+
+
+def test_a_local_ray_cluster_gives_the_serial_tables_exactly(serial_table, tmp_path, monkeypatch):
+    ray = pytest.importorskip("ray")
+    cached_dir = tmp_path / "serial"
+    monkeypatch.setenv("GEOCONT_CACHE_DIR", str(cached_dir))
+    pd.testing.assert_frame_equal(run_sweep(CONFIGS, progress=False, executor="ray"), serial_table)
+    assert not ray.is_initialized()  # everything was cached: no cluster started
+    in_fresh_cache(monkeypatch, tmp_path, "ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        with pytest.raises(sweeps.SweepFailed, match="1 of 3 runs failed") as failed:
+            run_sweep([EXPLODING, *CONFIGS], progress=False, executor="ray")
+    finally:
+        ray.shutdown()
+    assert failed.value.failures[0][1] == EXPLODING.to_dict()
+    table = run_sweep(CONFIGS, progress=False, executor="ray")  # what the Ray workers cached
+    assert not ray.is_initialized()
+    pd.testing.assert_frame_equal(table, serial_table, check_exact=True)
+
+
+def _table_of(value: float) -> pd.DataFrame:
+    return pd.DataFrame({"metric": ["m"], "value": [value]})
+
+
+def _die(value: float) -> pd.DataFrame:
+    import os
+
+    os._exit(1)  # as the out-of-memory killer would end the worker
+
+
+def test_a_worker_that_dies_is_reported_and_the_other_runs_finish(tmp_path, monkeypatch):
+    in_fresh_cache(monkeypatch, tmp_path, "dying")
+    jobs = [sweeps.Job("demo", {"value": 1.0}, _table_of, 1.0, label="good"),
+            sweeps.Job("demo", {"value": 2.0}, _die, 2.0, label="dies"),
+            sweeps.Job("demo", {"value": 3.0}, _table_of, 3.0, label="also good")]
+    with pytest.raises(sweeps.SweepFailed, match="dies: the worker process died") as failed:
+        sweeps.run_jobs(jobs, executor="local:1", progress=False)
+    assert [label for label, _, _ in failed.value.failures] == ["dies"]
+    assert [jobs[i].load()["value"].item() for i in (0, 2)] == [1.0, 3.0]
+    assert sweeps.run_jobs([jobs[0], jobs[0]], executor="serial", progress=False)[1]["value"].item() == 1.0
