@@ -41,6 +41,7 @@ import concurrent.futures
 import contextlib
 import multiprocessing
 import os
+import signal
 import sys
 import traceback
 import warnings
@@ -216,7 +217,12 @@ def geocont_environment() -> dict[str, str]:
 
 
 def _init_worker(threads: int, environment: dict[str, str]) -> None:
-    """A local worker: the driver's environment when the pool started (a forkserver's is older), pinned threads."""
+    """A local worker: the driver's environment when the pool started (a forkserver's is older), pinned threads.
+
+    Workers ignore Ctrl-C (SIGINT): an interrupt is the driver's to handle, which ends the pool. Without
+    this, a Jupyter kernel's shutdown (papermill, nbval) prints a KeyboardInterrupt traceback per idle worker.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.clear()
     os.environ.update(environment)
     pin_threads(threads)
