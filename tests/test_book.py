@@ -78,3 +78,16 @@ def test_a_build_checks_every_stale_chapter_before_executing_any(tmp_path, monke
     monkeypatch.setattr(build, "execute", lambda *args, **kwargs: pytest.fail("executed before checking"))
     with pytest.raises(ParameterError, match="valid choices: smoke, cpu, paper"):
         build.execute_stale(ROOT, "huge", force=True, layout=paths.Layout(tmp_path))
+
+
+def test_provenance_records_the_executor(monkeypatch):
+    monkeypatch.setenv("GEOCONT_EXECUTOR", "serial")
+    text = provenance_markdown(notebook="book/x.ipynb", scale="cpu", data="d", seeds=[0], model="m", training="t")
+    assert "| executor | serial: 1 process x 1 torch thread" in text
+
+
+def test_an_unknown_executor_is_one_line_before_any_work(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(build, "execute", lambda *args, **kwargs: pytest.fail("executed with a bad executor"))
+    with pytest.raises(SystemExit, match="^error: unknown executor 'locl'; valid choices: serial, local"):
+        build.main(["run", "book/mlp_conditions.ipynb", "--no-render", "--executor", "locl"])

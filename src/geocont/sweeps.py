@@ -55,6 +55,8 @@ from tqdm import tqdm
 from . import cache
 
 EXECUTORS = ("serial", "local", "local:N", "ray", "ray:ADDRESS")
+#: The environment variable that chooses the executor when no ``executor`` argument is given.
+EXECUTOR_ENV = "GEOCONT_EXECUTOR"
 
 
 class SweepFailed(RuntimeError):
@@ -118,7 +120,7 @@ class ExecutorSpec:
 
 def resolve_executor(executor: str | None = None) -> ExecutorSpec:
     """Parse ``executor`` (else ``$GEOCONT_EXECUTOR``, else ``local``); one-line error if invalid."""
-    text = (executor if executor is not None else os.environ.get("GEOCONT_EXECUTOR", "")).strip() or "local"
+    text = (executor if executor is not None else os.environ.get(EXECUTOR_ENV, "")).strip() or "local"
     name, _, option = text.partition(":")
     threads = run_threads()
     if name == "serial" and not option:

@@ -35,6 +35,7 @@ import sys
 from pathlib import Path
 
 from ..scales import ParameterError, check_scale
+from ..sweeps import EXECUTOR_ENV, resolve_executor
 from .paths import (BOOK_ENV, CLAIMS_ENV, CLOSING, DEFAULT_SCALE, Layout, chapters,
                     repository_root)
 
@@ -256,6 +257,11 @@ def _parse_parameters(pairs: list[list[str]]) -> dict:
     return parsed
 
 
+#: How the sweeps of every executed chapter run (:mod:`geocont.sweeps`).
+EXECUTOR_HELP = ("where the chapters' runs execute: serial | local | local:N | ray | ray:ADDRESS "
+                 "(default: $GEOCONT_EXECUTOR, else local on every core)")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m geocont.book", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -265,10 +271,12 @@ def main(argv: list[str] | None = None) -> None:
     build.add_argument("--no-strict", action="store_true", help="do not turn Sphinx warnings into errors")
     build.add_argument("--output", type=Path, default=None,
                        help="build under OUTPUT/_build instead of the repository's _build")
+    build.add_argument("--executor", help=EXECUTOR_HELP)
     run = sub.add_parser("run", help="execute one chapter with parameters, then build the book")
     run.add_argument("notebook", type=Path)
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     run.add_argument("--no-render", action="store_true", help="only execute the chapter")
+    run.add_argument("--executor", help=EXECUTOR_HELP)
     args = parser.parse_args(argv)
     try:
         _main(args)
@@ -281,6 +289,12 @@ def _main(args: argparse.Namespace) -> None:
         root = repository_root()
     except FileNotFoundError as error:
         raise SystemExit(str(error)) from None
+    if args.executor:  # the chapters' kernels inherit it; checked before any work
+        try:
+            resolve_executor(args.executor)
+        except ValueError as error:
+            raise ParameterError(str(error)) from None
+        os.environ[EXECUTOR_ENV] = args.executor
     if args.command == "build":
         if args.scale:
             check_scale(args.scale)

@@ -1,4 +1,4 @@
-"""What produced a chapter: scale, data, seeds, hardware, code version, re-run command."""
+"""What produced a chapter: scale, data, seeds, hardware, executor, code version, re-run command."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import subprocess
 from pathlib import Path
 
 import torch
+
+from ..sweeps import executor_description
 
 
 def hardware() -> str:
@@ -76,6 +78,7 @@ def provenance_markdown(*, notebook: str, scale: str, data: str, seeds, model: s
         f"| model | {model} |\n"
         f"| training | {training} |\n"
         f"| hardware | {hardware()} |\n"
+        f"| executor | {executor_description()} (`--executor` of `python -m geocont.book`, or `$GEOCONT_EXECUTOR`) |\n"
         f"| software | torch {torch.__version__}, code {code_version()} |\n"
         f"| executed | {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M UTC} |\n\n"
         + rerun_box(notebook, scale, overrides)
