@@ -57,7 +57,7 @@ def test_claim_rows_have_the_shared_columns_and_valid_verdicts():
     (["nonexistent_param", "3"], "error: unknown parameter(s) nonexistent_param; valid choices: scale, seeds, epochs, "
                                  "conditions, width, depth, dataset, init_scale, lr, n_snapshots"),
     (["scale", "huge"], "error: unknown scale 'huge'; valid choices: smoke, cpu, paper"),
-    (["epochs", "abc"], "error: epochs must be a positive integer, got 'abc'"),
+    (["epochs", "abc"], "error: epochs must be an integer >= 1, got 'abc'"),
 ])
 def test_run_rejects_bad_parameters_in_one_line_before_executing(monkeypatch, parameter, message):
     monkeypatch.chdir(ROOT)

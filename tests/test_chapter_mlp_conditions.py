@@ -77,7 +77,7 @@ def test_configure_rejects_bad_parameters_in_one_line():
         chapter.configure("smoke", epoch=3)
     with pytest.raises(ParameterError, match="valid choices: smoke, cpu, paper"):
         chapter.configure("huge")
-    with pytest.raises(ParameterError, match="epochs must be a positive integer, got 'abc'"):
+    with pytest.raises(ParameterError, match="epochs must be an integer >= 1, got 'abc'"):
         chapter.configure("smoke", epochs="abc")
     settings = chapter.configure("smoke", epochs=2, seeds=None)
     assert settings.base.epochs == 2 and settings.overrides == {"epochs": 2}
