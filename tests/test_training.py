@@ -92,9 +92,13 @@ def test_cached_run_without_a_needed_metric_is_recomputed(isolated_cache):
 
 def test_sweep_adds_configuration_columns():
     configs = [TINY.replace(condition=c) for c in ("res-relu", "nores-relu")]
-    table = run_sweep(configs, progress=False)
-    assert {"condition", "optimizer", "init_scale", "seed"} <= set(table.columns)
-    assert set(table["condition"]) == {"res-relu", "nores-relu"}
+    table = run_sweep(configs, progress=False, executor="serial")
+    for config in configs:  # each run's own table, with its configuration columns added
+        rows = table[table["condition"] == config.condition].drop(columns=["condition", "optimizer", "init_scale", "seed"])
+        expected = run_mlp(config, progress=False)
+        pd.testing.assert_frame_equal(rows.reset_index(drop=True), expected, check_categorical=False)
+        assert set(table.loc[table["condition"] == config.condition, "seed"]) == {config.seed}
+    assert len(table) == sum(len(run_mlp(config, progress=False)) for config in configs)
 
 
 def test_divergence_is_reported_with_the_step():
