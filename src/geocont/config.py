@@ -111,8 +111,20 @@ class OptimizerConfig:
         return f"{self.name}({', '.join(changed)})" if changed else self.name
 
 
+class RunConfig:
+    """What every run configuration offers: its identity as plain data, and validated copies."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (JSON-ready): the run's identity in the cache."""
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any):
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+
 @dataclass(frozen=True)
-class MLPRunConfig:
+class MLPRunConfig(RunConfig):
     """Everything that determines one MLP training run (and so its cache key)."""
 
     condition: str = "res-relu"
@@ -146,14 +158,6 @@ class MLPRunConfig:
             raise ValueError(f"n_directions ({self.n_directions}) cannot exceed width ({self.width})")
         if self.device not in DEVICES:
             raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain nested dict (JSON-ready): the run's identity in the cache."""
-        return dataclasses.asdict(self)
-
-    def replace(self, **changes: Any) -> "MLPRunConfig":
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
 
 
 
@@ -191,7 +195,7 @@ class TransformerShape:
 
 
 @dataclass(frozen=True)
-class LMRunConfig:
+class LMRunConfig(RunConfig):
     """Everything that determines one language-model training run (its cache key)."""
 
     shape: TransformerShape = TransformerShape()
@@ -216,9 +220,3 @@ class LMRunConfig:
         object.__setattr__(self, "n_snapshots", check_integer("n_snapshots", self.n_snapshots, minimum=2))
         if self.device not in DEVICES:
             raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def replace(self, **changes: Any) -> "LMRunConfig":
-        return dataclasses.replace(self, **changes)

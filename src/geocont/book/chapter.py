@@ -55,6 +55,16 @@ def notebook_parameters(namespace: Mapping[str, Any], parameters: Mapping[str, s
     return {name: namespace[name] for name in parameters}
 
 
+def configure_notebook(namespace: Mapping[str, Any], parameters: Mapping[str, str], configure: Any) -> Any:
+    """A chapter's ``from_notebook``: ``configure`` with the notebook's parameter values
+    (:func:`notebook_parameters`), and the book's figure theme set for what follows."""
+    from .. import plotting
+
+    settings = configure(**notebook_parameters(namespace, parameters))
+    plotting.set_theme()
+    return settings
+
+
 def overrides_of(params: Mapping[str, Any]) -> dict[str, Any]:
     """The parameters that were set (not ``None``), ``scale`` excepted: what a re-run must repeat."""
     return {name: value for name, value in params.items() if value is not None and name != "scale"}

@@ -16,7 +16,7 @@ from IPython.display import Markdown
 
 from .. import plotting
 from ..book import claims as book_claims
-from ..book.chapter import ClaimsBuilder, claim, notebook_parameters, verdict_list
+from ..book.chapter import ClaimsBuilder, claim, configure_notebook, verdict_list
 from ..book.figures import show_figure
 from ..book.provenance import provenance_markdown
 from ..config import DEVICES, LMRunConfig
@@ -164,10 +164,8 @@ def configure(scale: str = "smoke", **params: Any) -> CompressionSettings:
 
 def from_notebook(namespace: dict[str, Any]) -> CompressionSettings:
     """:func:`configure` from the notebook's parameter variables (``globals()``); sets the figure theme."""
-    settings = configure(**notebook_parameters(namespace, PARAMETERS))
     warnings.filterwarnings("ignore", message=".*torch_dtype.*")  # transformers' GGUF loading
-    plotting.set_theme()
-    return settings
+    return configure_notebook(namespace, PARAMETERS, configure)
 
 
 def _blocks(layers: Sequence[int] | None) -> str:

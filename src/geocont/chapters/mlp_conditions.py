@@ -13,7 +13,7 @@ from IPython.display import Markdown
 
 from .. import metrics, plotting
 from ..book import claims as book_claims
-from ..book.chapter import ClaimsBuilder, claim, notebook_parameters, undefined_sentence
+from ..book.chapter import ClaimsBuilder, claim, configure_notebook, undefined_sentence
 from ..book.figures import show_figure
 from ..book.provenance import provenance_markdown
 from ..data import load_image_data
@@ -28,18 +28,9 @@ NAME = "mlp_conditions"
 NOTEBOOK = f"book/{NAME}.ipynb"
 
 #: The notebook's parameters, in the order of its ``parameters`` cell.
-PARAMETERS: dict[str, str] = {
-    "scale": "smoke | cpu | paper: the whole preset, see geocont.chapters.mlp_runs",
-    "seeds": "an int n (seeds 0..n-1) or a list; None keeps the scale's default",
-    "epochs": "any of these overrides one setting of the preset; None keeps it",
-    "conditions": "a list of geocont.mlp.CONDITIONS",
-    "width": "hidden width",
-    "depth": "number of hidden layers",
-    "dataset": "mnist-subset (offline, 5k real digits) | mnist | fashion-mnist",
-    "init_scale": "multiplies the initial weights' standard deviation",
-    "lr": "the base optimizer's learning rate",
-    "n_snapshots": "log-spaced snapshots per run",
-}
+PARAMETERS: dict[str, str] = mlp_runs.parameters(
+    "scale", "seeds", "epochs", "conditions", "width", "depth", "dataset", "init_scale", "lr", "n_snapshots",
+)
 
 
 def configure(scale: str = "smoke", **params: Any) -> MLPChapterSettings:
@@ -49,9 +40,7 @@ def configure(scale: str = "smoke", **params: Any) -> MLPChapterSettings:
 
 def from_notebook(namespace: dict[str, Any]) -> MLPChapterSettings:
     """:func:`configure` from the notebook's parameter variables (``globals()``); sets the figure theme."""
-    settings = configure(**notebook_parameters(namespace, PARAMETERS))
-    plotting.set_theme()
-    return settings
+    return configure_notebook(namespace, PARAMETERS, configure)
 
 
 def provenance(settings: MLPChapterSettings) -> Markdown:

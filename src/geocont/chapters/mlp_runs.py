@@ -162,3 +162,25 @@ def verdict(settings: MLPChapterSettings, claims: pd.DataFrame) -> Markdown:
     """An MLP chapter's closing list: one bullet per claim, under the scale, seeds and data."""
     return Markdown(verdict_list(claims, f"At the `{settings.scale}` scale ({len(settings.seeds)} seeds, "
                                          f"{settings.base.epochs} epochs on `{settings.base.dataset}`):"))
+
+
+#: What each MLP chapter parameter means (the notebooks' parameters cells carry the same words).
+PARAMETER_HELP: dict[str, str] = {
+    "scale": "smoke | cpu | paper: the whole preset, see geocont.chapters.mlp_runs",
+    "seeds": "an int n (seeds 0..n-1) or a list; None keeps the scale's default",
+    "epochs": "any of these overrides one setting of the preset; None keeps it",
+    "conditions": "a list of geocont.mlp.CONDITIONS",
+    "extra_init_scales": "init scales tried besides the base one (baseline condition only)",
+    "width": "hidden width",
+    "depth": "number of hidden layers",
+    "dataset": "mnist-subset (offline, 5k real digits) | mnist | fashion-mnist",
+    "init_scale": "multiplies the initial weights' standard deviation",
+    "lr": "the base optimizer's learning rate",
+    "n_snapshots": "log-spaced snapshots per run",
+    "n_directions": "k: how many singular directions are compared",
+}
+
+
+def parameters(*names: str) -> dict[str, str]:
+    """An MLP chapter's ``PARAMETERS``: these names, in this order, with their help text."""
+    return {name: PARAMETER_HELP[name] for name in names}

@@ -16,10 +16,9 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from .. import plotting
 from ..analyzer import analyze, plan, summary, triplet_method
 from ..book import claims as book_claims
-from ..book.chapter import ClaimsBuilder, claim, notebook_parameters
+from ..book.chapter import ClaimsBuilder, claim, configure_notebook
 from ..book.figures import show_figure
 from ..book.provenance import provenance_markdown
 from ..layouts import LAYOUTS, PROJECTIONS
@@ -141,9 +140,7 @@ def configure(scale: str = "smoke", **params: Any) -> PretrainedChapterSettings:
 
 def from_notebook(namespace: dict[str, Any]) -> PretrainedChapterSettings:
     """:func:`configure` from the notebook's parameter variables (``globals()``); sets the figure theme."""
-    settings = configure(**notebook_parameters(namespace, PARAMETERS))
-    plotting.set_theme()
-    return settings
+    return configure_notebook(namespace, PARAMETERS, configure)
 
 
 def provenance(settings: PretrainedChapterSettings) -> Markdown:

@@ -18,7 +18,7 @@ from IPython.display import Markdown
 
 from .. import plotting
 from ..book import claims as book_claims
-from ..book.chapter import ClaimsBuilder, claim, notebook_parameters, undefined_sentence, verdict_list
+from ..book.chapter import ClaimsBuilder, claim, configure_notebook, undefined_sentence, verdict_list
 from ..book.figures import show_figure
 from ..book.provenance import provenance_markdown
 from ..config import LMRunConfig, OptimizerConfig, TransformerShape
@@ -138,9 +138,7 @@ def configure(scale: str = "smoke", **params: Any) -> LMChapterSettings:
 
 def from_notebook(namespace: dict[str, Any]) -> LMChapterSettings:
     """:func:`configure` from the notebook's parameter variables (``globals()``); sets the figure theme."""
-    settings = configure(**notebook_parameters(namespace, PARAMETERS))
-    plotting.set_theme()
-    return settings
+    return configure_notebook(namespace, PARAMETERS, configure)
 
 
 def provenance(settings: LMChapterSettings) -> Markdown:
