@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, NamedTuple, Sequence
 
 import pandas as pd
 import torch
@@ -90,8 +90,16 @@ def triplet_method(method: Method, shape: tuple[int, int]) -> str:
     return method
 
 
+class Plan(NamedTuple):
+    """What :func:`plan` found: the opened source, its layout, and each projection's matrices by layer."""
+
+    source: TensorSource
+    layout: Layout
+    matrices: dict[str, list[MatrixRef]]
+
+
 def plan(source: Any, layout: str | None = None, projections: Sequence[str] | None = None,
-         max_layers: int | None = None) -> tuple[TensorSource, Layout, dict[str, list[MatrixRef]]]:
+         max_layers: int | None = None) -> Plan:
     """Open ``source``, resolve its layout and list the matrices to analyse, reading no weights.
 
     Every error about bad input (missing or corrupt file, unknown layout or projection, a
@@ -137,7 +145,7 @@ def plan(source: Any, layout: str | None = None, projections: Sequence[str] | No
         matrices[projection] = refs
     for note in unanalysed:
         warnings.warn(f"{src.description}: {note}", stacklevel=2)
-    return src, chosen, matrices
+    return Plan(src, chosen, matrices)
 
 
 def analyze(

@@ -7,6 +7,8 @@ group, so the run table has one ``group`` per projection.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import functools
 
 import warnings
@@ -25,19 +27,33 @@ from .training import make_optimizer, resolve_device, train_with_recording
 from .transformer import build_llama, projection_groups
 
 
+class TokenSplits(NamedTuple):
+    """A corpus's training and validation token ids under one tokenizer."""
+
+    train: torch.Tensor
+    validation: torch.Tensor
+
+
+class TrainedLM(NamedTuple):
+    """A trained language model and its run table."""
+
+    table: pd.DataFrame
+    model: LlamaForCausalLM
+
+
 @functools.lru_cache(maxsize=4)
-def token_splits(corpus: str, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+def token_splits(corpus: str, vocab_size: int) -> TokenSplits:
     """(train ids, validation ids) of a corpus under its cached BPE tokenizer."""
     text = load_corpus(corpus)
     tokenizer = train_tokenizer(text, vocab_size)
-    return encode(tokenizer, text.train), encode(tokenizer, text.validation)
+    return TokenSplits(encode(tokenizer, text.train), encode(tokenizer, text.validation))
 
 
 def _windows(ids: torch.Tensor, starts: torch.Tensor, length: int) -> torch.Tensor:
     return torch.stack([ids[s:s + length] for s in starts.tolist()])
 
 
-def train_lm(config: LMRunConfig, progress: bool = True, record: bool = True) -> tuple[pd.DataFrame, LlamaForCausalLM]:
+def train_lm(config: LMRunConfig, progress: bool = True, record: bool = True) -> TrainedLM:
     """Train one model; return its run table and the trained model (uncached; see :func:`run_lm`).
 
     ``record=False`` trains identically without the recorder (for overhead benchmarks)
@@ -73,7 +89,7 @@ def train_lm(config: LMRunConfig, progress: bool = True, record: bool = True) ->
         evaluate=evaluate, progress=progress,
         description=f"{shape.mlp_activation}/{shape.attention} seed={config.seed}",
     )
-    return rows_to_frame(recorder.rows), model.eval().cpu()
+    return TrainedLM(rows_to_frame(recorder.rows), model.eval().cpu())
 
 
 #: File name of the trained weights stored beside a language-model run table.

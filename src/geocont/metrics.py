@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal, NamedTuple, Sequence
 
 import torch
 
@@ -446,7 +446,21 @@ def adjacent_spectral_alignment(stack: torch.Tensor | Sequence[torch.Tensor], sp
     return _centred_gram_cosine(cross, norms[:-1], norms[1:], traces[:-1], traces[1:], grams.shape[-1]).float()
 
 
-def spectral_norms(stack: torch.Tensor, start: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+class SpectralNorms(NamedTuple):
+    """Largest singular value of each matrix of a stack (``[L]``) and its right singular vectors (``[L, in]``)."""
+
+    norms: torch.Tensor
+    vectors: torch.Tensor
+
+
+class MeanSd(NamedTuple):
+    """A mean and a standard deviation (e.g. over random draws)."""
+
+    mean: float
+    sd: float
+
+
+def spectral_norms(stack: torch.Tensor, start: torch.Tensor | None = None) -> SpectralNorms:
     """Largest singular value of each matrix in a ``[L, out, in]`` stack (0 for a zero
     matrix), and the leading right singular vectors ``[L, in, 1]`` (to warm-start the next call)."""
     norms = torch.zeros(stack.shape[0])
@@ -457,7 +471,7 @@ def spectral_norms(stack: torch.Tensor, start: torch.Tensor | None = None) -> tu
                                              start=None if start is None else start[nonzero])
         norms[nonzero] = torch.stack([t.s[0] for t in triplets]).float()
         vectors[nonzero] = torch.stack([t.v[:, :1] for t in triplets]).float()
-    return norms, vectors
+    return SpectralNorms(norms, vectors)
 
 
 def relative_update(W: torch.Tensor, W0: torch.Tensor) -> torch.Tensor:
@@ -534,18 +548,18 @@ def random_abs_cos(d: int, exact: bool = True) -> float:
     return math.exp(math.lgamma(d / 2) - math.lgamma((d + 1) / 2)) / math.sqrt(math.pi)
 
 
-def empirical_random_abs_cos(d: int, n_samples: int = 10_000, seed: int = 0) -> tuple[float, float]:
+def empirical_random_abs_cos(d: int, n_samples: int = 10_000, seed: int = 0) -> MeanSd:
     """Mean and standard deviation of |cos| between random Gaussian vectors in ``d`` dims."""
     generator = torch.Generator().manual_seed(seed)
     a = torch.randn(n_samples, d, generator=generator, dtype=torch.float64)
     b = torch.randn(n_samples, d, generator=generator, dtype=torch.float64)
     values = abs_cos(a, b, dim=1)
-    return float(values.mean()), float(values.std())
+    return MeanSd(float(values.mean()), float(values.std()))
 
 
 def random_matrix_baseline(
     shape: tuple[int, int], n_layers: int, n_directions: int = 1, n_draws: int = 5, seed: int = 0
-) -> dict[str, tuple[float, float]]:
+) -> dict[str, MeanSd]:
     """Empirical baseline: the continuity metrics on independent Gaussian matrices.
 
     Draws ``n_draws`` stacks of ``n_layers`` random ``shape`` matrices, runs exactly the
@@ -563,4 +577,4 @@ def random_matrix_baseline(
         samples["align_output"].append(adjacent_spectral_alignment(stack, "output"))
     values = {name: torch.cat(v) for name, v in samples.items()}
     values = {name: v[~v.isnan()] for name, v in values.items()}  # pairs with an undefined direction
-    return {name: (float(v.mean()), float(v.std())) for name, v in values.items()}
+    return {name: MeanSd(float(v.mean()), float(v.std())) for name, v in values.items()}

@@ -63,7 +63,7 @@ class Results:
     robustness: pd.DataFrame
     init_table: pd.DataFrame
     baseline: float
-    empirical: dict[str, tuple[float, float]]
+    empirical: dict[str, metrics.MeanSd]
 
     @property
     def order(self) -> list[str]:
@@ -88,9 +88,9 @@ def baseline_note(results: Results) -> Markdown:
     width, empirical = results.settings.base.width, results.empirical
     return Markdown(
         f"Random baseline at d = {width}: analytic E|cos| = **{results.baseline:.3f}**; "
-        f"measured on independent Gaussian {width}×{width} matrices: v1 {empirical['v_cos'][0]:.3f} ± "
-        f"{empirical['v_cos'][1]:.3f}, u1 {empirical['u_cos'][0]:.3f} ± {empirical['u_cos'][1]:.3f} (sd over pairs), "
-        f"σ²-alignment {empirical['align_input'][0]:+.3f} ± {empirical['align_input'][1]:.3f}. "
+        f"measured on independent Gaussian {width}×{width} matrices: v1 {empirical['v_cos'].mean:.3f} ± "
+        f"{empirical['v_cos'].sd:.3f}, u1 {empirical['u_cos'].mean:.3f} ± {empirical['u_cos'].sd:.3f} (sd over pairs), "
+        f"σ²-alignment {empirical['align_input'].mean:+.3f} ± {empirical['align_input'].sd:.3f}. "
         + undefined_sentence(results.table)
     )
 

@@ -9,7 +9,7 @@ import re
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, NamedTuple, Sequence, TYPE_CHECKING
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -159,12 +159,19 @@ def provenance(settings: PretrainedChapterSettings) -> Markdown:
 _SPACE_COLUMNS = {"input": ("v1_cos", "v1_baseline"), "output": ("u1_cos", "u1_baseline")}
 
 
-def layer_pair_estimate(table: pd.DataFrame, projection: str, space: str) -> tuple[Estimate, float]:
+class PairEstimate(NamedTuple):
+    """A projection's continuity over adjacent layer pairs (mean ± sd over pairs) and its space's random baseline."""
+
+    estimate: Estimate
+    baseline: float
+
+
+def layer_pair_estimate(table: pd.DataFrame, projection: str, space: str) -> PairEstimate:
     """Mean ± sd over adjacent layer pairs of an analyzer table's v1 (input) or u1 (output)
     |cos| for one projection, and that space's random baseline."""
     column, baseline = _SPACE_COLUMNS[space]
     rows = table[table["projection"] == projection]
-    return estimate(rows[column]), float(rows[baseline].iloc[0]) if len(rows) else math.nan
+    return PairEstimate(estimate(rows[column]), float(rows[baseline].iloc[0]) if len(rows) else math.nan)
 
 
 def continuity_overview(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
