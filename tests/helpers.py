@@ -1,5 +1,7 @@
 """Synthetic run tables shared by the tests (imported as ``from helpers import ...``)."""
 
+import functools
+
 import pandas as pd
 
 from geocont.tables import make_row, rows_to_frame
@@ -31,3 +33,18 @@ def timeline_run(condition: str, seed: int, init_scale: float, updates: list[flo
             rows.append(make_row(step, "hidden", layer, "grad_cos", "input", 1, 0.9))
             rows.append(make_row(step, "hidden", layer, "weight_cumgrad_cos", "input", 1, 0.8))
     return rows_to_frame(rows).assign(condition=condition, optimizer="adam", init_scale=init_scale, seed=seed)
+
+
+@functools.lru_cache(maxsize=2)
+def tiny_llama_data(n_layers: int = 2, seed: int = 0):
+    """(model, held-out token ids) of a tiny random Llama, once per process: a picklable subject
+    loader (``functools.partial(tiny_llama_data, ...)``) for sweep workers."""
+    import torch
+
+    from geocont.config import TransformerShape
+    from geocont.transformer import build_llama
+
+    shape = TransformerShape(n_layers=n_layers, d_model=32, n_heads=2, n_kv_heads=2, ffn_dim=88, vocab_size=512,
+                             max_seq_len=64)
+    ids = torch.randint(0, shape.vocab_size, (400,), generator=torch.Generator().manual_seed(seed))
+    return build_llama(shape, seed=seed).eval(), ids

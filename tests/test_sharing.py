@@ -1,6 +1,8 @@
 """Cross-layer basis sharing at equal budgets, layer pruning and held-out evaluation (geocont.sharing)."""
 
+import functools
 import math
+import pickle
 
 import numpy as np
 import pandas as pd
@@ -8,9 +10,11 @@ import pytest
 import torch
 
 from geocont import sharing as sh
+from geocont import sweeps
 from geocont.config import TransformerShape
 from geocont.layouts import PROJECTIONS
 from geocont.transformer import build_llama, projection_groups
+from helpers import tiny_llama_data
 
 # (out, in) of the SmolLM2-135M projections (d=576, GQA k/v 192, SwiGLU 1536) and odd shapes
 SHAPES = [(576, 576), (192, 576), (1536, 576), (576, 1536), (88, 32), (7, 13)]
@@ -186,3 +190,46 @@ def test_experiments_are_cached_per_configuration_and_load_the_model_only_on_a_m
     assert len(loads) == 3  # a new budget is a new configuration
     errors = sharing.groupby(["projection", "sharing", "budget"])["relative_error"].first().unstack("budget")
     assert (errors[0.5] < errors[0.25]).all()  # a larger budget reconstructs every scheme better
+
+
+def _sweep_tables(subject, executor: str) -> list[pd.DataFrame]:
+    """The compression chapter's jobs on one subject: base and continuity first, then the rest."""
+    sweeps.run_jobs([sh.base_job(subject, 3), sh.continuity_job(subject)], executor=executor, progress=False)
+    jobs = [sh.sharing_job(subject, projection, [0.25, 0.5], 2, 3, layers=[0, 1, 2]) for projection in ("q_proj", "o_proj")]
+    jobs += [sh.pruning_job(subject, 3), sh.grouping_job(subject, ["q_proj", "o_proj"], 0.25, 2, [0, 1, 2])]
+    return sweeps.run_jobs(jobs, executor=executor, progress=False)
+
+
+def test_compression_jobs_give_the_same_tables_under_serial_and_local_workers(tmp_path, monkeypatch):
+    subject = sh.Subject("tiny", {"test": "tiny-3"}, functools.partial(tiny_llama_data, 3), window_length=16)
+    assert pickle.loads(pickle.dumps(subject)).identity == subject.identity
+    tables = {}
+    for executor in ("serial", "local:2"):
+        monkeypatch.setenv("GEOCONT_CACHE_DIR", str(tmp_path / executor.replace(":", "-")))
+        tables[executor] = _sweep_tables(subject, executor)
+        assert pickle.loads(pickle.dumps(subject))._loaded is None  # a worker loads the model itself
+    for serial, local in zip(tables["serial"], tables["local:2"]):
+        pd.testing.assert_frame_equal(local, serial, check_exact=True)
+    sharing, pruning, grouping = pd.concat(tables["serial"][:2], ignore_index=True), *tables["serial"][2:]
+    assert len(sharing) == 2 * 3 * 2 * 3 and sorted(pruning["layer"].unique()) == [0, 1, 2]
+    assert set(grouping["grouping"]) == {"adjacent", "distant"}
+    # the same numbers as the functions called in this process (in a third cache)
+    monkeypatch.setenv("GEOCONT_CACHE_DIR", str(tmp_path / "direct"))
+    direct = sh.sharing_results(subject, ["q_proj", "o_proj"], [0.25, 0.5], 2, 3, layers=[0, 1, 2], progress=False)
+    pd.testing.assert_frame_equal(direct, sharing, check_exact=True)
+    pd.testing.assert_frame_equal(sh.pruning_results(subject, 3, progress=False), pruning, check_exact=True)
+
+
+def test_a_sharing_jobs_key_holds_its_whole_configuration():
+    subject = sh.Subject("tiny", {"test": "tiny-3"}, functools.partial(tiny_llama_data, 3), window_length=16)
+    job = sh.sharing_job(subject, "q_proj", [0.25, 0.5], 2, 3, layers=[0, 1, 2])
+    assert job.config["budgets"] == [0.25, 0.5] and job.config["sharings"] == list(sh.SHARINGS)
+    keys = {sweeps.Job.key_config(j).__repr__() for j in (
+        job, sh.sharing_job(subject, "q_proj", [0.25], 2, 3, layers=[0, 1, 2]),
+        sh.sharing_job(subject, "q_proj", [0.25, 0.5], 2, 4, layers=[0, 1, 2]),
+        sh.sharing_job(subject, "q_proj", [0.25, 0.5], 2, 3, layers=[0, 1]),
+        sh.sharing_job(subject, "o_proj", [0.25, 0.5], 2, 3, layers=[0, 1, 2]))}
+    assert len(keys) == 5
+    # the single-configuration entries keep their keys: the base job's is the one base_nll always used
+    assert sh.base_job(subject, 3).config == {"subject": {"test": "tiny-3"}, "experiment": "base", "n_windows": 3,
+                                              "length": 16}

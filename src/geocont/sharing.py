@@ -23,6 +23,15 @@ allow it, otherwise within one rank's cost) and every count is reported.
 **Evaluation.** :func:`window_nll` is the mean next-token NLL on fixed windows of the
 held-out text; the experiments cache one small table per configuration, keyed by the
 model's identity and the settings, and load a model only when something is missing.
+
+**Sweeps.** Each experiment is also a :class:`geocont.sweeps.Job` (:func:`base_job`,
+:func:`continuity_job`, :func:`sharing_job` per projection, :func:`pruning_job`,
+:func:`grouping_job`), so that independent experiments run on any executor. A job's
+argument holds the :class:`Subject`, which pickles without its model: the subjects of
+:func:`pretrained_subject` and :func:`trained_subject` load it again in the worker, once
+per process (memoised). The per-configuration entries stay as they are; the base,
+continuity and grouping jobs are those entries, the sharing and pruning jobs add one entry
+holding all the configurations of a projection (or all the layers), keyed by all of them.
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import cache
+from . import cache, sweeps
 from .layouts import PROJECTIONS
 from .metrics import adjacent_direction_cosines, stacked_singular_triplets
 from .transformer import projection_groups
@@ -283,14 +292,22 @@ class Subject:
     """A model under test: a label, its identity (the cache key), and lazy loaders.
 
     ``load()`` returns ``(model, validation token ids)``; it runs only when an entry
-    is missing from the cache.
+    is missing from the cache. A subject pickles without its loaded model, so it can be
+    sent to a sweep's workers when ``load`` is picklable (a top-level function or a
+    ``functools.partial`` of one, as in :func:`pretrained_subject` and
+    :func:`trained_subject`). ``device`` is where the model runs (the resources a Ray job
+    asks for).
     """
 
     label: str
     identity: dict[str, Any]
     load: Callable[[], tuple[Any, torch.Tensor]]
     window_length: int
+    device: str = "cpu"
     _loaded: tuple[Any, torch.Tensor] | None = field(default=None, repr=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_loaded": None}  # a worker loads the model itself
 
     def loaded(self) -> tuple[Any, torch.Tensor]:
         if self._loaded is None:
@@ -332,7 +349,7 @@ def _pretrained(name: str, device: str):
 
 def pretrained_subject(name: str, corpus: str = "kjv", window_length: int = 128, device: str = "cpu") -> Subject:
     """A pretrained model evaluated on ``corpus``'s held-out split with its own tokenizer."""
-    from .text import check_corpus_name, load_corpus
+    from .text import check_corpus_name
     from .pretrained import OFFLINE_MODELS, locate_model
 
     check_corpus_name(corpus)
@@ -341,33 +358,42 @@ def pretrained_subject(name: str, corpus: str = "kjv", window_length: int = 128,
         path = locate_model(name)
         identity.update(file=path.name, size=path.stat().st_size)
 
-    def load():
-        model, tokenizer = _pretrained(name, device)
-        ids = tokenizer(load_corpus(corpus).validation, return_tensors="pt").input_ids[0]
-        return model, ids
+    return Subject(name, identity, functools.partial(_pretrained_data, name, corpus, device), window_length, device)
 
-    return Subject(name, identity, load, window_length)
+
+@functools.lru_cache(maxsize=1)
+def _pretrained_data(name: str, corpus: str, device: str) -> tuple[Any, torch.Tensor]:
+    """A pretrained subject's model and held-out token ids (once per process)."""
+    from .text import load_corpus
+
+    model, tokenizer = _pretrained(name, device)
+    return model, tokenizer(load_corpus(corpus).validation, return_tensors="pt").input_ids[0]
+
+
+@functools.lru_cache(maxsize=4)
+def _trained_data(config) -> tuple[Any, torch.Tensor]:
+    """A trained subject's model and validation token ids (once per process)."""
+    from .lm import token_splits, trained_lm
+
+    return trained_lm(config), token_splits(config.corpus, config.shape.vocab_size)[1]
 
 
 def trained_subject(config) -> Subject:
     """A trained transformer (:func:`geocont.lm.trained_lm` of ``config``) on its own validation split."""
-    from .lm import token_splits, trained_lm
+    return Subject(f"ours seed {config.seed}", {"lm": config.to_dict()}, functools.partial(_trained_data, config),
+                   config.shape.max_seq_len, config.device)
 
-    def load():
-        return trained_lm(config), token_splits(config.corpus, config.shape.vocab_size)[1]
 
-    return Subject(f"ours seed {config.seed}", {"lm": config.to_dict()}, load, config.shape.max_seq_len)
+def _evaluate(subject: Subject, n_windows: int, compute: Callable[[Any, torch.Tensor], pd.DataFrame]) -> pd.DataFrame:
+    """``compute(model, windows)`` on the subject's ``n_windows`` held-out windows (loads the model)."""
+    model, ids = subject.loaded()
+    return compute(model, validation_windows(ids, n_windows, subject.window_length))
 
 
 def _cached_nll(subject: Subject, settings: dict[str, Any], compute: Callable[[Any, torch.Tensor], pd.DataFrame]) -> pd.DataFrame:
     """One cached configuration of one subject: ``compute(model, windows)`` on a miss."""
     config = {"subject": subject.identity, **settings}
-
-    def run():
-        model, ids = subject.loaded()
-        return compute(model, validation_windows(ids, settings["n_windows"], subject.window_length))
-
-    return cache.cached(CACHE_KIND, config, run)
+    return cache.cached(CACHE_KIND, config, lambda: _evaluate(subject, settings["n_windows"], compute))
 
 
 def _nll_frame(nll: torch.Tensor, **columns: Any) -> pd.DataFrame:
@@ -379,11 +405,48 @@ def n_layers_of(subject: Subject) -> int:
     return int(layer_continuity(subject)["layer"].max()) + 1
 
 
+@dataclass(frozen=True)
+class Experiment:
+    """The argument of an experiment's sweep job: the subject and the settings (those the
+    experiment does not use keep their defaults)."""
+
+    subject: Subject
+    n_windows: int = 0
+    batch_size: int = 8
+    projections: tuple[str, ...] = ()
+    budgets: tuple[float, ...] = ()
+    group_size: int = 2
+    layers: tuple[int, ...] | None = None
+    progress: bool = False
+
+
+def _layers(layers: Sequence[int] | None) -> tuple[int, ...] | None:
+    return None if layers is None else tuple(int(l) for l in layers)
+
+
+def _job(experiment: Experiment, config: dict[str, Any], compute: Callable[[Experiment], pd.DataFrame],
+         what: str) -> sweeps.Job:
+    subject = experiment.subject
+    return sweeps.Job(CACHE_KIND, {"subject": subject.identity, **config}, compute, experiment,
+                      label=f"{subject.label}: {what}", device=subject.device)
+
+
+def compute_base_nll(experiment: Experiment) -> pd.DataFrame:
+    """The computation of :func:`base_job`."""
+    subject = experiment.subject
+    return _evaluate(subject, experiment.n_windows, lambda model, windows: _nll_frame(
+        window_nll(model, windows, experiment.batch_size, experiment.progress, f"{subject.label} base")))
+
+
+def base_job(subject: Subject, n_windows: int, batch_size: int = 8, progress: bool = False) -> sweeps.Job:
+    """The sweep job of :func:`base_nll` (its cache entry)."""
+    return _job(Experiment(subject, n_windows, batch_size, progress=progress),
+                dict(experiment="base", n_windows=n_windows, length=subject.window_length), compute_base_nll, "base")
+
+
 def base_nll(subject: Subject, n_windows: int, batch_size: int = 8, progress: bool = True) -> pd.DataFrame:
     """Per-window NLL of the unmodified model."""
-    settings = dict(experiment="base", n_windows=n_windows, length=subject.window_length)
-    return _cached_nll(subject, settings, lambda model, windows: _nll_frame(
-        window_nll(model, windows, batch_size, progress, f"{subject.label} base")))
+    return sweeps.run_job(base_job(subject, n_windows, batch_size, progress))
 
 
 def sharing_results(subject: Subject, projections: Sequence[str], budgets: Sequence[float], group_size: int,
@@ -464,24 +527,34 @@ def grouping_control(subject: Subject, projections: Sequence[str], budget: float
     continuity is what makes sharing work, adjacent groups should reconstruct better.
     One row per projection x space x grouping (cached; loads the model on a miss).
     """
+    return sweeps.run_job(grouping_job(subject, projections, budget, group_size, layers))
+
+
+def compute_grouping(experiment: Experiment) -> pd.DataFrame:
+    """The computation of :func:`grouping_job`."""
+    model = experiment.subject.loaded()[0]
+    (budget,), group_size = experiment.budgets, experiment.group_size
+    chosen = list(experiment.layers) if experiment.layers is not None else list(range(len(model.model.layers)))
+    rows = []
+    for projection in experiment.projections:
+        weights = [p.data for p in projection_groups(model)[projection]]
+        for sharing in ("input", "output"):
+            for grouping, order in (("adjacent", chosen), ("distant", distant_order(chosen, group_size))):
+                plan, _ = plan_sharing(weights, projection, order, group_size, sharing, budget)
+                rows.append(dict(projection=projection, sharing=sharing, grouping=grouping, budget=budget,
+                                 parameters=plan.parameters, relative_error=plan.relative_error))
+    return pd.DataFrame(rows)
+
+
+def grouping_job(subject: Subject, projections: Sequence[str], budget: float, group_size: int,
+                 layers: Sequence[int] | None = None) -> sweeps.Job:
+    """The sweep job of :func:`grouping_control` (its cache entry: every projection at one budget)."""
     check_projections(projections)
-    config = {"subject": subject.identity, "experiment": "grouping", "projections": list(projections),
-              "budget": budget, "group_size": group_size, "layers": None if layers is None else list(layers)}
-
-    def compute():
-        model = subject.loaded()[0]
-        chosen = list(layers) if layers is not None else list(range(len(model.model.layers)))
-        rows = []
-        for projection in projections:
-            weights = [p.data for p in projection_groups(model)[projection]]
-            for sharing in ("input", "output"):
-                for grouping, order in (("adjacent", chosen), ("distant", distant_order(chosen, group_size))):
-                    plan, _ = plan_sharing(weights, projection, order, group_size, sharing, budget)
-                    rows.append(dict(projection=projection, sharing=sharing, grouping=grouping, budget=budget,
-                                     parameters=plan.parameters, relative_error=plan.relative_error))
-        return pd.DataFrame(rows)
-
-    return cache.cached(CACHE_KIND, config, compute)
+    layers = _layers(layers)
+    config = {"experiment": "grouping", "projections": list(projections), "budget": budget, "group_size": group_size,
+              "layers": None if layers is None else list(layers)}
+    return _job(Experiment(subject, projections=tuple(projections), budgets=(budget,), group_size=group_size,
+                           layers=layers), config, compute_grouping, "grouping")
 
 
 # --------------------------------------------------------------------------- layer continuity
@@ -507,7 +580,52 @@ def per_layer_continuity(pairs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"layer": range(n_layers), "continuity": values})
 
 
+def compute_continuity(experiment: Experiment) -> pd.DataFrame:
+    """The computation of :func:`continuity_job`."""
+    return per_layer_continuity(continuity_pairs(experiment.subject.loaded()[0]))
+
+
+def continuity_job(subject: Subject) -> sweeps.Job:
+    """The sweep job of :func:`layer_continuity` (its cache entry)."""
+    return _job(Experiment(subject), {"experiment": "continuity"}, compute_continuity, "continuity")
+
+
 def layer_continuity(subject: Subject) -> pd.DataFrame:
     """:func:`per_layer_continuity` of a subject's weights (cached; loads the model on a miss)."""
-    config = {"subject": subject.identity, "experiment": "continuity"}
-    return cache.cached(CACHE_KIND, config, lambda: per_layer_continuity(continuity_pairs(subject.loaded()[0])))
+    return sweeps.run_job(continuity_job(subject))
+
+
+# --------------------------------------------------------------------------- sweep jobs of many configurations
+
+
+def compute_sharing(experiment: Experiment) -> pd.DataFrame:
+    """The computation of :func:`sharing_job`: :func:`sharing_results` of its projection(s)."""
+    return sharing_results(experiment.subject, experiment.projections, experiment.budgets, experiment.group_size,
+                           experiment.n_windows, experiment.layers, experiment.batch_size, progress=False)
+
+
+def sharing_job(subject: Subject, projection: str, budgets: Sequence[float], group_size: int, n_windows: int,
+                layers: Sequence[int] | None = None, batch_size: int = 8) -> sweeps.Job:
+    """One projection of :func:`sharing_results`: every scheme x budget (one entry per configuration
+    as there, and this job's entry, keyed by all of them)."""
+    check_projections([projection])
+    budgets, layers = tuple(float(b) for b in budgets), _layers(layers)
+    config = dict(experiment="sharing-projection", projection=projection, sharings=list(SHARINGS),
+                  budgets=list(budgets), group_size=group_size, layers=None if layers is None else list(layers),
+                  n_windows=n_windows, length=subject.window_length)
+    return _job(Experiment(subject, n_windows, batch_size, projections=(projection,), budgets=budgets,
+                           group_size=group_size, layers=layers), config, compute_sharing, f"sharing {projection}")
+
+
+def compute_pruning(experiment: Experiment) -> pd.DataFrame:
+    """The computation of :func:`pruning_job`: :func:`pruning_results`."""
+    return pruning_results(experiment.subject, experiment.n_windows, experiment.layers, experiment.batch_size,
+                           progress=False)
+
+
+def pruning_job(subject: Subject, n_windows: int, layers: Sequence[int] | None = None, batch_size: int = 8) -> sweeps.Job:
+    """:func:`pruning_results` of a subject: every layer (one entry per layer as there, and this job's)."""
+    layers = _layers(layers)
+    config = dict(experiment="pruning-layers", layers=None if layers is None else list(layers), n_windows=n_windows,
+                  length=subject.window_length)
+    return _job(Experiment(subject, n_windows, batch_size, layers=layers), config, compute_pruning, "pruning")

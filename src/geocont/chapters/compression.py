@@ -14,7 +14,7 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown
 
-from .. import plotting
+from .. import plotting, sweeps
 from ..book import claims as book_claims
 from ..book.chapter import ClaimsBuilder, claim, configure_notebook, verdict_list
 from ..book.figures import show_figure
@@ -23,8 +23,9 @@ from ..config import DEVICES, LMRunConfig
 from ..layouts import PROJECTIONS
 from ..plotting import BASELINE_STYLE
 from ..scales import apply_overrides, check_scale, parameter_errors
-from ..sharing import (SHARINGS, Subject, grouping_control, pretrained_subject, pruning_results, sharing_results,
-                       trained_subject)
+from ..lm import lm_job
+from ..sharing import (SHARINGS, Subject, base_job, continuity_job, grouping_job, pretrained_subject, pruning_job,
+                       sharing_job, trained_subject)
 from ..statistics import (Estimate, RankCorrelation, estimate, rank_correlation, verdict_for_difference,
                           verdict_for_interval, verdict_for_value)
 from ..transformer import build_llama, parameter_count
@@ -308,21 +309,36 @@ def _subjects(settings: CompressionSettings) -> list[tuple[Subject, int, Sequenc
     return subjects
 
 
-def run(settings: CompressionSettings, progress: bool = True) -> Results:
-    """Run (or load from the cache) every experiment of the chapter."""
-    sharing, pruning, grouping = [], [], []
-    for subject, seed, sharing_layers, pruning_layers, n_windows in _subjects(settings):
+def run(settings: CompressionSettings, progress: bool = True, executor: str | None = None) -> Results:
+    """Run (or load from the cache) every experiment of the chapter, independent ones in parallel.
+
+    Three sweeps (:func:`geocont.sweeps.run_jobs`, ``executor`` as there): our models'
+    training; each model's base loss and layer continuity (which every later experiment
+    reads); then per model the sharing of each projection (all schemes and budgets), the
+    pruning of every block and the grouping control. Each job loads its model in the worker
+    that runs it, so the tables are the same under every executor.
+    """
+    subjects = _subjects(settings)
+    sweeps.run_jobs([lm_job(config, "silu") for config in settings.lm_configs()], executor, progress)
+    sweeps.run_jobs([job for subject, _, _, _, n_windows in subjects
+                     for job in (base_job(subject, n_windows, settings.batch_size), continuity_job(subject))],
+                    executor, progress)
+    jobs, placed = [], []  # placed: (kind, model, seed) of each job
+    for subject, seed, sharing_layers, pruning_layers, n_windows in subjects:
         model = OURS if seed >= 0 else subject.label
-        sharing.append(sharing_results(subject, settings.projections, settings.budgets, settings.group_size, n_windows,
-                                       sharing_layers, settings.batch_size, progress).assign(model=model, seed=seed))
-        pruning.append(pruning_results(subject, n_windows, pruning_layers, settings.batch_size, progress)
-                       .assign(model=model, seed=seed))
-        grouping.append(grouping_control(subject, settings.projections, settings.middle_budget, settings.group_size,
-                                         sharing_layers).assign(model=model, seed=seed))
-        subject.release()
-    sharing_table, pruning_table = pd.concat(sharing, ignore_index=True), pd.concat(pruning, ignore_index=True)
+        jobs += [sharing_job(subject, projection, settings.budgets, settings.group_size, n_windows, sharing_layers,
+                             settings.batch_size) for projection in settings.projections]
+        jobs += [pruning_job(subject, n_windows, pruning_layers, settings.batch_size),
+                 grouping_job(subject, settings.projections, settings.middle_budget, settings.group_size,
+                              sharing_layers)]
+        placed += [("sharing", model, seed)] * len(settings.projections) + [("pruning", model, seed),
+                                                                           ("grouping", model, seed)]
+    tables: dict[str, list[pd.DataFrame]] = {"sharing": [], "pruning": [], "grouping": []}
+    for (kind, model, seed), table in zip(placed, sweeps.run_jobs(jobs, executor, progress)):
+        tables[kind].append(table.assign(model=model, seed=seed))
+    sharing_table, pruning_table = (pd.concat(tables[kind], ignore_index=True) for kind in ("sharing", "pruning"))
     summary = sharing_summary(sharing_table, by=("model", "seed"))
-    return Results(settings, sharing_table, pruning_table, pd.concat(grouping, ignore_index=True), summary,
+    return Results(settings, sharing_table, pruning_table, pd.concat(tables["grouping"], ignore_index=True), summary,
                    input_advantage(summary, by=("model", "seed")), paired_difference(sharing_table),
                    block_correlations(pruning_table, settings.n_boot))
 
