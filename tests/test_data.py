@@ -65,3 +65,17 @@ def test_the_debian_package_is_named_only_when_it_is_missing(tmp_path, monkeypat
     monkeypatch.setattr(data, "DEBIAN_FASHION_MNIST", tmp_path / "not-installed")
     with pytest.raises(DatasetNotAvailable, match="apt-get install dataset-fashion-mnist"):
         load_image_data("fashion-mnist", download=False)
+
+
+def test_the_data_do_not_depend_on_the_thread_count():
+    """Standardisation is a reduction over the whole set: its last bits must not depend on how many
+    threads summed it, or every run would inherit them (tests/test_sweeps.py compares runs exactly)."""
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = load_image_data("mnist-subset", max_train=1024)
+        torch.set_num_threads(2)
+        two = load_image_data("mnist-subset", max_train=1024)
+    finally:
+        torch.set_num_threads(previous)
+    assert torch.equal(one.x_train, two.x_train) and torch.equal(one.x_test, two.x_test)

@@ -222,7 +222,9 @@ def load_image_data(name: str, *, max_train: int | None = None, download: bool =
         order = torch.randperm(len(y_train), generator=torch.Generator().manual_seed(SUBSET_SPLIT_SEED))
         keep = order[:max_train]
         x_train, y_train = x_train[keep], y_train[keep]
-    mean, std = x_train.mean(), x_train.std()
+    # in float64, then rounded to float32: a float32 reduction over the whole set depends in its
+    # last bits on how many threads summed it, and every run's numbers would inherit that
+    mean, std = (float(v) for v in (x_train.double().mean(), x_train.double().std()))
     return ImageData(
         name=name,
         x_train=(x_train - mean) / std,
