@@ -133,3 +133,10 @@ def test_pyproject_declares_every_third_party_import():
     missing = sorted(DISTRIBUTIONS.get(name, name).lower() for name in third_party
                      if DISTRIBUTIONS.get(name, name).lower() not in declared)
     assert not missing, f"pyproject.toml does not declare: {missing}"
+
+
+@pytest.mark.parametrize("name", list(CHAPTER_MODULES))
+def test_the_parameters_cell_comments_are_the_modules_help(name):
+    source = parameters_cell(notebook(name)).source
+    comments = [line.split("#", 1)[1].strip() if "#" in line else "" for line in source.splitlines() if line.strip()]
+    assert comments == list(chapter_module(name).PARAMETERS.values())

@@ -173,7 +173,7 @@ PARAMETER_HELP: dict[str, str] = {
     "extra_init_scales": "init scales tried besides the base one (baseline condition only)",
     "width": "hidden width",
     "depth": "number of hidden layers",
-    "dataset": "mnist-subset (offline, 5k real digits) | mnist | fashion-mnist",
+    "dataset": "mnist-subset (offline, 5k real digits) | mnist-10k (offline, 10k) | mnist | fashion-mnist",
     "init_scale": "multiplies the initial weights' standard deviation",
     "lr": "the base optimizer's learning rate",
     "n_snapshots": "log-spaced snapshots per run",
