@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 
 from geocont import sweeps
-from geocont.scales import mlp_chapter_settings
+from geocont.chapters.mlp_runs import mlp_chapter_settings
 from geocont.training import _dataset, mlp_job, train_mlp
 
 

@@ -140,3 +140,12 @@ def test_the_parameters_cell_comments_are_the_modules_help(name):
     source = parameters_cell(notebook(name)).source
     comments = [line.split("#", 1)[1].strip() if "#" in line else "" for line in source.splitlines() if line.strip()]
     assert comments == list(chapter_module(name).PARAMETERS.values())
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "benchmarks").glob("*.py")), ids=lambda p: p.name)
+def test_every_benchmark_imports_what_exists(path):
+    """A benchmark is run by hand (``make bench``), so nothing else notices a renamed import."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"benchmark_{path.stem}", path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))  # top level only: main() is not called
