@@ -208,6 +208,11 @@ class LMRunConfig(RunConfig):
     n_directions: int = 4
     eval_windows: int = 64
     device: str = "cpu"
+    #: evenly spaced snapshots added to the ``n_snapshots`` log-spaced ones (0: none;
+    #: :func:`geocont.recorder.log_and_linear_steps`)
+    n_linear: int = 0
+    #: further snapshot steps (e.g. an earlier horizon that a longer run must show exactly)
+    extra_steps: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         check_corpus_name(self.corpus)
@@ -220,3 +225,29 @@ class LMRunConfig(RunConfig):
         object.__setattr__(self, "n_snapshots", check_integer("n_snapshots", self.n_snapshots, minimum=2))
         if self.device not in DEVICES:
             raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
+        object.__setattr__(self, "n_linear", check_integer("n_linear", self.n_linear, minimum=0))
+        extra = tuple(sorted({check_integer("extra_steps", s, minimum=0) for s in self.extra_steps}))
+        if any(s > self.steps for s in extra):
+            raise ValueError(f"extra_steps {list(extra)} must lie within the {self.steps} training steps")
+        object.__setattr__(self, "extra_steps", extra)
+
+    def snapshot_steps(self) -> list[int]:
+        """The recorder's schedule: ``n_snapshots`` log-spaced steps, ``n_linear`` evenly spaced ones
+        and ``extra_steps`` (sorted, without repeats)."""
+        from .recorder import log_and_linear_steps, log_spaced_steps
+
+        steps = (log_and_linear_steps(self.steps, self.n_snapshots, self.n_linear) if self.n_linear
+                 else log_spaced_steps(self.steps, self.n_snapshots))
+        return sorted({*steps, *self.extra_steps})
+
+    def to_dict(self) -> dict[str, Any]:
+        """As :meth:`RunConfig.to_dict`, without the schedule fields at their defaults, so that runs
+        recorded before those fields existed keep their cache keys."""
+        out = super().to_dict()
+        if not self.n_linear:
+            del out["n_linear"]
+        if not self.extra_steps:
+            del out["extra_steps"]
+        else:
+            out["extra_steps"] = list(self.extra_steps)
+        return out
