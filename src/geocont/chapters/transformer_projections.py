@@ -79,14 +79,17 @@ LM_VARIANTS: dict[str, tuple[str, str]] = {
 MAIN_VARIANTS = ("silu", "none")
 
 #: Measured cost of one training step of the ``cpu`` shape (batch 16 x 128 tokens) at one torch
-#: thread on this project's 2-core machine, by layer count, in seconds; recording adds about 1%
-#: at the ``cpu`` schedule. ``python benchmarks/bench_lm_recording.py --steps 200`` (4 layers) and
-#: ``--n-layers 8`` measure them; :func:`budget_note` predicts the chapter's cold time from them.
-CPU_SECONDS_PER_STEP = {4: 0.30, 8: 0.60}
+#: thread on this project's 2-core machine, by layer count, in seconds (4 layers: 0.30-0.32 s,
+#: 8 layers: 0.50-0.60 s, the range over two probes with the other core busy); recording (28
+#: snapshots, each with the validation loss) adds about 1% at the ``cpu`` schedule.
+#: ``python benchmarks/bench_lm_recording.py --steps 60`` and ``--steps 40 --n-layers 8`` measure
+#: them; :func:`budget_note` predicts the chapter's cold time from them.
+CPU_SECONDS_PER_STEP = {4: 0.31, 8: 0.55}
 
 #: The runs issue 15 asked for at ``cpu``, and what the ``cpu`` preset keeps of them (see
-#: :func:`budget_note`): at 0.30 s per step a 4,000-step run takes 20 minutes on one worker, so
-#: two local workers fit two rounds of two runs in the 40-minute budget, no more.
+#: :func:`budget_note`): at 0.31 s per step a 4,000-step run takes 21 minutes on one worker, so
+#: two local workers fit two rounds of two runs in about the 40-minute budget, no more; the
+#: 8-layer model alone would take 37 minutes.
 FULL_CPU_DESIGN = dict(seeds=(0, 1, 2), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_seeds=(0,))
 
 #: Presets. ``steps`` is the horizon the verdicts are judged at; ``early_step`` the previous
@@ -249,11 +252,11 @@ def _duration(config: LMRunConfig) -> float:
 def predicted_minutes(settings: LMChapterSettings, workers: int = 2) -> float:
     """Predicted cold wall time of the runs, in minutes, on ``workers`` one-thread workers: the
     longest-first schedule of the runs' predicted durations (:func:`_duration`), plus a minute for
-    the tokenizer, the workers' start and the figures."""
+    the tokenizer, the workers' start and the figures, and one for analysing the pretrained checkpoint."""
     loads = [0.0] * workers
     for seconds in sorted((_duration(c) for group in settings.configs().values() for c in group), reverse=True):
         loads[loads.index(min(loads))] += seconds
-    return max(loads) / 60 + 1
+    return max(loads) / 60 + 1 + (1 if settings.pretrained else 0)
 
 
 def budget_note(settings: LMChapterSettings) -> Markdown:
@@ -264,11 +267,12 @@ def budget_note(settings: LMChapterSettings) -> Markdown:
     cut = [f"`{label}` seeds {sorted(set(s.seed for s in c) - set(s.seed for s in settings.configs().get(label, [])))}"
            for label, c in full.configs().items()
            if set(s.seed for s in c) - set(s.seed for s in settings.configs().get(label, []))]
-    text = (f"**What runs here.** {ours}, each {settings.base.steps} steps. Predicted cold time on 2 one-thread "
-            f"workers: **{predicted_minutes(settings):.0f} min**, from the measured "
-            f"{CPU_SECONDS_PER_STEP[4]:.2f} s per step of the 4-layer model and {CPU_SECONDS_PER_STEP[8]:.2f} s of the "
-            f"8-layer one (recording adds about 1%). The design the chapter was asked for ({asked}) would take "
-            f"**{predicted_minutes(full):.0f} min**.")
+    text = f"**What runs here.** {ours}, each {settings.base.steps} steps."
+    if settings.scale == "cpu":
+        text += (f" Predicted cold time on 2 one-thread workers: **{predicted_minutes(settings):.0f} min**, from the "
+                 f"measured {CPU_SECONDS_PER_STEP[4]:.2f} s per step of the 4-layer model and "
+                 f"{CPU_SECONDS_PER_STEP[8]:.2f} s of the 8-layer one (recording adds about 1%). The design the "
+                 f"chapter was asked for ({asked}) would take **{predicted_minutes(full):.0f} min**.")
     if settings.scale == "cpu" and cut:
         text += (" To keep this chapter near the book's 40-minute budget, the `cpu` preset leaves out "
                  + ", ".join(cut) + ". Every figure and table below handles them when they are run (the re-run box "
