@@ -8,6 +8,7 @@ import pytest
 from helpers import synthetic, timeline_run
 
 from geocont import statistics
+from geocont.tables import make_row, rows_to_frame
 
 
 
@@ -36,12 +37,6 @@ def test_verdict_rules():
     assert str(E(0.5, 0.1, 3)) == "0.50 ± 0.10" and str(E(0.5, math.nan, 1)) == "0.50 (1 seed)"
 
 
-def test_late_mean_uses_the_last_third_of_the_snapshots():
-    table = timeline_run("a", 0, 1.0, [0, 1, 2, 3, 4, 5], [0.0, 0.0, 0.0, 0.0, 0.6, 0.9])
-    late = statistics.late_mean(table, "weight_cos", "input")
-    assert late["value"].iloc[0] == pytest.approx(0.75)
-
-
 def test_rank_correlation_and_its_verdict():
     x = pd.Series([0.03, 0.1, 0.3, 1.0, 3.0] * 3)
     increasing = statistics.rank_correlation(x, x * 10 + pd.Series(range(15)) * 1e-3)
@@ -65,3 +60,26 @@ def test_undefined_pairs_are_counted_and_left_out_of_the_means():
     assert counts[["undefined", "pairs"]].values.tolist() == [[1, 4]]
     assert statistics.final_estimate(table, "weight_cos", "input", 1).mean == pytest.approx(0.90)  # pair 0 only
     assert undefined_sentence(table).startswith("1 of 4 pair values compared a singular direction that is undefined")
+
+
+def test_up_to_step_and_change_over_last_third():
+    table = timeline_run("a", 0, 1.0, [0, 1, 2, 3, 4, 5], [0.1, 0.5, 0.9, 0.6, 0.3, 0.3])  # steps 0, 1, 3, 10, 30, 100
+    assert sorted(statistics.up_to_step(table, 10)["step"].unique()) == [0, 1, 3, 10]
+    # the last third starts after step 66: the value at step 30 (0.3) to the end (0.3)
+    assert statistics.change_over_last(table, "weight_cos", "input", 1).mean == pytest.approx(0.0)
+    # over the last 95%: from step 3 (0.9) to the end
+    assert statistics.change_over_last(table, "weight_cos", "input", 1, fraction=0.95).mean == pytest.approx(-0.6)
+    early = statistics.up_to_step(table, 10)
+    assert statistics.final_estimate(early, "weight_cos", "input", 1).mean == pytest.approx(0.6)
+
+
+def test_turn_rates_divide_by_the_snapshot_interval_and_the_window_mean_weights_by_it():
+    rows = []
+    for step, turn in ((10, 1.0), (30, 4.0), (100, 7.0)):
+        rows.append(make_row(step, "hidden", 0, "v1_turn", "input", 1, turn))
+    rows.append(make_row(0, "hidden", 0, "weight_cos", "input", 1, 0.1))
+    table = rows_to_frame(rows).assign(condition="a", optimizer="adam", init_scale=1.0, seed=0)
+    rates = statistics.turn_rates(table).sort_values("step")
+    assert list(rates["value"]) == pytest.approx([100.0, 200.0, 100.0])  # degrees per 1,000 steps
+    window = statistics.drift_window_mean(rates, start_fraction=0.1)  # steps after 10: 30 and 100
+    assert window["value"].iloc[0] == pytest.approx((200 * 20 + 100 * 70) / 90)

@@ -137,7 +137,14 @@ class MLPRunConfig(RunConfig):
     optimizer: OptimizerConfig = OptimizerConfig()
     batch_size: int = 128
     epochs: int = 30
-    n_snapshots: int = 12
+    #: total optimizer steps; None: ``epochs`` passes over the training set. Set, it overrides
+    #: ``epochs``, so that runs on datasets of different sizes take the same number of steps.
+    steps: int | None = None
+    n_snapshots: int = 12  # log-spaced snapshots (step 0 and the last step included)
+    #: evenly spaced snapshots added to the log-spaced ones (they resolve the late run)
+    n_late_snapshots: int = 0
+    #: steps snapshotted besides the schedule (an early horizon read off a long run)
+    snapshot_steps: tuple[int, ...] = ()
     n_directions: int = 8  # singular directions compared; 1 = leading pair only (no σ²-alignment; cheap)
     device: str = "cpu"
 
@@ -152,6 +159,13 @@ class MLPRunConfig(RunConfig):
         object.__setattr__(self, "n_snapshots", check_integer("n_snapshots", self.n_snapshots, minimum=2))
         if self.max_train is not None:
             object.__setattr__(self, "max_train", check_integer("max_train", self.max_train))
+        if self.steps is not None:
+            object.__setattr__(self, "steps", check_integer("steps", self.steps))
+        object.__setattr__(self, "n_late_snapshots", check_integer("n_late_snapshots", self.n_late_snapshots, minimum=0))
+        if isinstance(self.snapshot_steps, (str, bytes)) or not hasattr(self.snapshot_steps, "__iter__"):
+            raise ValueError(f"snapshot_steps must be a list of steps, got {self.snapshot_steps!r}")
+        object.__setattr__(self, "snapshot_steps", tuple(sorted({check_integer("snapshot_steps", s, minimum=0)
+                                                                  for s in self.snapshot_steps})))
         if self.depth < 2:
             raise ValueError(f"depth must be >= 2 to have adjacent layers, got {self.depth}")
         if self.n_directions > self.width:

@@ -15,6 +15,7 @@ Semantics of a snapshot at step ``t`` (``t`` optimizer updates done so far):
 * rotation drift since the previous snapshot: how far each layer's v1 / u1 turned
   (:func:`geocont.metrics.direction_turn`) and whether adjacent layers turned together
   (:func:`geocont.metrics.co_rotation`);
+* the Frobenius norm of each layer's minibatch gradient (``grad_norm``);
 * the relative gap of each compared singular direction (``weight_gap``, ``grad_gap``,
   ``cumgrad_gap``; :func:`geocont.metrics.direction_gaps`).
 
@@ -178,6 +179,8 @@ class ContinuityRecorder:
                 value = value if w_defined[layer] and c_defined[layer] else float("nan")
                 rows.append(make_row(step, name, layer, "weight_cumgrad_cos", space, 1, value))
             self._record_rotation(step, name, space, torch.stack([w.vectors(space)[:, 0] for w in w_triplets]), w_defined)
+        for layer, value in enumerate(gradients.flatten(1).norm(dim=1).tolist()):
+            rows.append(make_row(step, name, layer, "grad_norm", "", 0, value))
         updates = metrics.relative_update(weights, self._initial[name]).tolist()
         update_norms, warm["update"] = metrics.spectral_norms(weights - self._initial[name], start=warm.get("update"))
         spectral_updates = (update_norms / self._initial_sigma1[name]).tolist()
