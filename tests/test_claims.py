@@ -130,3 +130,13 @@ def test_show_figure_outside_the_book_shows_the_caption(monkeypatch):
     monkeypatch.delenv(paths.BOOK_ENV, raising=False)
     show_figure(plt.figure(), "test-figure", "A caption.")
     assert shown[-1].data == "**test-figure.** A caption."
+
+
+def test_markdown_table_shows_the_earlier_horizon_only_for_chapters_that_have_one(claims_dir):
+    early = frame("long").assign(early=["at 930 steps: 0.70 ± 0.01, n = 3 (not reproduced)", "at 930 steps: 0.10, n = 3 (not reproduced)"])
+    claims.publish(early, chapter="long", scale="cpu")
+    claims.publish(frame("short"), chapter="short", scale="cpu")
+    text = claims.markdown_table(claims.collect("cpu", chapters=["long", "short"]), titles={})
+    long_block, short_block = text.split("\n\n**")
+    assert "earlier in training" in long_block and "at 930 steps: 0.70 ± 0.01" in long_block
+    assert "earlier in training" not in short_block
