@@ -95,3 +95,7 @@ def test_equal_runs_get_equal_cache_keys_and_existing_keys_are_unchanged():
         "init_scale": 1.0, "optimizer": {"name": "adam", "lr": 0.001, "beta1": 0.9, "beta2": 0.999, "eps": 1e-08,
                                          "momentum": 0.0, "weight_decay": 0.0},
         "batch_size": 128, "epochs": 30, "n_snapshots": 12, "n_directions": 8, "device": "cpu"}
+    # fields added later join the identity only away from the default that reproduces the earlier runs
+    long = MLPRunConfig(steps=9360, n_late_snapshots=4, snapshot_steps=[930]).to_dict()
+    assert (long["steps"], long["n_late_snapshots"], long["snapshot_steps"]) == (9360, 4, (930,))
+    assert key(MLPRunConfig(snapshot_steps=[])) == key(MLPRunConfig())

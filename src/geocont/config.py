@@ -16,7 +16,7 @@ import dataclasses
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from .data import check_dataset_name
 from .mlp import block_spec
@@ -114,9 +114,18 @@ class OptimizerConfig:
 class RunConfig:
     """What every run configuration offers: its identity as plain data, and validated copies."""
 
+    #: Fields added after runs were first cached, with the default that reproduces the runs
+    #: before them: at that default they are left out of :meth:`to_dict`, so that the cache
+    #: keys of earlier runs stay valid.
+    ADDED_FIELDS: ClassVar[dict[str, Any]] = {}
+
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (JSON-ready): the run's identity in the cache."""
-        return dataclasses.asdict(self)
+        identity = dataclasses.asdict(self)
+        for name, default in self.ADDED_FIELDS.items():
+            if identity[name] == default:
+                del identity[name]
+        return identity
 
     def replace(self, **changes: Any):
         """A copy with some fields changed (validated again)."""
@@ -126,6 +135,8 @@ class RunConfig:
 @dataclass(frozen=True)
 class MLPRunConfig(RunConfig):
     """Everything that determines one MLP training run (and so its cache key)."""
+
+    ADDED_FIELDS = {"steps": None, "n_late_snapshots": 0, "snapshot_steps": ()}
 
     condition: str = "res-relu"
     seed: int = 0
