@@ -30,7 +30,7 @@ def main() -> None:
     overrides = {"n_layers": args.n_layers} if args.n_layers else {}
     full = lm_chapter_settings(args.scale, **overrides).base
     steps = args.steps or full.steps
-    config = full.replace(steps=steps, extra_steps=tuple(s for s in full.extra_steps if s < steps))
+    config = full.replace(steps=steps, snapshot_steps=tuple(s for s in full.snapshot_steps if s < steps))
     lm.token_splits(config.corpus, config.shape.vocab_size)  # tokenizer and encoding outside the timing
     tokens = config.steps * config.batch_size * config.shape.max_seq_len
     inside = [0.0]
@@ -44,7 +44,7 @@ def main() -> None:
             inside[0] += time.perf_counter() - start
 
     ContinuityRecorder.observe = timed_observe
-    n_short, n_full = len(config.snapshot_steps()), len(full.snapshot_steps())
+    n_short, n_full = len(config.schedule()), len(full.schedule())
     print(f"scale={args.scale} layers={config.shape.n_layers} steps={config.steps} "
           f"batch={config.batch_size}x{config.shape.max_seq_len} snapshots={n_short} (the chapter: {n_full} over "
           f"{full.steps} steps) directions={config.n_directions} eval_windows={config.eval_windows} "

@@ -54,10 +54,10 @@ def test_claim_rows_have_the_shared_columns_and_valid_verdicts():
 
 
 @pytest.mark.parametrize("parameter, message", [
-    (["nonexistent_param", "3"], "error: unknown parameter(s) nonexistent_param; valid choices: scale, seeds, epochs, "
+    (["nonexistent_param", "3"], "error: unknown parameter(s) nonexistent_param; valid choices: scale, seeds, steps, "
                                  "conditions, width, depth, dataset, init_scale, lr, n_snapshots"),
     (["scale", "huge"], "error: unknown scale 'huge'; valid choices: smoke, cpu, paper"),
-    (["epochs", "abc"], "error: epochs must be an integer >= 1, got 'abc'"),
+    (["steps", "abc"], "error: steps must be an integer >= 1, got 'abc'"),
 ])
 def test_run_rejects_bad_parameters_in_one_line_before_executing(monkeypatch, parameter, message):
     monkeypatch.chdir(ROOT)

@@ -1,5 +1,7 @@
 """The "Conditions 1 and 2" chapter: parameters, settings, and its claims on synthetic sweeps."""
 
+import dataclasses
+
 import pandas as pd
 import pytest
 
@@ -73,14 +75,16 @@ def test_claims_on_a_synthetic_sweep_have_the_known_verdicts():
 
 
 def test_configure_rejects_bad_parameters_in_one_line():
-    with pytest.raises(ParameterError, match="unknown parameter.*epoch; valid choices: scale, seeds, epochs"):
-        chapter.configure("smoke", epoch=3)
+    with pytest.raises(ParameterError, match="unknown parameter.*epochs; valid choices: scale, seeds, steps"):
+        chapter.configure("smoke", epochs=3)
     with pytest.raises(ParameterError, match="valid choices: smoke, cpu, paper"):
         chapter.configure("huge")
-    with pytest.raises(ParameterError, match="epochs must be an integer >= 1, got 'abc'"):
-        chapter.configure("smoke", epochs="abc")
-    settings = chapter.configure("smoke", epochs=2, seeds=None)
-    assert settings.base.epochs == 2 and settings.overrides == {"epochs": 2}
+    with pytest.raises(ParameterError, match="steps must be an integer >= 1, got 'abc'"):
+        chapter.configure("smoke", steps="abc")
+    with pytest.raises(ParameterError, match=r"early_steps \(16\) cannot exceed steps \(8\)"):
+        chapter.configure("smoke", steps=8)
+    settings = chapter.configure("smoke", steps=20, seeds=None)
+    assert settings.base.steps == 20 and settings.overrides == {"steps": 20}
 
 
 def test_from_notebook_rejects_a_name_papermill_injected_that_is_no_parameter():
@@ -94,11 +98,43 @@ def test_scales_and_overrides():
     assert SCALES == ("smoke", "cpu", "paper")
     with pytest.raises(ValueError, match="valid choices"):
         mlp_chapter_settings("smoke", conditions=["res-relu", "nope"])
-    cpu = mlp_chapter_settings("cpu", epochs=None, seeds=None)  # None = keep the preset
+    cpu = mlp_chapter_settings("cpu", steps=None, seeds=None)  # None = keep the preset
     assert cpu.base.width == 256 and cpu.base.depth == 16 and len(cpu.seeds) >= 3
+    assert cpu.base.steps >= 9360 and cpu.early_steps == 930 and 930 in cpu.base.snapshot_steps
     custom = mlp_chapter_settings("smoke", epochs=2, seeds=5, beta2=0.0, conditions=["res-relu"])
-    assert custom.base.epochs == 2 and custom.seeds == (0, 1, 2, 3, 4)
+    assert custom.base.epochs == 2 and custom.base.steps is None and custom.seeds == (0, 1, 2, 3, 4)
     assert custom.base.optimizer.beta2 == 0.0
     assert [c.condition for c in custom.condition_configs()] == ["res-relu"] * 5
     paper = mlp_chapter_settings("paper")
     assert paper.base.dataset == "mnist" and (paper.base.width, paper.base.depth) == (256, 16)
+
+
+def test_every_condition_two_run_trains_to_the_horizon_and_is_shared_between_chapters():
+    chapters = {name: mlp_chapter_settings("cpu", name) for name in ("mlp_conditions", "activation_vs_norm", "timeline")}
+    long_runs = [c for s in chapters.values()
+                 for c in s.condition_configs() + s.robustness_configs()
+                 + [c for runs in s.data_configs().values() for c in runs]]
+    assert {c.steps for c in long_runs} == {9360}
+    assert {c.n_late_snapshots for c in long_runs} == {16}
+    first = chapters["mlp_conditions"]
+    shared = {str(c.to_dict()) for c in first.condition_configs()}
+    for name in ("activation_vs_norm", "timeline"):
+        same = [c for c in chapters[name].condition_configs() if c.condition in first.conditions]
+        assert same and {str(c.to_dict()) for c in same} <= shared, name
+    assert {c.steps for c in first.init_configs()} == {930}
+    assert {c.optimizer.name for c in first.robustness_configs()} == {"adam", "sgd", "adam-rotated"}
+    assert set(first.data_configs()) == {"mnist-subset", "mnist-10k", "fashion-mnist"}
+
+
+def test_claims_are_judged_at_the_horizon_with_the_early_value_beside():
+    early_peak = sweep(CONDITIONS, peaks={"res-none": 0.80})  # step 10: res-none at 0.80; step 20: 0.60
+    robustness = sweep({"res-relu": finals(0.9, 0.90), "res-none": finals(0.9, 0.60)}, peaks={"res-none": 0.80})
+    settings = dataclasses.replace(chapter.configure("smoke", steps=20), early_steps=10)
+    results = chapter.Results(settings=settings, table=early_peak, robustness=robustness, init_table=robustness, data={}, baseline=BASELINE, empirical={})
+    claims = chapter.claims(results)
+    row = claim(claims, "linear-weight-v1")
+    assert row["ours_mean"] == pytest.approx(0.60) and row["early"].startswith("at 10 steps: 0.80 ± 0.01")
+    assert row["early"].endswith("(not reproduced)")
+    from geocont.book.chapter import changed_verdicts
+    changed = set(changed_verdicts(claims)["key"])
+    assert "res-none-rise-then-collapse" in changed  # no collapse yet at step 10, a collapse at the end

@@ -87,13 +87,16 @@ def test_optimizer_labels_become_claim_keys():
     assert keys[-2:] == ["optimizer-adam-beta2-0-order-frobenius", "optimizer-adam-beta2-0-order-spectral"]
 
 
-def test_timeline_chapter_has_a_finer_schedule_and_an_init_sweep():
+def test_timeline_shares_the_horizon_runs_and_has_a_short_fine_init_sweep():
     timeline = chapter.configure("cpu")
     plain = mlp_chapter_settings("cpu")
-    assert timeline.base.n_snapshots > 2 * plain.base.n_snapshots and timeline.base.n_directions == 1
-    scales = sorted({c.init_scale for c in timeline.init_configs()})
+    assert timeline.base == plain.base  # the same long runs as the first chapter
+    short = timeline.init_configs()
+    assert {c.steps for c in short} == {timeline.early_steps} and {c.n_directions for c in short} == {1}
+    assert short[0].n_snapshots > plain.base.n_snapshots
+    scales = sorted({c.init_scale for c in short})
     assert len(scales) >= 4 and max(scales) / min(scales) >= 100  # two orders of magnitude
-    assert {c.optimizer.label for c in timeline.robustness_configs()} == {"adam", "adam(beta2=0)", "sgd(momentum=0.9)"}
+    assert {c.optimizer.label for c in timeline.robustness_configs()} == {"adam", "adam-rotated", "sgd(momentum=0.9)"}
     assert chapter.configure("smoke", extra_init_scales=[0.5]).extra_init_scales == (0.5,)
     with pytest.raises(ValueError, match="valid choices"):
         mlp_chapter_settings("smoke", chapter="timeline", robustness_conditions=["res-tanh"])
@@ -108,4 +111,4 @@ def test_configure_rejects_bad_parameters_before_any_work():
         chapter.configure("smoke", init_scale=2.0)  # the timeline sweeps it with extra_init_scales instead
     with pytest.raises(ParameterError, match="valid choices: res-relu"):
         chapter.configure("smoke", conditions=["res-tanh"])
-    assert chapter.configure("smoke", epochs=None, lr=1e-4).overrides == {"lr": 1e-4}
+    assert chapter.configure("smoke", steps=None, lr=1e-4).overrides == {"lr": 1e-4}

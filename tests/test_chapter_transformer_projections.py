@@ -23,7 +23,7 @@ def test_configure_builds_every_variant_and_rejects_bad_parameters():
     assert configs["silu, linear attention"][0].shape.attention == "linear"
     assert configs["silu, 3 layers"][0].shape.n_layers == 3 and configs["silu, 3 layers"][0].shape.d_model == 32
     assert configs["silu"][0].steps == 5 and len(configs["silu"]) == 1
-    assert 4 in configs["silu"][0].snapshot_steps()  # the early horizon is a snapshot of every run
+    assert 4 in configs["silu"][0].schedule()  # the early horizon is a snapshot of every run
     assert settings.overrides == {"steps": 5, "seeds": 1}
     assert list(chapter.configure("smoke", other_seeds=0, depth_seeds=[]).configs()) == ["silu", "none"]
     with pytest.raises(ParameterError, match="early_step must lie strictly between 0 and steps"):
@@ -45,9 +45,9 @@ def test_configure_builds_every_variant_and_rejects_bad_parameters():
 def test_cpu_preset_is_the_long_run_with_the_old_horizon_as_a_snapshot_and_fits_its_budget():
     settings = chapter.configure("cpu")
     base = settings.base
-    assert base.steps >= 4000 and settings.early_step == 400 and 400 in base.snapshot_steps()
+    assert base.steps >= 4000 and settings.early_step == 400 and 400 in base.schedule()
     assert base.batch_size == 16 and base.shape.n_layers == 4 and base.shape.d_model == 128  # the model
-    late = [s for s in base.snapshot_steps() if s >= base.steps * 2 / 3]
+    late = [s for s in base.schedule() if s >= base.steps * 2 / 3]
     assert len(late) >= 4  # evenly spaced late snapshots resolve the last third
     assert chapter.predicted_minutes(settings) <= 44
     full = chapter.lm_chapter_settings("cpu", **chapter.FULL_CPU_DESIGN)

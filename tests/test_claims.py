@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 from geocont.book import build, claims, paths  # noqa: E402
 from geocont.book.figures import show_figure  # noqa: E402
 from geocont.chapters import scales_markdown  # noqa: E402
-from geocont.tables import claim_row  # noqa: E402
+from geocont.tables import CLAIM_COLUMNS, claim_row  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,7 +42,7 @@ def test_published_tables_come_back_in_the_order_asked(claims_dir):
     assert table.loc[0, "verdict"] == "partly reproduced"
     assert math.isnan(table.loc[1, "ours_std"])
     assert set(table["overrides"]) == {"", "epochs=60"}
-    assert list(table.columns[:11]) == list(frame("x").columns)
+    assert list(table.columns[:len(CLAIM_COLUMNS)]) == list(frame("x").columns) == CLAIM_COLUMNS
 
 
 def test_a_missing_chapter_is_named_with_the_command_that_produces_it(claims_dir):
@@ -130,3 +130,13 @@ def test_show_figure_outside_the_book_shows_the_caption(monkeypatch):
     monkeypatch.delenv(paths.BOOK_ENV, raising=False)
     show_figure(plt.figure(), "test-figure", "A caption.")
     assert shown[-1].data == "**test-figure.** A caption."
+
+
+def test_markdown_table_shows_the_earlier_horizon_only_for_chapters_that_have_one(claims_dir):
+    early = frame("long").assign(early=["at 930 steps: 0.70 ± 0.01, n = 3 (not reproduced)", "at 930 steps: 0.10, n = 3 (not reproduced)"])
+    claims.publish(early, chapter="long", scale="cpu")
+    claims.publish(frame("short"), chapter="short", scale="cpu")
+    text = claims.markdown_table(claims.collect("cpu", chapters=["long", "short"]), titles={})
+    long_block, short_block = text.split("\n\n**")
+    assert "earlier in training" in long_block and "at 930 steps: 0.70 ± 0.01" in long_block
+    assert "earlier in training" not in short_block

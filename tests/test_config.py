@@ -95,16 +95,20 @@ def test_equal_runs_get_equal_cache_keys_and_existing_keys_are_unchanged():
         "init_scale": 1.0, "optimizer": {"name": "adam", "lr": 0.001, "beta1": 0.9, "beta2": 0.999, "eps": 1e-08,
                                          "momentum": 0.0, "weight_decay": 0.0},
         "batch_size": 128, "epochs": 30, "n_snapshots": 12, "n_directions": 8, "device": "cpu"}
+    # fields added later join the identity only away from the default that reproduces the earlier runs
+    long = MLPRunConfig(steps=9360, n_late_snapshots=4, snapshot_steps=[930]).to_dict()
+    assert (long["steps"], long["n_late_snapshots"], long["snapshot_steps"]) == (9360, 4, (930,))
+    assert key(MLPRunConfig(snapshot_steps=[])) == key(MLPRunConfig())
 
 
 def test_lm_schedule_fields_keep_old_cache_keys_and_add_snapshots():
     from geocont.config import LMRunConfig
 
     plain = LMRunConfig(steps=100, n_snapshots=4)
-    assert "n_linear" not in plain.to_dict() and "extra_steps" not in plain.to_dict()  # keys of older runs unchanged
-    assert plain.snapshot_steps() == [0, 1, 10, 100]
-    scheduled = LMRunConfig(steps=100, n_snapshots=4, n_linear=4, extra_steps=(40, 40))
-    assert scheduled.extra_steps == (40,) and scheduled.to_dict()["extra_steps"] == [40]
-    assert scheduled.snapshot_steps() == [0, 1, 10, 25, 40, 50, 75, 100]
-    with pytest.raises(ValueError, match="extra_steps"):
-        LMRunConfig(steps=100, extra_steps=(200,))
+    assert "n_late_snapshots" not in plain.to_dict() and "snapshot_steps" not in plain.to_dict()  # keys of older runs unchanged
+    assert plain.schedule() == [0, 1, 10, 100]
+    scheduled = LMRunConfig(steps=100, n_snapshots=4, n_late_snapshots=4, snapshot_steps=(40, 40))
+    assert scheduled.snapshot_steps == (40,) and scheduled.to_dict()["snapshot_steps"] == (40,)
+    assert scheduled.schedule() == [0, 1, 10, 25, 40, 50, 75, 100]
+    with pytest.raises(ValueError, match="snapshot_steps"):
+        LMRunConfig(steps=100, snapshot_steps=(200,))

@@ -8,6 +8,7 @@ import pytest
 from helpers import synthetic, timeline_run
 
 from geocont import statistics
+from geocont.tables import make_row, rows_to_frame
 
 
 
@@ -34,12 +35,6 @@ def test_verdict_rules():
     assert statistics.closer_to(E(0.50, 0.05, 3), E(0.71, 0.02, 3), E(0.30, 0.06, 3)) == "inconclusive"  # midway
     assert statistics.verdict_for_value(E(math.nan, math.nan, 0), 0.5) == "not tested"
     assert str(E(0.5, 0.1, 3)) == "0.50 ± 0.10" and str(E(0.5, math.nan, 1)) == "0.50 (1 seed)"
-
-
-def test_late_mean_uses_the_last_third_of_the_snapshots():
-    table = timeline_run("a", 0, 1.0, [0, 1, 2, 3, 4, 5], [0.0, 0.0, 0.0, 0.0, 0.6, 0.9])
-    late = statistics.late_mean(table, "weight_cos", "input")
-    assert late["value"].iloc[0] == pytest.approx(0.75)
 
 
 def test_rank_correlation_and_its_verdict():
@@ -72,7 +67,7 @@ def test_change_over_last_third_and_when_a_claim_holds():
                  value=v + seed * 0.01)
             for seed in (0, 1) for g in ("q", "k") for step, v in ((0, 0.1), (400, 0.5), (2000, 0.3), (3000, 0.2))]
     frame = pd.DataFrame(rows)
-    change = statistics.change_over_last(frame, 1 / 3, keys=["group"])
+    change = statistics.change_over_last_per_run(frame, 1 / 3, keys=["group"])
     assert set(change["start"]) == {2000}  # the last snapshot at or before 2/3 of 3000 steps
     assert change["value"].tolist() == pytest.approx([-0.1] * 4)
     assert not statistics.settled(statistics.estimate(change["value"]))
@@ -83,3 +78,26 @@ def test_change_over_last_third_and_when_a_claim_holds():
     assert statistics.holds_when("not reproduced", "reproduced") == "only late"
     assert statistics.holds_when("not reproduced", "not reproduced") == "at neither"
     assert statistics.holds_when("not tested", "reproduced") == "not tested"
+
+
+def test_up_to_step_and_change_over_last_third():
+    table = timeline_run("a", 0, 1.0, [0, 1, 2, 3, 4, 5], [0.1, 0.5, 0.9, 0.6, 0.3, 0.3])  # steps 0, 1, 3, 10, 30, 100
+    assert sorted(statistics.up_to_step(table, 10)["step"].unique()) == [0, 1, 3, 10]
+    # the last third starts after step 66: the value at step 30 (0.3) to the end (0.3)
+    assert statistics.change_over_last(table, "weight_cos", "input", 1).mean == pytest.approx(0.0)
+    # over the last 95%: from step 3 (0.9) to the end
+    assert statistics.change_over_last(table, "weight_cos", "input", 1, fraction=0.95).mean == pytest.approx(-0.6)
+    early = statistics.up_to_step(table, 10)
+    assert statistics.final_estimate(early, "weight_cos", "input", 1).mean == pytest.approx(0.6)
+
+
+def test_turn_rates_divide_by_the_snapshot_interval_and_the_window_mean_weights_by_it():
+    rows = []
+    for step, turn in ((10, 1.0), (30, 4.0), (100, 7.0)):
+        rows.append(make_row(step, "hidden", 0, "v1_turn", "input", 1, turn))
+    rows.append(make_row(0, "hidden", 0, "weight_cos", "input", 1, 0.1))
+    table = rows_to_frame(rows).assign(condition="a", optimizer="adam", init_scale=1.0, seed=0)
+    rates = statistics.turn_rates(table).sort_values("step")
+    assert list(rates["value"]) == pytest.approx([100.0, 200.0, 100.0])  # degrees per 1,000 steps
+    window = statistics.drift_window_mean(rates, start_fraction=0.1)  # steps after 10: 30 and 100
+    assert window["value"].iloc[0] == pytest.approx((200 * 20 + 100 * 70) / 90)

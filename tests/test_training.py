@@ -132,3 +132,26 @@ def test_recorder_measures_how_far_each_layer_turned():
     assert select(table, "v1_turn", "output")["value"].max() == pytest.approx(0.0, abs=0.5)  # u1 did not move
     assert select(table, "v1_turn").query("step == 0").empty  # nothing to compare with at the first snapshot
     assert select(table, "co_rotation", "input")["value"].isna().all()  # layers 0 and 2 did not turn
+
+
+def test_steps_override_epochs_and_the_schedule_adds_late_and_named_snapshots():
+    config = TINY.replace(steps=30, n_snapshots=4, n_late_snapshots=3, snapshot_steps=[7, 500])
+    assert config.snapshot_steps == (7, 500)
+    table = train_mlp(config, progress=False)
+    steps = sorted(int(s) for s in table["step"].unique())
+    assert steps[-1] == 30  # not epochs x batches (8)
+    assert {0, 7, 10, 20, 30} <= set(steps) and 500 not in steps  # late every 10 steps; 500 is beyond the run
+    with pytest.raises(ValueError, match="snapshot_steps"):
+        TINY.replace(snapshot_steps=[-1])
+    with pytest.raises(ValueError, match="n_late_snapshots"):
+        TINY.replace(n_late_snapshots=-1)
+
+
+def test_snapshots_record_training_set_metrics_and_gradient_norms():
+    table = train_mlp(TINY, progress=False)
+    loss = select(table, "train_set_loss")
+    accuracy = select(table, "train_set_acc")
+    assert len(loss) == len(accuracy) == table["step"].nunique()
+    assert loss["value"].iloc[-1] < loss["value"].iloc[0] and accuracy["value"].between(0, 1).all()
+    norms = select(table, "grad_norm")
+    assert set(norms["layer"]) == set(range(TINY.depth)) and (norms["value"] > 0).all()

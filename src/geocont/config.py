@@ -16,7 +16,7 @@ import dataclasses
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from .data import check_dataset_name
 from .mlp import block_spec
@@ -114,9 +114,18 @@ class OptimizerConfig:
 class RunConfig:
     """What every run configuration offers: its identity as plain data, and validated copies."""
 
+    #: Fields added after runs were first cached, with the default that reproduces the runs
+    #: before them: at that default they are left out of :meth:`to_dict`, so that the cache
+    #: keys of earlier runs stay valid.
+    ADDED_FIELDS: ClassVar[dict[str, Any]] = {}
+
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (JSON-ready): the run's identity in the cache."""
-        return dataclasses.asdict(self)
+        identity = dataclasses.asdict(self)
+        for name, default in self.ADDED_FIELDS.items():
+            if identity[name] == default:
+                del identity[name]
+        return identity
 
     def replace(self, **changes: Any):
         """A copy with some fields changed (validated again)."""
@@ -126,6 +135,8 @@ class RunConfig:
 @dataclass(frozen=True)
 class MLPRunConfig(RunConfig):
     """Everything that determines one MLP training run (and so its cache key)."""
+
+    ADDED_FIELDS = {"steps": None, "n_late_snapshots": 0, "snapshot_steps": ()}
 
     condition: str = "res-relu"
     seed: int = 0
@@ -137,7 +148,14 @@ class MLPRunConfig(RunConfig):
     optimizer: OptimizerConfig = OptimizerConfig()
     batch_size: int = 128
     epochs: int = 30
-    n_snapshots: int = 12
+    #: total optimizer steps; None: ``epochs`` passes over the training set. Set, it overrides
+    #: ``epochs``, so that runs on datasets of different sizes take the same number of steps.
+    steps: int | None = None
+    n_snapshots: int = 12  # log-spaced snapshots (step 0 and the last step included)
+    #: evenly spaced snapshots added to the log-spaced ones (they resolve the late run)
+    n_late_snapshots: int = 0
+    #: steps snapshotted besides the schedule (an early horizon read off a long run)
+    snapshot_steps: tuple[int, ...] = ()
     n_directions: int = 8  # singular directions compared; 1 = leading pair only (no σ²-alignment; cheap)
     device: str = "cpu"
 
@@ -152,6 +170,13 @@ class MLPRunConfig(RunConfig):
         object.__setattr__(self, "n_snapshots", check_integer("n_snapshots", self.n_snapshots, minimum=2))
         if self.max_train is not None:
             object.__setattr__(self, "max_train", check_integer("max_train", self.max_train))
+        if self.steps is not None:
+            object.__setattr__(self, "steps", check_integer("steps", self.steps))
+        object.__setattr__(self, "n_late_snapshots", check_integer("n_late_snapshots", self.n_late_snapshots, minimum=0))
+        if isinstance(self.snapshot_steps, (str, bytes)) or not hasattr(self.snapshot_steps, "__iter__"):
+            raise ValueError(f"snapshot_steps must be a list of steps, got {self.snapshot_steps!r}")
+        object.__setattr__(self, "snapshot_steps", tuple(sorted({check_integer("snapshot_steps", s, minimum=0)
+                                                                  for s in self.snapshot_steps})))
         if self.depth < 2:
             raise ValueError(f"depth must be >= 2 to have adjacent layers, got {self.depth}")
         if self.n_directions > self.width:
@@ -198,6 +223,8 @@ class TransformerShape:
 class LMRunConfig(RunConfig):
     """Everything that determines one language-model training run (its cache key)."""
 
+    ADDED_FIELDS = {"n_late_snapshots": 0, "snapshot_steps": ()}
+
     shape: TransformerShape = TransformerShape()
     corpus: str = "kjv"
     seed: int = 0
@@ -210,9 +237,9 @@ class LMRunConfig(RunConfig):
     device: str = "cpu"
     #: evenly spaced snapshots added to the ``n_snapshots`` log-spaced ones (0: none;
     #: :func:`geocont.recorder.log_and_linear_steps`)
-    n_linear: int = 0
+    n_late_snapshots: int = 0
     #: further snapshot steps (e.g. an earlier horizon that a longer run must show exactly)
-    extra_steps: tuple[int, ...] = ()
+    snapshot_steps: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         check_corpus_name(self.corpus)
@@ -225,29 +252,14 @@ class LMRunConfig(RunConfig):
         object.__setattr__(self, "n_snapshots", check_integer("n_snapshots", self.n_snapshots, minimum=2))
         if self.device not in DEVICES:
             raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
-        object.__setattr__(self, "n_linear", check_integer("n_linear", self.n_linear, minimum=0))
-        extra = tuple(sorted({check_integer("extra_steps", s, minimum=0) for s in self.extra_steps}))
+        object.__setattr__(self, "n_late_snapshots", check_integer("n_late_snapshots", self.n_late_snapshots, minimum=0))
+        extra = tuple(sorted({check_integer("snapshot_steps", s, minimum=0) for s in self.snapshot_steps}))
         if any(s > self.steps for s in extra):
-            raise ValueError(f"extra_steps {list(extra)} must lie within the {self.steps} training steps")
-        object.__setattr__(self, "extra_steps", extra)
+            raise ValueError(f"snapshot_steps {list(extra)} must lie within the {self.steps} training steps")
+        object.__setattr__(self, "snapshot_steps", extra)
 
-    def snapshot_steps(self) -> list[int]:
-        """The recorder's schedule: ``n_snapshots`` log-spaced steps, ``n_linear`` evenly spaced ones
-        and ``extra_steps`` (sorted, without repeats)."""
-        from .recorder import log_and_linear_steps, log_spaced_steps
+    def schedule(self) -> list[int]:
+        """The recorder's snapshot steps (:func:`geocont.recorder.snapshot_schedule`)."""
+        from .recorder import snapshot_schedule
 
-        steps = (log_and_linear_steps(self.steps, self.n_snapshots, self.n_linear) if self.n_linear
-                 else log_spaced_steps(self.steps, self.n_snapshots))
-        return sorted({*steps, *self.extra_steps})
-
-    def to_dict(self) -> dict[str, Any]:
-        """As :meth:`RunConfig.to_dict`, without the schedule fields at their defaults, so that runs
-        recorded before those fields existed keep their cache keys."""
-        out = super().to_dict()
-        if not self.n_linear:
-            del out["n_linear"]
-        if not self.extra_steps:
-            del out["extra_steps"]
-        else:
-            out["extra_steps"] = list(self.extra_steps)
-        return out
+        return snapshot_schedule(self.steps, self.n_snapshots, self.n_late_snapshots, self.snapshot_steps)

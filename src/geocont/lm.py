@@ -66,7 +66,7 @@ def train_lm(config: LMRunConfig, progress: bool = True, record: bool = True) ->
     sampler = torch.Generator().manual_seed(config.seed)
     eval_starts = torch.linspace(0, len(val_ids) - length - 1, config.eval_windows).long()
     eval_batch = _windows(val_ids, eval_starts, length).to(device)
-    recorder = ContinuityRecorder(projection_groups(model), config.snapshot_steps(),
+    recorder = ContinuityRecorder(projection_groups(model), config.schedule(),
                                   n_directions=config.n_directions)
     optimizer = make_optimizer(model.parameters(), config.optimizer)
 

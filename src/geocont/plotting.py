@@ -35,6 +35,9 @@ QUANTITY_LABELS = {
     ("co_rotation", "output", 1): "co-rotation of adjacent u1 (signed cos)",
     ("rel_update", "", 0): "‖W(t) − W(0)‖ / ‖W(0)‖",
     ("test_acc", "", 0): "test accuracy",
+    ("train_set_loss", "", 0): "training-set cross-entropy",
+    ("train_set_acc", "", 0): "training-set accuracy",
+    ("grad_norm", "", 0): "‖∂L/∂W‖ (minibatch gradient)",
 }
 
 
@@ -67,7 +70,7 @@ def figure_legend(fig: plt.Figure, ax: plt.Axes, ncol: int | None = None) -> Non
 #: Index into seaborn's 10-colour colour-blind palette for each condition: fixed across the
 #: book, and distinct within each chapter's set of conditions.
 _CONDITION_COLOUR_INDEX = {
-    "res-relu": 0, "res-gelu": 1, "res-silu": 2, "nores-relu": 3, "res-none": 4, "res-radial": 5,
+    "res-relu": 0, "res-gelu": 1, "res-silu": 2, "nores-relu": 3, "res-none": 4, "res-radial": 5, "res-radial-tau": 6,
     "res-ln": 1, "res-ln-relu": 7, "res-rms": 8, "res-rms-relu": 9,
 }
 
@@ -85,9 +88,10 @@ def draw_baseline(ax: plt.Axes, value: float, label: str = "random baseline") ->
 def plot_over_training(
     table: pd.DataFrame, metric: str, space: str = "", direction: int = 1, *, hue: str = "condition",
     ax: plt.Axes | None = None, baseline: float | None = None, colours: dict | None = None,
-    hue_order: Sequence[str] | None = None, legend: bool = True,
+    hue_order: Sequence[str] | None = None, legend: bool = True, xscale: str = "symlog",
 ) -> plt.Axes:
-    """Layer-mean of a metric against step (symlog axis): seed mean as a line, ±1 sd as a band."""
+    """Layer-mean of a metric against step (``xscale`` symlog or linear): seed mean as a line, ±1 sd
+    as a band."""
     ax = ax or plt.gca()
     frame = per_run(table, metric, space, direction)
     hue_order = list(hue_order or frame[hue].unique())
@@ -98,9 +102,10 @@ def plot_over_training(
     )
     if baseline is not None:
         draw_baseline(ax, baseline)
-    ax.set_xscale("symlog", linthresh=1)
+    if xscale == "symlog":
+        ax.set_xscale("symlog", linthresh=1)
     ax.set_xlim(left=0)
-    ax.set_xlabel("training step (symlog)")
+    ax.set_xlabel(f"training step ({xscale})")
     ax.set_title(quantity_label(metric, space, direction), fontsize="medium")
     ax.set_ylabel("|cos|, mean over layer pairs" if metric.endswith("_cos") else quantity_label(metric, space, direction))
     if legend:

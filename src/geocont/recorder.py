@@ -15,6 +15,7 @@ Semantics of a snapshot at step ``t`` (``t`` optimizer updates done so far):
 * rotation drift since the previous snapshot: how far each layer's v1 / u1 turned
   (:func:`geocont.metrics.direction_turn`) and whether adjacent layers turned together
   (:func:`geocont.metrics.co_rotation`);
+* the Frobenius norm of each layer's minibatch gradient (``grad_norm``);
 * the relative gap of each compared singular direction (``weight_gap``, ``grad_gap``,
   ``cumgrad_gap``; :func:`geocont.metrics.direction_gaps`).
 
@@ -59,6 +60,14 @@ def log_and_linear_steps(total_steps: int, n_log: int, n_linear: int) -> list[in
         raise ValueError(f"need n_linear >= 1 (got {n_linear})")
     steps = set(log_spaced_steps(total_steps, n_log))
     steps.update(round(k * total_steps / n_linear) for k in range(1, n_linear + 1))
+    return sorted(steps)
+
+
+def snapshot_schedule(total_steps: int, n_log: int, n_late: int = 0, extra: Iterable[int] = ()) -> list[int]:
+    """The snapshot steps of a run: ``n_log`` log-spaced (:func:`log_spaced_steps`), ``n_late``
+    evenly spaced (:func:`log_and_linear_steps`; 0: none) and the ``extra`` steps within the run."""
+    steps = set(log_and_linear_steps(total_steps, n_log, n_late) if n_late else log_spaced_steps(total_steps, n_log))
+    steps.update(s for s in extra if s <= total_steps)
     return sorted(steps)
 
 
@@ -178,6 +187,8 @@ class ContinuityRecorder:
                 value = value if w_defined[layer] and c_defined[layer] else float("nan")
                 rows.append(make_row(step, name, layer, "weight_cumgrad_cos", space, 1, value))
             self._record_rotation(step, name, space, torch.stack([w.vectors(space)[:, 0] for w in w_triplets]), w_defined)
+        for layer, value in enumerate(gradients.flatten(1).norm(dim=1).tolist()):
+            rows.append(make_row(step, name, layer, "grad_norm", "", 0, value))
         updates = metrics.relative_update(weights, self._initial[name]).tolist()
         update_norms, warm["update"] = metrics.spectral_norms(weights - self._initial[name], start=warm.get("update"))
         spectral_updates = (update_norms / self._initial_sigma1[name]).tolist()

@@ -71,6 +71,54 @@ def estimate_at_step(
     return estimate(frame["value"])
 
 
+def up_to_step(table: pd.DataFrame, step: int) -> pd.DataFrame:
+    """The rows of a run table (or sweep table) at steps ``<= step``: the runs as if they had
+    stopped there (the snapshot at ``step`` becomes their final one). Exact for our runs,
+    whose learning rate does not depend on the total length."""
+    return table[table["step"] <= step]
+
+
+def change_over_last(table: pd.DataFrame, metric: str, space: str = "", direction: int | None = None,
+                     fraction: float = 1 / 3, **equal) -> Estimate:
+    """How much a layer-mean metric still moved over the last ``fraction`` of training (mean ± sd
+    over seeds of :func:`change_over_last_per_run`). Near zero (against its sd) where the quantity
+    has settled."""
+    frame = per_run(table, metric, space, direction)
+    for column, value in equal.items():
+        frame = frame[frame[column] == value]
+    return estimate(change_over_last_per_run(frame, fraction)["value"])
+
+
+def turn_rates(table: pd.DataFrame, space: str = "input") -> pd.DataFrame:
+    """Rotation drift as a rate: each ``v1_turn`` row (degrees since the previous snapshot)
+    divided by its snapshot interval, in degrees per 1,000 steps (columns as :func:`per_run`'s
+    input, metric ``v1_turn``). Snapshots are unevenly spaced, so turns per snapshot of
+    different intervals are not comparable; rates are."""
+    rows = select(table, "v1_turn", space, 1)
+    steps = table[["step"] + RUN_KEYS].drop_duplicates().sort_values("step")
+    steps["previous"] = steps.groupby(RUN_KEYS, observed=True)["step"].shift()
+    rows = rows.merge(steps, on=RUN_KEYS + ["step"], how="left")
+    return rows.assign(value=1000 * rows["value"] / (rows["step"] - rows["previous"]))
+
+
+def drift_window_mean(frame: pd.DataFrame, start_fraction: float = 0.1) -> pd.DataFrame:
+    """Per run, the layer-and-snapshot mean of ``frame`` (rows as :func:`turn_rates` or
+    :func:`geocont.tables.select` give) over steps after ``start_fraction`` of its last step,
+    each snapshot weighted by its interval (a time average), one row per run."""
+    frame = frame.copy()
+    last = frame.groupby(RUN_KEYS, observed=True)["step"].transform("max")
+    if "previous" not in frame:
+        steps = frame[["step"] + RUN_KEYS].drop_duplicates().sort_values("step")
+        steps["previous"] = steps.groupby(RUN_KEYS, observed=True)["step"].shift()
+        frame = frame.merge(steps, on=RUN_KEYS + ["step"], how="left")
+        last = frame.groupby(RUN_KEYS, observed=True)["step"].transform("max")
+    window = frame[(frame["step"] > start_fraction * last) & frame["value"].notna() & frame["previous"].notna()]
+    weight = window["step"] - window["previous"]
+    weighted = (window["value"] * weight).groupby([window[k] for k in RUN_KEYS], observed=True).sum()
+    total = weight.groupby([window[k] for k in RUN_KEYS], observed=True).sum()
+    return (weighted / total).rename("value").reset_index()
+
+
 class PeakAndFinal(NamedTuple):
     """A metric's maximum over training and its final value, each as mean ± sd over seeds."""
 
@@ -151,23 +199,13 @@ def closer_to(value: Estimate, target: Estimate, other: Estimate, margin: float 
     return "not reproduced" if advantage < -pooled else "inconclusive"
 
 
-def late_mean(table: pd.DataFrame, metric: str, space: str, direction: int = 1, fraction: float = 1 / 3) -> pd.DataFrame:
-    """Per run, the layer-mean of a metric averaged over the last ``fraction`` of its snapshots
-    (e.g. how far v1 still turns between snapshots late in training)."""
-    frame = per_run(table, metric, space, direction)
-    rank = frame.groupby(RUN_KEYS, observed=True)["step"].rank(method="first", ascending=False)
-    count = frame.groupby(RUN_KEYS, observed=True)["step"].transform("count")
-    late = frame[rank <= (count * fraction).clip(lower=1)]
-    return late.groupby(RUN_KEYS, observed=True)["value"].mean().reset_index()
-
-
 def at_step(frame: pd.DataFrame, step: int) -> pd.DataFrame:
     """Rows of ``frame`` at ``step``, or, for a run without that snapshot, at its last snapshot before it."""
     earlier = frame[frame["step"] <= step]
     return at_final_step(earlier)
 
 
-def change_over_last(frame: pd.DataFrame, fraction: float = 1 / 3, keys: Sequence[str] = ()) -> pd.DataFrame:
+def change_over_last_per_run(frame: pd.DataFrame, fraction: float = 1 / 3, keys: Sequence[str] = ()) -> pd.DataFrame:
     """Per run (and ``keys``), how much ``value`` moved over the last ``fraction`` of training: its
     value at the last step minus its value at the last snapshot at or before ``(1 - fraction)`` of
     it (column ``value``; ``start`` names that snapshot). ``frame`` has one value per run, key and step

@@ -43,6 +43,7 @@ METRICS: dict[str, str] = {
     "v1_turn": "degrees a layer's v1 (input) / u1 (output) turned since the previous snapshot",
     "co_rotation": "signed cos between the turns of adjacent layers' v1/u1 since the previous snapshot",
     "sigma1": "leading singular value of one layer",
+    "grad_norm": "Frobenius norm of one layer's minibatch gradient dL/dW",
     "weight_gap": "relative gap min(s_{i-1} - s_i, s_i - s_{i+1}) / s_1 of a layer's i-th singular direction "
                   "(metrics.direction_gaps); below metrics.DEGENERACY_TOL the direction is undefined and every "
                   "|cos| comparing it is NaN",
@@ -51,6 +52,8 @@ METRICS: dict[str, str] = {
     "train_loss": "cross-entropy of the minibatch at this step",
     "test_loss": "cross-entropy on the held-out set",
     "test_acc": "accuracy on the held-out set",
+    "train_set_loss": "cross-entropy on (at most) the first 4,096 training examples",
+    "train_set_acc": "accuracy on (at most) the first 4,096 training examples",
     "val_loss": "language-model cross-entropy on the held-out validation windows",
 }
 
@@ -62,7 +65,7 @@ Row = tuple[int, str, int, str, str, int, float]
 #: ``key`` is the claim's stable name within its chapter (prose and tests look claims up by it).
 CLAIM_COLUMNS = [
     "chapter", "key", "claim", "quantity", "paper", "ours_mean", "ours_std", "n_seeds",
-    "baseline", "verdict", "note",
+    "baseline", "verdict", "note", "early",
 ]
 VERDICTS = ("reproduced", "partly reproduced", "inconclusive", "not reproduced", "not tested")
 
@@ -96,15 +99,17 @@ def select(
 
 def claim_row(
     chapter: str, claim: str, quantity: str, paper: str, ours_mean: float, ours_std: float,
-    n_seeds: int, baseline: float, verdict: str, note: str = "", *, key: str,
+    n_seeds: int, baseline: float, verdict: str, note: str = "", *, key: str, early: str = "",
 ) -> dict[str, Any]:
     """One claims-table row; ``verdict`` must be one of :data:`VERDICTS`, ``key`` a stable
-    lower-case name (letters, digits, ``-``) unique within the chapter."""
+    lower-case name (letters, digits, ``-``) unique within the chapter. ``early``: the same
+    claim judged at an earlier training horizon (``"at 930 steps: 0.78 ± 0.02, n = 3 (reproduced)"``),
+    where the chapter judges it at a longer one; empty otherwise."""
     if verdict not in VERDICTS:
         raise ValueError(f"unknown verdict {verdict!r}; valid choices: {', '.join(VERDICTS)}")
     if not key or not key.replace("-", "").isalnum() or key != key.lower():
         raise ValueError(f"claim key {key!r} must be lower-case letters, digits and '-'")
     return dict(
         chapter=chapter, key=key, claim=claim, quantity=quantity, paper=paper, ours_mean=ours_mean,
-        ours_std=ours_std, n_seeds=n_seeds, baseline=baseline, verdict=verdict, note=note,
+        ours_std=ours_std, n_seeds=n_seeds, baseline=baseline, verdict=verdict, note=note, early=early,
     )

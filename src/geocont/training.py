@@ -15,7 +15,7 @@ from .config import MLPRunConfig, OptimizerConfig
 from .data import ImageData, load_image_data
 from .mlp import ResidualMLP
 from .optimizers import FrameAdam, random_frames
-from .recorder import ContinuityRecorder, log_spaced_steps
+from .recorder import ContinuityRecorder, snapshot_schedule
 from .tables import rows_to_frame
 
 
@@ -70,24 +70,39 @@ def train_with_recording(
     snapshot sees the trained weights together with their gradient. ``evaluate`` runs at
     snapshot steps (held-out metrics). ``recorder=None`` trains without any recording
     (the benchmarks' reference).
+
+    Subnormal floats (below 1.2e-38) are flushed to zero while it trains: a linear residual
+    net's tiny activations and gradients are subnormal often enough to make its CPU steps
+    about 8x slower (measured 140 ms against 17 ms per step), and no recorded quantity
+    depends on values that small.
     """
-    for step in tqdm(range(total_steps + 1), desc=description, leave=False, disable=not progress):
-        optimizer.zero_grad(set_to_none=True)
-        loss = compute_loss(step)
-        if not torch.isfinite(loss):
-            raise TrainingDiverged(f"{description}: loss became {float(loss.detach())} at step {step}")
-        loss.backward()
-        if recorder is not None and recorder.observe(step):
-            recorder.record(step, "train_loss", float(loss.detach()))
-            for metric, value in (evaluate() if evaluate else {}).items():
-                recorder.record(step, metric, value)
-        if step < total_steps:
-            optimizer.step()
+    torch.set_flush_denormal(True)
+    try:
+        for step in tqdm(range(total_steps + 1), desc=description, leave=False, disable=not progress):
+            optimizer.zero_grad(set_to_none=True)
+            loss = compute_loss(step)
+            if not torch.isfinite(loss):
+                raise TrainingDiverged(f"{description}: loss became {float(loss.detach())} at step {step}")
+            loss.backward()
+            if recorder is not None and recorder.observe(step):
+                recorder.record(step, "train_loss", float(loss.detach()))
+                for metric, value in (evaluate() if evaluate else {}).items():
+                    recorder.record(step, metric, value)
+            if step < total_steps:
+                optimizer.step()
+    finally:
+        torch.set_flush_denormal(False)  # PyTorch's default
+
+
+#: Snapshots also evaluate the loss and accuracy on (at most) this many training examples:
+#: the minibatch ``train_loss`` is too noisy to say when the training set is memorised.
+TRAIN_SET_EVAL = 4096
 
 
 @torch.no_grad()
-def evaluate_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 2048) -> dict[str, float]:
-    """Held-out cross-entropy and accuracy."""
+def evaluate_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 2048,
+                        prefix: str = "test") -> dict[str, float]:
+    """Cross-entropy and accuracy on ``(x, y)``, as ``{prefix}_loss`` and ``{prefix}_acc``."""
     was_training = model.training
     model.eval()
     total_loss, correct = 0.0, 0
@@ -96,12 +111,17 @@ def evaluate_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batc
         total_loss += float(nn.functional.cross_entropy(logits, y[start:start + batch_size], reduction="sum"))
         correct += int((logits.argmax(1) == y[start:start + batch_size]).sum())
     model.train(was_training)
-    return {"test_loss": total_loss / len(y), "test_acc": correct / len(y)}
+    return {f"{prefix}_loss": total_loss / len(y), f"{prefix}_acc": correct / len(y)}
 
 
 def steps_for(config: MLPRunConfig, n_train: int) -> int:
-    """Total optimizer steps: ``epochs`` passes over the training set (last batch dropped)."""
+    """Total optimizer steps: ``config.steps``, else ``epochs`` passes over the training set
+    (last batch dropped)."""
+    if config.steps is not None:
+        return config.steps
     return config.epochs * max(1, n_train // config.batch_size)
+
+
 
 
 @functools.lru_cache(maxsize=4)
@@ -129,7 +149,7 @@ def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True) 
     total_steps = steps_for(config, len(y_train))
     recorder = ContinuityRecorder(
         {"hidden": model.hidden_weights()},
-        log_spaced_steps(total_steps, config.n_snapshots),
+        snapshot_schedule(total_steps, config.n_snapshots, config.n_late_snapshots, config.snapshot_steps),
         n_directions=config.n_directions,
     )
     optimizer = make_optimizer(model.parameters(), config.optimizer, framed=model.hidden_weights(),
@@ -148,7 +168,9 @@ def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True) 
     train_with_recording(
         compute_loss=compute_loss, optimizer=optimizer, recorder=recorder if record else None,
         total_steps=total_steps,
-        evaluate=lambda: evaluate_classifier(model, x_test, y_test),
+        evaluate=lambda: {**evaluate_classifier(model, x_test, y_test),
+                          **evaluate_classifier(model, x_train[:TRAIN_SET_EVAL], y_train[:TRAIN_SET_EVAL],
+                                                prefix="train_set")},
         description=f"{config.condition} {config.optimizer.label} seed={config.seed}", progress=progress,
     )
     return rows_to_frame(recorder.rows)

@@ -111,11 +111,30 @@ def ours_text(row: Any) -> str:
 
 
 def verdict_list(claims: pd.DataFrame, intro: str) -> str:
-    """``intro`` and one bullet per claim: verdict, claim, quantity, the paper's number, ours, and
-    the claim's note (the estimates behind a comparison) where it has one."""
+    """``intro`` and one bullet per claim: verdict, claim, quantity, the paper's number, ours, the
+    claim's note (the estimates behind a comparison) where it has one, and its early value."""
     lines = [f"- **{row.verdict}**: {row.claim} ({row.quantity}: paper {row.paper}, ours {ours_text(row)}"
-             + (f"; {row.note})" if row.note else ")") for row in claims.itertuples()]
+             + (f"; {row.note}" if row.note else "") + ")"
+             + (f"; {row.early}" if isinstance(row.early, str) and row.early else "")
+             for row in claims.itertuples()]
     return intro + "\n\n" + "\n".join(lines)
+
+
+def with_early(claims: pd.DataFrame, early_claims: pd.DataFrame, steps: int) -> pd.DataFrame:
+    """``claims`` (judged at the chapter's horizon) with the ``early`` column filled from
+    ``early_claims``: the same claims, under the same keys, judged after ``steps`` steps."""
+    early = early_claims.set_index("key")
+    missing = sorted(set(claims["key"]) - set(early.index))
+    if missing:
+        raise KeyError(f"no early value for claim(s) {', '.join(missing)}")
+    text = {key: f"at {steps:,} steps: {ours_text(row)} ({row.verdict})" for key, row in early.iterrows()}
+    return claims.assign(early=claims["key"].map(text))
+
+
+def changed_verdicts(claims: pd.DataFrame) -> pd.DataFrame:
+    """The claims whose verdict at the horizon differs from their early verdict (``early`` column)."""
+    early_verdict = claims["early"].fillna("").str.extract(r"\(([a-z ]+)\)$")[0]
+    return claims[early_verdict.notna() & (early_verdict != claims["verdict"])]
 
 
 def claims_display(claims: pd.DataFrame):

@@ -159,16 +159,19 @@ def markdown_table(claims: pd.DataFrame, titles: dict[str, str] | None = None) -
     for chapter, rows in claims.groupby("chapter", sort=False):
         first = rows.iloc[0]
         produced = f"`{first['scale']}` scale" + (f", overrides {first['overrides']}" if first.get("overrides") else "")
+        early = rows["early"].fillna("").astype(str)
+        with_early = bool((early != "").any())
         lines = [f"**{{doc}}`{_cell(titles.get(chapter, chapter))} <{chapter}>`** ({produced})", "",
-                 "| claim | quantity | paper | ours (mean ± sd, n) | random baseline | verdict |",
-                 "|---|---|---|---|---|---|"]
-        for row in rows.itertuples():
+                 "| claim | quantity | paper | ours (mean ± sd, n) | random baseline | verdict |"
+                 + (" earlier in training |" if with_early else ""),
+                 "|---|---|---|---|---|---|" + ("---|" if with_early else "")]
+        for row, early_text in zip(rows.itertuples(), early):
             ours = _number(row.ours_mean)
             if not (row.ours_std is None or math.isnan(row.ours_std)):
                 ours += f" ± {row.ours_std:.2f}"
             ours += f" (n = {row.n_seeds})"
-            lines.append("| " + " | ".join(_cell(x) for x in (
-                row.claim, row.quantity, row.paper, ours, _number(row.baseline), f"**{row.verdict}**")) + " |")
+            cells = [row.claim, row.quantity, row.paper, ours, _number(row.baseline), f"**{row.verdict}**"]
+            lines.append("| " + " | ".join(_cell(x) for x in cells + ([early_text] if with_early else [])) + " |")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 

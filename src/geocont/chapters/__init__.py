@@ -48,11 +48,13 @@ def scales_markdown() -> str:
     add("MLP: data", (f"`{p['dataset']}`" + (f", first {p['max_train']} training digits" if p["max_train"] else "")
                       for p in mlp))
     add("MLP: hidden layers × width", (f"{p['depth']} × {p['width']}" for p in mlp))
-    add("MLP: epochs × batch", (f"{p['epochs']} × {p['batch_size']}" for p in mlp))
-    add("MLP: snapshots", (p["n_snapshots"] for p in mlp))
+    add("MLP: optimizer steps × batch (every long run)", (f"{p['steps']:,} × {p['batch_size']}" for p in mlp))
+    add("MLP: snapshots (log-spaced + evenly spaced + early)",
+        (f"{p['n_snapshots']} + {p['n_late_snapshots']} + step {p['early_steps']:,}" for p in mlp))
     add("MLP: seeds", (_seeds_text(p["seeds"]) for p in mlp))
     timeline = _CHAPTER_PRESETS["timeline"]
-    add("MLP timeline: snapshots (v1/u1 only)", (timeline["n_snapshots"][s] for s in SCALES))
+    add("MLP init sweeps: steps", (f"{p['early_steps']:,}" for p in mlp))
+    add("MLP timeline init sweep: snapshots (v1/u1 only)", (timeline["short_run"]["n_snapshots"][s] for s in SCALES))
     add("MLP timeline: init scales", [", ".join(f"{x:g}" for x in sorted((1.0, *timeline["extra_init_scales"])))] * len(SCALES))
     lm = [_LM_SCALES[s] for s in SCALES]
     shapes = [LM_SHAPES[s] for s in SCALES]
@@ -63,7 +65,7 @@ def scales_markdown() -> str:
                                                     for p, s in zip(lm, shapes)))
     add("transformer: early horizon (a snapshot of every run)", (p["early_step"] for p in lm))
     add("transformer: snapshots (log-spaced, evenly spaced; repeats merged)",
-        (f"{len(lm_chapter_settings(s).base.snapshot_steps())} ({p['n_snapshots']}, {p['n_linear']})"
+        (f"{len(lm_chapter_settings(s).base.schedule())} ({p['n_snapshots']}, {p['n_late_snapshots']})"
          for s, p in zip(SCALES, lm)))
     add("transformer: seeds of silu and none", (_seeds_text(p["seeds"]) for p in lm))
     add("transformer: other variants; deeper model", (

@@ -13,11 +13,11 @@ from IPython.display import Markdown
 
 from .. import metrics, plotting
 from ..book import claims as book_claims
-from ..book.chapter import ClaimsBuilder, claim, configure_notebook, undefined_sentence
+from ..book.chapter import ClaimsBuilder, claim, configure_notebook, undefined_sentence, with_early
 from ..book.figures import show_figure
 from ..book.provenance import provenance_markdown
 from ..plotting import draw_baseline, palette
-from ..statistics import Estimate, closer_to, estimate, final_estimate, verdict_for_difference
+from ..statistics import Estimate, closer_to, estimate, final_estimate, up_to_step, verdict_for_difference
 from ..tables import RUN_KEYS, select
 from ..training import run_sweep
 from . import mlp_runs
@@ -28,7 +28,7 @@ NOTEBOOK = f"book/{NAME}.ipynb"
 
 #: The notebook's parameters, in the order of its ``parameters`` cell.
 PARAMETERS: dict[str, str] = mlp_runs.parameters(
-    "scale", "seeds", "epochs", "conditions", "width", "depth", "dataset", "init_scale", "lr", "n_snapshots", "n_directions",
+    "scale", "seeds", "steps", "conditions", "width", "depth", "dataset", "init_scale", "lr", "n_snapshots", "n_directions",
 )
 
 
@@ -46,11 +46,10 @@ def provenance(settings: MLPChapterSettings) -> Markdown:
     base = settings.base
     return Markdown(provenance_markdown(
         notebook=NOTEBOOK, scale=settings.scale, overrides=settings.overrides, seeds=settings.seeds,
-        data=f"`{base.dataset}`" + (f", first {base.max_train} training examples" if base.max_train else ""),
+        data=mlp_runs.data_description(settings),
         model=f"residual MLP, {base.depth} hidden layers of width {base.width}, init_scale {base.init_scale}; "
               f"conditions {', '.join(settings.conditions)}",
-        training=f"{base.epochs} epochs, batch {base.batch_size}, optimizer {base.optimizer.label} "
-                 f"(lr {base.optimizer.lr:g}); {base.n_snapshots} log-spaced snapshots; k = {base.n_directions} directions",
+        training=mlp_runs.training_description(settings).split(". The initialisation sweep")[0],
     ))
 
 
@@ -162,8 +161,16 @@ def concentration_figure(results: Results) -> None:
 
 
 def claims(results: Results) -> pd.DataFrame:
-    """The chapter's claims table."""
-    return norm_claims(results.table, results.baseline)
+    """The chapter's claims table, judged at the end of training, with each claim's value after
+    ``early_steps`` (the same runs read at that snapshot) in the ``early`` column."""
+    early = results.settings.early_steps
+    return with_early(norm_claims(results.table, results.baseline),
+                      norm_claims(up_to_step(results.table, early), results.baseline), early)
+
+
+def horizon_summary(results: Results) -> pd.DataFrame:
+    """Per condition: each quantity at ``early_steps``, at the end, and its change over the last third."""
+    return mlp_runs.horizon_table(results.table, results.settings.early_steps, order=results.order)
 
 
 def norm_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:

@@ -14,51 +14,61 @@ import pandas as pd
 from IPython.display import Markdown
 
 from ..config import MLPRunConfig, OptimizerConfig, check_positive
+from ..data import check_dataset_name
 from ..mlp import block_spec
-from ..book.chapter import verdict_list
+from ..book.chapter import changed_verdicts, verdict_list
 from ..scales import apply_overrides, check_scale, parameter_errors
-from ..statistics import at_final_step, estimate, per_run
+from ..statistics import (at_final_step, change_over_last, estimate, estimate_at_step, final_estimate, per_run)
+from ..training import run_sweep
 
 
-#: Optimizer settings compared in the robustness experiment (the same for every
-#: condition). Adam with beta2 = 0 divides by the current |gradient|, so coordinates whose
-#: gradient is momentarily ~0 get huge steps: with eps = 1e-8 or 1e-6 it diverged within
-#: 10 steps at lr 1e-3 and 1e-4, and with eps = 1e-4 at lr 1e-4 res-none diverged after
-#: 437 steps; lr 3e-5 with eps = 1e-4 trained all 3 seeds of both conditions for 30
-#: epochs. SGD with momentum 0.9 at lr 0.03 diverged; 0.01 trains.
+#: Optimizers compared at the horizon on the robustness conditions. SGD is rotation
+#: equivariant; Adam's per-coordinate scaling is not, so Adam might itself pin a linear net's
+#: frame; ``adam-rotated`` is Adam computed in an independent random orthogonal basis per
+#: layer (:class:`geocont.optimizers.FrameAdam`), so no two layers share Adam's axes. SGD
+#: with momentum 0.9 at lr 0.03 diverged within 930 steps; 0.01 trains.
 ROBUSTNESS_OPTIMIZERS: dict[str, OptimizerConfig] = {
     "adam": OptimizerConfig("adam", lr=1e-3),
-    "adam(beta2=0)": OptimizerConfig("adam", lr=3e-5, beta2=0.0, eps=1e-4),
     "sgd(momentum=0.9)": OptimizerConfig("sgd", lr=0.01, momentum=0.9),
+    "adam-rotated": OptimizerConfig("adam-rotated", lr=1e-3),
 }
 
 
 #: The conditions each MLP chapter compares (any may be overridden with ``conditions=``).
 CHAPTER_CONDITIONS: dict[str, tuple[str, ...]] = {
-    "mlp_conditions": ("res-relu", "res-gelu", "res-silu", "nores-relu", "res-none", "res-radial"),
+    "mlp_conditions": ("res-relu", "res-gelu", "res-silu", "nores-relu", "res-none", "res-radial", "res-radial-tau"),
     "activation_vs_norm": ("res-relu", "res-ln", "res-ln-relu", "res-none", "res-rms", "res-rms-relu"),
-    "timeline": ("res-relu", "nores-relu", "res-none", "res-radial"),
+    "timeline": ("res-relu", "nores-relu", "res-none", "res-radial", "res-radial-tau"),
 }
 
 
 #: Per-chapter departures from the scale presets and from the MLPChapterSettings defaults.
-#: The timeline chapter needs a fine snapshot schedule (so it records only v1/u1, k = 1,
-#: which keeps the recorder cheap) and sweeps the initialisation scale over two orders
-#: of magnitude on the baseline condition.
+#: The timeline chapter sweeps the initialisation scale over two orders of magnitude on the
+#: baseline condition; that sweep is short (its events happen in the first few hundred
+#: steps) and snapshots it finely, recording v1/u1 only (k = 1, which keeps it cheap).
 _CHAPTER_PRESETS: dict[str, dict[str, Any]] = {
-    "timeline": dict(n_snapshots={"smoke": 12, "cpu": 32, "paper": 48}, n_directions=1,
-                     robustness_conditions=("res-relu",), extra_init_scales=(0.03, 0.1, 0.3, 3.0)),
+    "timeline": dict(robustness_conditions=("res-relu",), extra_init_scales=(0.03, 0.1, 0.3, 3.0),
+                     short_run=dict(n_snapshots={"smoke": 12, "cpu": 32, "paper": 48}, n_directions=1)),
 }
 
 
+#: The scales. ``steps`` is the horizon of every Condition-2 run (the paper's: 20 epochs
+#: of 60,000 digits at batch 128 = 9,360 optimizer steps, at ``cpu`` too); snapshots are
+#: ``n_snapshots`` log-spaced plus ``n_late_snapshots`` evenly spaced, and ``early_steps``
+#: (the old ``cpu`` horizon, 30 epochs of 4,000 digits) is snapshotted too, so that every
+#: verdict can show its early value. The initialisation sweeps train ``early_steps`` only.
 _MLP_SCALES: dict[str, dict[str, Any]] = {
-    "smoke": dict(dataset="mnist-subset", max_train=1024, width=32, depth=16, epochs=3,
-                  batch_size=64, n_snapshots=8, seeds=(0, 1)),
-    "cpu": dict(dataset="mnist-subset", max_train=None, width=256, depth=16, epochs=30,
-                batch_size=128, n_snapshots=12, seeds=(0, 1, 2)),
-    "paper": dict(dataset="mnist", max_train=None, width=256, depth=16, epochs=20,
-                  batch_size=128, n_snapshots=24, seeds=(0, 1, 2), device="auto"),
+    "smoke": dict(dataset="mnist-subset", max_train=1024, width=32, depth=16, steps=48, early_steps=16,
+                  batch_size=64, n_snapshots=8, n_late_snapshots=4, seeds=(0, 1)),
+    "cpu": dict(dataset="mnist-subset", max_train=None, width=256, depth=16, steps=9360, early_steps=930,
+                batch_size=128, n_snapshots=24, n_late_snapshots=16, seeds=(0, 1, 2)),
+    "paper": dict(dataset="mnist", max_train=None, width=256, depth=16, steps=9360, early_steps=930,
+                  batch_size=128, n_snapshots=32, n_late_snapshots=24, seeds=(0, 1, 2), device="auto"),
 }
+
+
+#: The datasets of the data control (besides the chapter's own), at the same step count.
+DATA_CONTROL_DATASETS: tuple[str, ...] = ("mnist-10k", "fashion-mnist")
 
 
 @dataclass(frozen=True)
@@ -68,30 +78,49 @@ class MLPChapterSettings:
     scale: str
     base: MLPRunConfig
     seeds: tuple[int, ...]
+    #: the early horizon (steps): snapshotted in every long run, the length of the short runs
+    early_steps: int
     #: the chapter parameters that were set (not None), as a re-run must repeat them
     overrides: dict[str, Any] = field(default_factory=dict)
     conditions: tuple[str, ...] = CHAPTER_CONDITIONS["mlp_conditions"]
     robustness_conditions: tuple[str, ...] = ("res-relu", "res-none")
     optimizers: dict[str, OptimizerConfig] = field(default_factory=lambda: dict(ROBUSTNESS_OPTIMIZERS))
-    #: extra initialisation scales tried on the robustness conditions (base optimizer)
+    #: extra initialisation scales tried on the robustness conditions (base optimizer, short runs)
     extra_init_scales: tuple[float, ...] = (4.0,)
+    data_datasets: tuple[str, ...] = DATA_CONTROL_DATASETS
+    #: the conditions of the data control: the linear net, whose fall it asks about (each
+    #: condition costs 6 runs to the horizon, 12 minutes of this machine at ``cpu``)
+    data_conditions: tuple[str, ...] = ("res-none",)
+    #: departures of the short runs (the init sweep) from the base config, besides their length
+    short_run: dict[str, Any] = field(default_factory=dict)
 
     def condition_configs(self) -> list[MLPRunConfig]:
-        """Every condition x seed under the base optimizer."""
+        """Every condition x seed under the base optimizer, at the horizon."""
         return [self.base.replace(condition=c, seed=s) for c in self.conditions for s in self.seeds]
 
     def robustness_configs(self) -> list[MLPRunConfig]:
-        """The robustness conditions x every optimizer setting x seed."""
+        """The robustness conditions x every optimizer x seed, at the horizon."""
         return [
             self.base.replace(condition=c, optimizer=o, seed=s)
             for c in self.robustness_conditions for o in self.optimizers.values() for s in self.seeds
         ]
 
+    def data_configs(self) -> dict[str, list[MLPRunConfig]]:
+        """Per dataset (the base one first): the data conditions x seed, at the horizon."""
+        datasets = (self.base.dataset, *(d for d in self.data_datasets if d != self.base.dataset))
+        return {d: [self.base.replace(dataset=d, condition=c, seed=s)
+                    for c in self.data_conditions for s in self.seeds] for d in datasets}
+
+    @property
+    def short_base(self) -> MLPRunConfig:
+        """The base config of the short runs: ``early_steps`` long, log-spaced snapshots only."""
+        return self.base.replace(steps=self.early_steps, n_late_snapshots=0, snapshot_steps=(), **self.short_run)
+
     def init_configs(self) -> list[MLPRunConfig]:
-        """The robustness conditions at the base and every extra init scale, x seed."""
+        """The robustness conditions at the base and every extra init scale, x seed (short runs)."""
         scales = (self.base.init_scale, *self.extra_init_scales)
         return [
-            self.base.replace(condition=c, init_scale=i, seed=s)
+            self.short_base.replace(condition=c, init_scale=i, seed=s)
             for c in self.robustness_conditions for i in scales for s in self.seeds
         ]
 
@@ -109,15 +138,20 @@ def mlp_chapter_settings(scale: str, chapter: str = "mlp_conditions", **override
         raise ValueError(f"unknown chapter {chapter!r}; valid choices: {', '.join(CHAPTER_CONDITIONS)}")
     optimizer_fields = {"lr", "beta1", "beta2", "momentum", "weight_decay"}
     run_fields = {f.name for f in dataclasses.fields(MLPRunConfig)} - {"condition", "seed"}
-    sweep_fields = {"robustness_conditions", "extra_init_scales"}
+    sweep_fields = {"robustness_conditions", "extra_init_scales", "data_datasets", "data_conditions"}
     chapter_preset = dict(_CHAPTER_PRESETS.get(chapter, {}))
-    if isinstance(chapter_preset.get("n_snapshots"), dict):
-        chapter_preset["n_snapshots"] = chapter_preset["n_snapshots"][scale]
+    short_run = {k: (v[scale] if isinstance(v, dict) else v) for k, v in chapter_preset.pop("short_run", {}).items()}
     preset, seeds = apply_overrides({**_MLP_SCALES[scale], **chapter_preset}, overrides,
-                                     run_fields | optimizer_fields | sweep_fields | {"seeds", "conditions"})
+                                     run_fields | optimizer_fields | sweep_fields | {"seeds", "conditions",
+                                                                                      "early_steps"})
+    if overrides.get("epochs") is not None and overrides.get("steps") is None:
+        preset["steps"] = None  # epochs, not the preset's step count, set the runs' length
     conditions = tuple(preset.pop("conditions", CHAPTER_CONDITIONS[chapter]))
+    early_steps = check_positive("early_steps", preset.pop("early_steps"))
     sweeps = {name: tuple(preset.pop(name)) for name in sweep_fields if name in preset}
-    for condition in conditions + sweeps.get("robustness_conditions", ()):
+    for dataset in sweeps.get("data_datasets", ()):
+        check_dataset_name(dataset)
+    for condition in conditions + sweeps.get("robustness_conditions", ()) + sweeps.get("data_conditions", ()):
         block_spec(condition)
     for init_scale in sweeps.get("extra_init_scales", ()):
         check_positive("extra_init_scales", init_scale, integer=False)
@@ -125,9 +159,15 @@ def mlp_chapter_settings(scale: str, chapter: str = "mlp_conditions", **override
     if isinstance(preset.get("optimizer"), str):
         optimizer_changes["name"] = preset.pop("optimizer")
     optimizer = dataclasses.replace(ROBUSTNESS_OPTIMIZERS["adam"], **optimizer_changes)
-    base = MLPRunConfig(optimizer=optimizer, **preset)
-    return MLPChapterSettings(scale=scale, base=base, seeds=seeds, conditions=conditions, **sweeps,
-                              overrides={k: v for k, v in overrides.items() if v is not None})
+    snapshot_steps = (*preset.pop("snapshot_steps", ()), early_steps)
+    base = MLPRunConfig(optimizer=optimizer, snapshot_steps=snapshot_steps, **preset)
+    if base.steps is not None and early_steps > base.steps:
+        raise ValueError(f"early_steps ({early_steps}) cannot exceed steps ({base.steps})")
+    settings = MLPChapterSettings(scale=scale, base=base, seeds=seeds, early_steps=early_steps, conditions=conditions,
+                                  short_run=short_run, **sweeps,
+                                  overrides={k: v for k, v in overrides.items() if v is not None})
+    settings.short_base  # validates the short runs' config too
+    return settings
 
 
 def configure_chapter(chapter: str, parameters: dict[str, str], scale: str, params: dict[str, Any]) -> MLPChapterSettings:
@@ -138,6 +178,49 @@ def configure_chapter(chapter: str, parameters: dict[str, str], scale: str, para
         if unknown:
             raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(parameters)}")
         return mlp_chapter_settings(scale, chapter, **params)
+
+
+def run_data_sweep(settings: MLPChapterSettings) -> dict[str, pd.DataFrame]:
+    """The data control: ``{dataset: sweep table}`` (the chapter's own dataset first)."""
+    return {dataset: run_sweep(configs) for dataset, configs in settings.data_configs().items()}
+
+
+#: The quantities of the horizon tables: label -> (metric, space, direction).
+HORIZON_QUANTITIES: dict[str, tuple[str, str, int]] = {
+    "weight v1": ("weight_cos", "input", 1),
+    "weight u1": ("weight_cos", "output", 1),
+    "gradient v1": ("grad_cos", "input", 1),
+    "relative update": ("rel_update", "", 0),
+    "σ²-align (in)": ("weight_align", "input", 0),
+}
+
+
+def horizon_table(table: pd.DataFrame, early_steps: int, by: str = "condition",
+                  order: list[str] | None = None) -> pd.DataFrame:
+    """Per group (``by``), each of :data:`HORIZON_QUANTITIES` at ``early_steps``, at the end, and its
+    change over the last third of training (mean ± sd over seeds); the training-set loss and test
+    accuracy at the end."""
+    groups = order or list(table[by].unique())
+    rows = {}
+    for group in groups:
+        one = table[table[by] == group]
+        row: dict[tuple[str, str], str] = {}
+        for label, (metric, space, direction) in HORIZON_QUANTITIES.items():
+            row[(label, f"at {early_steps:,}")] = str(estimate_at_step(one, early_steps, metric, space, direction))
+            row[(label, "final")] = str(final_estimate(one, metric, space, direction))
+            row[(label, "change, last third")] = str(change_over_last(one, metric, space, direction))
+        for label, metric in (("train-set loss", "train_set_loss"), ("test accuracy", "test_acc")):
+            row[(label, "final")] = str(final_estimate(one, metric))
+        rows[group] = row
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.columns = pd.MultiIndex.from_tuples(out.columns)
+    out.index.name = by
+    return out
+
+
+def last_step(table: pd.DataFrame) -> int:
+    """The final step of the runs in ``table`` (they share one horizon)."""
+    return int(table["step"].max())
 
 
 def final_summary(table: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
@@ -158,16 +241,50 @@ def final_summary(table: pd.DataFrame, by: list[str] | None = None) -> pd.DataFr
     return pd.DataFrame(out)
 
 
+def horizon_text(settings: MLPChapterSettings) -> str:
+    """``9,360 optimizer steps`` (or ``30 epochs``): the long runs' length as configured."""
+    base = settings.base
+    return f"{base.steps:,} optimizer steps" if base.steps is not None else f"{base.epochs} epochs"
+
+
 def verdict(settings: MLPChapterSettings, claims: pd.DataFrame) -> Markdown:
-    """An MLP chapter's closing list: one bullet per claim, under the scale, seeds and data."""
-    return Markdown(verdict_list(claims, f"At the `{settings.scale}` scale ({len(settings.seeds)} seeds, "
-                                         f"{settings.base.epochs} epochs on `{settings.base.dataset}`):"))
+    """An MLP chapter's closing list: one bullet per claim (judged at the horizon, its early value
+    beside it), under the scale, seeds and data, and the claims whose verdict the horizon changed."""
+    text = verdict_list(claims, f"At the `{settings.scale}` scale ({len(settings.seeds)} seeds, "
+                                f"{horizon_text(settings)} of batch {settings.base.batch_size} on "
+                                f"`{settings.base.dataset}`; each claim judged at the end of training, its value "
+                                f"after {settings.early_steps:,} steps beside it):")
+    changed = changed_verdicts(claims)
+    if len(changed):
+        text += (f"\n\n**Verdicts that differ between {settings.early_steps:,} steps and the end of training:** "
+                 + "; ".join(f"{row.claim} ({row.quantity}): {row.early.split('(')[-1].rstrip(')')} early, "
+                             f"{row.verdict} at the end" for row in changed.itertuples()) + ".")
+    else:
+        text += f"\n\nNo verdict differs between {settings.early_steps:,} steps and the end of training."
+    return Markdown(text)
+
+
+def training_description(settings: MLPChapterSettings) -> str:
+    """The provenance row "training" of an MLP chapter: horizon, batch, optimizer, snapshots."""
+    base, short = settings.base, settings.short_base
+    return (f"{horizon_text(settings)}, batch {base.batch_size}, optimizer {base.optimizer.label} "
+            f"(lr {base.optimizer.lr:g}); {base.n_snapshots} log-spaced and {base.n_late_snapshots} evenly spaced "
+            f"snapshots, and one at step {settings.early_steps:,}; k = {base.n_directions} directions. "
+            f"The initialisation sweep trains {settings.early_steps:,} steps ({short.n_snapshots} log-spaced "
+            f"snapshots, k = {short.n_directions})")
+
+
+def data_description(settings: MLPChapterSettings) -> str:
+    """The provenance row "data" of an MLP chapter."""
+    base = settings.base
+    return f"`{base.dataset}`" + (f", first {base.max_train} training examples" if base.max_train else "")
 
 
 #: What each MLP chapter parameter means (the notebooks' parameters cells carry the same words).
 PARAMETER_HELP: dict[str, str] = {
     "scale": "smoke | cpu | paper: the whole preset, see geocont.chapters.mlp_runs",
     "seeds": "an int n (seeds 0..n-1) or a list; None keeps the scale's default",
+    "steps": "the horizon (optimizer steps) of every long run; any of these overrides one setting of the preset; None keeps it",
     "epochs": "any of these overrides one setting of the preset; None keeps it",
     "conditions": "a list of geocont.mlp.CONDITIONS",
     "extra_init_scales": "init scales tried besides the base one (baseline condition only)",

@@ -15,14 +15,15 @@ from IPython.display import Markdown
 
 from .. import metrics, plotting
 from ..book import claims as book_claims
-from ..book.chapter import ClaimsBuilder, claim, configure_notebook, undefined_sentence
+from ..book.chapter import ClaimsBuilder, claim, configure_notebook, undefined_sentence, with_early
 from ..book.figures import show_figure
 from ..book.provenance import provenance_markdown
 from ..mlp import CONDITIONS
 from ..plotting import draw_baseline
-from ..statistics import (Estimate, pooled_sd, at_final_step, estimate, estimate_at_step, late_mean, per_run,
-                          rank_correlation, verdict_for_correlation, verdict_for_difference, verdict_for_value)
-from ..tables import RUN_KEYS
+from ..statistics import (Estimate, pooled_sd, at_final_step, drift_window_mean, estimate, estimate_at_step, per_run,
+                          rank_correlation, turn_rates, up_to_step, verdict_for_correlation, verdict_for_difference,
+                          verdict_for_value)
+from ..tables import RUN_KEYS, select
 from ..training import run_sweep
 from . import mlp_runs
 from .mlp_runs import MLPChapterSettings, configure_chapter
@@ -32,7 +33,7 @@ NOTEBOOK = f"book/{NAME}.ipynb"
 
 #: The notebook's parameters, in the order of its ``parameters`` cell.
 PARAMETERS: dict[str, str] = mlp_runs.parameters(
-    "scale", "seeds", "epochs", "conditions", "extra_init_scales", "width", "depth", "dataset", "lr", "n_snapshots",
+    "scale", "seeds", "steps", "conditions", "extra_init_scales", "width", "depth", "dataset", "lr", "n_snapshots",
 )
 
 
@@ -50,12 +51,10 @@ def provenance(settings: MLPChapterSettings) -> Markdown:
     base = settings.base
     return Markdown(provenance_markdown(
         notebook=NOTEBOOK, scale=settings.scale, overrides=settings.overrides, seeds=settings.seeds,
-        data=f"`{base.dataset}`" + (f", first {base.max_train} training examples" if base.max_train else ""),
+        data=mlp_runs.data_description(settings),
         model=f"residual MLP, {base.depth} hidden layers of width {base.width}; init scales "
               f"{', '.join(f'{s:g}' for s in (base.init_scale, *settings.extra_init_scales))}",
-        training=f"{base.epochs} epochs, batch {base.batch_size}, optimizer {base.optimizer.label} "
-                 f"(lr {base.optimizer.lr:g}) and the optimizers below; {base.n_snapshots} log-spaced snapshots, "
-                 f"leading direction only (k = {base.n_directions})",
+        training=mlp_runs.training_description(settings) + "; the optimizers below",
     ))
 
 
@@ -97,8 +96,9 @@ def transfer_events(table: pd.DataFrame, space: str = "input") -> pd.DataFrame:
       its final value" only by the initial value (random level, about 0.05 at d = 256).
       NaN when continuity gained less than :data:`MIN_RISE`;
     * ``rel_update_at_rise``: the layer-mean relative update at the rise step;
-    * the initial and final weight continuity, the step-0 gradient continuity, and the
-      final weight / cumulative-gradient alignment of each layer's leading vector.
+    * the initial, peak and final weight continuity, the peak's step, the step-0 gradient
+      continuity, and the weight / cumulative-gradient alignment of each layer's leading
+      vector at the peak and at the end (before and after a fall).
 
     Steps are snapshot steps, so they are resolved to the snapshot grid (log-spaced).
     """
@@ -121,6 +121,13 @@ def transfer_events(table: pd.DataFrame, space: str = "input") -> pd.DataFrame:
         "rel_update_final": at_final_step(update).set_index(RUN_KEYS)["value"],
         "weight_cumgrad_final": at_final_step(per_run(table, "weight_cumgrad_cos", space, 1)).set_index(RUN_KEYS)["value"],
     })
+    peak_rows = weight.loc[weight.groupby(RUN_KEYS, observed=True)["value"].idxmax()]
+    peak_step = peak_rows.set_index(RUN_KEYS)["step"]
+    alignment = per_run(table, "weight_cumgrad_cos", space, 1).join(peak_step.rename("peak_step"), on=RUN_KEYS)
+    events["weight_v1_peak"] = peak_rows.set_index(RUN_KEYS)["value"]
+    events["peak_step"] = peak_step
+    events["weight_cumgrad_at_peak"] = (alignment[alignment["step"] == alignment["peak_step"]]
+                                        .set_index(RUN_KEYS)["value"])
     events["rise"] = final - initial
     events.loc[events["rise"] < MIN_RISE, "rise_step"] = math.nan
     at_rise = update.join(events["rise_step"], on=RUN_KEYS)
@@ -330,9 +337,21 @@ def init_scale_figure(results: Results) -> None:
                     f" / {estimate(g['rise_step'])}" for i, g in init_events.groupby("init_scale")) + "."))
 
 
+#: Rotation drift is averaged over the steps after this fraction of training: it leaves out
+#: the initial transient and covers the rise, the fall (if any) and the end.
+DRIFT_WINDOW_START = 0.1
+
+
+def drift(table: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per run, the input-space ``v1_turn`` as a rate (degrees per 1,000 steps) or the
+    ``co_rotation`` (signed cos), time-averaged over the drift window (:data:`DRIFT_WINDOW_START`)."""
+    frame = turn_rates(table) if metric == "v1_turn" else select(table, metric, "input", 1)
+    return drift_window_mean(frame, DRIFT_WINDOW_START)
+
+
 def _late(table: pd.DataFrame, metric: str, condition: str) -> Estimate:
-    """Mean ± sd over seeds of ``metric`` (input space) over the last third of the snapshots."""
-    late = late_mean(table, metric, "input")
+    """Mean ± sd over seeds of :func:`drift` for one condition."""
+    late = drift(table, metric)
     return estimate(late[late["condition"] == condition]["value"])
 
 
@@ -341,9 +360,13 @@ def rotation_figure(results: Results) -> None:
     table, order, colours = results.table, results.order, plotting.condition_colours()
     fig, axes = plt.subplots(2, 2, figsize=(14, 8.5), sharex=True)
     for row, space in enumerate(("input", "output")):
-        plotting.plot_over_training(table, "v1_turn", space, 1, ax=axes[row, 0], colours=colours, hue_order=order,
-                                    legend=False)
-        axes[row, 0].set_ylabel("degrees")
+        rates = turn_rates(table, space)
+        sns.lineplot(data=per_run(rates, "v1_turn", space, 1), x="step", y="value", hue="condition",
+                     hue_order=order, palette=colours, errorbar="sd", marker="o", markersize=3.5,
+                     ax=axes[row, 0], legend=False)
+        axes[row, 0].set(xscale="symlog", yscale="log", xlabel="training step (symlog)",
+                         ylabel="degrees per 1,000 steps",
+                         title=f"{'v1' if space == 'input' else 'u1'} turn rate since the previous snapshot")
         plotting.plot_over_training(table, "co_rotation", space, 1, ax=axes[row, 1], colours=colours,
                                     hue_order=order, legend=row == 1)
         axes[row, 1].axhline(0, color="black", linewidth=0.8)
@@ -351,10 +374,20 @@ def rotation_figure(results: Results) -> None:
         axes[row, 1].set_ylim(-1.02, 1.02)
     plotting.figure_legend(fig, axes[1, 1])
     show_figure(fig, "timeline-rotation", (
-        "Rotation drift of v1 (top) and u1 (bottom): turn since the previous "
-        "snapshot and co-rotation of adjacent layers (layer mean, seed mean ± sd). Late in training (last third of "
-        "the snapshots), v1 turn per snapshot / co-rotation: "
+        "Rotation drift of v1 (top) and u1 (bottom): turn since the previous snapshot as a rate (degrees per 1,000 "
+        "steps, log axis) and co-rotation of adjacent layers (layer mean, seed mean ± sd). Time-averaged over the "
+        f"steps after {DRIFT_WINDOW_START:.0%} of training, v1 turn rate / co-rotation: "
         + "; ".join(f"{c} {_late(table, 'v1_turn', c)}° / {_late(table, 'co_rotation', c)}" for c in order) + "."))
+
+
+def alignment_before_after(results: Results) -> pd.DataFrame:
+    """Per condition: weight v1 at its peak and at the end, and the weight / cumulative-gradient
+    alignment at those two steps (mean ± sd over seeds): before and after a fall."""
+    columns = {"peak_step": "step of the peak", "weight_v1_peak": "weight v1 at peak",
+               "weight_v1_final": "weight v1 final", "weight_cumgrad_at_peak": "weight/cum.-grad. v1 at peak",
+               "weight_cumgrad_final": "weight/cum.-grad. v1 final"}
+    return pd.DataFrame({label: {c: str(results.of(c, column)) for c in results.order}
+                         for column, label in columns.items()}).rename_axis("condition")
 
 
 def optimizer_timelines(results: Results) -> None:
@@ -370,8 +403,13 @@ def optimizer_timelines(results: Results) -> None:
 
 
 def claims(results: Results) -> pd.DataFrame:
-    """The chapter's claims table."""
-    return timeline_claims(results.table, results.init_table, results.optimizer_table, results.baseline)
+    """The chapter's claims table, judged at the end of training, with each claim's value after
+    ``early_steps`` in the ``early`` column (the init sweep is that long already)."""
+    early = results.settings.early_steps
+    at_end = timeline_claims(results.table, results.init_table, results.optimizer_table, results.baseline)
+    at_early = timeline_claims(up_to_step(results.table, early), results.init_table,
+                               up_to_step(results.optimizer_table, early), results.baseline)
+    return with_early(at_end, at_early, early)
 
 
 def _slug(label: str) -> str:
@@ -430,24 +468,28 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
                 f"Spearman ρ(crossing step, rise step), {norm} norm", "follows (no number)", together.rho, math.nan,
                 verdict_for_correlation(together, +1),
                 note=f"{together}; never crossed (ranked last): {int(sweep[crossing].isna().sum())}", n=together.n)
-    turn = late_mean(conditions, "v1_turn", "input")
+    turn = drift(conditions, "v1_turn")
     relu_turn = estimate(turn[turn["condition"] == "res-relu"]["value"])
-    for condition in ("res-none", "res-radial"):
-        drift = estimate(turn[turn["condition"] == condition]["value"])
-        out.add(f"{condition}-late-drift", "Without symmetry breaking, v1 keeps drifting late in training",
-                f"{condition} minus res-relu late v1 turn (degrees per snapshot)", "drift",
-                drift.mean - relu_turn.mean, math.nan, verdict_for_difference(drift, relu_turn, margin=1.0),
-                note=f"{condition} {drift}°; res-relu {relu_turn}°", std=pooled_sd(drift, relu_turn), n=drift.n)
+    for condition in ("res-none", "res-radial", "res-radial-tau"):
+        if condition not in set(conditions["condition"]):
+            continue
+        rate = estimate(turn[turn["condition"] == condition]["value"])
+        out.add(f"{condition}-late-drift", "Without symmetry breaking, v1 keeps drifting",
+                f"{condition} minus res-relu v1 turn rate after {DRIFT_WINDOW_START:.0%} of training "
+                "(degrees per 1,000 steps)", "drift",
+                rate.mean - relu_turn.mean, math.nan, verdict_for_difference(rate, relu_turn, margin=1.0),
+                note=f"{condition} {rate}°; res-relu {relu_turn}°", std=pooled_sd(rate, relu_turn), n=rate.n)
         decoupled = of(condition, "weight_cumgrad_final")
         out.add(f"{condition}-decoupled", "... which decouples the weights from the cumulative gradient",
                 f"res-relu minus {condition} final weight/cum.-gradient v1 |cos|", "lower without",
                 aligned.mean - decoupled.mean, baseline, verdict_for_difference(aligned, decoupled),
                 note=f"res-relu {aligned}; {condition} {decoupled}", std=pooled_sd(aligned, decoupled),
                 n=decoupled.n)
-    co = late_mean(conditions, "co_rotation", "input")
+    co = drift(conditions, "co_rotation")
     none_co = estimate(co[co["condition"] == "res-none"]["value"])
     out.add("linear-independent-rotation", "In a linear residual net each layer rotates independently",
-            "res-none late co-rotation of adjacent v1 (signed cos)", "independent (≈ 0)", none_co, baseline,
+            f"res-none co-rotation of adjacent v1 after {DRIFT_WINDOW_START:.0%} of training (signed cos)",
+            "independent (≈ 0)", none_co, baseline,
             verdict_for_value(none_co, 0.0))
     optimizer_events = transfer_events(optimizers)
     for optimizer in optimizer_events["optimizer"].unique():
@@ -467,14 +509,16 @@ def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
 
 
 def _drift_reading(claims: pd.DataFrame) -> str:
-    verdicts = [claim(claims, f"{c}-late-drift")["verdict"] for c in ("res-none", "res-radial")]
-    if all(v == "not reproduced" for v in verdicts):
-        return ("The symmetric conditions (res-none, res-radial) do not turn more than the baseline late in "
-                "training, so at this scale rotation drift is not what separates them from it; this matches the "
-                "first chapter, where their weight continuity does not collapse.")
-    if all(v == "reproduced" for v in verdicts):
-        return "The symmetric conditions keep turning more than the baseline late in training, as predicted."
-    return "The drift comparison is mixed: " + "; ".join(verdicts) + "."
+    keys = [k for k in ("res-none-late-drift", "res-radial-late-drift", "res-radial-tau-late-drift")
+            if k in set(claims["key"])]
+    verdicts = {k.removesuffix("-late-drift"): claim(claims, k)["verdict"] for k in keys}
+    if all(v == "not reproduced" for v in verdicts.values()):
+        return ("The symmetric conditions (" + ", ".join(verdicts) + ") do not turn faster than the baseline, so at "
+                "this horizon rotation drift is not what separates them from it.")
+    if all(v == "reproduced" for v in verdicts.values()):
+        return ("The symmetric conditions (" + ", ".join(verdicts) + ") keep turning faster than the baseline, as "
+                "predicted: symmetry breaking stops the drift.")
+    return "The drift comparison is mixed: " + "; ".join(f"{c} {v}" for c, v in verdicts.items()) + "."
 
 
 def reading(results: Results, claims: pd.DataFrame) -> Markdown:
@@ -495,12 +539,13 @@ def reading(results: Results, claims: pd.DataFrame) -> Markdown:
         f"{estimate(ref['spectral_crossing_step'])}. Read in the Frobenius norm the paper's order is "
         f"**{order_by_norm['Frobenius']}**; read in the spectral norm, the one that decides the leading direction, "
         f"it is **{order_by_norm['spectral']}**.",
-        "**Rotation drift.** Late in training, v1 turns per snapshot by "
-        + ", ".join(f"{c} {_late(table, 'v1_turn', c)}°" for c in order)
+        f"**Rotation drift.** After {DRIFT_WINDOW_START:.0%} of training, v1 turns at "
+        + ", ".join(f"{c} {_late(table, 'v1_turn', c)}° per 1,000 steps" for c in order)
         + "; adjacent layers co-rotate with signed cosine "
         + ", ".join(f"{c} {_late(table, 'co_rotation', c)}" for c in order)
-        + ". The final weight/cumulative-gradient alignment is "
-        + ", ".join(f"{c} {results.of(c, 'weight_cumgrad_final')}" for c in order)
+        + ". The weight/cumulative-gradient alignment is, at the peak of weight continuity and at the end, "
+        + ", ".join(f"{c} {results.of(c, 'weight_cumgrad_at_peak')} → {results.of(c, 'weight_cumgrad_final')}"
+                    for c in order)
         + ". " + _drift_reading(claims),
     ]
     return Markdown("\n\n".join(p for p in paragraphs if p))

@@ -27,7 +27,7 @@ from ..lm import run_lm_sweep
 from ..metrics import random_abs_cos
 from ..pretrained import ModelNotAvailable
 from ..scales import ParameterError, apply_overrides, check_scale, parameter_errors, parse_seeds
-from ..statistics import (Estimate, at_final_step, at_step, change_over_last, estimate, holds_when, per_run, settled,
+from ..statistics import (Estimate, at_final_step, at_step, change_over_last_per_run, estimate, holds_when, per_run, settled,
                           verdict_for_difference)
 from ..tables import RUN_KEYS
 from ..transformer import PROJECTIONS, build_llama, parameter_count, projection_dims
@@ -95,16 +95,16 @@ FULL_CPU_DESIGN = dict(seeds=(0, 1, 2), other_seeds=(0,), variants=tuple(LM_VARI
 #: Presets. ``steps`` is the horizon the verdicts are judged at; ``early_step`` the previous
 #: ``cpu`` horizon (400 steps), recorded as a snapshot of every run so that the early value of
 #: every claim is that of the old 400-step chapter (the learning rate is constant, so a longer
-#: run passes through the same weights). Snapshots: ``n_snapshots`` log-spaced and ``n_linear``
+#: run passes through the same weights). Snapshots: ``n_snapshots`` log-spaced and ``n_late_snapshots``
 #: evenly spaced (``geocont.recorder.log_and_linear_steps``), plus ``early_step``.
 _LM_SCALES: dict[str, dict[str, Any]] = {
-    "smoke": dict(corpus="kjv", steps=16, early_step=4, batch_size=4, n_snapshots=4, n_linear=3, seeds=(0, 1),
+    "smoke": dict(corpus="kjv", steps=16, early_step=4, batch_size=4, n_snapshots=4, n_late_snapshots=3, seeds=(0, 1),
                   other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_layers=3, depth_seeds=(0,), eval_windows=8,
                   pretrained="smollm2-135m"),
-    "cpu": dict(corpus="kjv", steps=4000, early_step=400, batch_size=16, n_snapshots=16, n_linear=12, seeds=(0, 1),
+    "cpu": dict(corpus="kjv", steps=4000, early_step=400, batch_size=16, n_snapshots=16, n_late_snapshots=12, seeds=(0, 1),
                 other_seeds=(), variants=MAIN_VARIANTS, depth_layers=8, depth_seeds=(), eval_windows=64,
                 pretrained="smollm2-135m"),
-    "paper": dict(corpus="wikitext-103", steps=20000, early_step=2000, batch_size=32, n_snapshots=24, n_linear=12,
+    "paper": dict(corpus="wikitext-103", steps=20000, early_step=2000, batch_size=32, n_snapshots=24, n_late_snapshots=12,
                   seeds=(0,), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_layers=16, depth_seeds=(),
                   eval_windows=256, device="auto", pretrained="smollm2-135m"),
 }
@@ -140,7 +140,7 @@ class LMChapterSettings:
 
     @property
     def early_step(self) -> int:
-        return self.base.extra_steps[0] if self.base.extra_steps else self.base.steps
+        return self.base.snapshot_steps[0] if self.base.snapshot_steps else self.base.steps
 
     @property
     def depth_label(self) -> str:
@@ -177,7 +177,7 @@ def lm_chapter_settings(scale: str, **overrides: Any) -> LMChapterSettings:
     """
     check_scale(scale)
     shape_fields = {f.name for f in dataclasses.fields(TransformerShape)} - {"mlp_activation", "attention"}
-    run_fields = {f.name for f in dataclasses.fields(LMRunConfig)} - {"shape", "seed", "optimizer", "extra_steps"}
+    run_fields = {f.name for f in dataclasses.fields(LMRunConfig)} - {"shape", "seed", "optimizer", "snapshot_steps"}
     preset, seeds = apply_overrides(_LM_SCALES[scale], overrides, shape_fields | run_fields | _CHAPTER_KEYS)
     labels = list(preset.pop("variants", list(LM_VARIANTS)))
     unknown_variants = [v for v in labels if v not in LM_VARIANTS]
@@ -193,8 +193,8 @@ def lm_chapter_settings(scale: str, **overrides: Any) -> LMChapterSettings:
     shape = dataclasses.replace(LM_SHAPES[scale], **{k: preset.pop(k) for k in list(preset) if k in shape_fields})
     dataclasses.replace(shape, n_layers=depth_layers)  # validated like the base shape
     optimizer = OptimizerConfig("adam", lr=preset.pop("lr", 1e-3))
-    base = LMRunConfig(shape=shape, optimizer=optimizer, extra_steps=(early_step,), **preset)
-    if not 0 < base.extra_steps[0] < base.steps:
+    base = LMRunConfig(shape=shape, optimizer=optimizer, snapshot_steps=(early_step,), **preset)
+    if not 0 < base.snapshot_steps[0] < base.steps:
         raise ValueError(f"early_step must lie strictly between 0 and steps ({base.steps}), got {early_step}")
     return LMChapterSettings(scale=scale, base=base, seeds=seeds, variants={v: LM_VARIANTS[v] for v in labels},
                              other_seeds=other_seeds, depth_layers=int(depth_layers), depth_seeds=depth_seeds,
@@ -238,8 +238,8 @@ def provenance(settings: LMChapterSettings) -> Markdown:
               f"SwiGLU width {shape.ffn_dim}, {parameter_count(build_llama(shape)) / 1e6:.2f}M parameters; "
               f"runs (label × seeds): {runs}",
         training=f"{base.steps} steps of {base.batch_size} × {shape.max_seq_len} tokens, {base.optimizer.label} "
-                 f"(lr {base.optimizer.lr:g}, constant); {len(base.snapshot_steps())} snapshots ({base.n_snapshots} "
-                 f"log-spaced, {base.n_linear} evenly spaced, and step {settings.early_step}), each with the validation "
+                 f"(lr {base.optimizer.lr:g}, constant); {len(base.schedule())} snapshots ({base.n_snapshots} "
+                 f"log-spaced, {base.n_late_snapshots} evenly spaced, and step {settings.early_step}), each with the validation "
                  f"loss on {base.eval_windows} windows",
     ))
 
@@ -485,7 +485,7 @@ def _estimate(values: pd.DataFrame, label: str, projection: str, space: str) -> 
 
 def late_changes(table: pd.DataFrame) -> pd.DataFrame:
     """Per run, projection and space: the change of the layer-pair mean over the last third of training."""
-    return change_over_last(projection_values(table), 1 / 3, keys=["group", "space"])
+    return change_over_last_per_run(projection_values(table), 1 / 3, keys=["group", "space"])
 
 
 def _pretrained_estimate(results: Results, projection: str, space: str) -> Estimate:
