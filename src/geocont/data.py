@@ -159,17 +159,19 @@ def _prepare_debian_fashion_mnist(root: Path) -> None:
     """Un-gzip the Debian package's IDX files where torchvision's FashionMNIST looks.
 
     A file already there is kept only if its size matches the gzipped original's content
-    (a truncated or otherwise damaged copy is extracted again).
+    (a truncated or otherwise damaged copy is extracted again). Each process extracts into a
+    file of its own and renames it into place, so that sweep workers loading the dataset at
+    the same time never read or rename one another's partial files.
     """
     raw = root / "FashionMNIST" / "raw"
     for gz in _debian_fashion_mnist_files():
         target = raw / gz.name[: -len(".gz")]
         if not target.exists() or target.stat().st_size % 2**32 != _gunzipped_size(gz):
             raw.mkdir(parents=True, exist_ok=True)
-            partial = target.with_suffix(".partial")
+            partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
             with gzip.open(gz, "rb") as src, open(partial, "wb") as dst:
                 shutil.copyfileobj(src, dst)
-            partial.replace(target)
+            partial.replace(target)  # atomic: a reader sees the old file or the whole new one
 
 
 def _load_fashion_mnist(download: bool) -> tuple[tuple[torch.Tensor, ...], str]:

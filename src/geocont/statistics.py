@@ -89,15 +89,20 @@ def change_over_last(table: pd.DataFrame, metric: str, space: str = "", directio
     return estimate(change_over_last_per_run(frame, fraction)["value"])
 
 
+def _with_previous_step(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with a column ``previous``: the run's snapshot step before each row's step."""
+    steps = frame[["step"] + RUN_KEYS].drop_duplicates().sort_values("step")
+    steps["previous"] = steps.groupby(RUN_KEYS, observed=True)["step"].shift()
+    return frame.merge(steps, on=RUN_KEYS + ["step"], how="left")
+
+
 def turn_rates(table: pd.DataFrame, space: str = "input") -> pd.DataFrame:
     """Rotation drift as a rate: each ``v1_turn`` row (degrees since the previous snapshot)
     divided by its snapshot interval, in degrees per 1,000 steps (columns as :func:`per_run`'s
     input, metric ``v1_turn``). Snapshots are unevenly spaced, so turns per snapshot of
     different intervals are not comparable; rates are."""
-    rows = select(table, "v1_turn", space, 1)
-    steps = table[["step"] + RUN_KEYS].drop_duplicates().sort_values("step")
-    steps["previous"] = steps.groupby(RUN_KEYS, observed=True)["step"].shift()
-    rows = rows.merge(steps, on=RUN_KEYS + ["step"], how="left")
+    steps = _with_previous_step(table[["step"] + RUN_KEYS].drop_duplicates())
+    rows = select(table, "v1_turn", space, 1).merge(steps, on=RUN_KEYS + ["step"], how="left")
     return rows.assign(value=1000 * rows["value"] / (rows["step"] - rows["previous"]))
 
 
@@ -105,18 +110,14 @@ def drift_window_mean(frame: pd.DataFrame, start_fraction: float = 0.1) -> pd.Da
     """Per run, the layer-and-snapshot mean of ``frame`` (rows as :func:`turn_rates` or
     :func:`geocont.tables.select` give) over steps after ``start_fraction`` of its last step,
     each snapshot weighted by its interval (a time average), one row per run."""
-    frame = frame.copy()
-    last = frame.groupby(RUN_KEYS, observed=True)["step"].transform("max")
     if "previous" not in frame:
-        steps = frame[["step"] + RUN_KEYS].drop_duplicates().sort_values("step")
-        steps["previous"] = steps.groupby(RUN_KEYS, observed=True)["step"].shift()
-        frame = frame.merge(steps, on=RUN_KEYS + ["step"], how="left")
-        last = frame.groupby(RUN_KEYS, observed=True)["step"].transform("max")
+        frame = _with_previous_step(frame)
+    last = frame.groupby(RUN_KEYS, observed=True)["step"].transform("max")
     window = frame[(frame["step"] > start_fraction * last) & frame["value"].notna() & frame["previous"].notna()]
     weight = window["step"] - window["previous"]
-    weighted = (window["value"] * weight).groupby([window[k] for k in RUN_KEYS], observed=True).sum()
-    total = weight.groupby([window[k] for k in RUN_KEYS], observed=True).sum()
-    return (weighted / total).rename("value").reset_index()
+    keys = [window[k] for k in RUN_KEYS]
+    weighted = (window["value"] * weight).groupby(keys, observed=True).sum()
+    return (weighted / weight.groupby(keys, observed=True).sum()).rename("value").reset_index()
 
 
 class PeakAndFinal(NamedTuple):

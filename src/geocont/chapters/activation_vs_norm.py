@@ -49,7 +49,7 @@ def provenance(settings: MLPChapterSettings) -> Markdown:
         data=mlp_runs.data_description(settings),
         model=f"residual MLP, {base.depth} hidden layers of width {base.width}, init_scale {base.init_scale}; "
               f"conditions {', '.join(settings.conditions)}",
-        training=mlp_runs.training_description(settings).split(". The initialisation sweep")[0],
+        training=mlp_runs.training_description(settings, init_sweep=False),
     ))
 
 

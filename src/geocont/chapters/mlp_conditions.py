@@ -231,29 +231,40 @@ def data_table(results: Results) -> pd.DataFrame:
     return out
 
 
+#: The training-set loss "rose again" (training became unstable) when its final value exceeds
+#: its minimum over training by this factor.
+UNSTABLE_LOSS_RISE = 2.0
+
+
 def data_sentences(results: Results) -> str:
     """Computed prose: on which datasets the linear net's weight continuity falls, and whether
-    those are the ones whose training set is memorised."""
-    falls, memorised, parts = [], [], []
+    those are the ones whose training set is memorised, or whose training became unstable."""
+    falls, memorised, unstable, parts = [], [], [], []
     for dataset, table in results.data.items():
         one = table[table.condition == "res-none"]
         if one.empty:
             return ""
         peak, last = peak_and_final(one, "weight_cos", "input", 1)
         loss = final_estimate(one, "train_set_loss")
+        lowest = estimate(per_run(one, "train_set_loss").groupby("seed")["value"].min())
         fell = verdict_for_difference(peak, last) == "reproduced"
         falls += [dataset] if fell else []
         memorised += [dataset] if loss.mean < MEMORISED_LOSS else []
+        rose = loss.mean > UNSTABLE_LOSS_RISE * lowest.mean and loss.mean >= MEMORISED_LOSS
+        unstable += [dataset] if rose else []
         parts.append(f"on `{dataset}` res-none's weight v1 goes from peak {peak} to final {last} "
-                     f"({'a fall' if fell else 'no clear fall'}), with final training-set loss {loss}")
+                     f"({'a fall' if fell else 'no clear fall'}); its training-set loss ends at {loss}"
+                     + (f", up from a minimum of {lowest} during training (the training became unstable)" if rose else ""))
     text = "; ".join(parts) + ". "
-    unmemorised_falls = [d for d in falls if d not in memorised]
-    if unmemorised_falls:
-        text += ("The fall also happens where the training set is not memorised (" + ", ".join(unmemorised_falls)
-                 + "), so it is not only a memorisation effect.")
+    text = text[0].upper() + text[1:]
+    clean_falls = [d for d in falls if d not in memorised and d not in unstable]
+    if clean_falls:
+        text += ("The fall also happens where the training set is neither memorised nor unstable ("
+                 + ", ".join(clean_falls) + "), so it is not only a memorisation effect.")
     elif falls:
-        text += ("The fall happens only where the training set is memorised (" + ", ".join(falls)
-                 + "): consistent with a fading gradient signal, i.e. a data effect.")
+        text += ("Every fall here comes with a memorised training set (" + (", ".join(d for d in falls if d in memorised) or "none")
+                 + ") or with unstable training (" + (", ".join(d for d in falls if d in unstable) or "none")
+                 + "): this control cannot tell rotation drift apart from those.")
     else:
         text += "No dataset shows a clear fall."
     return text

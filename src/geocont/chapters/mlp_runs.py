@@ -264,14 +264,17 @@ def verdict(settings: MLPChapterSettings, claims: pd.DataFrame) -> Markdown:
     return Markdown(text)
 
 
-def training_description(settings: MLPChapterSettings) -> str:
-    """The provenance row "training" of an MLP chapter: horizon, batch, optimizer, snapshots."""
+def training_description(settings: MLPChapterSettings, init_sweep: bool = True) -> str:
+    """The provenance row "training" of an MLP chapter: horizon, batch, optimizer, snapshots, and
+    (``init_sweep``) the short runs of the initialisation sweep."""
     base, short = settings.base, settings.short_base
-    return (f"{horizon_text(settings)}, batch {base.batch_size}, optimizer {base.optimizer.label} "
+    text = (f"{horizon_text(settings)}, batch {base.batch_size}, optimizer {base.optimizer.label} "
             f"(lr {base.optimizer.lr:g}); {base.n_snapshots} log-spaced and {base.n_late_snapshots} evenly spaced "
-            f"snapshots, and one at step {settings.early_steps:,}; k = {base.n_directions} directions. "
-            f"The initialisation sweep trains {settings.early_steps:,} steps ({short.n_snapshots} log-spaced "
-            f"snapshots, k = {short.n_directions})")
+            f"snapshots, and one at step {settings.early_steps:,}; k = {base.n_directions} directions")
+    if init_sweep:
+        text += (f". The initialisation sweep trains {settings.early_steps:,} steps ({short.n_snapshots} log-spaced "
+                 f"snapshots, k = {short.n_directions})")
+    return text
 
 
 def data_description(settings: MLPChapterSettings) -> str:
