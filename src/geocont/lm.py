@@ -114,7 +114,7 @@ def lm_job(config: LMRunConfig, label: str = "", progress: bool = False) -> swee
     return sweeps.Job(
         "lm", config.to_dict(), _compute_lm_run_with_progress if progress else compute_lm_run, config,
         label=f"{label or f'{shape.mlp_activation}/{shape.attention}'} seed={config.seed}", device=config.device,
-        require_artifacts=(MODEL_ARTIFACT,),
+        require_artifacts=(MODEL_ARTIFACT,), cost=float(config.steps * (shape.n_layers + 1)),
     )
 
 
