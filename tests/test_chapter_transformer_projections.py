@@ -136,7 +136,11 @@ def _long_table() -> pd.DataFrame:
                  metric="val_loss", space="", direction=0, value=6.0 - step / 4 + seed / 10)
             for condition, seeds in (("silu", (0, 1, 2)), ("silu, 3 layers", (0,))) for seed in seeds
             for step in (0, 4, 10, 16)]
-    return pd.concat([*frames, deep, pd.DataFrame(loss)], ignore_index=True)
+    gaps = [dict(condition="silu", optimizer="adam", init_scale=1.0, seed=seed, step=step, group=projection, layer=layer,
+                 metric="weight_gap", space="", direction=1,
+                 value=0.02 if step == 0 else 0.03 if projection == "up_proj" and step >= 10 else 0.2)
+            for seed in (0, 1, 2) for step in (0, 4, 10, 16) for projection in PROJECTIONS for layer in (0, 1)]
+    return pd.concat([*frames, deep, pd.DataFrame(loss), pd.DataFrame(gaps)], ignore_index=True)
 
 
 def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
@@ -161,6 +165,12 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     loss = horizon[horizon.projection == "validation loss"].iloc[0]
     assert loss["silu, step 4"] == "5.10 ± 0.10" and loss["silu, step 16"] == "2.10 ± 0.10"
     assert loss["silu, 3 layers, step 16"] == "2.00 (1 seed)" and loss["random baseline"].endswith("(uniform)")
+    assert chapter.gap_sentence(results).endswith("(seed means): up v1 0.80 → 0.15 (gap 0.200 → 0.030).")
+    steady = chapter.Results(settings, table[table.step != 16], chapter.projection_finals(table), DIMS)
+    still = table[table.step <= 4]  # stops at the early horizon: nothing can have moved
+    assert "no predicted continuity moved by more than 0.1 between step 4 and step 16" in chapter.gap_sentence(
+        chapter.Results(settings, still, chapter.projection_finals(still), DIMS))
+    assert "up v1 0.80 → 0.15" in chapter.gap_sentence(steady)  # step 10 is the last step there
     verdict = chapter.verdict(results, claims.reset_index()).data
     assert "**Verdicts that differ between 4 steps and the end of training:**" in verdict
     assert "reproduced early, not reproduced at the end" in verdict

@@ -425,6 +425,59 @@ def over_training_figure(results: Results) -> None:
                 + settled_sentence(results))
 
 
+def gap_values(table: pd.DataFrame) -> pd.DataFrame:
+    """Per run, projection (``group``) and step: the relative gap (s1 - s2) / s1 of the weight
+    matrix, mean over layers (``weight_gap``, direction 1). v1 and u1 are only as well defined as
+    this gap: where it is small, a small change of the weights can swap the leading direction."""
+    rows = table[(table["metric"] == "weight_gap") & (table["direction"] == 1)]
+    return rows.groupby(RUN_KEYS + ["group", "step"], observed=True)["value"].mean().reset_index()
+
+
+def gap_figure(results: Results) -> None:
+    """Each projection's relative spectral gap over training (layer mean; band: ±1 sd over seeds)."""
+    values, variants = gap_values(results.table), results.variants
+    fig, axes = plt.subplots(1, len(PROJECTIONS), figsize=(22, 3.8), sharex=True, sharey=True)
+    for col, (ax, projection) in enumerate(zip(axes, PROJECTIONS)):
+        sns.lineplot(data=values[values.group == projection], x="step", y="value", hue="condition",
+                     hue_order=variants, palette=plotting.palette(variants), errorbar="sd", ax=ax, legend=col == 0)
+        _symlog(ax)
+        _mark_early(ax, results.settings.early_step)
+        ax.set(yscale="log", xlabel="step (symlog)", ylabel="(s1 - s2) / s1" if col == 0 else "",
+               title=_short(projection))
+    plotting.figure_legend(fig, axes[0])
+    show_figure(fig, "lm-gaps", "Relative gap between each projection's two largest singular values over training "
+                "(mean over layers; line: seed mean, band: ±1 sd over seeds; dotted: the early horizon). "
+                + gap_sentence(results))
+
+
+#: A continuity "moved" between the early horizon and the end when its seed mean changed by more than this.
+MOVED = 0.10
+
+
+def gap_sentence(results: Results) -> str:
+    """For ``silu``: the predicted continuities that moved by more than :data:`MOVED` between the early
+    horizon and the end, each beside its projection's spectral gap at both steps (an association
+    across projections, not a test of cause)."""
+    early_step, end = results.settings.early_step, results.settings.base.steps
+    continuity, gaps = projection_values(results.table), gap_values(results.table)
+    continuity, gaps = continuity[continuity.condition == "silu"], gaps[gaps.condition == "silu"]
+    parts = []
+    for projection, space, _ in PROJECTION_PREDICTIONS:
+        frame = continuity[(continuity.group == projection) & (continuity.space == space)]
+        before, after = estimate(at_step(frame, early_step)["value"]), estimate(at_final_step(frame)["value"])
+        if math.isnan(before.mean) or abs(after.mean - before.mean) <= MOVED:
+            continue
+        gap = gaps[gaps.group == projection]
+        gap_before, gap_after = estimate(at_step(gap, early_step)["value"]), estimate(at_final_step(gap)["value"])
+        parts.append(f"{_short(projection)} {'v1' if space == 'input' else 'u1'} {before.mean:.2f} → {after.mean:.2f} "
+                     f"(gap {gap_before.mean:.3f} → {gap_after.mean:.3f})")
+    if not parts:
+        return (f"In `silu` no predicted continuity moved by more than {MOVED} between step {early_step} and step "
+                f"{end}.")
+    return (f"In `silu`, the predicted continuities that moved by more than {MOVED} between step {early_step} and step "
+            f"{end}, with their projection's gap at the same two steps (seed means): " + "; ".join(parts) + ".")
+
+
 #: Legend label of each space in the per-projection bars.
 SPACE_LABELS = {"input": "input space (v1)", "output": "output space (u1)"}
 
