@@ -80,11 +80,13 @@ LM_VARIANTS: dict[str, tuple[str, str]] = {
 MAIN_VARIANTS = ("silu", "none")
 
 #: Measured cost of one training step of the ``cpu`` shape (batch 16 x 128 tokens) at one torch
-#: thread on this project's 2-core machine, by layer count, in seconds: 4 layers 0.265 s with the
-#: other core idle (``python benchmarks/bench_lm_recording.py --steps 40``); recording (28
-#: snapshots, each with the validation loss) adds about 1% at the ``cpu`` schedule.
+#: thread on this project's 2-core machine, by layer count, in seconds, the other core idle:
+#: 4 layers 0.189 s (``python benchmarks/bench_lm_recording.py --steps 200``), 8 layers 0.338 s
+#: (``--steps 120 --n-layers 8``). Recording (28 snapshots, each with the validation loss, 0.37 s
+#: and 0.62 s per snapshot) adds 1.3-1.4% at the ``cpu`` schedule. In the chapter's sweep (2
+#: workers) a 4-layer run took 12.5-13 min, 0.19 s per step with recording.
 #: :func:`budget_note` predicts the chapter's cold time from them.
-CPU_SECONDS_PER_STEP = {4: 0.265, 8: 0.46}
+CPU_SECONDS_PER_STEP = {4: 0.189, 8: 0.338}
 
 #: The book's time budget for this chapter at ``cpu``, cold, in minutes.
 CPU_BUDGET_MINUTES = 40
@@ -254,8 +256,10 @@ def provenance(settings: LMChapterSettings) -> Markdown:
 
 
 def _duration(config: LMRunConfig) -> float:
-    """Predicted seconds of one ``cpu``-shaped run at one thread (:data:`CPU_SECONDS_PER_STEP`, linear in layers)."""
-    return config.steps * CPU_SECONDS_PER_STEP[4] * config.shape.n_layers / 4
+    """Predicted seconds of one ``cpu``-width run at one thread: :data:`CPU_SECONDS_PER_STEP`,
+    interpolated linearly in the number of layers between the two measured depths."""
+    (l4, t4), (l8, t8) = sorted(CPU_SECONDS_PER_STEP.items())
+    return config.steps * (t4 + (t8 - t4) * (config.shape.n_layers - l4) / (l8 - l4))
 
 
 def predicted_minutes(settings: LMChapterSettings, workers: int = 2) -> float:
