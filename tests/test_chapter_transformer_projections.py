@@ -155,6 +155,8 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     assert "holds throughout" in claims.loc["q-input-continuity", "note"]
     statement = chapter.holds_statement(results, claims.reset_index()).data
     assert "**only early** (3): `up-input-continuity`, `v-low-input`, `activation-lowers-up`" in statement
+    assert "does not keep to the end of training** (`silu`, random baselines in the table): up v1 0.80 ± 0.01 at " \
+           "step 4 (reproduced), 0.15 ± 0.01 at the end (not reproduced)." in statement
     depth = chapter.depth_statement(results).data
     assert "`silu, 3 layers` (1 seed: its sd is undefined)" in depth and "Changed: `up-input-continuity` (0.15 ± 0.01, n = 3 → 0.80, n = 1): not reproduced → reproduced" in depth
     horizon = chapter.horizon_table(results)

@@ -717,7 +717,31 @@ def holds_statement(results: Results, claims: pd.DataFrame) -> Markdown:
     settings = results.settings
     lines = [f"- **{when}** ({len(keys)}): {', '.join(keys)}" for when, keys in groups.items()]
     return Markdown(f"Judged at step {settings.early_step} and at step {settings.base.steps} by the same rule "
-                    "(a claim holds where it is reproduced):\n\n" + "\n".join(lines) + "\n\n" + settled_sentence(results))
+                    "(a claim holds where it is reproduced):\n\n" + "\n".join(lines) + "\n\n" + settled_sentence(results)
+                    + lost_sentence(results, claims))
+
+
+def lost_sentence(results: Results, claims: pd.DataFrame) -> str:
+    """The predicted continuities that do not hold at the end of training (lost, or never reached),
+    with their early and final values beside the pretrained checkpoint's; empty where all hold."""
+    finals, early = results.finals, projection_finals(results.early)
+    parts = []
+    for row in claims.itertuples():
+        if row.key not in _CLAIM_QUANTITY or row.key.startswith("v-low") or row.verdict == "reproduced":
+            continue
+        projection, space = _CLAIM_QUANTITY[row.key]
+        early_verdict = row.early.rsplit("(", 1)[-1].rstrip(")")
+        text = (f"{_short(projection)} {'v1' if space == 'input' else 'u1'} {_estimate(early, 'silu', projection, space)} "
+                f"at step {results.settings.early_step} ({early_verdict}), {_estimate(finals, 'silu', projection, space)} "
+                f"at the end ({row.verdict})")
+        if results.pretrained is not None:
+            text += f" ({results.settings.pretrained}: {_pretrained_estimate(results, projection, space)} over layer pairs)"
+        parts.append(text)
+    if not parts:
+        return ""
+    return (" **Predicted continuities this small model does not keep to the end of training** (`silu`, random "
+            "baselines in the table): " + "; ".join(parts) + ". The pretrained model beside them is both deeper and "
+            "trained far longer; the 8-layer model above separates depth from training length only in part.")
 
 
 def depth_statement(results: Results) -> Markdown:
