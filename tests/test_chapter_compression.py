@@ -12,7 +12,7 @@ from geocont.statistics import RankCorrelation
 
 def test_configure_builds_the_presets_and_rejects_bad_parameters():
     settings = chapter.configure("cpu")
-    assert settings.pretrained == "smollm2-135m" and len(settings.lm_configs()) == 3
+    assert settings.pretrained == "smollm2-135m" and len(settings.lm_configs()) == 3  # the transformer chapter's 3 silu seeds
     assert all(c.shape.mlp_activation == "silu" for c in settings.lm_configs())
     assert settings.middle_budget == 0.5 and settings.overrides == {}
     skipped = chapter.configure("smoke", pretrained="none", seeds=1)

@@ -18,11 +18,20 @@ def test_paper_shape_has_about_34m_parameters():
 def test_configure_builds_every_variant_and_rejects_bad_parameters():
     settings = chapter.configure("smoke", steps=5, seeds=1)
     configs = settings.configs()
-    assert list(configs) == list(chapter.LM_VARIANTS)
+    assert list(configs) == [*chapter.LM_VARIANTS, "silu, 3 layers"]  # the deeper model last
     assert configs["none"][0].shape.mlp_activation == "none"
     assert configs["silu, linear attention"][0].shape.attention == "linear"
+    assert configs["silu, 3 layers"][0].shape.n_layers == 3 and configs["silu, 3 layers"][0].shape.d_model == 32
     assert configs["silu"][0].steps == 5 and len(configs["silu"]) == 1
+    assert 4 in configs["silu"][0].schedule()  # the early horizon is a snapshot of every run
     assert settings.overrides == {"steps": 5, "seeds": 1}
+    assert list(chapter.configure("smoke", other_seeds=0, depth_seeds=[]).configs()) == ["silu", "none"]
+    with pytest.raises(ParameterError, match="early_step must lie strictly between 0 and steps"):
+        chapter.configure("smoke", early_step=16)
+    with pytest.raises(ParameterError, match="must include silu"):
+        chapter.configure("smoke", variants=["none"])
+    with pytest.raises(ParameterError, match="depth_seeds must be a count"):
+        chapter.configure("smoke", depth_seeds="x")
     assert chapter.configure("paper").base.corpus == "wikitext-103"
     assert chapter.configure("smoke", d_model=64).base.shape.d_model == 64
     with pytest.raises(ParameterError, match="unknown parameter.*epochs; valid choices: scale, seeds, steps"):
@@ -31,6 +40,29 @@ def test_configure_builds_every_variant_and_rejects_bad_parameters():
         chapter.configure("smoke", variants=["gelu"])
     with pytest.raises(ParameterError, match="seeds must be a positive count"):
         chapter.configure("smoke", seeds=0)
+
+
+def test_cpu_preset_is_the_long_run_with_the_old_horizon_as_a_snapshot_and_states_its_cost():
+    settings = chapter.configure("cpu")
+    base = settings.base
+    assert base.steps >= 4000 and settings.early_step == 400 and 400 in base.schedule()
+    assert base.batch_size == 16 and base.shape.n_layers == 4 and base.shape.d_model == 128  # the issue's model
+    late = [s for s in base.schedule() if s >= base.steps * 2 / 3]
+    assert len(late) >= 4  # evenly spaced late snapshots resolve the last third
+    assert {k: len(v) for k, v in settings.configs().items()} == {
+        "silu": 3, "none": 3, "relu": 1, "silu, linear attention": 1, "silu, 8 layers": 1}  # the full design
+    assert settings.configs() == chapter.lm_chapter_settings("cpu", **chapter.FULL_CPU_DESIGN).configs()
+    note = chapter.budget_note(settings).data
+    assert chapter.predicted_minutes(settings) > chapter.CPU_BUDGET_MINUTES and "over the 40-minute budget" in note
+    assert "leaves out" not in note
+    cheap = chapter.lm_chapter_settings("cpu", **chapter.BUDGET_CPU_DESIGN)
+    assert chapter.predicted_minutes(cheap) <= chapter.CPU_BUDGET_MINUTES  # the re-run the note offers fits
+    trimmed = chapter.budget_note(chapter.configure("cpu", depth_seeds=0)).data
+    assert "leaves out runs of `silu, 8 layers`" in trimmed
+    # the other chapters' trained models are this chapter's long silu runs
+    from geocont.chapters import compression, pretrained_continuity
+    assert compression.configure("cpu").lm_configs() == settings.configs()["silu"]
+    assert pretrained_continuity.configure("cpu").trained_configs() == settings.configs()["silu"]
 
 
 #: The smoke shape's projection dimensions: d = 32, SwiGLU width 88.
@@ -83,3 +115,68 @@ def test_claims_are_not_reproduced_without_continuity_and_the_softmax_note_says_
     # without the ablated variants, their claims are left out
     only_silu = chapter.transformer_claims(_table(high=0.8, ablated=0.15).query("condition == 'silu'"), DIMS)
     assert list(only_silu["key"]) == KEYS[:8] and chapter.softmax_note(only_silu) is None
+
+
+def _long_table() -> pd.DataFrame:
+    """Three steps (0, the early horizon 4, the end 16) and an intermediate one (10): Up's input
+    continuity is high at step 4 and falls to 0.15 by step 10; everything else as ``_table(0.8, 0.15)``.
+    A deeper model (one seed) keeps Up at 0.8."""
+    base = _table(high=0.8, ablated=0.15)
+    final = base[base.step == 12]
+    frames = [base[base.step == 0]]
+    for step in (4, 10, 16):
+        frame = final.assign(step=step)
+        if step >= 10:
+            up = (frame.group == "up_proj") & (frame.space == "input") & (frame.condition == "silu")
+            frame.loc[up, "value"] = 0.15 + (frame.loc[up, "value"] - 0.8)
+        frames.append(frame)
+    deep = frames[-1][frames[-1].condition == "silu"].query("seed == 0").assign(condition="silu, 3 layers")
+    deep.loc[(deep.group == "up_proj") & (deep.space == "input"), "value"] = 0.8  # the deeper model keeps Up
+    loss = [dict(condition=condition, optimizer="adam", init_scale=1.0, seed=seed, step=step, group="", layer=0,
+                 metric="val_loss", space="", direction=0, value=6.0 - step / 4 + seed / 10)
+            for condition, seeds in (("silu", (0, 1, 2)), ("silu, 3 layers", (0,))) for seed in seeds
+            for step in (0, 4, 10, 16)]
+    gaps = [dict(condition="silu", optimizer="adam", init_scale=1.0, seed=seed, step=step, group=projection, layer=layer,
+                 metric="weight_gap", space="", direction=1,
+                 value=0.02 if step == 0 else 0.03 if projection == "up_proj" and step >= 10 else 0.2)
+            for seed in (0, 1, 2) for step in (0, 4, 10, 16) for projection in PROJECTIONS for layer in (0, 1)]
+    return pd.concat([*frames, deep, pd.DataFrame(loss), pd.DataFrame(gaps)], ignore_index=True)
+
+
+def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
+    settings = chapter.configure("smoke", pretrained="none")
+    table = _long_table()
+    results = chapter.Results(settings, table, chapter.projection_finals(table), DIMS)
+    claims = chapter.claims(results).set_index("key")
+    assert list(claims.index) == KEYS
+    up = claims.loc["up-input-continuity"]
+    assert up.verdict == "not reproduced" and up.early == "at 4 steps: 0.80 ± 0.01, n = 3 (reproduced)"
+    assert "holds only early" in up.note and "change over the last third +0.00" in up.note  # settled by step 10
+    assert "holds throughout" in claims.loc["q-input-continuity", "note"]
+    statement = chapter.holds_statement(results, claims.reset_index()).data
+    assert "**only early** (3): `up-input-continuity`, `v-low-input`, `activation-lowers-up`" in statement
+    assert "does not keep to the end of training** (`silu`, random baselines in the table): up v1 0.80 ± 0.01 at " \
+           "step 4 (reproduced), 0.15 ± 0.01 at the end (not reproduced)." in statement
+    depth = chapter.depth_statement(results).data
+    assert "`silu, 3 layers` (1 seed: its sd is undefined)" in depth and "Changed: `up-input-continuity` (0.15 ± 0.01, n = 3 → 0.80, n = 1): not reproduced → reproduced" in depth
+    horizon = chapter.horizon_table(results)
+    row = horizon[(horizon.projection == "up") & (horizon.vector == "v1")].iloc[0]
+    assert row["silu, step 4"] == "0.80 ± 0.01" and row["silu, step 16"] == "0.15 ± 0.01"
+    assert row["silu, 3 layers, step 16"] == "0.80 (1 seed)"
+    assert "silu, 3 layers, step 4" not in horizon.columns
+    loss = horizon[horizon.projection == "validation loss"].iloc[0]
+    assert loss["silu, step 4"] == "5.10 ± 0.10" and loss["silu, step 16"] == "2.10 ± 0.10"
+    assert loss["silu, 3 layers, step 16"] == "2.00 (1 seed)" and loss["random baseline"].endswith("(uniform)")
+    assert chapter.gap_sentence(results).endswith("(seed means): up v1 0.80 → 0.15 (gap 0.200 → 0.030).")
+    steady = chapter.Results(settings, table[table.step != 16], chapter.projection_finals(table), DIMS)
+    still = table[table.step <= 4]  # stops at the early horizon: nothing can have moved
+    assert "no predicted continuity moved by more than 0.1 between step 4 and step 16" in chapter.gap_sentence(
+        chapter.Results(settings, still, chapter.projection_finals(still), DIMS))
+    assert "up v1 0.80 → 0.15" in chapter.gap_sentence(steady)  # step 10 is the last step there
+    verdict = chapter.verdict(results, claims.reset_index()).data
+    assert "**Verdicts that differ between 4 steps and the end of training:**" in verdict
+    assert "reproduced early, not reproduced at the end" in verdict
+    assert chapter.pretrained_statement(results).data.startswith("No pretrained comparison")
+    without = chapter.depth_statement(chapter.Results(chapter.configure("smoke", depth_seeds=0), table[
+        table.condition != "silu, 3 layers"], chapter.projection_finals(table), DIMS)).data
+    assert "was not run at this scale" in without

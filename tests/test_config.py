@@ -99,3 +99,16 @@ def test_equal_runs_get_equal_cache_keys_and_existing_keys_are_unchanged():
     long = MLPRunConfig(steps=9360, n_late_snapshots=4, snapshot_steps=[930]).to_dict()
     assert (long["steps"], long["n_late_snapshots"], long["snapshot_steps"]) == (9360, 4, (930,))
     assert key(MLPRunConfig(snapshot_steps=[])) == key(MLPRunConfig())
+
+
+def test_lm_schedule_fields_keep_old_cache_keys_and_add_snapshots():
+    from geocont.config import LMRunConfig
+
+    plain = LMRunConfig(steps=100, n_snapshots=4)
+    assert "n_late_snapshots" not in plain.to_dict() and "snapshot_steps" not in plain.to_dict()  # keys of older runs unchanged
+    assert plain.schedule() == [0, 1, 10, 100]
+    scheduled = LMRunConfig(steps=100, n_snapshots=4, n_late_snapshots=4, snapshot_steps=(40, 40))
+    assert scheduled.snapshot_steps == (40,) and scheduled.to_dict()["snapshot_steps"] == (40,)
+    assert scheduled.schedule() == [0, 1, 10, 25, 40, 50, 75, 100]
+    with pytest.raises(ValueError, match="snapshot_steps"):
+        LMRunConfig(steps=100, snapshot_steps=(200,))

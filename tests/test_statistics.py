@@ -62,6 +62,24 @@ def test_undefined_pairs_are_counted_and_left_out_of_the_means():
     assert undefined_sentence(table).startswith("1 of 4 pair values compared a singular direction that is undefined")
 
 
+def test_change_over_last_third_and_when_a_claim_holds():
+    rows = [dict(condition="a", optimizer="adam", init_scale=1.0, seed=seed, step=step, group=g, space="input",
+                 value=v + seed * 0.01)
+            for seed in (0, 1) for g in ("q", "k") for step, v in ((0, 0.1), (400, 0.5), (2000, 0.3), (3000, 0.2))]
+    frame = pd.DataFrame(rows)
+    change = statistics.change_over_last_per_run(frame, 1 / 3, keys=["group"])
+    assert set(change["start"]) == {2000}  # the last snapshot at or before 2/3 of 3000 steps
+    assert change["value"].tolist() == pytest.approx([-0.1] * 4)
+    assert not statistics.settled(statistics.estimate(change["value"]))
+    assert statistics.settled(statistics.Estimate(0.03, 0.01, 2))
+    assert statistics.at_step(frame, 1000)["step"].unique().tolist() == [400]
+    assert statistics.holds_when("reproduced", "reproduced") == "throughout"
+    assert statistics.holds_when("reproduced", "partly reproduced") == "only early"
+    assert statistics.holds_when("not reproduced", "reproduced") == "only late"
+    assert statistics.holds_when("not reproduced", "not reproduced") == "at neither"
+    assert statistics.holds_when("not tested", "reproduced") == "not tested"
+
+
 def test_up_to_step_and_change_over_last_third():
     table = timeline_run("a", 0, 1.0, [0, 1, 2, 3, 4, 5], [0.1, 0.5, 0.9, 0.6, 0.3, 0.3])  # steps 0, 1, 3, 10, 30, 100
     assert sorted(statistics.up_to_step(table, 10)["step"].unique()) == [0, 1, 3, 10]

@@ -118,3 +118,19 @@ def test_a_worker_that_dies_is_reported_and_the_other_runs_finish(tmp_path, monk
     assert [label for label, _, _ in failed.value.failures] == ["dies"]
     assert [jobs[i].load()["value"].item() for i in (0, 2)] == [1.0, 3.0]
     assert sweeps.run_jobs([jobs[0], jobs[0]], executor="serial", progress=False)[1]["value"].item() == 1.0
+
+
+def _started_at(value: float) -> pd.DataFrame:
+    import time
+
+    return pd.DataFrame({"value": [value], "started": [time.time()]})
+
+
+def test_the_local_executor_starts_the_costliest_runs_first_and_returns_tables_in_order(tmp_path, monkeypatch):
+    in_fresh_cache(monkeypatch, tmp_path, "order")
+    jobs = [sweeps.Job("demo", {"value": v}, _started_at, v, label=str(v), cost=c)
+            for v, c in ((1.0, 1.0), (2.0, 8.0), (3.0, 1.0), (4.0, 3.0))]
+    tables = sweeps.run_jobs(jobs, executor="local:1", progress=False)
+    assert [t["value"].item() for t in tables] == [1.0, 2.0, 3.0, 4.0]  # in the jobs' order
+    started = [t["started"].item() for t in tables]
+    assert sorted(range(4), key=started.__getitem__) == [1, 3, 0, 2]  # costliest first, ties in order

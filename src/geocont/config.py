@@ -223,6 +223,8 @@ class TransformerShape:
 class LMRunConfig(RunConfig):
     """Everything that determines one language-model training run (its cache key)."""
 
+    ADDED_FIELDS = {"n_late_snapshots": 0, "snapshot_steps": ()}
+
     shape: TransformerShape = TransformerShape()
     corpus: str = "kjv"
     seed: int = 0
@@ -233,6 +235,11 @@ class LMRunConfig(RunConfig):
     n_directions: int = 4
     eval_windows: int = 64
     device: str = "cpu"
+    #: evenly spaced snapshots added to the ``n_snapshots`` log-spaced ones (0: none;
+    #: :func:`geocont.recorder.log_and_linear_steps`)
+    n_late_snapshots: int = 0
+    #: further snapshot steps (e.g. an earlier horizon that a longer run must show exactly)
+    snapshot_steps: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         check_corpus_name(self.corpus)
@@ -245,3 +252,14 @@ class LMRunConfig(RunConfig):
         object.__setattr__(self, "n_snapshots", check_integer("n_snapshots", self.n_snapshots, minimum=2))
         if self.device not in DEVICES:
             raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
+        object.__setattr__(self, "n_late_snapshots", check_integer("n_late_snapshots", self.n_late_snapshots, minimum=0))
+        extra = tuple(sorted({check_integer("snapshot_steps", s, minimum=0) for s in self.snapshot_steps}))
+        if any(s > self.steps for s in extra):
+            raise ValueError(f"snapshot_steps {list(extra)} must lie within the {self.steps} training steps")
+        object.__setattr__(self, "snapshot_steps", extra)
+
+    def schedule(self) -> list[int]:
+        """The recorder's snapshot steps (:func:`geocont.recorder.snapshot_schedule`)."""
+        from .recorder import snapshot_schedule
+
+        return snapshot_schedule(self.steps, self.n_snapshots, self.n_late_snapshots, self.snapshot_steps)

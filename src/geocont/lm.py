@@ -20,7 +20,7 @@ from transformers import LlamaForCausalLM
 
 from . import cache, sweeps
 from .config import LMRunConfig
-from .recorder import ContinuityRecorder, log_spaced_steps
+from .recorder import ContinuityRecorder
 from .tables import rows_to_frame
 from .text import encode, load_corpus, train_tokenizer
 from .training import make_optimizer, resolve_device, train_with_recording
@@ -66,7 +66,7 @@ def train_lm(config: LMRunConfig, progress: bool = True, record: bool = True) ->
     sampler = torch.Generator().manual_seed(config.seed)
     eval_starts = torch.linspace(0, len(val_ids) - length - 1, config.eval_windows).long()
     eval_batch = _windows(val_ids, eval_starts, length).to(device)
-    recorder = ContinuityRecorder(projection_groups(model), log_spaced_steps(config.steps, config.n_snapshots),
+    recorder = ContinuityRecorder(projection_groups(model), config.schedule(),
                                   n_directions=config.n_directions)
     optimizer = make_optimizer(model.parameters(), config.optimizer)
 
@@ -114,7 +114,7 @@ def lm_job(config: LMRunConfig, label: str = "", progress: bool = False) -> swee
     return sweeps.Job(
         "lm", config.to_dict(), _compute_lm_run_with_progress if progress else compute_lm_run, config,
         label=f"{label or f'{shape.mlp_activation}/{shape.attention}'} seed={config.seed}", device=config.device,
-        require_artifacts=(MODEL_ARTIFACT,),
+        require_artifacts=(MODEL_ARTIFACT,), cost=float(config.steps * (shape.n_layers + 1)),
     )
 
 

@@ -63,6 +63,14 @@ def log_and_linear_steps(total_steps: int, n_log: int, n_linear: int) -> list[in
     return sorted(steps)
 
 
+def snapshot_schedule(total_steps: int, n_log: int, n_late: int = 0, extra: Iterable[int] = ()) -> list[int]:
+    """The snapshot steps of a run: ``n_log`` log-spaced (:func:`log_spaced_steps`), ``n_late``
+    evenly spaced (:func:`log_and_linear_steps`; 0: none) and the ``extra`` steps within the run."""
+    steps = set(log_and_linear_steps(total_steps, n_log, n_late) if n_late else log_spaced_steps(total_steps, n_log))
+    steps.update(s for s in extra if s <= total_steps)
+    return sorted(steps)
+
+
 class ContinuityRecorder:
     """Accumulates gradients every step and records continuity metrics at scheduled steps.
 

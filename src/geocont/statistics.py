@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import pandas as pd
 
@@ -80,20 +80,13 @@ def up_to_step(table: pd.DataFrame, step: int) -> pd.DataFrame:
 
 def change_over_last(table: pd.DataFrame, metric: str, space: str = "", direction: int | None = None,
                      fraction: float = 1 / 3, **equal) -> Estimate:
-    """How much a layer-mean metric still moved over the last ``fraction`` of training: per run, the
-    final value minus the value at the last snapshot at or before ``(1 - fraction)`` of the final
-    step; mean ± sd over seeds. Near zero (against its sd) where the quantity has settled."""
+    """How much a layer-mean metric still moved over the last ``fraction`` of training (mean ± sd
+    over seeds of :func:`change_over_last_per_run`). Near zero (against its sd) where the quantity
+    has settled."""
     frame = per_run(table, metric, space, direction)
     for column, value in equal.items():
         frame = frame[frame[column] == value]
-    changes = []
-    for _, run in frame.groupby(RUN_KEYS, observed=True):
-        run = run.sort_values("step")
-        cut = (1 - fraction) * run["step"].iloc[-1]
-        earlier = run[run["step"] <= cut]
-        if len(earlier):
-            changes.append(run["value"].iloc[-1] - earlier["value"].iloc[-1])
-    return estimate(pd.Series(changes, dtype=float))
+    return estimate(change_over_last_per_run(frame, fraction)["value"])
 
 
 def _with_previous_step(frame: pd.DataFrame) -> pd.DataFrame:
@@ -205,6 +198,48 @@ def closer_to(value: Estimate, target: Estimate, other: Estimate, margin: float 
     if advantage > pooled and abs(target.mean - other.mean) > margin:
         return "reproduced"
     return "not reproduced" if advantage < -pooled else "inconclusive"
+
+
+def at_step(frame: pd.DataFrame, step: int) -> pd.DataFrame:
+    """Rows of ``frame`` at ``step``, or, for a run without that snapshot, at its last snapshot before it."""
+    earlier = frame[frame["step"] <= step]
+    return at_final_step(earlier)
+
+
+def change_over_last_per_run(frame: pd.DataFrame, fraction: float = 1 / 3, keys: Sequence[str] = ()) -> pd.DataFrame:
+    """Per run (and ``keys``), how much ``value`` moved over the last ``fraction`` of training: its
+    value at the last step minus its value at the last snapshot at or before ``(1 - fraction)`` of
+    it (column ``value``; ``start`` names that snapshot). ``frame`` has one value per run, key and step
+    (e.g. :func:`per_run`). How settled a quantity is: a change near 0 means it has stopped moving."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction must be in (0, 1), got {fraction}")
+    by = RUN_KEYS + list(keys)
+    last = frame.groupby(by, observed=True)["step"].transform("max")
+    final = frame[frame["step"] == last].set_index(by)["value"]
+    before = frame[frame["step"] <= (1 - fraction) * last]
+    start_step = before.groupby(by, observed=True)["step"].transform("max")
+    start = before[before["step"] == start_step].set_index(by)
+    out = (final - start["value"]).rename("value").to_frame()
+    out["start"] = start["step"]
+    return out.reset_index()
+
+
+def settled(change: Estimate, tolerance: float = 0.05) -> bool:
+    """A quantity has settled when its mean change over the late window is within ``tolerance``."""
+    return not math.isnan(change.mean) and abs(change.mean) <= tolerance
+
+
+#: How a claim's verdicts at an early and a late horizon combine (a claim "holds" when reproduced).
+HOLDS = ("throughout", "only early", "only late", "at neither")
+
+
+def holds_when(early_verdict: str, late_verdict: str) -> str:
+    """"throughout" if reproduced at both horizons, "only early" / "only late" if at one, else "at
+    neither" (partly reproduced counts as not holding); "not tested" where either is untested."""
+    if "not tested" in (early_verdict, late_verdict):
+        return "not tested"
+    early, late = early_verdict == "reproduced", late_verdict == "reproduced"
+    return HOLDS[0] if early and late else HOLDS[1] if early else HOLDS[2] if late else HOLDS[3]
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,9 @@ class Job:
     with artifacts (e.g. a model's weights) to store beside it. ``compute`` must be a
     top-level function and ``argument`` picklable, so that the job can be sent to another
     process or machine. ``device`` (``cpu``, ``cuda``, ``auto``) decides the resources
-    asked of Ray; ``label`` names the run in progress and failure messages.
+    asked of Ray; ``label`` names the run in progress and failure messages. ``cost`` is a
+    relative estimate of its run time: the local executor starts the costliest runs first, so
+    that a long run does not start last and leave the other workers idle.
     """
 
     kind: str
@@ -89,6 +91,7 @@ class Job:
     device: str = "cpu"
     require_metrics: tuple[str, ...] = ()
     require_artifacts: tuple[str, ...] = ()
+    cost: float = 1.0
 
     def key_config(self) -> dict[str, Any]:
         """The configuration the cache keys on: ``config``, plus the thread count unless it is 1."""
@@ -277,7 +280,7 @@ def _local(jobs: list[Job], workers: int, threads: int, environment: dict[str, s
     reported as failed and a fresh pool takes the rest. If the sweep itself stops (an
     interrupt) the pool is shut down with it.
     """
-    queue = list(range(len(jobs)))
+    queue = sorted(range(len(jobs)), key=lambda index: -jobs[index].cost)  # longest first, else in order
     while queue:
         pool = _pool(workers, threads)
         in_flight: dict[concurrent.futures.Future, int] = {}

@@ -15,7 +15,7 @@ from .config import MLPRunConfig, OptimizerConfig
 from .data import ImageData, load_image_data
 from .mlp import ResidualMLP
 from .optimizers import FrameAdam, random_frames
-from .recorder import ContinuityRecorder, log_and_linear_steps, log_spaced_steps
+from .recorder import ContinuityRecorder, snapshot_schedule
 from .tables import rows_to_frame
 
 
@@ -122,15 +122,6 @@ def steps_for(config: MLPRunConfig, n_train: int) -> int:
     return config.epochs * max(1, n_train // config.batch_size)
 
 
-def snapshot_schedule(config: MLPRunConfig, total_steps: int) -> list[int]:
-    """The run's snapshot steps: ``n_snapshots`` log-spaced, ``n_late_snapshots`` evenly spaced
-    (:func:`geocont.recorder.log_and_linear_steps`) and the ``snapshot_steps`` within the run."""
-    if config.n_late_snapshots:
-        steps = set(log_and_linear_steps(total_steps, config.n_snapshots, config.n_late_snapshots))
-    else:
-        steps = set(log_spaced_steps(total_steps, config.n_snapshots))
-    steps.update(s for s in config.snapshot_steps if s <= total_steps)
-    return sorted(steps)
 
 
 @functools.lru_cache(maxsize=4)
@@ -158,7 +149,7 @@ def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True) 
     total_steps = steps_for(config, len(y_train))
     recorder = ContinuityRecorder(
         {"hidden": model.hidden_weights()},
-        snapshot_schedule(config, total_steps),
+        snapshot_schedule(total_steps, config.n_snapshots, config.n_late_snapshots, config.snapshot_steps),
         n_directions=config.n_directions,
     )
     optimizer = make_optimizer(model.parameters(), config.optimizer, framed=model.hidden_weights(),

@@ -137,6 +137,17 @@ def changed_verdicts(claims: pd.DataFrame) -> pd.DataFrame:
     return claims[early_verdict.notna() & (early_verdict != claims["verdict"])]
 
 
+def changed_verdicts_sentence(claims: pd.DataFrame, steps: int) -> str:
+    """The claims whose verdict differs between ``steps`` steps (their ``early`` column) and the end
+    of training, as one bold-led sentence; or a sentence saying none did."""
+    changed = changed_verdicts(claims)
+    if not len(changed):
+        return f"No verdict differs between {steps:,} steps and the end of training."
+    return (f"**Verdicts that differ between {steps:,} steps and the end of training:** "
+            + "; ".join(f"{row.claim} ({row.quantity}): {row.early.split('(')[-1].rstrip(')')} early, "
+                        f"{row.verdict} at the end" for row in changed.itertuples()) + ".")
+
+
 def claims_display(claims: pd.DataFrame):
     """The claims table as the chapters show it (a pandas Styler)."""
     return claims.drop(columns=["chapter"]).style.format(precision=3, na_rep="–").hide(axis="index")

@@ -37,7 +37,7 @@ def scales_markdown() -> str:
     The methods page (``book/methods.md``) holds this table verbatim; a test keeps the two equal.
     """
     from .mlp_runs import _CHAPTER_PRESETS, _MLP_SCALES
-    from .transformer_projections import _LM_SCALES, LM_SHAPES
+    from .transformer_projections import _LM_SCALES, LM_SHAPES, MAIN_VARIANTS, lm_chapter_settings
 
     rows: list[tuple[str, ...]] = []
 
@@ -63,8 +63,16 @@ def scales_markdown() -> str:
     add("transformer: SwiGLU width, vocabulary", (f"{s.ffn_dim}, {s.vocab_size}" for s in shapes))
     add("transformer: steps × batch × sequence", (f"{p['steps']} × {p['batch_size']} × {s.max_seq_len}"
                                                     for p, s in zip(lm, shapes)))
-    add("transformer: snapshots", (p["n_snapshots"] for p in lm))
-    add("transformer: seeds", (_seeds_text(p["seeds"]) for p in lm))
+    add("transformer: early horizon (a snapshot of every run)", (p["early_step"] for p in lm))
+    add("transformer: snapshots (log-spaced, evenly spaced; repeats merged)",
+        (f"{len(lm_chapter_settings(s).base.schedule())} ({p['n_snapshots']}, {p['n_late_snapshots']})"
+         for s, p in zip(SCALES, lm)))
+    add("transformer: seeds of silu and none", (_seeds_text(p["seeds"]) for p in lm))
+    add("transformer: other variants; deeper model", (
+        (", ".join(f"`{v}`" for v in p["variants"] if v not in MAIN_VARIANTS) + f" × {len(p['other_seeds'])} seed"
+         if p["other_seeds"] and set(p["variants"]) - set(MAIN_VARIANTS) else "not run")
+        + "; " + (f"{p['depth_layers']} layers × {len(p['depth_seeds'])} seed" if p["depth_seeds"] else "not run")
+        for p in lm))
     lines = ["| setting | " + " | ".join(f"`{s}`" for s in SCALES) + " |", "|---" * (len(SCALES) + 1) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)

@@ -29,7 +29,7 @@ from ..sharing import (SHARINGS, Subject, base_job, continuity_job, grouping_job
 from ..statistics import (Estimate, RankCorrelation, estimate, rank_correlation, verdict_for_difference,
                           verdict_for_interval, verdict_for_value)
 from ..transformer import build_llama, parameter_count
-from .transformer_projections import LMChapterSettings, lm_chapter_settings
+from .transformer_projections import LM_PRESET_SEEDS, LMChapterSettings, lm_chapter_settings
 
 NAME = "compression"
 NOTEBOOK = f"book/{NAME}.ipynb"
@@ -63,7 +63,7 @@ NEGLIGIBLE_LOSS = 0.001
 # --------------------------------------------------------------------------- presets and settings
 
 #: The chapter's presets: a pretrained model (SmolLM2-135M offline; a Llama-3.1-8B id at
-#: ``paper``) and the transformer chapter's ``silu`` models. ``budgets`` are fractions of
+#: ``paper``) and the transformer chapter's ``silu`` models (its seeds and its long, settled runs). ``budgets`` are fractions of
 #: the dense parameters of the replaced matrices. ``sharing_layers`` are the pretrained
 #: model's blocks whose weights are shared (None: all); at ``cpu`` the middle 12 of 30, as
 #: compressing every block without fine-tuning breaks the model (V or Gate of all 30 blocks
@@ -79,10 +79,11 @@ _COMPRESSION_SCALES: dict[str, dict[str, Any]] = {
                   n_windows=4, window_length=64, batch_size=4, seeds=(0, 1), n_boot=500, device="cpu"),
     "cpu": dict(pretrained="smollm2-135m", sharing_layers=tuple(range(9, 21)), pruning_layers=None,
                 budgets=(0.25, 0.5, 0.75), group_size=2,
-                n_windows=12, window_length=128, batch_size=4, seeds=(0, 1, 2), n_boot=2000, device="cpu"),
+                n_windows=12, window_length=128, batch_size=4, seeds=LM_PRESET_SEEDS["cpu"], n_boot=2000,
+                device="cpu"),
     "paper": dict(pretrained="meta-llama/Llama-3.1-8B", sharing_layers=tuple(range(10, 22)), pruning_layers=None,
                   budgets=(0.25, 0.5, 0.75),
-                  group_size=2, n_windows=64, window_length=512, batch_size=4, seeds=(0, 1, 2), n_boot=2000,
+                  group_size=2, n_windows=64, window_length=512, batch_size=4, seeds=LM_PRESET_SEEDS["paper"], n_boot=2000,
                   device="auto"),
 }
 

@@ -16,7 +16,7 @@ from IPython.display import Markdown
 from ..config import MLPRunConfig, OptimizerConfig, check_positive
 from ..data import check_dataset_name
 from ..mlp import block_spec
-from ..book.chapter import changed_verdicts, verdict_list
+from ..book.chapter import changed_verdicts_sentence, verdict_list
 from ..scales import apply_overrides, check_scale, parameter_errors
 from ..statistics import (at_final_step, change_over_last, estimate, estimate_at_step, final_estimate, per_run)
 from ..training import run_sweep
@@ -254,13 +254,7 @@ def verdict(settings: MLPChapterSettings, claims: pd.DataFrame) -> Markdown:
                                 f"{horizon_text(settings)} of batch {settings.base.batch_size} on "
                                 f"`{settings.base.dataset}`; each claim judged at the end of training, its value "
                                 f"after {settings.early_steps:,} steps beside it):")
-    changed = changed_verdicts(claims)
-    if len(changed):
-        text += (f"\n\n**Verdicts that differ between {settings.early_steps:,} steps and the end of training:** "
-                 + "; ".join(f"{row.claim} ({row.quantity}): {row.early.split('(')[-1].rstrip(')')} early, "
-                             f"{row.verdict} at the end" for row in changed.itertuples()) + ".")
-    else:
-        text += f"\n\nNo verdict differs between {settings.early_steps:,} steps and the end of training."
+    text += "\n\n" + changed_verdicts_sentence(claims, settings.early_steps)
     return Markdown(text)
 
 

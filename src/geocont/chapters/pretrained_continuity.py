@@ -30,7 +30,7 @@ from ..scales import ParameterError, apply_overrides, check_scale, parameter_err
 from ..statistics import Estimate, estimate, verdict_for_difference
 from ..synthetic import LARGE_MODELS, LLAMA_31_8B_LAYER, layer_parameters, write_spiked_checkpoint
 from ..transformer import parameter_count
-from .transformer_projections import PROJECTION_PREDICTIONS, lm_chapter_settings
+from .transformer_projections import LM_PRESET_SEEDS, PROJECTION_PREDICTIONS, lm_chapter_settings
 
 if TYPE_CHECKING:
     from ..config import LMRunConfig
@@ -60,7 +60,7 @@ PRETRAINED_LARGE = ("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B")
 _PRETRAINED_SCALES: dict[str, dict[str, Any]] = {
     "smoke": dict(models=("smollm2-135m",), max_layers=6, trained_scale="smoke", seeds=(0,),
                   quantize=("Q8_0", "Q4_1"), large_models=(), measure_cost=False),
-    "cpu": dict(models=PRETRAINED_OFFLINE, max_layers=None, trained_scale="cpu", seeds=(0, 1, 2),
+    "cpu": dict(models=PRETRAINED_OFFLINE, max_layers=None, trained_scale="cpu", seeds=LM_PRESET_SEEDS["cpu"],
                 quantize=("Q8_0", "Q4_1"), large_models=PRETRAINED_LARGE, measure_cost=True),
     "paper": dict(models=PRETRAINED_OFFLINE, max_layers=None, trained_scale="paper", seeds=(0,),
                   quantize=("Q8_0", "Q4_1"), large_models=PRETRAINED_LARGE, measure_cost=True),

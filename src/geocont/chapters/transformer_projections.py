@@ -18,14 +18,18 @@ from IPython.display import Markdown
 
 from .. import plotting
 from ..book import claims as book_claims
-from ..book.chapter import ClaimsBuilder, claim, configure_notebook, undefined_sentence, verdict_list
+from ..analyzer import analyze
+from ..book.chapter import (ClaimsBuilder, changed_verdicts_sentence, claim, configure_notebook, ours_text,
+                            undefined_sentence, verdict_list, with_early)
 from ..book.figures import show_figure
 from ..book.provenance import provenance_markdown
 from ..config import LMRunConfig, OptimizerConfig, TransformerShape
 from ..lm import run_lm_sweep
 from ..metrics import random_abs_cos
-from ..scales import apply_overrides, check_scale, parameter_errors
-from ..statistics import Estimate, at_final_step, estimate, per_run, verdict_for_difference
+from ..pretrained import ModelNotAvailable
+from ..scales import ParameterError, apply_overrides, check_scale, parameter_errors, parse_seeds
+from ..statistics import (Estimate, at_final_step, at_step, change_over_last_per_run, estimate, holds_when, per_run, settled,
+                          verdict_for_difference)
 from ..tables import RUN_KEYS
 from ..transformer import PROJECTIONS, build_llama, parameter_count, projection_dims
 
@@ -35,14 +39,20 @@ NOTEBOOK = f"book/{NAME}.ipynb"
 #: The notebook's parameters, in the order of its ``parameters`` cell.
 PARAMETERS: dict[str, str] = {
     "scale": "smoke | cpu | paper: the whole preset, see geocont.chapters.transformer_projections",
-    "seeds": "an int n (seeds 0..n-1) or a list; None keeps the scale's default",
+    "seeds": "seeds of silu and none: an int n (seeds 0..n-1) or a list; None keeps the scale's default",
     "steps": "any of these overrides one setting of the preset; None keeps it",
+    "early_step": "the earlier horizon shown beside the settled values (a snapshot of every run)",
     "variants": "a list of labels from geocont.chapters.transformer_projections.LM_VARIANTS",
+    "other_seeds": "seeds of relu and linear attention (0 or [] runs none of them)",
+    "depth_layers": "layers of the deeper silu model (same width)",
+    "depth_seeds": "seeds of the deeper model (0 or [] runs none)",
     "corpus": "kjv (offline) | wikitext-103 (needs a network or a HF cache)",
     "n_layers": "transformer blocks",
     "d_model": "residual-stream width",
     "batch_size": "sequences per step",
     "lr": "Adam's learning rate",
+    "eval_windows": "validation windows per snapshot",
+    "pretrained": 'pretrained checkpoint to compare with: "smollm2-135m" (offline) or "none"',
 }
 
 #: Transformer sizes per scale. ``paper``: 8 layers, d = 512, SwiGLU width 1376, and an
@@ -66,32 +76,106 @@ LM_VARIANTS: dict[str, tuple[str, str]] = {
     "silu, linear attention": ("silu", "linear"),
 }
 
+#: The variants run with ``seeds``; the others run with ``other_seeds``.
+MAIN_VARIANTS = ("silu", "none")
 
+#: Measured cost of one training step of the ``cpu`` shape (batch 16 x 128 tokens) at one torch
+#: thread on this project's 2-core machine, by layer count, in seconds, the other core idle:
+#: 4 layers 0.189 s (``python benchmarks/bench_lm_recording.py --steps 200``), 8 layers 0.338 s
+#: (``--steps 120 --n-layers 8``). Recording (28 snapshots, each with the validation loss, 0.37 s
+#: and 0.62 s per snapshot) adds 1.3-1.4% at the ``cpu`` schedule. In the chapter's sweep (2
+#: workers) a 4-layer run took 12.5-13 min, 0.19 s per step with recording.
+#: :func:`budget_note` predicts the chapter's cold time from them.
+CPU_SECONDS_PER_STEP = {4: 0.189, 8: 0.338}
+
+#: The book's time budget for this chapter at ``cpu``, cold, in minutes.
+CPU_BUDGET_MINUTES = 40
+
+#: The runs issue 15 asked for at ``cpu`` (the ``cpu`` preset runs all of them; :func:`budget_note`
+#: says what they cost and what a cheaper re-run leaves out).
+FULL_CPU_DESIGN = dict(seeds=(0, 1, 2), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_seeds=(0,))
+
+#: A re-run that fits the budget: two seeds of ``silu`` and ``none``, no other variant, no deeper model.
+BUDGET_CPU_DESIGN = dict(seeds=(0, 1), other_seeds=(), variants=MAIN_VARIANTS, depth_seeds=())
+
+#: Presets. ``steps`` is the horizon the verdicts are judged at; ``early_step`` the previous
+#: ``cpu`` horizon (400 steps), recorded as a snapshot of every run so that the early value of
+#: every claim is that of the old 400-step chapter (the learning rate is constant, so a longer
+#: run passes through the same weights). Snapshots: ``n_snapshots`` log-spaced and ``n_late_snapshots``
+#: evenly spaced (``geocont.recorder.log_and_linear_steps``), plus ``early_step``.
 _LM_SCALES: dict[str, dict[str, Any]] = {
-    "smoke": dict(corpus="kjv", steps=12, batch_size=4, n_snapshots=4, seeds=(0, 1), eval_windows=8),
-    "cpu": dict(corpus="kjv", steps=400, batch_size=16, n_snapshots=10, seeds=(0, 1, 2), eval_windows=64),
-    "paper": dict(corpus="wikitext-103", steps=20000, batch_size=32, n_snapshots=24, seeds=(0,),
-                  eval_windows=256, device="auto"),
+    "smoke": dict(corpus="kjv", steps=16, early_step=4, batch_size=4, n_snapshots=4, n_late_snapshots=3, seeds=(0, 1),
+                  other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_layers=3, depth_seeds=(0,), eval_windows=8,
+                  pretrained="smollm2-135m"),
+    "cpu": dict(corpus="kjv", steps=4000, early_step=400, batch_size=16, n_snapshots=16, n_late_snapshots=12,
+                seeds=(0, 1, 2), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_layers=8, depth_seeds=(0,),
+                eval_windows=64,
+                pretrained="smollm2-135m"),
+    "paper": dict(corpus="wikitext-103", steps=20000, early_step=2000, batch_size=32, n_snapshots=24, n_late_snapshots=12,
+                  seeds=(0,), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_layers=16, depth_seeds=(),
+                  eval_windows=256, device="auto", pretrained="smollm2-135m"),
 }
+
+#: The ``silu`` seeds of each scale's preset: the trained models the compression and
+#: pretrained-continuity chapters analyse beside their checkpoints.
+LM_PRESET_SEEDS: dict[str, tuple[int, ...]] = {scale: preset["seeds"] for scale, preset in _LM_SCALES.items()}
+
+#: Analyse only this many layers of the pretrained checkpoint at ``smoke`` (all at the other scales).
+_PRETRAINED_LAYERS = {"smoke": 6, "cpu": None, "paper": None}
+
+
+def _optional_seeds(value: Any, name: str) -> tuple[int, ...]:
+    """Seeds as :func:`geocont.scales.parse_seeds`, where 0 or an empty list means none."""
+    if value in (0, (), []) and not isinstance(value, bool):
+        return ()
+    try:
+        return parse_seeds(value)
+    except ParameterError:
+        raise ParameterError(f"{name} must be a count, a list of distinct seeds, or 0 / [] for none; got {value!r}") \
+            from None
 
 
 @dataclass(frozen=True)
 class LMChapterSettings:
-    """What the transformer chapter runs: a base config, seeds, and the variants."""
+    """What the transformer chapter runs: a base config, the variants and their seeds, and a deeper model."""
 
     scale: str
     base: LMRunConfig
     seeds: tuple[int, ...]
     variants: dict[str, tuple[str, str]] = field(default_factory=lambda: dict(LM_VARIANTS))
+    other_seeds: tuple[int, ...] = (0,)
+    depth_layers: int = 8
+    depth_seeds: tuple[int, ...] = ()
+    pretrained: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def early_step(self) -> int:
+        return self.base.snapshot_steps[0] if self.base.snapshot_steps else self.base.steps
+
+    @property
+    def depth_label(self) -> str:
+        return f"silu, {self.depth_layers} layers"
+
+    def seeds_of(self, label: str) -> tuple[int, ...]:
+        if label == self.depth_label:
+            return self.depth_seeds
+        return self.seeds if label in MAIN_VARIANTS else self.other_seeds
+
     def configs(self) -> dict[str, list[LMRunConfig]]:
-        """``{variant label: [config per seed]}``."""
+        """``{variant label: [config per seed]}``, the deeper model last (where it has seeds)."""
         out = {}
         for label, (activation, attention) in self.variants.items():
             shape = dataclasses.replace(self.base.shape, mlp_activation=activation, attention=attention)
-            out[label] = [self.base.replace(shape=shape, seed=s) for s in self.seeds]
+            if self.seeds_of(label):
+                out[label] = [self.base.replace(shape=shape, seed=s) for s in self.seeds_of(label)]
+        if self.depth_seeds:
+            shape = dataclasses.replace(self.base.shape, n_layers=self.depth_layers)
+            out[self.depth_label] = [self.base.replace(shape=shape, seed=s) for s in self.depth_seeds]
         return out
+
+
+_CHAPTER_KEYS = {"seeds", "variants", "lr", "early_step", "other_seeds", "depth_layers", "depth_seeds", "pretrained"}
 
 
 def lm_chapter_settings(scale: str, **overrides: Any) -> LMChapterSettings:
@@ -99,20 +183,33 @@ def lm_chapter_settings(scale: str, **overrides: Any) -> LMChapterSettings:
 
     Overrides may name any :class:`geocont.config.LMRunConfig` field, any
     :class:`TransformerShape` size field (``n_layers``, ``d_model``, ...), ``seeds``,
-    ``variants`` (a list of :data:`LM_VARIANTS` labels), and ``lr``.
+    ``variants`` (a list of :data:`LM_VARIANTS` labels), ``lr``, ``early_step``,
+    ``other_seeds``, ``depth_layers``, ``depth_seeds`` and ``pretrained``.
     """
     check_scale(scale)
     shape_fields = {f.name for f in dataclasses.fields(TransformerShape)} - {"mlp_activation", "attention"}
-    run_fields = {f.name for f in dataclasses.fields(LMRunConfig)} - {"shape", "seed", "optimizer"}
-    preset, seeds = apply_overrides(_LM_SCALES[scale], overrides, shape_fields | run_fields | {"seeds", "variants", "lr"})
-    labels = preset.pop("variants", list(LM_VARIANTS))
+    run_fields = {f.name for f in dataclasses.fields(LMRunConfig)} - {"shape", "seed", "optimizer", "snapshot_steps"}
+    preset, seeds = apply_overrides(_LM_SCALES[scale], overrides, shape_fields | run_fields | _CHAPTER_KEYS)
+    labels = list(preset.pop("variants", list(LM_VARIANTS)))
     unknown_variants = [v for v in labels if v not in LM_VARIANTS]
     if unknown_variants:
         raise ValueError(f"unknown variant(s) {unknown_variants}; valid choices: {', '.join(LM_VARIANTS)}")
+    if "silu" not in labels:
+        raise ValueError("variants must include silu, the reference every claim is judged on")
+    other_seeds = _optional_seeds(preset.pop("other_seeds"), "other_seeds")
+    depth_seeds = _optional_seeds(preset.pop("depth_seeds"), "depth_seeds")
+    depth_layers = preset.pop("depth_layers")
+    early_step = preset.pop("early_step")
+    pretrained = preset.pop("pretrained")
     shape = dataclasses.replace(LM_SHAPES[scale], **{k: preset.pop(k) for k in list(preset) if k in shape_fields})
+    dataclasses.replace(shape, n_layers=depth_layers)  # validated like the base shape
     optimizer = OptimizerConfig("adam", lr=preset.pop("lr", 1e-3))
-    base = LMRunConfig(shape=shape, optimizer=optimizer, **preset)
+    base = LMRunConfig(shape=shape, optimizer=optimizer, snapshot_steps=(early_step,), **preset)
+    if not 0 < base.snapshot_steps[0] < base.steps:
+        raise ValueError(f"early_step must lie strictly between 0 and steps ({base.steps}), got {early_step}")
     return LMChapterSettings(scale=scale, base=base, seeds=seeds, variants={v: LM_VARIANTS[v] for v in labels},
+                             other_seeds=other_seeds, depth_layers=int(depth_layers), depth_seeds=depth_seeds,
+                             pretrained=None if pretrained in (None, "none") else str(pretrained),
                              overrides={k: v for k, v in overrides.items() if v is not None})
 
 
@@ -144,50 +241,129 @@ def from_notebook(namespace: dict[str, Any]) -> LMChapterSettings:
 def provenance(settings: LMChapterSettings) -> Markdown:
     base = settings.base
     shape = base.shape
+    runs = ", ".join(f"`{label}` × {len(configs)}" for label, configs in settings.configs().items())
     return Markdown(provenance_markdown(
         notebook=NOTEBOOK, scale=settings.scale, overrides=settings.overrides, seeds=settings.seeds,
         data=f"`{base.corpus}`, byte-level BPE tokenizer with {shape.vocab_size} tokens trained on its training split",
         model=f"transformers' LlamaForCausalLM: {shape.n_layers} layers, d = {shape.d_model}, {shape.n_heads} heads, "
               f"SwiGLU width {shape.ffn_dim}, {parameter_count(build_llama(shape)) / 1e6:.2f}M parameters; "
-              f"variants: {', '.join(settings.variants)}",
+              f"runs (label × seeds): {runs}",
         training=f"{base.steps} steps of {base.batch_size} × {shape.max_seq_len} tokens, {base.optimizer.label} "
-                 f"(lr {base.optimizer.lr:g}); {base.n_snapshots} log-spaced snapshots",
+                 f"(lr {base.optimizer.lr:g}, constant); {len(base.schedule())} snapshots ({base.n_snapshots} "
+                 f"log-spaced, {base.n_late_snapshots} evenly spaced, and step {settings.early_step}), each with the validation "
+                 f"loss on {base.eval_windows} windows",
     ))
+
+
+def _duration(config: LMRunConfig) -> float:
+    """Predicted seconds of one ``cpu``-width run at one thread: :data:`CPU_SECONDS_PER_STEP`,
+    interpolated linearly in the number of layers between the two measured depths."""
+    (l4, t4), (l8, t8) = sorted(CPU_SECONDS_PER_STEP.items())
+    return config.steps * (t4 + (t8 - t4) * (config.shape.n_layers - l4) / (l8 - l4))
+
+
+def predicted_minutes(settings: LMChapterSettings, workers: int = 2) -> float:
+    """Predicted cold wall time of the runs, in minutes, on ``workers`` one-thread workers: the
+    longest-first schedule of the runs' predicted durations (:func:`_duration`), plus a minute for
+    the tokenizer, the workers' start and the figures, and one for analysing the pretrained checkpoint."""
+    loads = [0.0] * workers
+    for seconds in sorted((_duration(c) for group in settings.configs().values() for c in group), reverse=True):
+        loads[loads.index(min(loads))] += seconds
+    return max(loads) / 60 + 1 + (1 if settings.pretrained else 0)
+
+
+def _runs_text(settings: LMChapterSettings) -> str:
+    return "; ".join(f"`{label}` {len(c)} seed{'s' if len(c) > 1 else ''}" for label, c in settings.configs().items())
+
+
+def budget_note(settings: LMChapterSettings) -> Markdown:
+    """What the chapter runs at this scale, what it costs cold on 2 workers against the book's budget,
+    and (where an override left runs out) what the full design would add."""
+    text = f"**What runs here.** {_runs_text(settings)}, each {settings.base.steps:,} steps."
+    if settings.scale != "cpu":
+        return Markdown(text)
+    full = lm_chapter_settings(settings.scale, **{**settings.overrides, **FULL_CPU_DESIGN})
+    cheap = lm_chapter_settings(settings.scale, **{**settings.overrides, **BUDGET_CPU_DESIGN})
+    ours, runs = predicted_minutes(settings), sum(len(c) for c in settings.configs().values())
+    text += (f" Predicted cold time on 2 one-thread workers: **{ours:.0f} min** for {runs} runs, from the measured "
+             f"{CPU_SECONDS_PER_STEP[4]:.3f} s per step of the 4-layer model and {CPU_SECONDS_PER_STEP[8]:.2f} s of "
+             "the 8-layer one (recording adds about 1%).")
+    if ours > CPU_BUDGET_MINUTES:
+        text += (f" That is over the {CPU_BUDGET_MINUTES}-minute budget of this chapter: three seeds of `silu` and "
+                 "`none`, one of each other variant and of the deeper model, each trained ten times longer than the "
+                 "old 400-step chapter, cost this much on two cores, and the verdicts need all of them. A re-run "
+                 "within the budget (`-p seeds 2 -p other_seeds 0 -p depth_seeds 0 -p variants \"['silu', 'none']\"`, "
+                 f"{_runs_text(cheap)}) takes about {predicted_minutes(cheap):.0f} min; with two seeds its ± is the sd "
+                 "of two values.")
+    cut = [label for label, c in full.configs().items()
+           if {x.seed for x in c} - {x.seed for x in settings.configs().get(label, [])}]
+    if cut:
+        text += (f" This build leaves out runs of {', '.join(f'`{label}`' for label in cut)} that the `cpu` preset "
+                 f"has ({_runs_text(full)}, about {predicted_minutes(full):.0f} min); every figure and table below "
+                 "handles them when they are run.")
+    return Markdown(text)
+
+
+def projection_values(table: pd.DataFrame, metric: str = "weight_cos", direction: int = 1) -> pd.DataFrame:
+    """Per run, projection (``group``), space and step: the mean over adjacent layer pairs."""
+    rows = table[(table["metric"] == metric) & (table["direction"] == direction)]
+    return rows.groupby(RUN_KEYS + ["group", "space", "step"], observed=True)["value"].mean().reset_index()
 
 
 def projection_finals(table: pd.DataFrame, metric: str = "weight_cos", direction: int = 1) -> pd.DataFrame:
     """Per run, projection (``group``) and space: the layer-pair mean at the last step."""
-    rows = at_final_step(table[(table["metric"] == metric) & (table["direction"] == direction)])
-    return rows.groupby(RUN_KEYS + ["group", "space"], observed=True)["value"].mean().reset_index()
+    return at_final_step(projection_values(table, metric, direction))
 
 
 @dataclass
 class Results:
-    """The run table of every variant and seed, its final per-projection values, and the projections' dimensions."""
+    """The run table of every variant and seed, its final per-projection values, the projections'
+    dimensions, and the pretrained checkpoint's analyzer table (None where it was not analysed)."""
 
     settings: LMChapterSettings
     table: pd.DataFrame
     finals: pd.DataFrame
     dims: dict[str, dict[str, int]]
+    pretrained: pd.DataFrame | None = None
+    pretrained_status: str = ""
 
     @property
     def variants(self) -> list[str]:
-        return list(self.settings.variants)
+        """The labels run, in order (the deeper model last)."""
+        return list(dict.fromkeys(self.table["condition"]))
 
     @property
     def reference(self) -> str:
-        """The variant the per-projection figures show: the first one (``silu`` by default)."""
-        return self.variants[0]
+        """The variant the per-projection figures show: ``silu``."""
+        return "silu"
+
+    @property
+    def early(self) -> pd.DataFrame:
+        """The run table up to the early horizon (its last snapshot is ``early_step``)."""
+        return self.table[self.table["step"] <= self.settings.early_step]
+
+
+def _pretrained_table(settings: LMChapterSettings) -> tuple[pd.DataFrame | None, str]:
+    if settings.pretrained is None:
+        return None, "no pretrained checkpoint was asked for"
+    try:
+        table = analyze(settings.pretrained, max_layers=_PRETRAINED_LAYERS[settings.scale], progress=False)
+    except (ModelNotAvailable, FileNotFoundError) as error:
+        return None, f"`{settings.pretrained}` is not installed here ({str(error).split('. ')[0]})"
+    layers = int(table["layer"].max()) + 1
+    return table, f"`{settings.pretrained}` ({layers} layers analysed, {table.attrs['parameters'] / 1e6:.0f}M parameters)"
 
 
 def run(settings: LMChapterSettings) -> Results:
-    """Train (or load from the cache) every variant and seed."""
+    """Train (or load from the cache) every variant and seed; analyse the pretrained checkpoint."""
     table = run_lm_sweep(settings.configs())
-    return Results(settings, table, projection_finals(table), projection_dims(settings.base.shape))
+    pretrained, status = _pretrained_table(settings)
+    return Results(settings, table, projection_finals(table), projection_dims(settings.base.shape), pretrained, status)
 
 
 def trained_note(results: Results) -> Markdown:
-    return Markdown(f"{len(results.variants)} variants × {len(results.settings.seeds)} seeds trained. "
+    runs = results.settings.configs()
+    return Markdown(f"{sum(len(c) for c in runs.values())} runs trained ({', '.join(runs)}). "
                     + undefined_sentence(results.table))
 
 
@@ -199,21 +375,111 @@ def _short(projection: str) -> str:
     return projection.replace("_proj", "")
 
 
+def _mark_early(ax: plt.Axes, step: int) -> None:
+    ax.axvline(step, color="0.5", linestyle=":", linewidth=1.2)
+
+
+def _symlog(ax: plt.Axes) -> None:
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlim(left=0)
+
+
 def loss_figure(results: Results) -> None:
-    """Training and validation loss of every variant over training."""
-    table, variants = results.table, results.variants
+    """Training and validation loss of every run over training (symlog step axis, as the continuity curves)."""
+    table, variants, early = results.table, results.variants, results.settings.early_step
     fig, axes = plt.subplots(1, 2, figsize=(14, 4.5), sharey=True)
     for ax, metric in zip(axes, ["train_loss", "val_loss"]):
         sns.lineplot(data=table[table["metric"] == metric], x="step", y="value", hue="condition", hue_order=variants,
                      palette=plotting.palette(variants), errorbar="sd", marker="o", markersize=3.5, ax=ax,
                      legend=ax is axes[0])
-        ax.set(xscale="symlog", xlabel="training step (symlog)", ylabel="cross-entropy (nats/token)",
+        _symlog(ax)
+        _mark_early(ax, early)
+        ax.set(xlabel="training step (symlog; dotted: the early horizon)", ylabel="cross-entropy (nats/token)",
                title="training minibatch loss" if metric == "train_loss" else "validation loss")
     plotting.figure_legend(fig, axes[0])
-    val = at_final_step(per_run(table, "val_loss", "", 0))
-    show_figure(fig, "lm-loss", "Loss during training (seed mean ± 1 sd). Final validation loss: "
-                + "; ".join(f"{v} {estimate(val.loc[val.condition == v, 'value'])}" for v in variants)
-                + f" nats/token (uniform guessing: {math.log(results.settings.base.shape.vocab_size):.2f}).")
+    val = per_run(table, "val_loss", "", 0)
+    parts = [f"{v} {estimate(at_step(val, early).query('condition == @v')['value'])} at step {early}, "
+             f"{estimate(at_final_step(val).query('condition == @v')['value'])} at the end" for v in variants]
+    show_figure(fig, "lm-loss", "Loss during training (seed mean ± 1 sd; one seed: no band). Validation loss: "
+                + "; ".join(parts) + f" nats/token (uniform guessing: {math.log(results.settings.base.shape.vocab_size):.2f}).")
+
+
+def over_training_figure(results: Results) -> None:
+    """Every projection's layer-mean continuity over training, v1 (top) and u1 (bottom), one panel per
+    projection and space with its random baseline, one line per run label (band: ±1 sd over seeds)."""
+    values, variants, dims = projection_values(results.table), results.variants, results.dims
+    colours = plotting.palette(variants)
+    fig, axes = plt.subplots(2, len(PROJECTIONS), figsize=(22, 7), sharex=True, sharey=True)
+    for row, space in enumerate(("input", "output")):
+        for col, projection in enumerate(PROJECTIONS):
+            ax = axes[row, col]
+            frame = values[(values.group == projection) & (values.space == space)]
+            sns.lineplot(data=frame, x="step", y="value", hue="condition", hue_order=variants, palette=colours,
+                         errorbar="sd", ax=ax, legend=row == 0 and col == 0)
+            plotting.draw_baseline(ax, random_abs_cos(dims[projection][space]))
+            _symlog(ax)
+            _mark_early(ax, results.settings.early_step)
+            ax.set(ylim=(0, 1.02), xlabel="step (symlog)" if row else "",
+                   ylabel=f"{_space_title(space)} |cos|" if col == 0 else "",
+                   title=f"{_short(projection)} {'v1' if space == 'input' else 'u1'}")
+    plotting.figure_legend(fig, axes[0, 0])
+    show_figure(fig, "lm-over-training", "Continuity of every projection over training, in both spaces (mean over "
+                "adjacent layer pairs; line: seed mean, band: ±1 sd over seeds; dashed: the space's random baseline "
+                f"E|cos|; dotted: the early horizon, step {results.settings.early_step}). "
+                + settled_sentence(results))
+
+
+def gap_values(table: pd.DataFrame) -> pd.DataFrame:
+    """Per run, projection (``group``) and step: the relative gap (s1 - s2) / s1 of the weight
+    matrix, mean over layers (``weight_gap``, direction 1). v1 and u1 are only as well defined as
+    this gap: where it is small, a small change of the weights can swap the leading direction."""
+    rows = table[(table["metric"] == "weight_gap") & (table["direction"] == 1)]
+    return rows.groupby(RUN_KEYS + ["group", "step"], observed=True)["value"].mean().reset_index()
+
+
+def gap_figure(results: Results) -> None:
+    """Each projection's relative spectral gap over training (layer mean; band: ±1 sd over seeds)."""
+    values, variants = gap_values(results.table), results.variants
+    fig, axes = plt.subplots(1, len(PROJECTIONS), figsize=(22, 3.8), sharex=True, sharey=True)
+    for col, (ax, projection) in enumerate(zip(axes, PROJECTIONS)):
+        sns.lineplot(data=values[values.group == projection], x="step", y="value", hue="condition",
+                     hue_order=variants, palette=plotting.palette(variants), errorbar="sd", ax=ax, legend=col == 0)
+        _symlog(ax)
+        _mark_early(ax, results.settings.early_step)
+        ax.set(yscale="log", xlabel="step (symlog)", ylabel="(s1 - s2) / s1" if col == 0 else "",
+               title=_short(projection))
+    plotting.figure_legend(fig, axes[0])
+    show_figure(fig, "lm-gaps", "Relative gap between each projection's two largest singular values over training "
+                "(mean over layers; line: seed mean, band: ±1 sd over seeds; dotted: the early horizon). "
+                + gap_sentence(results))
+
+
+#: A continuity "moved" between the early horizon and the end when its seed mean changed by more than this.
+MOVED = 0.10
+
+
+def gap_sentence(results: Results) -> str:
+    """For ``silu``: the predicted continuities that moved by more than :data:`MOVED` between the early
+    horizon and the end, each beside its projection's spectral gap at both steps (an association
+    across projections, not a test of cause)."""
+    early_step, end = results.settings.early_step, results.settings.base.steps
+    continuity, gaps = projection_values(results.table), gap_values(results.table)
+    continuity, gaps = continuity[continuity.condition == "silu"], gaps[gaps.condition == "silu"]
+    parts = []
+    for projection, space, _ in PROJECTION_PREDICTIONS:
+        frame = continuity[(continuity.group == projection) & (continuity.space == space)]
+        before, after = estimate(at_step(frame, early_step)["value"]), estimate(at_final_step(frame)["value"])
+        if math.isnan(before.mean) or abs(after.mean - before.mean) <= MOVED:
+            continue
+        gap = gaps[gaps.group == projection]
+        gap_before, gap_after = estimate(at_step(gap, early_step)["value"]), estimate(at_final_step(gap)["value"])
+        parts.append(f"{_short(projection)} {'v1' if space == 'input' else 'u1'} {before.mean:.2f} → {after.mean:.2f} "
+                     f"(gap {gap_before.mean:.3f} → {gap_after.mean:.3f})")
+    if not parts:
+        return (f"In `silu` no predicted continuity moved by more than {MOVED} between step {early_step} and step "
+                f"{end}.")
+    return (f"In `silu`, the predicted continuities that moved by more than {MOVED} between step {early_step} and step "
+            f"{end}, with their projection's gap at the same two steps (seed means): " + "; ".join(parts) + ".")
 
 
 #: Legend label of each space in the per-projection bars.
@@ -221,8 +487,8 @@ SPACE_LABELS = {"input": "input space (v1)", "output": "output space (u1)"}
 
 
 def projection_bars_figure(results: Results) -> None:
-    """v1 (input) and u1 (output) continuity per projection of the reference variant, with a black
-    tick at each space's own random baseline E|cos| (its dimension differs)."""
+    """v1 (input) and u1 (output) continuity per projection of the reference variant at the end of
+    training, with a black tick at each space's own random baseline E|cos| (its dimension differs)."""
     finals, dims, reference = results.finals, results.dims, results.reference
     frame = finals[finals["condition"] == reference]
     bars = frame.assign(space=frame["space"].map(SPACE_LABELS), group=frame["group"].map(_short))
@@ -233,52 +499,40 @@ def projection_bars_figure(results: Results) -> None:
                           colours=dict(zip(SPACE_LABELS.values(), sns.color_palette("colorblind", 2))),
                           baselines=baselines, baseline_label="random baseline (per space)")
     ax.set(xlabel="", ylabel="|cos|, mean over adjacent layer pairs", ylim=(0, 1.02),
-           title=f"variant `{reference}`, end of training")
+           title=f"variant `{reference}`, step {results.settings.base.steps}")
     fig.tight_layout()
     lines = []
     for projection in PROJECTIONS:
         parts = [f"{vector} {estimate(frame[(frame.group == projection) & (frame.space == space)]['value'])}"
                  for space, vector in (("input", "v1"), ("output", "u1"))]
         lines.append(f"{projection}: " + ", ".join(parts))
-    show_figure(fig, "lm-projection-bars", "Final adjacent-layer continuity per projection (bars: seed mean; dots: "
-                "seeds; black ticks: each space's random baseline). " + "; ".join(lines) + ".")
-
-
-def _reference_rows(results: Results) -> pd.DataFrame:
-    table = results.table
-    return table[(table.metric == "weight_cos") & (table.direction == 1) & (table.condition == results.reference)]
+    show_figure(fig, "lm-projection-bars", "Adjacent-layer continuity per projection at the end of training (bars: "
+                "seed mean; dots: seeds; black ticks: each space's random baseline). " + "; ".join(lines) + ".")
 
 
 def depth_profile_figure(results: Results) -> None:
-    """Each projection's final continuity per adjacent layer pair, in both spaces."""
-    rows = at_final_step(_reference_rows(results))
-    fig, axes = plt.subplots(1, 2, figsize=(14, 4.5), sharey=True)
-    for ax, space in zip(axes, ["input", "output"]):
-        sns.lineplot(data=rows[rows.space == space], x="layer", y="value", hue="group", hue_order=list(PROJECTIONS),
-                     errorbar="sd", marker="o", ax=ax, legend=ax is axes[0])
-        ax.set(xlabel="adjacent layer pair (l, l+1)", ylabel="|cos|", ylim=(0, 1.02), title=_space_title(space))
-        ax.set_xticks(sorted(rows.layer.unique()))
-    plotting.figure_legend(fig, axes[0])
-    show_figure(fig, "lm-depth-profile", f"Continuity of each projection through depth, per adjacent layer pair, at "
-                f"the end of training (variant `{results.reference}`; seed mean ± 1 sd).")
-
-
-def over_training_figure(results: Results) -> None:
-    """Each projection's layer-mean continuity over training, in both spaces."""
-    rows = _reference_rows(results)
-    fig, axes = plt.subplots(1, 2, figsize=(14, 4.5), sharey=True)
-    for ax, space in zip(axes, ["input", "output"]):
-        runs = rows[rows.space == space].groupby(["group", "seed", "step"], observed=True)["value"].mean().reset_index()
-        sns.lineplot(data=runs, x="step", y="value", hue="group", hue_order=list(PROJECTIONS), errorbar="sd", ax=ax,
-                     legend=ax is axes[0])
-        ax.set(xscale="symlog", xlabel="training step (symlog)", ylabel="|cos|, mean over layer pairs", ylim=(0, 1.02),
-               title=_space_title(space))
-    plotting.figure_legend(fig, axes[0])
-    show_figure(fig, "lm-over-training", f"Continuity of each projection over training (variant `{results.reference}`).")
+    """Each projection's final continuity per adjacent layer pair, in both spaces, for ``silu`` and the deeper model."""
+    table = results.table
+    labels = [v for v in results.variants if v in (results.reference, results.settings.depth_label)]
+    rows = at_final_step(table[(table.metric == "weight_cos") & (table.direction == 1) & table.condition.isin(labels)])
+    fig, axes = plt.subplots(len(labels), 2, figsize=(14, 4.2 * len(labels)), sharey=True, squeeze=False)
+    for r, label in enumerate(labels):
+        for ax, space in zip(axes[r], ["input", "output"]):
+            frame = rows[(rows.space == space) & (rows.condition == label)]
+            sns.lineplot(data=frame, x="layer", y="value", hue="group", hue_order=list(PROJECTIONS),
+                         palette=plotting.projection_colours(), errorbar="sd", marker="o", ax=ax,
+                         legend=r == 0 and space == "input")
+            ax.set(xlabel="adjacent layer pair (l, l+1)", ylabel="|cos|", ylim=(0, 1.02),
+                   title=f"`{label}`: {_space_title(space)}")
+            ax.set_xticks(sorted(frame.layer.unique()))
+    plotting.figure_legend(fig, axes[0, 0])
+    show_figure(fig, "lm-depth-profile", "Continuity of each projection through depth, per adjacent layer pair, at "
+                "the end of training (seed mean ± 1 sd" + (f"; `{results.settings.depth_label}`: one seed per run "
+                "label as listed above" if len(labels) > 1 else "") + ").")
 
 
 def ablations_figure(results: Results) -> None:
-    """Final continuity per projection and variant, in both spaces (bars: seed mean; lines: ±1 sd)."""
+    """Final continuity per projection and run label, in both spaces (bars: seed mean; lines: ±1 sd)."""
     finals, variants = results.finals, results.variants
     fig, axes = plt.subplots(1, 2, figsize=(15, 4.8), sharey=True)
     for ax, space in zip(axes, ["input", "output"]):
@@ -290,7 +544,89 @@ def ablations_figure(results: Results) -> None:
     plotting.figure_legend(fig, axes[0])
     if axes[1].get_legend() is not None:
         axes[1].get_legend().remove()
-    show_figure(fig, "lm-ablations", "Final continuity per projection and variant (bars: seed mean; lines: ±1 sd).")
+    show_figure(fig, "lm-ablations", f"Continuity per projection and run label at step {results.settings.base.steps} "
+                "(bars: seed mean; lines: ±1 sd over seeds, none for one seed).")
+
+
+# --------------------------------------------------------------------------- early, settled, deeper, pretrained
+
+#: A quantity "has settled" when its mean changed by at most this over the last third of training.
+SETTLED_TOLERANCE = 0.05
+
+
+def _estimate(values: pd.DataFrame, label: str, projection: str, space: str) -> Estimate:
+    frame = values[(values["condition"] == label) & (values["group"] == projection) & (values["space"] == space)]
+    return estimate(frame["value"])
+
+
+def late_changes(table: pd.DataFrame) -> pd.DataFrame:
+    """Per run, projection and space: the change of the layer-pair mean over the last third of training."""
+    return change_over_last_per_run(projection_values(table), 1 / 3, keys=["group", "space"])
+
+
+def _pretrained_estimate(results: Results, projection: str, space: str) -> Estimate:
+    """Mean ± sd over the pretrained checkpoint's adjacent layer pairs (not over seeds)."""
+    if results.pretrained is None:
+        return Estimate(math.nan, math.nan, 0)
+    rows = results.pretrained[results.pretrained["projection"] == projection]
+    return estimate(rows["v1_cos" if space == "input" else "u1_cos"])
+
+
+def horizon_table(results: Results) -> pd.DataFrame:
+    """One row per projection and space: the early and the settled value of every run label (mean ±
+    sd over seeds, "(1 seed)" where there is one), ``silu``'s change over the last third of training,
+    the pretrained checkpoint's layer-pair mean ± sd over pairs, and the random baseline; a last row
+    gives each label's validation loss (against uniform guessing)."""
+    settings, dims = results.settings, results.dims
+    early, finals = projection_finals(results.early), results.finals
+    changes = late_changes(results.table)
+    rows = []
+    for projection in PROJECTIONS:
+        for space in ("input", "output"):
+            row = {"projection": _short(projection), "vector": "v1" if space == "input" else "u1"}
+            for label in results.variants:
+                if label != settings.depth_label:
+                    row[f"{label}, step {settings.early_step}"] = str(_estimate(early, label, projection, space))
+                row[f"{label}, step {settings.base.steps}"] = str(_estimate(finals, label, projection, space))
+            row[f"silu: change over last third"] = str(_estimate(changes, "silu", projection, space))
+            if results.pretrained is not None:
+                row[f"{settings.pretrained} (± over layer pairs)"] = str(_pretrained_estimate(results, projection, space))
+            row["random baseline"] = f"{random_abs_cos(dims[projection][space]):.3f}"
+            rows.append(row)
+    val = per_run(results.table, "val_loss", "", 0)
+    if val.empty:
+        return pd.DataFrame(rows)
+    row = {"projection": "validation loss", "vector": "nats/token"}
+    for label in results.variants:
+        if label != settings.depth_label:
+            row[f"{label}, step {settings.early_step}"] = str(estimate(at_step(val, settings.early_step)
+                                                                       .query("condition == @label")["value"]))
+        row[f"{label}, step {settings.base.steps}"] = str(estimate(at_final_step(val).query("condition == @label")["value"]))
+    row["random baseline"] = f"{math.log(settings.base.shape.vocab_size):.2f} (uniform)"
+    rows.append(row)
+    return pd.DataFrame(rows).fillna("")
+
+
+def horizon_display(results: Results):
+    """:func:`horizon_table` as the chapter shows it."""
+    return horizon_table(results).style.hide(axis="index")
+
+
+def settled_sentence(results: Results) -> str:
+    """Which projections' continuity was still moving over the last third of training (``silu``)."""
+    changes = late_changes(results.table)
+    moving = []
+    for projection in PROJECTIONS:
+        for space in ("input", "output"):
+            change = _estimate(changes, "silu", projection, space)
+            if not settled(change, SETTLED_TOLERANCE):
+                moving.append(f"{_short(projection)} {'v1' if space == 'input' else 'u1'} ({change.mean:+.2f})")
+    start = int(changes["start"].min()) if len(changes) else 0
+    if not moving:
+        return (f"In `silu` every projection's continuity changed by at most {SETTLED_TOLERANCE} between step {start} "
+                f"and step {results.settings.base.steps}: the values have settled.")
+    return (f"In `silu`, between step {start} and step {results.settings.base.steps}, these still changed by more "
+            f"than {SETTLED_TOLERANCE} (seed mean): " + ", ".join(moving) + "; the others had settled.")
 
 
 #: Keys of the linear-attention claims (our direct test of the paper's Q/K claim).
@@ -298,17 +634,19 @@ SOFTMAX_KEYS = ("softmax-anchors-q", "softmax-anchors-k")
 
 
 def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], reference: str = "silu",
-                       no_activation: str = "none", linear_attention: str = "silu, linear attention") -> pd.DataFrame:
-    """Claims table of the chapter, from its run table.
+                       no_activation: str | None = "none",
+                       linear_attention: str | None = "silu, linear attention") -> pd.DataFrame:
+    """Claims table of a run table, judged at each run's last step.
 
-    ``dims`` gives each projection's input/output dimension (for the random baselines).
+    ``dims`` gives each projection's input/output dimension (for the random baselines). The
+    ablation claims are left out where their variant (``no_activation``, ``linear_attention``;
+    None: never) was not run.
     """
     finals = projection_finals(table)
     out = ClaimsBuilder(NAME)
 
     def est(variant: str, projection: str, space: str) -> Estimate:
-        frame = finals[(finals["condition"] == variant) & (finals["group"] == projection) & (finals["space"] == space)]
-        return estimate(frame["value"])
+        return _estimate(finals, variant, projection, space)
 
     for projection, space, why in PROJECTION_PREDICTIONS:
         ours, base = est(reference, projection, space), Estimate(random_abs_cos(dims[projection][space]), 0.0, 1)
@@ -344,15 +682,113 @@ def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], ref
     return out.table()
 
 
+#: The claim keys judged on one projection's continuity (for the late-change note).
+_CLAIM_QUANTITY = {f"{_short(p)}-{s}-continuity": (p, s) for p, s, _ in PROJECTION_PREDICTIONS}
+_CLAIM_QUANTITY.update({"v-low-input": ("v_proj", "input"), "v-low-output": ("v_proj", "output")})
+
+
 def claims(results: Results) -> pd.DataFrame:
-    """The chapter's claims table."""
-    return transformer_claims(results.table, results.dims, reference=results.reference)
+    """The chapter's claims table, judged at the last step, with the same claims judged at
+    ``early_step`` in its ``early`` column (:func:`geocont.book.chapter.with_early`); each note adds
+    when the claim holds (:func:`geocont.statistics.holds_when`) and, for a claim on one
+    projection's continuity, its change over the last third of training."""
+    table = transformer_claims(results.table, results.dims, reference=results.reference)
+    early = transformer_claims(results.early, results.dims, reference=results.reference)
+    table = with_early(table, early, results.settings.early_step)
+    early_verdicts = early.set_index("key")["verdict"]
+    changes = late_changes(results.table)
+    notes = []
+    for row in table.itertuples():
+        parts = [f"holds {holds_when(early_verdicts[row.key], row.verdict)}"]
+        if row.key in _CLAIM_QUANTITY:
+            change = _estimate(changes, results.reference, *_CLAIM_QUANTITY[row.key])
+            parts.append(f"change over the last third {change.mean:+.2f}" + (f" ± {change.std:.2f}" if change.n > 1 else
+                                                                          " (1 seed)"))
+        notes.append("; ".join(([row.note] if row.note else []) + parts))
+    return table.assign(note=notes)
+
+
+def holds_statement(results: Results, claims: pd.DataFrame) -> Markdown:
+    """Which claims hold throughout, only early, only late, or at neither horizon (from the claims' notes)."""
+    groups: dict[str, list[str]] = {}
+    for row in claims.itertuples():
+        when = next(p.removeprefix("holds ") for p in row.note.split("; ") if p.startswith("holds "))
+        groups.setdefault(when, []).append(f"`{row.key}`")
+    settings = results.settings
+    lines = [f"- **{when}** ({len(keys)}): {', '.join(keys)}" for when, keys in groups.items()]
+    return Markdown(f"Judged at step {settings.early_step} and at step {settings.base.steps} by the same rule "
+                    "(a claim holds where it is reproduced):\n\n" + "\n".join(lines) + "\n\n" + settled_sentence(results)
+                    + lost_sentence(results, claims))
+
+
+def lost_sentence(results: Results, claims: pd.DataFrame) -> str:
+    """The predicted continuities that do not hold at the end of training (lost, or never reached),
+    with their early and final values beside the pretrained checkpoint's; empty where all hold."""
+    finals, early = results.finals, projection_finals(results.early)
+    parts = []
+    for row in claims.itertuples():
+        if row.key not in _CLAIM_QUANTITY or row.key.startswith("v-low") or row.verdict == "reproduced":
+            continue
+        projection, space = _CLAIM_QUANTITY[row.key]
+        early_verdict = row.early.rsplit("(", 1)[-1].rstrip(")")
+        text = (f"{_short(projection)} {'v1' if space == 'input' else 'u1'} {_estimate(early, 'silu', projection, space)} "
+                f"at step {results.settings.early_step} ({early_verdict}), {_estimate(finals, 'silu', projection, space)} "
+                f"at the end ({row.verdict})")
+        if results.pretrained is not None:
+            text += f" ({results.settings.pretrained}: {_pretrained_estimate(results, projection, space)} over layer pairs)"
+        parts.append(text)
+    if not parts:
+        return ""
+    return (" **Predicted continuities this small model does not keep to the end of training** (`silu`, random "
+            "baselines in the table): " + "; ".join(parts) + ". The pretrained model beside them is both deeper and "
+            "trained far longer; the 8-layer model above separates depth from training length only in part.")
+
+
+def depth_statement(results: Results) -> Markdown:
+    """Whether the deeper model changes the pattern: its verdicts beside ``silu``'s, claim by claim."""
+    settings = results.settings
+    if settings.depth_label not in results.variants:
+        return Markdown(f"The {settings.depth_layers}-layer model was not run at this scale (see the cost note above), "
+                        "so this chapter cannot say whether depth changes the pattern.")
+    shallow = transformer_claims(results.table, results.dims, no_activation=None, linear_attention=None)
+    deep = transformer_claims(results.table, results.dims, reference=settings.depth_label, no_activation=None,
+                              linear_attention=None).set_index("key")
+    seeds = len(settings.depth_seeds)
+    same, changed = [], []
+    for row in shallow.itertuples():
+        other = deep.loc[row.key]
+        text = f"`{row.key}` ({ours_text(row)} → {ours_text(other)})"
+        (same if other.verdict == row.verdict else changed).append(
+            text if other.verdict == row.verdict else f"{text}: {row.verdict} → {other.verdict}")
+    flag = " (1 seed: its sd is undefined)" if seeds == 1 else ""
+    return Markdown(f"**Depth.** `{settings.depth_label}`{flag} against `silu` ({settings.base.shape.n_layers} layers), "
+                    f"both at step {settings.base.steps}. Same verdict: " + (", ".join(same) or "none") + ". Changed: "
+                    + ("; ".join(changed) or "none") + ".")
+
+
+def pretrained_statement(results: Results) -> Markdown:
+    """Our settled values beside the pretrained checkpoint's, for the predicted projections and V."""
+    if results.pretrained is None:
+        return Markdown(f"No pretrained comparison: {results.pretrained_status}.")
+    finals, early, step = results.finals, projection_finals(results.early), results.settings.early_step
+    parts = []
+    for projection, space in list(dict.fromkeys(_CLAIM_QUANTITY.values())):
+        vector = "v1" if space == "input" else "u1"
+        parts.append(f"{_short(projection)} {vector}: ours {_estimate(finals, 'silu', projection, space)} "
+                     f"(step {step}: {_estimate(early, 'silu', projection, space)}), pretrained "
+                     f"{_pretrained_estimate(results, projection, space)}")
+    return Markdown(f"**Against a pretrained model.** {results.pretrained_status}, same projections and metric; its ± "
+                    "is the spread over its adjacent layer pairs, ours over seeds (random baselines differ with the "
+                    "widths: see the table). " + "; ".join(parts) + ". The next chapter analyses more checkpoints, "
+                    "and these trained models beside them.")
 
 
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
     settings = results.settings
-    return Markdown(verdict_list(claims, f"At the `{settings.scale}` scale ({len(settings.seeds)} seeds, "
-                                         f"{settings.base.steps} steps on `{settings.base.corpus}`):"))
+    text = verdict_list(claims, f"At the `{settings.scale}` scale ({len(settings.seeds)} seeds of `silu`, judged at "
+                                f"step {settings.base.steps:,} on `{settings.base.corpus}`, each claim's value after "
+                                f"{settings.early_step:,} steps beside it):")
+    return Markdown(text + "\n\n" + changed_verdicts_sentence(claims, settings.early_step))
 
 
 def softmax_note(claims: pd.DataFrame) -> Markdown | None:
@@ -361,7 +797,8 @@ def softmax_note(claims: pd.DataFrame) -> Markdown | None:
     if not rows or any(row["verdict"] == "reproduced" for row in rows):
         return None
     return Markdown(
-        "**Q and K keep their input-space continuity without the softmax** (" + "; ".join(r["note"] for r in rows)
+        "**Q and K keep their input-space continuity without the softmax** (" + "; ".join(r["note"].split("; ")[0]
+                                                                                           for r in rows)
         + "). In this model, then, the softmax is not what anchors them. Two candidates this chapter does not test: "
         "Llama's RMSNorm has a learnable element-wise gain that fixes a coordinate frame of the residual stream that "
         "Q and K read from, and RoPE rotates fixed coordinate pairs of each head. The paper's own caveat applies: its "
