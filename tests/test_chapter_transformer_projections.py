@@ -164,7 +164,11 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     assert row["silu, step 4"] == "0.80 ± 0.01" and row["silu, step 16"] == "0.15 ± 0.01"
     assert row["silu, 3 layers, step 16"] == "0.80 (1 seed)"
     assert "silu, 3 layers, step 4" not in horizon.columns
-    loss = horizon[horizon.projection == "validation loss"].iloc[0]
+    shown = chapter.horizon_display(results).data  # silu with its settling first, then the others
+    assert shown.count("<table") == 3 and shown.index("silu: change over last third") < shown.index("none, step 4")
+    assert shown.index("none, step 4") < shown.index("silu, 3 layers, step 16")
+    assert "up v1" in shown and "white-space: nowrap" in shown
+    loss = horizon[horizon.projection == "val. loss"].iloc[0]
     assert loss["silu, step 4"] == "5.10 ± 0.10" and loss["silu, step 16"] == "2.10 ± 0.10"
     assert loss["silu, 3 layers, step 16"] == "2.00 (1 seed)" and loss["random baseline"].endswith("(uniform)")
     assert chapter.gap_sentence(results).endswith("(seed means): up v1 0.80 → 0.15 (gap 0.200 → 0.030).")

@@ -14,7 +14,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
-from IPython.display import Markdown
+from IPython.display import HTML, Markdown
 
 from .. import plotting
 from ..book import claims as book_claims
@@ -405,13 +405,13 @@ def loss_figure(results: Results) -> None:
 
 
 def over_training_figure(results: Results) -> None:
-    """Every projection's layer-mean continuity over training, v1 (top) and u1 (bottom), one panel per
-    projection and space with its random baseline, one line per run label (band: ±1 sd over seeds)."""
+    """Every projection's layer-mean continuity over training: one row per projection, v1 (left) and
+    u1 (right), each panel with its space's random baseline, one line per run label (band: ±1 sd over seeds)."""
     values, variants, dims = projection_values(results.table), results.variants, results.dims
     colours = plotting.palette(variants)
-    fig, axes = plt.subplots(2, len(PROJECTIONS), figsize=(22, 7), sharex=True, sharey=True)
-    for row, space in enumerate(("input", "output")):
-        for col, projection in enumerate(PROJECTIONS):
+    fig, axes = plt.subplots(len(PROJECTIONS), 2, figsize=(12, 2.6 * len(PROJECTIONS) + 1), sharex=True, sharey=True)
+    for row, projection in enumerate(PROJECTIONS):
+        for col, space in enumerate(("input", "output")):
             ax = axes[row, col]
             frame = values[(values.group == projection) & (values.space == space)]
             sns.lineplot(data=frame, x="step", y="value", hue="condition", hue_order=variants, palette=colours,
@@ -419,10 +419,10 @@ def over_training_figure(results: Results) -> None:
             plotting.draw_baseline(ax, random_abs_cos(dims[projection][space]))
             _symlog(ax)
             _mark_early(ax, results.settings.early_step)
-            ax.set(ylim=(0, 1.02), xlabel="step (symlog)" if row else "",
-                   ylabel=f"{_space_title(space)} |cos|" if col == 0 else "",
-                   title=f"{_short(projection)} {'v1' if space == 'input' else 'u1'}")
-    plotting.figure_legend(fig, axes[0, 0])
+            ax.set(ylim=(0, 1.02), xlabel="step (symlog)" if row == len(PROJECTIONS) - 1 else "",
+                   ylabel="|cos|" if col == 0 else "",
+                   title=f"{_short(projection)}: {_space_title(space)}")
+    plotting.figure_legend(fig, axes[0, 0], ncol=3)
     show_figure(fig, "lm-over-training", "Continuity of every projection over training, in both spaces (mean over "
                 "adjacent layer pairs; line: seed mean, band: ±1 sd over seeds; dashed: the space's random baseline "
                 f"E|cos|; dotted: the early horizon, step {results.settings.early_step}). "
@@ -440,15 +440,20 @@ def gap_values(table: pd.DataFrame) -> pd.DataFrame:
 def gap_figure(results: Results) -> None:
     """Each projection's relative spectral gap over training (layer mean; band: ±1 sd over seeds)."""
     values, variants = gap_values(results.table), results.variants
-    fig, axes = plt.subplots(1, len(PROJECTIONS), figsize=(22, 3.8), sharex=True, sharey=True)
-    for col, (ax, projection) in enumerate(zip(axes, PROJECTIONS)):
+    columns = 4
+    fig, axes = plt.subplots(2, columns, figsize=(15, 7), sharex=True, sharey=True)
+    for index, (ax, projection) in enumerate(zip(axes.flat, PROJECTIONS)):
         sns.lineplot(data=values[values.group == projection], x="step", y="value", hue="condition",
-                     hue_order=variants, palette=plotting.palette(variants), errorbar="sd", ax=ax, legend=col == 0)
+                     hue_order=variants, palette=plotting.palette(variants), errorbar="sd", ax=ax, legend=index == 0)
         _symlog(ax)
         _mark_early(ax, results.settings.early_step)
-        ax.set(yscale="log", xlabel="step (symlog)", ylabel="(s1 - s2) / s1" if col == 0 else "",
-               title=_short(projection))
-    plotting.figure_legend(fig, axes[0])
+        ax.set(yscale="log", xlabel="step (symlog)" if index >= len(PROJECTIONS) - columns else "",
+               ylabel="(s1 - s2) / s1" if index % columns == 0 else "", title=_short(projection))
+    for index, ax in enumerate(axes.flat):
+        if index >= len(PROJECTIONS):
+            ax.set_visible(False)
+            axes.flat[index - columns].xaxis.set_tick_params(labelbottom=True)  # the panel above shows the axis
+    plotting.figure_legend(fig, axes.flat[0], ncol=3)
     show_figure(fig, "lm-gaps", "Relative gap between each projection's two largest singular values over training "
                 "(mean over layers; line: seed mean, band: ±1 sd over seeds; dotted: the early horizon). "
                 + gap_sentence(results))
@@ -596,7 +601,7 @@ def horizon_table(results: Results) -> pd.DataFrame:
     val = per_run(results.table, "val_loss", "", 0)
     if val.empty:
         return pd.DataFrame(rows)
-    row = {"projection": "validation loss", "vector": "nats/token"}
+    row = {"projection": "val. loss", "vector": "(nats/token)"}
     for label in results.variants:
         if label != settings.depth_label:
             row[f"{label}, step {settings.early_step}"] = str(estimate(at_step(val, settings.early_step)
@@ -607,9 +612,28 @@ def horizon_table(results: Results) -> pd.DataFrame:
     return pd.DataFrame(rows).fillna("")
 
 
-def horizon_display(results: Results):
-    """:func:`horizon_table` as the chapter shows it."""
-    return horizon_table(results).style.hide(axis="index")
+#: Value columns per table in :func:`horizon_display` (more overflow the page).
+DISPLAY_COLUMNS = 4
+
+
+def horizon_display(results: Results) -> HTML:
+    """:func:`horizon_table` as the chapter shows it, cut into tables narrow enough for the page:
+    first ``silu`` with its settling and the random baseline, then the other run labels and the
+    pretrained model, at most :data:`DISPLAY_COLUMNS` value columns each; values on one line."""
+    table = horizon_table(results)
+    table = table.assign(projection=table["projection"] + " " + table["vector"]).drop(columns="vector")
+    labels = tuple(f"{label}, step" for label in results.variants)
+    reference = [c for c in table.columns if c.startswith(f"{results.reference}, step")]
+    others = [c for c in table.columns if c.startswith(labels) and c not in reference]
+    rest = [c for c in table.columns if c != "projection" and not c.startswith(labels)]
+    pretrained = [c for c in rest if results.settings.pretrained and c.startswith(results.settings.pretrained)]
+    first = reference + [c for c in rest if c not in pretrained]
+    others += pretrained
+    parts = [first] + [others[i:i + DISPLAY_COLUMNS] for i in range(0, len(others), DISPLAY_COLUMNS)]
+    nowrap = [{"selector": "td", "props": "white-space: nowrap; font-size: 0.85em; padding: 0.2em 0.5em"},
+              {"selector": "th", "props": "font-size: 0.85em; padding: 0.2em 0.5em; vertical-align: bottom"}]
+    return HTML("".join(table[["projection", *columns]].style.hide(axis="index").set_table_styles(nowrap).to_html()
+                        for columns in parts))
 
 
 def settled_sentence(results: Results) -> str:
