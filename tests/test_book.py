@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from geocont.book import build, paths
-from geocont.book.provenance import provenance_markdown, rerun_commands
+from geocont.book.provenance import hardware, provenance_markdown, rerun_commands
 from geocont.scales import ParameterError
 from geocont.tables import CLAIM_COLUMNS, claim_row
 
@@ -91,3 +92,13 @@ def test_an_unknown_executor_is_one_line_before_any_work(monkeypatch):
     monkeypatch.setattr(build, "execute", lambda *args, **kwargs: pytest.fail("executed with a bad executor"))
     with pytest.raises(SystemExit, match="^error: unknown executor 'locl'; valid choices: serial, local"):
         build.main(["run", "book/mlp_conditions.ipynb", "--no-render", "--executor", "locl"])
+
+
+@pytest.mark.parametrize("threads, expected", [(1, "1 torch thread"), (2, "2 torch threads")])
+def test_hardware_names_the_torch_threads_in_good_english(threads, expected):
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        assert hardware().split("; ")[0].endswith(f"cores, {expected}")
+    finally:
+        torch.set_num_threads(before)

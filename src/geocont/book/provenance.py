@@ -23,7 +23,8 @@ def hardware() -> str:
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-    text = f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads"
+    threads = torch.get_num_threads()
+    text = f"{cpu}, {os.cpu_count()} cores, {threads} torch thread{'s' if threads != 1 else ''}"
     if torch.cuda.is_available():
         text += f"; GPU: {torch.cuda.get_device_name(0)}"
     return text
