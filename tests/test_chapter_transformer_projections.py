@@ -151,6 +151,7 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     assert list(claims.index) == KEYS
     up = claims.loc["up-input-continuity"]
     assert up.verdict == "not reproduced" and up.early == "at 4 steps: 0.80 ± 0.01, n = 3 (reproduced)"
+    assert up.early_verdict == "reproduced"
     assert "holds only early" in up.note and "change over the last third +0.00" in up.note  # settled by step 10
     assert "holds throughout" in claims.loc["q-input-continuity", "note"]
     statement = chapter.holds_statement(results, claims.reset_index()).data

@@ -12,6 +12,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from geocont.book import build, claims, paths  # noqa: E402
+from geocont.book.chapter import changed_verdicts, changed_verdicts_sentence  # noqa: E402
 from geocont.book.figures import show_figure  # noqa: E402
 from geocont.chapters import scales_markdown  # noqa: E402
 from geocont.tables import CLAIM_COLUMNS, claim_row  # noqa: E402
@@ -67,6 +68,25 @@ def test_publish_rejects_tables_in_another_format(claims_dir):
     bad.loc[0, "verdict"] = "sort of"
     with pytest.raises(ValueError, match="valid choices"):
         claims.publish(bad, chapter="first", scale="cpu")
+    bad = frame("first")
+    bad.loc[0, "early_verdict"] = "early-ish"
+    with pytest.raises(ValueError, match="early-ish.*valid choices"):
+        claims.publish(bad, chapter="first", scale="cpu")
+
+
+def test_the_early_verdict_is_a_column_of_its_own_and_survives_publishing(claims_dir):
+    with pytest.raises(ValueError, match="unknown verdict 'early-ish'"):
+        claim_row("first", "A claim", "q", "0.9", 0.9, 0.0, 3, 0.05, "reproduced", key="a", early_verdict="early-ish")
+    early = frame("first").assign(early=["at 930 steps: 0.70 ± 0.01, n = 3 (not reproduced)", ""],
+                                  early_verdict=["not reproduced", ""])
+    claims.publish(early, chapter="first", scale="cpu")
+    table = claims.collect("cpu", chapters=["first"])
+    assert list(table["early_verdict"]) == ["not reproduced", ""]
+    changed = changed_verdicts(table)
+    assert list(changed["key"]) == ["a-claim"]  # the row without an early verdict is not a change
+    assert changed_verdicts_sentence(table, 930).startswith(
+        "**Verdicts that differ between 930 steps and the end of training:** A claim (weight v1 |cos|): "
+        "not reproduced early, reproduced at the end")
 
 
 def test_outside_book_builds_tables_go_to_a_folder_per_scale(monkeypatch):

@@ -65,7 +65,7 @@ Row = tuple[int, str, int, str, str, int, float]
 #: ``key`` is the claim's stable name within its chapter (prose and tests look claims up by it).
 CLAIM_COLUMNS = [
     "chapter", "key", "claim", "quantity", "paper", "ours_mean", "ours_std", "n_seeds",
-    "baseline", "verdict", "note", "early",
+    "baseline", "verdict", "note", "early", "early_verdict",
 ]
 VERDICTS = ("reproduced", "partly reproduced", "inconclusive", "not reproduced", "not tested")
 
@@ -100,16 +100,20 @@ def select(
 def claim_row(
     chapter: str, claim: str, quantity: str, paper: str, ours_mean: float, ours_std: float,
     n_seeds: int, baseline: float, verdict: str, note: str = "", *, key: str, early: str = "",
+    early_verdict: str = "",
 ) -> dict[str, Any]:
     """One claims-table row; ``verdict`` must be one of :data:`VERDICTS`, ``key`` a stable
     lower-case name (letters, digits, ``-``) unique within the chapter. ``early``: the same
     claim judged at an earlier training horizon (``"at 930 steps: 0.78 ± 0.02, n = 3 (reproduced)"``),
-    where the chapter judges it at a longer one; empty otherwise."""
-    if verdict not in VERDICTS:
-        raise ValueError(f"unknown verdict {verdict!r}; valid choices: {', '.join(VERDICTS)}")
+    where the chapter judges it at a longer one, and ``early_verdict`` its verdict there (one of
+    :data:`VERDICTS`); both empty otherwise."""
+    for value in (verdict, early_verdict or verdict):
+        if value not in VERDICTS:
+            raise ValueError(f"unknown verdict {value!r}; valid choices: {', '.join(VERDICTS)}")
     if not key or not key.replace("-", "").isalnum() or key != key.lower():
         raise ValueError(f"claim key {key!r} must be lower-case letters, digits and '-'")
     return dict(
         chapter=chapter, key=key, claim=claim, quantity=quantity, paper=paper, ours_mean=ours_mean,
         ours_std=ours_std, n_seeds=n_seeds, baseline=baseline, verdict=verdict, note=note, early=early,
+        early_verdict=early_verdict,
     )

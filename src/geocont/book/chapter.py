@@ -121,36 +121,36 @@ def verdict_list(claims: pd.DataFrame, intro: str) -> str:
 
 
 def with_early(claims: pd.DataFrame, early_claims: pd.DataFrame, steps: int) -> pd.DataFrame:
-    """``claims`` (judged at the chapter's horizon) with the ``early`` column filled from
-    ``early_claims``: the same claims, under the same keys, judged after ``steps`` steps."""
+    """``claims`` (judged at the chapter's horizon) with the ``early`` and ``early_verdict`` columns
+    filled from ``early_claims``: the same claims, under the same keys, judged after ``steps`` steps."""
     early = early_claims.set_index("key")
     missing = sorted(set(claims["key"]) - set(early.index))
     if missing:
         raise KeyError(f"no early value for claim(s) {', '.join(missing)}")
     text = {key: f"at {steps:,} steps: {ours_text(row)} ({row.verdict})" for key, row in early.iterrows()}
-    return claims.assign(early=claims["key"].map(text))
+    return claims.assign(early=claims["key"].map(text), early_verdict=claims["key"].map(early["verdict"]))
 
 
 def changed_verdicts(claims: pd.DataFrame) -> pd.DataFrame:
-    """The claims whose verdict at the horizon differs from their early verdict (``early`` column)."""
-    early_verdict = claims["early"].fillna("").str.extract(r"\(([a-z ]+)\)$")[0]
-    return claims[early_verdict.notna() & (early_verdict != claims["verdict"])]
+    """The claims whose verdict at the horizon differs from their early verdict (``early_verdict``)."""
+    early_verdict = claims["early_verdict"].fillna("")
+    return claims[(early_verdict != "") & (early_verdict != claims["verdict"])]
 
 
 def changed_verdicts_sentence(claims: pd.DataFrame, steps: int) -> str:
-    """The claims whose verdict differs between ``steps`` steps (their ``early`` column) and the end
+    """The claims whose verdict differs between ``steps`` steps (their ``early_verdict`` column) and the end
     of training, as one bold-led sentence; or a sentence saying none did."""
     changed = changed_verdicts(claims)
     if not len(changed):
         return f"No verdict differs between {steps:,} steps and the end of training."
     return (f"**Verdicts that differ between {steps:,} steps and the end of training:** "
-            + "; ".join(f"{row.claim} ({row.quantity}): {row.early.split('(')[-1].rstrip(')')} early, "
+            + "; ".join(f"{row.claim} ({row.quantity}): {row.early_verdict} early, "
                         f"{row.verdict} at the end" for row in changed.itertuples()) + ".")
 
 
 def claims_display(claims: pd.DataFrame):
     """The claims table as the chapters show it (a pandas Styler)."""
-    return claims.drop(columns=["chapter"]).style.format(precision=3, na_rep="–").hide(axis="index")
+    return claims.drop(columns=["chapter", "early_verdict"]).style.format(precision=3, na_rep="–").hide(axis="index")
 
 
 def undefined_sentence(table: pd.DataFrame) -> str:

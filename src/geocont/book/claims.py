@@ -55,7 +55,7 @@ def _check(claims: pd.DataFrame, chapter: str) -> None:
     others = sorted(set(claims["chapter"]) - {chapter})
     if others:
         raise ValueError(f"claims of chapter {chapter!r} carry other chapter names: {others}")
-    bad = sorted(set(claims["verdict"]) - set(VERDICTS))
+    bad = sorted(set(claims["verdict"]) - set(VERDICTS)) + sorted(set(claims["early_verdict"]) - {*VERDICTS, ""})
     if bad:
         raise ValueError(f"unknown verdict(s) {bad}; valid choices: {', '.join(VERDICTS)}")
 
@@ -93,6 +93,7 @@ def read(path: Path) -> dict:
         payload = json.loads(path.read_text())
         frame = pd.DataFrame(payload["claims"], columns=CLAIM_COLUMNS).astype(
             {"ours_mean": float, "ours_std": float, "baseline": float})
+        frame[["early", "early_verdict"]] = frame[["early", "early_verdict"]].fillna("")
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise MissingClaims(f"cannot read the claims table {path}: {error}; re-run its chapter") from error
     _check(frame, payload["chapter"])

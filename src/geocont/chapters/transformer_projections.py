@@ -719,11 +719,10 @@ def claims(results: Results) -> pd.DataFrame:
     table = transformer_claims(results.table, results.dims, reference=results.reference)
     early = transformer_claims(results.early, results.dims, reference=results.reference)
     table = with_early(table, early, results.settings.early_step)
-    early_verdicts = early.set_index("key")["verdict"]
     changes = late_changes(results.table)
     notes = []
     for row in table.itertuples():
-        parts = [f"holds {holds_when(early_verdicts[row.key], row.verdict)}"]
+        parts = [f"holds {holds_when(row.early_verdict, row.verdict)}"]
         if row.key in _CLAIM_QUANTITY:
             change = _estimate(changes, results.reference, *_CLAIM_QUANTITY[row.key])
             parts.append(f"change over the last third {change.mean:+.2f}" + (f" ± {change.std:.2f}" if change.n > 1 else
@@ -733,10 +732,10 @@ def claims(results: Results) -> pd.DataFrame:
 
 
 def holds_statement(results: Results, claims: pd.DataFrame) -> Markdown:
-    """Which claims hold throughout, only early, only late, or at neither horizon (from the claims' notes)."""
+    """Which claims hold throughout, only early, only late, or at neither horizon (from their early and final verdicts)."""
     groups: dict[str, list[str]] = {}
     for row in claims.itertuples():
-        when = next(p.removeprefix("holds ") for p in row.note.split("; ") if p.startswith("holds "))
+        when = holds_when(row.early_verdict, row.verdict)
         groups.setdefault(when, []).append(f"`{row.key}`")
     settings = results.settings
     lines = [f"- **{when}** ({len(keys)}): {', '.join(keys)}" for when, keys in groups.items()]
@@ -754,9 +753,8 @@ def lost_sentence(results: Results, claims: pd.DataFrame) -> str:
         if row.key not in _CLAIM_QUANTITY or row.key.startswith("v-low") or row.verdict == "reproduced":
             continue
         projection, space = _CLAIM_QUANTITY[row.key]
-        early_verdict = row.early.rsplit("(", 1)[-1].rstrip(")")
         text = (f"{_short(projection)} {'v1' if space == 'input' else 'u1'} {_estimate(early, 'silu', projection, space)} "
-                f"at step {results.settings.early_step} ({early_verdict}), {_estimate(finals, 'silu', projection, space)} "
+                f"at step {results.settings.early_step} ({row.early_verdict}), {_estimate(finals, 'silu', projection, space)} "
                 f"at the end ({row.verdict})")
         if results.pretrained is not None:
             text += f" ({results.settings.pretrained}: {_pretrained_estimate(results, projection, space)} over layer pairs)"
