@@ -23,6 +23,12 @@ import torch
 Space = Literal["input", "output"]
 SPACES: tuple[str, ...] = ("input", "output")
 
+
+def vector_name(space: str) -> str:
+    """The leading singular vector that lives in ``space``: ``v1`` (input) or ``u1`` (output)."""
+    return "v1" if space == "input" else "u1"
+
+
 #: Matrices whose smaller side is at most this use exact SVD; larger ones use
 #: subspace iteration with a convergence check (and exact SVD if it fails).
 EXACT_SVD_MAX_DIM = 1024

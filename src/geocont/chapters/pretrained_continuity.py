@@ -23,7 +23,7 @@ from ..book.figures import show_figure
 from ..book.provenance import provenance_markdown
 from ..layouts import LAYOUTS, PROJECTIONS
 from ..lm import trained_lm
-from ..metrics import abs_cos, random_abs_cos, top_singular_triplets
+from ..metrics import abs_cos, random_abs_cos, top_singular_triplets, vector_name
 from ..plotting import plot_depth_continuity, projection_colours
 from ..pretrained import OFFLINE_MODELS, ModelNotAvailable
 from ..scales import ParameterError, apply_overrides, check_scale, parameter_errors
@@ -270,10 +270,6 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()
 
 
-def _vector(space: str) -> str:
-    return "v1" if space == "input" else "u1"
-
-
 def depth_figures(results: Results) -> None:
     """Per pretrained checkpoint: its per-projection summary table and its depth figure."""
     names = list(results.tables)
@@ -289,7 +285,7 @@ def depth_figures(results: Results) -> None:
         for projection, space, _ in PROJECTION_PREDICTIONS:
             if projection in set(table.projection):
                 ours, baseline = layer_pair_estimate(table, projection, space)
-                predicted.append(f"{projection.replace('_proj', '')} {_vector(space)} {ours} (random {baseline:.3f})")
+                predicted.append(f"{projection.replace('_proj', '')} {vector_name(space)} {ours} (random {baseline:.3f})")
         v_in, _ = layer_pair_estimate(table, "v_proj", "input")
         v_out, _ = layer_pair_estimate(table, "v_proj", "output")
         show_figure(fig, f"pretrained-depth-{_slug(name)}", (
@@ -634,10 +630,10 @@ def _checkpoint_claim_specs(label: str, table: pd.DataFrame) -> list[tuple[str, 
     """The claims one checkpoint supports, in order: (key, short claim, projection, space, why);
     ``why`` is empty for the "V is low" claims."""
     present, slug = set(table["projection"]), _slug(label)
-    specs = [(f"{slug}-{p.replace('_proj', '')}-{_vector(s)}", f"{p} has {s}-space continuity", p, s, why)
+    specs = [(f"{slug}-{p.replace('_proj', '')}-{vector_name(s)}", f"{p} has {s}-space continuity", p, s, why)
              for p, s, why in PROJECTION_PREDICTIONS if p in present]
     if "v_proj" in present:
-        specs += [(f"{slug}-v-low-{_vector(s)}", f"V has low {s}-space continuity", "v_proj", s, "")
+        specs += [(f"{slug}-v-low-{vector_name(s)}", f"V has low {s}-space continuity", "v_proj", s, "")
                   for s in ("input", "output")]
     return specs
 
@@ -652,7 +648,7 @@ def _checkpoint_claims(out: ClaimsBuilder, label: str, table: pd.DataFrame) -> N
     present = set(table["projection"])
     for key, short, projection, space, why in _checkpoint_claim_specs(label, table):
         ours, baseline = layer_pair_estimate(table, projection, space)
-        vector = _vector(space)
+        vector = vector_name(space)
         if why:
             out.add(key, f"{label}: {short} ({why})", f"{projection} {vector} |cos|, mean over layer pairs", "high",
                     ours, baseline, verdict_for_difference(ours, Estimate(baseline, 0.0, 1)),

@@ -366,7 +366,7 @@ def rotation_figure(results: Results) -> None:
                      ax=axes[row, 0], legend=False)
         axes[row, 0].set(xscale="symlog", yscale="log", xlabel="training step (symlog)",
                          ylabel="degrees per 1,000 steps",
-                         title=f"{'v1' if space == 'input' else 'u1'} turn rate since the previous snapshot")
+                         title=f"{metrics.vector_name(space)} turn rate since the previous snapshot")
         plotting.plot_over_training(table, "co_rotation", space, 1, ax=axes[row, 1], colours=colours,
                                     hue_order=order, legend=row == 1)
         axes[row, 1].axhline(0, color="black", linewidth=0.8)

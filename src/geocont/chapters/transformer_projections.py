@@ -7,6 +7,7 @@ The compression chapter reuses this chapter's trained ``silu`` models through :f
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +26,7 @@ from ..book.figures import show_figure
 from ..book.provenance import provenance_markdown
 from ..config import LMRunConfig, OptimizerConfig, TransformerShape
 from ..lm import run_lm_sweep
-from ..metrics import random_abs_cos
+from ..metrics import random_abs_cos, vector_name
 from ..pretrained import ModelNotAvailable
 from ..scales import ParameterError, apply_overrides, check_scale, parameter_errors, parse_seeds
 from ..statistics import (Estimate, at_final_step, at_step, change_over_last_per_run, estimate, holds_when, per_run, settled,
@@ -342,6 +343,11 @@ class Results:
         """The run table up to the early horizon (its last snapshot is ``early_step``)."""
         return self.table[self.table["step"] <= self.settings.early_step]
 
+    @functools.cached_property
+    def early_finals(self) -> pd.DataFrame:
+        """Per-projection values at the early horizon (:func:`projection_finals` of :attr:`early`)."""
+        return projection_finals(self.early)
+
 
 def _pretrained_table(settings: LMChapterSettings) -> tuple[pd.DataFrame | None, str]:
     if settings.pretrained is None:
@@ -368,7 +374,7 @@ def trained_note(results: Results) -> Markdown:
 
 
 def _space_title(space: str) -> str:
-    return f"{space} space ({'v1' if space == 'input' else 'u1'})"
+    return f"{space} space ({vector_name(space)})"
 
 
 def _short(projection: str) -> str:
@@ -478,7 +484,7 @@ def gap_sentence(results: Results) -> str:
             continue
         gap = gaps[gaps.group == projection]
         gap_before, gap_after = estimate(at_step(gap, early_step)["value"]), estimate(at_final_step(gap)["value"])
-        parts.append(f"{_short(projection)} {'v1' if space == 'input' else 'u1'} {before.mean:.2f} → {after.mean:.2f} "
+        parts.append(f"{_short(projection)} {vector_name(space)} {before.mean:.2f} → {after.mean:.2f} "
                      f"(gap {gap_before.mean:.3f} → {gap_after.mean:.3f})")
     if not parts:
         return (f"In `silu` no predicted continuity moved by more than {MOVED} between step {early_step} and step "
@@ -583,12 +589,12 @@ def horizon_table(results: Results) -> pd.DataFrame:
     the pretrained checkpoint's layer-pair mean ± sd over pairs, and the random baseline; a last row
     gives each label's validation loss (against uniform guessing)."""
     settings, dims = results.settings, results.dims
-    early, finals = projection_finals(results.early), results.finals
+    early, finals = results.early_finals, results.finals
     changes = late_changes(results.table)
     rows = []
     for projection in PROJECTIONS:
         for space in ("input", "output"):
-            row = {"projection": _short(projection), "vector": "v1" if space == "input" else "u1"}
+            row = {"projection": _short(projection), "vector": vector_name(space)}
             for label in results.variants:
                 if label != settings.depth_label:
                     row[f"{label}, step {settings.early_step}"] = str(_estimate(early, label, projection, space))
@@ -644,7 +650,7 @@ def settled_sentence(results: Results) -> str:
         for space in ("input", "output"):
             change = _estimate(changes, "silu", projection, space)
             if not settled(change, SETTLED_TOLERANCE):
-                moving.append(f"{_short(projection)} {'v1' if space == 'input' else 'u1'} ({change.mean:+.2f})")
+                moving.append(f"{_short(projection)} {vector_name(space)} ({change.mean:+.2f})")
     start = int(changes["start"].min()) if len(changes) else 0
     if not moving:
         return (f"In `silu` every projection's continuity changed by at most {SETTLED_TOLERANCE} between step {start} "
@@ -674,7 +680,7 @@ def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], ref
 
     for projection, space, why in PROJECTION_PREDICTIONS:
         ours, base = est(reference, projection, space), Estimate(random_abs_cos(dims[projection][space]), 0.0, 1)
-        vector = "v1" if space == "input" else "u1"
+        vector = vector_name(space)
         out.add(f"{_short(projection)}-{space}-continuity", f"{projection} has {space}-space continuity ({why})",
                 f"{projection} {vector} |cos| ({reference})", "high", ours, base.mean,
                 verdict_for_difference(ours, base))
@@ -682,7 +688,7 @@ def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], ref
         v = est(reference, "v_proj", space)
         others = ["q_proj", "k_proj", "gate_proj", "up_proj"] if space == "input" else ["o_proj", "down_proj"]
         lowest = min((est(reference, p, space) for p in others), key=lambda e: e.mean)
-        vector = "v1" if space == "input" else "u1"
+        vector = vector_name(space)
         out.add(f"v-low-{space}", f"V has low {space}-space continuity (no adjacent nonlinearity)",
                 f"v_proj {vector} |cos| below the lowest of {', '.join(others)}", "low", v,
                 random_abs_cos(dims["v_proj"][space]), verdict_for_difference(lowest, v),
@@ -747,13 +753,13 @@ def holds_statement(results: Results, claims: pd.DataFrame) -> Markdown:
 def lost_sentence(results: Results, claims: pd.DataFrame) -> str:
     """The predicted continuities that do not hold at the end of training (lost, or never reached),
     with their early and final values beside the pretrained checkpoint's; empty where all hold."""
-    finals, early = results.finals, projection_finals(results.early)
+    finals, early = results.finals, results.early_finals
     parts = []
     for row in claims.itertuples():
         if row.key not in _CLAIM_QUANTITY or row.key.startswith("v-low") or row.verdict == "reproduced":
             continue
         projection, space = _CLAIM_QUANTITY[row.key]
-        text = (f"{_short(projection)} {'v1' if space == 'input' else 'u1'} {_estimate(early, 'silu', projection, space)} "
+        text = (f"{_short(projection)} {vector_name(space)} {_estimate(early, 'silu', projection, space)} "
                 f"at step {results.settings.early_step} ({row.early_verdict}), {_estimate(finals, 'silu', projection, space)} "
                 f"at the end ({row.verdict})")
         if results.pretrained is not None:
@@ -792,10 +798,10 @@ def pretrained_statement(results: Results) -> Markdown:
     """Our settled values beside the pretrained checkpoint's, for the predicted projections and V."""
     if results.pretrained is None:
         return Markdown(f"No pretrained comparison: {results.pretrained_status}.")
-    finals, early, step = results.finals, projection_finals(results.early), results.settings.early_step
+    finals, early, step = results.finals, results.early_finals, results.settings.early_step
     parts = []
     for projection, space in list(dict.fromkeys(_CLAIM_QUANTITY.values())):
-        vector = "v1" if space == "input" else "u1"
+        vector = vector_name(space)
         parts.append(f"{_short(projection)} {vector}: ours {_estimate(finals, 'silu', projection, space)} "
                      f"(step {step}: {_estimate(early, 'silu', projection, space)}), pretrained "
                      f"{_pretrained_estimate(results, projection, space)}")
