@@ -46,6 +46,9 @@ INTERVENTIONS: dict[str, dict[str, Any]] = {
     "clip 1.0": dict(grad_clip=1.0),
     "cosine": dict(lr_schedule="cosine"),
     "adamw 0.1": dict(optimizer=OptimizerConfig("adamw", lr=1e-3, weight_decay=0.1)),
+    #: not a stabiliser: Adam in an independent random orthogonal frame per layer, so that no two
+    #: layers share Adam's per-coordinate axes (geocont.optimizers.FrameAdam)
+    "adam-rotated": dict(optimizer=OptimizerConfig("adam-rotated", lr=1e-3)),
 }
 
 #: SGD (momentum 0.9): its learning rate is chosen per dataset as the largest of these with no
@@ -545,6 +548,13 @@ def explanations(results: Results) -> list[Explanation]:
     return out
 
 
+def shared_axes(results: Results) -> tuple[Estimate, Estimate] | None:
+    """res-relu's final weight v1 under Adam and under Adam in random per-layer frames (None if not run)."""
+    if "adam-rotated" not in results.interventions:
+        return None
+    return final_of(results.interventions["adam"], "res-relu"), final_of(results.interventions["adam-rotated"], "res-relu")
+
+
 def weight_decay_prediction(results: Results) -> tuple[str, Estimate, Estimate]:
     """Our prediction (not the paper's): weight decay keeps more of res-none's continuity than Adam."""
     from ..statistics import verdict_for_difference
@@ -836,6 +846,15 @@ def answer(results: Results):
     verdict, with_decay, without = weight_decay_prediction(results)
     lines.append(f"- **Weight decay (our prediction, not the paper's):** AdamW (decoupled decay 0.1) leaves res-none at "
                  f"{with_decay}, Adam at {without}: the prediction that decay keeps more continuity is {verdict}.")
+    axes = shared_axes(results)
+    if axes is not None:
+        adam, rotated = axes
+        share = (adam.mean - rotated.mean) / (adam.mean - results.baseline) if adam.mean > results.baseline else math.nan
+        lines.append(f"- **Adam's shared axes:** res-relu ends at {adam} under Adam and at {rotated} when every layer "
+                     f"gets Adam in its own random frame, so Adam's per-coordinate axes, shared by all layers, supply "
+                     + ("n/a" if math.isnan(share) else f"{100 * share:.0f}%")
+                     + f" of the baseline's continuity above the random level ({results.baseline:.3f}); the paper "
+                     "does not discuss this.")
     return Markdown("\n".join(lines))
 
 
