@@ -24,6 +24,17 @@ from .text import check_corpus_name
 
 OPTIMIZERS = ("adam", "sgd", "adam-rotated")
 DEVICES = ("cpu", "cuda", "auto")
+#: Arithmetic of a run's forward and backward pass. ``bf16-autocast``: matrix products in
+#: bfloat16 under ``torch.autocast``; weights, gradients, optimizer state and every recorded
+#: metric stay float32 (:func:`geocont.training.precision_context`).
+PRECISIONS = ("fp32", "bf16-autocast")
+
+
+def check_precision(value: Any) -> str:
+    """``value`` if it is one of :data:`PRECISIONS`; else a ValueError naming them."""
+    if value not in PRECISIONS:
+        raise ValueError(f"unknown precision {value!r}; valid choices: {', '.join(PRECISIONS)}")
+    return value
 
 
 def check_integer(name: str, value: Any, minimum: int = 1) -> int:
@@ -136,7 +147,7 @@ class RunConfig:
 class MLPRunConfig(RunConfig):
     """Everything that determines one MLP training run (and so its cache key)."""
 
-    ADDED_FIELDS = {"steps": None, "n_late_snapshots": 0, "snapshot_steps": ()}
+    ADDED_FIELDS = {"steps": None, "n_late_snapshots": 0, "snapshot_steps": (), "precision": "fp32"}
 
     condition: str = "res-relu"
     seed: int = 0
@@ -158,6 +169,8 @@ class MLPRunConfig(RunConfig):
     snapshot_steps: tuple[int, ...] = ()
     n_directions: int = 8  # singular directions compared; 1 = leading pair only (no σ²-alignment; cheap)
     device: str = "cpu"
+    #: one of :data:`PRECISIONS`
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         block_spec(self.condition)  # raises with the valid names
@@ -183,7 +196,7 @@ class MLPRunConfig(RunConfig):
             raise ValueError(f"n_directions ({self.n_directions}) cannot exceed width ({self.width})")
         if self.device not in DEVICES:
             raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
-
+        check_precision(self.precision)
 
 
 MLP_ACTIVATIONS = {"silu": "silu", "relu": "relu", "none": "linear"}
@@ -223,7 +236,7 @@ class TransformerShape:
 class LMRunConfig(RunConfig):
     """Everything that determines one language-model training run (its cache key)."""
 
-    ADDED_FIELDS = {"n_late_snapshots": 0, "snapshot_steps": ()}
+    ADDED_FIELDS = {"n_late_snapshots": 0, "snapshot_steps": (), "precision": "fp32"}
 
     shape: TransformerShape = TransformerShape()
     corpus: str = "kjv"
@@ -240,9 +253,12 @@ class LMRunConfig(RunConfig):
     n_late_snapshots: int = 0
     #: further snapshot steps (e.g. an earlier horizon that a longer run must show exactly)
     snapshot_steps: tuple[int, ...] = ()
+    #: one of :data:`PRECISIONS`
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         check_corpus_name(self.corpus)
+        check_precision(self.precision)
         if not isinstance(self.optimizer, OptimizerConfig):
             raise TypeError("optimizer must be an OptimizerConfig")
         if self.optimizer.name == "adam-rotated":
