@@ -37,6 +37,13 @@ def check_precision(value: Any) -> str:
     return value
 
 
+def check_flag(name: str, value: Any) -> bool:
+    """``value`` if it is a bool; else a ValueError."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 def check_integer(name: str, value: Any, minimum: int = 1) -> int:
     """``value`` as an ``int`` if it is an integer (not a bool, not a float) ``>= minimum``; else a ValueError."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -147,7 +154,8 @@ class RunConfig:
 class MLPRunConfig(RunConfig):
     """Everything that determines one MLP training run (and so its cache key)."""
 
-    ADDED_FIELDS = {"steps": None, "n_late_snapshots": 0, "snapshot_steps": (), "precision": "fp32"}
+    ADDED_FIELDS = {"steps": None, "n_late_snapshots": 0, "snapshot_steps": (), "precision": "fp32",
+                    "fused_optimizer": False}
 
     condition: str = "res-relu"
     seed: int = 0
@@ -171,6 +179,10 @@ class MLPRunConfig(RunConfig):
     device: str = "cpu"
     #: one of :data:`PRECISIONS`
     precision: str = "fp32"
+    #: the optimizer's update as one fused kernel where torch has it (:func:`geocont.training.make_optimizer`);
+    #: False: torch's default loop, the runs cached before fusing. Part of the identity, because the
+    #: two differ by float rounding, which a long run amplifies to a seed-like difference.
+    fused_optimizer: bool = True
 
     def __post_init__(self) -> None:
         block_spec(self.condition)  # raises with the valid names
@@ -197,6 +209,7 @@ class MLPRunConfig(RunConfig):
         if self.device not in DEVICES:
             raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
         check_precision(self.precision)
+        check_flag("fused_optimizer", self.fused_optimizer)
 
 
 MLP_ACTIVATIONS = {"silu": "silu", "relu": "relu", "none": "linear"}
@@ -236,7 +249,7 @@ class TransformerShape:
 class LMRunConfig(RunConfig):
     """Everything that determines one language-model training run (its cache key)."""
 
-    ADDED_FIELDS = {"n_late_snapshots": 0, "snapshot_steps": (), "precision": "fp32"}
+    ADDED_FIELDS = {"n_late_snapshots": 0, "snapshot_steps": (), "precision": "fp32", "fused_optimizer": False}
 
     shape: TransformerShape = TransformerShape()
     corpus: str = "kjv"
@@ -255,10 +268,15 @@ class LMRunConfig(RunConfig):
     snapshot_steps: tuple[int, ...] = ()
     #: one of :data:`PRECISIONS`
     precision: str = "fp32"
+    #: the optimizer's update as one fused kernel where torch has it (:func:`geocont.training.make_optimizer`);
+    #: False: torch's default loop, the runs cached before fusing. Part of the identity, because the
+    #: two differ by float rounding, which a long run amplifies to a seed-like difference.
+    fused_optimizer: bool = True
 
     def __post_init__(self) -> None:
         check_corpus_name(self.corpus)
         check_precision(self.precision)
+        check_flag("fused_optimizer", self.fused_optimizer)
         if not isinstance(self.optimizer, OptimizerConfig):
             raise TypeError("optimizer must be an OptimizerConfig")
         if self.optimizer.name == "adam-rotated":

@@ -68,7 +68,7 @@ def train_lm(config: LMRunConfig, progress: bool = True, record: bool = True) ->
     eval_batch = _windows(val_ids, eval_starts, length).to(device)
     recorder = ContinuityRecorder(projection_groups(model), config.schedule(),
                                   n_directions=config.n_directions)
-    optimizer = make_optimizer(model.parameters(), config.optimizer)
+    optimizer = make_optimizer(model.parameters(), config.optimizer, fused=None if config.fused_optimizer else False)
 
     def compute_loss(step: int) -> torch.Tensor:
         starts = torch.randint(0, len(train_ids) - length - 1, (config.batch_size,), generator=sampler)

@@ -50,8 +50,9 @@ def make_optimizer(params: Iterable[nn.Parameter], config: OptimizerConfig,
     orthogonal frame, drawn from ``frame_seed`` (:func:`geocont.optimizers.random_frames`);
     the others ignore ``framed`` and ``frame_seed``. ``fused`` (default: wherever
     :func:`fused_supported`) updates all parameters in one fused kernel; ``False`` gives torch's
-    default implementation (a loop over tensors on the CPU). The two agree to float rounding
-    (tests/test_fused_optimizers.py), so runs are cached under the same keys.
+    default implementation (a loop over tensors on the CPU). The two agree to float rounding per
+    step (tests/test_training_speed.py), which a long run amplifies, so a run's config says which
+    it used (``fused_optimizer``).
     """
     params = list(params)
     if fused is None:
@@ -182,7 +183,7 @@ def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True) 
         n_directions=config.n_directions,
     )
     optimizer = make_optimizer(model.parameters(), config.optimizer, framed=model.hidden_weights(),
-                               frame_seed=config.seed)
+                               frame_seed=config.seed, fused=None if config.fused_optimizer else False)
     shuffle = torch.Generator().manual_seed(config.seed)
     order = torch.empty(0, dtype=torch.long)
 
