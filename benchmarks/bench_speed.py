@@ -5,9 +5,8 @@ each precision (``fp32``, ``bf16-autocast``) and each optimizer implementation (
 loop, fused), times a training step (forward, backward, optimizer update; no recording) as the
 runs take it (:func:`geocont.training.make_optimizer`, :func:`geocont.training.precision_context`,
 subnormals flushed), and measures the matmul peak of this process in fp32 and bf16 before and
-after, so that a busy machine lowers step and peak alike. FLOPs count the matrix products only:
-6 per multiply-accumulate of every weight matrix (forward, and two products backward), and the
-attention scores and their mixing of the values (the full square, as eager attention computes it).
+after, so that a busy machine lowers step and peak alike. FLOPs count the matrix products
+(:mod:`geocont.flops`).
 Usage: python benchmarks/bench_speed.py [--threads 1] [--scale cpu] [--device cpu] [--seconds 4]
 """
 
@@ -22,7 +21,8 @@ import torch
 
 from geocont.chapters.mlp_runs import mlp_chapter_settings
 from geocont.chapters.transformer_projections import lm_chapter_settings
-from geocont.config import PRECISIONS, TransformerShape
+from geocont.config import PRECISIONS
+from geocont.flops import mlp_step_flops, transformer_step_flops
 from geocont.mlp import ResidualMLP
 from geocont.training import make_optimizer, precision_context, resolve_device
 from geocont.transformer import build_llama
@@ -53,20 +53,6 @@ def matmul_peak(dtype: torch.dtype, device: torch.device, seconds: float, n: int
     """GFLOP/s of an n x n matmul in ``dtype``."""
     a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
     return 2 * n ** 3 / timed(lambda: a @ b, device, seconds) / 1e9
-
-
-def mlp_flops(depth: int, width: int, batch: int) -> float:
-    return 6.0 * batch * (MLP_FEATURES * width + depth * width ** 2 + width * MLP_CLASSES)
-
-
-def transformer_flops(shape: TransformerShape, batch: int) -> float:
-    head = shape.d_model // shape.n_heads
-    kv = head * shape.n_kv_heads
-    per_layer = 2 * shape.d_model ** 2 + 2 * shape.d_model * kv + 3 * shape.d_model * shape.ffn_dim
-    matrices = shape.n_layers * per_layer + shape.d_model * shape.vocab_size
-    tokens = batch * shape.max_seq_len
-    attention = shape.n_layers * 2 * 2 * batch * shape.max_seq_len ** 2 * shape.d_model  # scores, mixing
-    return 6.0 * matrices * tokens + 3.0 * attention
 
 
 def mlp_step(config, device: torch.device, precision: str, fused: bool) -> Callable[[], None]:
@@ -116,9 +102,10 @@ def main() -> None:
     deep = lm.replace(shape=dataclasses.replace(lm.shape, n_layers=args.deep_layers))
     models = {
         f"MLP {mlp.depth}x{mlp.width} ({mlp.condition}), batch {mlp.batch_size}":
-            (mlp_flops(mlp.depth, mlp.width, mlp.batch_size), lambda p, f: mlp_step(mlp, device, p, f)),
+            (mlp_step_flops(mlp.depth, mlp.width, mlp.batch_size, MLP_FEATURES, MLP_CLASSES),
+             lambda p, f: mlp_step(mlp, device, p, f)),
         **{f"transformer {c.shape.n_layers} layers d={c.shape.d_model}, batch {c.batch_size}x{c.shape.max_seq_len}":
-           (transformer_flops(c.shape, c.batch_size), lambda p, f, c=c: lm_step(c, device, p, f)) for c in (lm, deep)},
+           (transformer_step_flops(c.shape, c.batch_size), lambda p, f, c=c: lm_step(c, device, p, f)) for c in (lm, deep)},
     }
     peaks = {dtype: [matmul_peak(dtype, device, args.seconds)] for dtype in (torch.float32, torch.bfloat16)}
     rows = []
