@@ -81,8 +81,17 @@ OVERFLOW_JS = """
 const width = window.innerWidth;
 const page = Math.max(document.documentElement.scrollWidth, document.body.scrollWidth);
 if (page <= width) { return {width: width, page: page, culprits: []}; }
+const clipped = e => {  // fixed to the window (a drawer), or inside a box that scrolls or clips and fits
+  if (getComputedStyle(e).position === 'fixed') return true;
+  for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+    const style = getComputedStyle(a);
+    if (style.position === 'fixed') return true;
+    if (style.overflowX !== 'visible' && a.getBoundingClientRect().right <= width + 1) return true;
+  }
+  return false;
+};
 const past = new Set(Array.from(document.body.querySelectorAll('*'))
-                     .filter(e => e.getBoundingClientRect().right > width + 1));
+                     .filter(e => e.getBoundingClientRect().right > width + 1 && !clipped(e)));
 const describe = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
                      + (e.classList.length ? '.' + Array.from(e.classList).join('.') : '');
 const innermost = Array.from(past).filter(e => !Array.from(e.children).some(c => past.has(c)));

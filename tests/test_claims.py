@@ -165,7 +165,8 @@ def test_markdown_table_shows_the_earlier_horizon_only_for_chapters_that_have_on
 def test_the_summary_counts_verdicts_per_chapter_with_a_total(claims_dir):
     claims.publish(frame("first", "partly reproduced"), chapter="first", scale="cpu")
     claims.publish(frame("second"), chapter="second", scale="cpu")
-    text = claims.counts_markdown(claims.collect("cpu", chapters=["first", "second"]), titles={"first": "One"})
+    text = claims.counts_markdown(claims.collect("cpu", chapters=["first", "second"]),
+                                  titles={"first": "One: the first chapter"})
     header, rule, first, second, total = text.splitlines()
     assert header == "| chapter | reproduced | partly reproduced | not reproduced | claims |"
     assert first == "| {doc}`One <first>` | 0 | 1 | 1 | 2 |"
@@ -197,9 +198,10 @@ def test_the_condition_two_headline_counts_its_verdicts_and_names_what_fell_shor
         claim_row("other", "Same key elsewhere", "q", "0.1", 0.1, 0.0, 3, 0.05, "not reproduced",
                   key="linear-weight-v1"),
     ])
-    text = claims.condition_two_headline(rows)
-    assert "of its 2 claims ({doc}`mlp_conditions`), 1 reproduced and 1 not reproduced." in text
-    assert text.endswith("Not fully reproduced: *not reproduced*: Res+None weight v1 |cos| 0.61 (paper: 0.22).")
-    assert claims.condition_two_headline(rows.iloc[[0]]).endswith("Every one is reproduced.")
+    titles = {"mlp_conditions": "Conditions 1 and 2: residual connections"}
+    text = claims.condition_two_headline(rows, titles)
+    assert "of its 2 claims ({doc}`Conditions 1 and 2 <mlp_conditions>`), 1 reproduced and 1 not reproduced." in text
+    assert text.endswith("Short of reproduced: Res+None weight v1 |cos| (not reproduced: ours 0.61, paper 0.22).")
+    assert claims.condition_two_headline(rows.iloc[[0]], titles).endswith("Every one is reproduced.")
     with pytest.raises(KeyError, match="no Condition-2 claim"):
-        claims.condition_two_headline(rows.iloc[[2]])
+        claims.condition_two_headline(rows.iloc[[2]], titles)
