@@ -194,16 +194,18 @@ def _link(chapter: str, titles: dict[str, str]) -> str:
 
 
 def counts_markdown(claims: pd.DataFrame, titles: dict[str, str] | None = None) -> str:
-    """The verdict counts as a small MyST table: one row per chapter (linked), and the total."""
+    """The verdict counts as a small MyST table: one row per chapter (linked), and the book's total;
+    each row lists only the verdicts that occur, so that it reads at a glance, even on a phone."""
     titles = titles if titles is not None else chapter_titles()
     counts = verdict_counts(claims)
-    verdicts = list(counts.columns)
-    lines = ["| chapter | " + " | ".join(verdicts) + " | claims |", "|---|" + "---:|" * (len(verdicts) + 1)]
-    for chapter, row in counts.iterrows():
-        link = _link(chapter, titles)
-        lines.append("| " + " | ".join([link, *(str(row[v]) for v in verdicts), str(row.sum())]) + " |")
+
+    def verdicts(row: pd.Series) -> str:
+        return ", ".join(f"**{row[v]}** {v}" for v in counts.columns if row[v])
+
+    lines = ["| chapter | claims | verdicts |", "|---|---:|---|"]
+    lines += [f"| {_link(chapter, titles)} | {row.sum()} | {verdicts(row)} |" for chapter, row in counts.iterrows()]
     total = counts.sum()
-    lines.append("| **all chapters** | " + " | ".join(f"**{total[v]}**" for v in [*verdicts]) + f" | **{total.sum()}** |")
+    lines.append(f"| **all chapters** | **{total.sum()}** | {verdicts(total)} |")
     return "\n".join(lines)
 
 
