@@ -200,6 +200,30 @@ def stage_mathjax(root: Path, static: Path) -> None:
             shutil.copy2(source / part, static / "mathjax" / part)
 
 
+#: papermill's tag for the cell it inserts with the values a chapter was executed with.
+INJECTED_TAG = "injected-parameters"
+#: Jupyter Book 1.x (myst-nb) leaves a cell with this tag out of the page.
+REMOVE_TAG = "remove-cell"
+
+
+def hide_injected_parameters(notebook) -> None:
+    """Tag papermill's injected-parameters cell so that no page shows it: the chapter's provenance
+    table and "Re-run this chapter" box state the values it ran with."""
+    for cell in notebook.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if INJECTED_TAG in tags and REMOVE_TAG not in tags:
+            tags.append(REMOVE_TAG)
+
+
+def stage_executed(executed: Path, target: Path) -> None:
+    """Copy an executed chapter into the staging folder as the page should show it."""
+    import nbformat
+
+    notebook = nbformat.read(executed, as_version=4)
+    hide_injected_parameters(notebook)
+    nbformat.write(notebook, target)
+
+
 def render(root: Path, strict: bool = True, layout: Layout | None = None) -> Path:
     """Stage sources with executed notebooks and build the HTML site with Jupyter Book."""
     layout = layout or Layout(root)
@@ -217,7 +241,7 @@ def render(root: Path, strict: bool = True, layout: Layout | None = None) -> Pat
         if not executed.exists():
             raise SystemExit(f"{notebook} has not been executed; run `python -m geocont.book build`")
         (staging / notebook).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(executed, staging / notebook)
+        stage_executed(executed, staging / notebook)
     executable = Path(sys.executable).with_name("jupyter-book")
     command = [str(executable if executable.exists() else "jupyter-book"), "build", str(staging),
                "--path-output", str(layout.output)]
