@@ -128,3 +128,105 @@ def test_the_runs_differ_only_where_the_design_says():
     probes = settings.sgd_configs(0.01, steps=settings.sgd_probe_steps)
     assert all(c.steps == settings.sgd_probe_steps and c.optimizer.name == "sgd" for c in probes)
     assert sorted(c.seed for c in probes if c.condition == "res-none") == list(settings.many_seeds)
+
+
+# A synthetic chapter: run tables with snapshots every 100 steps and a trace every 20 (continuity every 100).
+
+STEPS = list(range(0, 1001, 100))
+
+
+def run_rows(v1, loss, turn=1.0, grad=0.9):
+    """One run's rows: ``v1(step)`` and ``loss(step)`` are functions of the step."""
+    rows = []
+    for step in STEPS:
+        for layer in (0, 1):
+            rows.append((step, "hidden", layer, "weight_cos", "input", 1, v1(step)))
+            rows.append((step, "hidden", layer, "grad_cos", "input", 1, grad))
+        if step:
+            rows.append((step, "hidden", 0, "v1_turn", "input", 1, turn * 100 / 1000))
+        rows.append((step, "model", MODEL_LAYER, "test_acc", "", 0, 0.9))
+    for step in range(0, 1001, 20):
+        rows.append((step, "model", MODEL_LAYER, "trace_loss", "", 0, loss(step)))
+        if step % 100 == 0:
+            for layer in (0, 1):
+                rows.append((step, "hidden", layer, "trace_weight_cos", "input", 1, v1(step)))
+                rows.append((step, "hidden", layer, "trace_weight_cos", "output", 1, 0.1))
+    return rows
+
+
+def sweep(runs: dict, optimizer="adam"):
+    """``{condition: [rows of seed 0, rows of seed 1, ...]}`` as a sweep table."""
+    frames = [pd.DataFrame(rows, columns=RUN_COLUMNS).assign(condition=c, optimizer=optimizer, init_scale=1.0, seed=s)
+              for c, seeds in runs.items() for s, rows in enumerate(seeds)]
+    return pd.concat(frames, ignore_index=True)
+
+
+def rise(peak, final, peak_step=300):
+    return lambda step: 0.1 + (peak - 0.1) * step / peak_step if step <= peak_step else \
+        peak + (final - peak) * (step - peak_step) / (1000 - peak_step)
+
+
+def smooth_loss(step):
+    return max(2.0 * 0.99 ** step, 0.05)
+
+
+def spiky_loss(step):  # memorised (below 0.01) by step ~300, then two spikes, at 500 and 800
+    return 3.0 if step in (500, 800) else max(2.0 * 0.98 ** step, 0.005)
+
+
+def spike_fall(step):  # v1 drops only across the spikes
+    return 0.8 if step < 500 else (0.6 if step < 800 else 0.3)
+
+
+def make_results(linear_v1, linear_loss, stable_linear_v1, relu_v1=rise(0.9, 0.9), seeds=3, many=6):
+    settings = condition2.configure("smoke", seeds=seeds, many_seeds=many)
+    conditions = settings.conditions
+
+    def table(none_v1, none_loss, n):
+        runs = {c: [run_rows(relu_v1, smooth_loss) for _ in range(n)] for c in conditions}
+        runs["res-none"] = [run_rows(none_v1, none_loss, turn=20.0) for _ in range(n)]
+        return sweep(runs)
+
+    headline = table(linear_v1, linear_loss, seeds)
+    comparison = {d: headline for d in settings.datasets}
+    interventions = {"adam": headline[headline["condition"].isin(["res-none", "res-relu"])]}
+    for name in settings.interventions:
+        interventions[name] = sweep({"res-none": [run_rows(stable_linear_v1, smooth_loss, turn=20.0)] * seeds,
+                                     "res-relu": [run_rows(relu_v1, smooth_loss)] * seeds})
+    linear_seeds = sweep({"res-none": [run_rows(linear_v1, linear_loss)] * many})
+    sgd = sweep({"res-none": [run_rows(linear_v1, smooth_loss)] * many, "res-relu": [run_rows(relu_v1, smooth_loss)] * seeds},
+                optimizer="sgd(momentum=0.9)")
+    return condition2.Results(settings=settings, comparison=comparison, linear_seeds=linear_seeds,
+                              interventions=interventions, sgd_choice=condition2.SGDChoice(0.01, {0.01: (0, 9)}),
+                              sgd=sgd, baseline=0.05)
+
+
+def verdicts(results):
+    return {e.name: e.verdict for e in condition2.explanations(results)}
+
+
+def test_a_fall_only_across_loss_spikes_of_a_memorised_set_is_instability_not_drift():
+    results = make_results(spike_fall, spiky_loss, stable_linear_v1=rise(0.8, 0.8))
+    assert verdicts(results) == {"instability": "supported", "rotation drift": "not supported",
+                                 "memorisation": "supported"}
+    row = condition2.intervention_rows(results).set_index(["intervention", "condition"]).loc[("adam", "res-none")]
+    assert row.runs_with_events == 3 and row.events == 6
+
+
+def test_a_fall_in_stable_training_under_every_intervention_is_drift():
+    falling = rise(0.8, 0.3)
+    assert verdicts(make_results(falling, smooth_loss, stable_linear_v1=falling)) == {
+        "instability": "not supported", "rotation drift": "supported", "memorisation": "not supported"}
+
+
+def test_the_claims_name_their_dataset_and_the_headline_keys_are_the_summarys():
+    from geocont.book import claims as book_claims
+
+    results = make_results(rise(0.8, 0.3), smooth_loss, stable_linear_v1=rise(0.8, 0.3))
+    produced = condition2.claims(results)
+    headline, other = results.settings.datasets[0], results.settings.datasets[1]
+    assert set(book_claims.CONDITION_TWO_KEYS[condition2.NAME]) <= set(produced["key"])
+    assert f"linear-weight-v1-{other}" in set(produced["key"])
+    assert all(headline in q for q in produced.loc[produced["key"] == "linear-weight-v1", "quantity"])
+    row = produced.set_index("key").loc["relu-above-linear"]
+    assert row.verdict == "reproduced" and math.isclose(row.ours_mean, 0.9 - 0.3)
