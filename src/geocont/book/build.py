@@ -95,13 +95,15 @@ def check_parameters(root: Path, notebook: Path, parameters: dict) -> None:
     """Validate a chapter's parameters in this process, before papermill starts a kernel.
 
     A chapter with a module in :mod:`geocont.chapters` is configured with them (its ``configure``
-    checks names and values); any other notebook (the closing chapter) accepts the names of its
-    parameters cell and a known ``scale``. Raises :class:`geocont.scales.ParameterError`.
+    checks names and values) and every input of its runs is checked (:mod:`geocont.preflight`); any
+    other notebook (the closing chapter) accepts the names of its parameters cell and a known ``scale``. Raises :class:`geocont.scales.ParameterError`.
     """
     from ..chapters import CHAPTER_MODULES, chapter_module
 
     if notebook.stem in CHAPTER_MODULES:
-        chapter_module(notebook.stem).configure(**parameters)
+        from ..preflight import check_settings
+
+        check_settings(chapter_module(notebook.stem).configure(**parameters))
         return
     import papermill
 

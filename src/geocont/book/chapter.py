@@ -57,10 +57,12 @@ def notebook_parameters(namespace: Mapping[str, Any], parameters: Mapping[str, s
 
 def configure_notebook(namespace: Mapping[str, Any], parameters: Mapping[str, str], configure: Any) -> Any:
     """A chapter's ``from_notebook``: ``configure`` with the notebook's parameter values
-    (:func:`notebook_parameters`), and the book's figure theme set for what follows."""
-    from .. import plotting
+    (:func:`notebook_parameters`), every input of its runs checked (:func:`geocont.preflight.check_settings`),
+    and the book's figure theme set for what follows."""
+    from .. import plotting, preflight
 
     settings = configure(**notebook_parameters(namespace, parameters))
+    preflight.check_settings(settings)
     plotting.set_theme()
     return settings
 
