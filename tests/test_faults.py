@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from geocont import cache, sweeps
 import geocont
+from geocont import cache, sweeps
 
 SRC = str(Path(geocont.__file__).resolve().parents[1])  # the geocont under test, for subprocesses
 
@@ -28,23 +28,6 @@ def _fail(value: float) -> pd.DataFrame:
 
 def _claims_left(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p.name == cache.CLAIM or p.name.startswith(".claim-")]
-
-
-@pytest.fixture
-def full_tmpfs(tmp_path):
-    """A 64 kB tmpfs with about 4 kB left (mounting needs root, as in CI): (mount point, filler file)."""
-    mount = tmp_path / "tiny"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
-    try:
-        filler = mount / "filler"
-        stat = os.statvfs(mount)
-        filler.write_bytes(b"\0" * max(0, stat.f_bavail * stat.f_frsize - 4096))
-        yield mount, filler
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def _big_table(value: float) -> pd.DataFrame:

@@ -251,7 +251,8 @@ def _stream(src: TensorSource, matrices: dict[str, list[MatrixRef]], alignment, 
                 if before_W is not None and before_W.shape == W.shape:
                     before["align_input"] = spectral_alignment(before_W, W, "input")
                     before["align_output"] = spectral_alignment(before_W, W, "output")
-                    reasons += _nan_reasons(before, row, ("align_input", "align_output"))
+                    if not any("zero matrix" in reason for reason in reasons):  # which already explains a NaN
+                        reasons += _nan_reasons(before, row, ("align_input", "align_output"))
                 if defined:
                     reasons += _nan_reasons(before, row, [c for c, side in (("v1_cos", "v"), ("u1_cos", "u"))
                                                           if getattr(before_triplet, side).shape

@@ -94,11 +94,11 @@ def _run_analyze(args: argparse.Namespace) -> int:
     for path in args.output:
         if path.suffix not in (".csv", ".json"):
             raise OutputNotWritable(f"{path}: output must end in .csv or .json")
+    for path in [*args.output, *([args.figure] if args.figure else [])]:
+        check_output_path(path)
     if args.figure is not None and args.figure.suffix.lstrip(".").lower() not in figure_formats():
         raise OutputNotWritable(f"{args.figure}: unknown figure format {args.figure.suffix or '(none)'!r}; "
                                 f"valid choices: {', '.join('.' + f for f in figure_formats())}")
-    for path in [*args.output, *([args.figure] if args.figure else [])]:
-        check_output_path(path)
     from .analyzer import analyze, format_table, summary
 
     alignment = {"auto": "auto", "on": True, "off": False}[args.alignment]
@@ -141,7 +141,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import warnings
 
-    warnings.formatwarning = lambda message, category, *rest, **keywords: f"warning: {message}\n"
+    formatwarning = warnings.formatwarning
+    warnings.formatwarning = lambda message, category, *rest, **keywords: f"warning: {message}\n"  # one line each
+    try:
+        return _run(args)
+    finally:
+        warnings.formatwarning = formatwarning
+
+
+def _run(args: argparse.Namespace) -> int:
     from .checkpoints import CorruptCheckpoint
     from .layouts import UnknownLayout
     from .pretrained import ModelNotAvailable
