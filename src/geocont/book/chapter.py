@@ -87,6 +87,8 @@ class ClaimsBuilder:
             raise ValueError(f"claim key {key!r} is used twice in chapter {self.chapter!r}")
         if isinstance(ours, Estimate):
             mean, spread, count = ours.mean, ours.std, ours.n
+            if ours.n_diverged:  # "2 of 8 seeds diverged": diverged runs are left out of the estimate
+                note = f"{note}; {ours.diverged_text}" if note else ours.diverged_text
         else:
             mean, spread, count = float(ours), math.nan, 0
         self.rows.append(claim_row(self.chapter, claim, quantity, paper, mean, spread if std is None else std,

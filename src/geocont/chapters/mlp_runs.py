@@ -18,7 +18,9 @@ from ..data import check_dataset_name
 from ..mlp import CONDITIONS, block_spec
 from ..book.chapter import changed_verdicts_sentence, verdict_list
 from ..scales import apply_overrides, check_scale, parameter_errors
-from ..statistics import (at_final_step, change_over_last, estimate, estimate_at_step, final_estimate, per_run)
+from ..statistics import (at_final_step, change_over_last, estimate, estimate_at_step, final_estimate,
+                          final_per_run, per_run)
+from ..tables import diverged_runs
 from ..training import run_sweep
 
 
@@ -246,8 +248,12 @@ def final_summary(table: pd.DataFrame, by: list[str] | None = None) -> pd.DataFr
     }
     out = {}
     for label, (metric, space, direction) in quantities.items():
-        frame = at_final_step(per_run(table, metric, space, direction))
+        frame = final_per_run(table, metric, space, direction)
         out[label] = frame.groupby(by, observed=True)["value"].apply(lambda v: str(estimate(v)))
+    diverged = diverged_runs(table)
+    if len(diverged):  # diverged runs are left out of the final values above
+        out["diverged runs (left out)"] = diverged.groupby(by, observed=True).size()
+        return pd.DataFrame(out).fillna({"diverged runs (left out)": 0}).astype({"diverged runs (left out)": int})
     return pd.DataFrame(out)
 
 
