@@ -81,7 +81,7 @@ def test_configure_rejects_bad_parameters_in_one_line():
         chapter.configure("huge")
     with pytest.raises(ParameterError, match="steps must be an integer >= 1, got 'abc'"):
         chapter.configure("smoke", steps="abc")
-    assert chapter.configure("smoke", steps=8).early_steps == 8 * 16 // 48  # shortened with the run, not refused
+    assert chapter.configure("smoke", steps=8).early_steps == round(8 * 16 / 48)  # shortened with the run, not refused
     settings = chapter.configure("smoke", steps=20, seeds=None)
     assert settings.base.steps == 20 and settings.overrides == {"steps": 20}
 
