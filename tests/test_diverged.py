@@ -2,6 +2,8 @@
 
 import math
 
+import pytest
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -106,3 +108,52 @@ def test_the_summary_table_counts_diverged_runs():
     assert summary.loc["res-none", "diverged runs (left out)"] == 1
     assert summary.loc["res-relu", "diverged runs (left out)"] == 0
     assert summary.loc["res-none", "weight v1"] == "0.31 ± 0.01"
+
+
+def _sgd_diverges_after_its_first_snapshots(config):
+    """A run as training computes it, except that an SGD run diverges (format of the training side)."""
+    from geocont import training
+
+    table = training.train_mlp(config, progress=False)
+    if config.optimizer.name != "sgd":
+        return table
+    steps = sorted(table["step"].unique())
+    stop = steps[len(steps) // 2]
+    kept = table[table["step"] < stop]
+    row = rows_to_frame([make_row(stop, "model", MODEL_LAYER, DIVERGED, "", 0, 2.3)])
+    return rows_to_frame([tuple(r) for r in pd.concat([kept, row]).itertuples(index=False)])
+
+
+@pytest.mark.slow
+def test_the_chapter_completes_when_the_sgd_control_diverges(monkeypatch):
+    from geocont import training
+    from geocont.book.chapter import claim, claims_display
+    from geocont.chapters import mlp_conditions as chapter
+
+    monkeypatch.setattr(training, "compute_mlp_run", _sgd_diverges_after_its_first_snapshots)
+    monkeypatch.setenv("GEOCONT_EXECUTOR", "serial")
+    settings = chapter.configure("smoke", seeds=1, width=8, depth=2, steps=12,
+                                 conditions=["res-relu", "nores-relu", "res-none", "res-radial"])
+    results = chapter.run(settings)
+    assert len(diverged_runs(results.robustness)) == 2  # res-relu and res-none under SGD
+    chapter.baseline_note(results)
+    chapter.continuity_figure(results)
+    chapter.horizon_figure(results)
+    chapter.horizon_summary(results)
+    chapter.layer_heatmap(results)
+    claims = chapter.claims(results)
+    summary = chapter.summary_table(results)
+    claims_display(claims).to_html()
+    chapter.rise_and_collapse_figure(results)
+    chapter.optimizer_over_training_figure(results)
+    chapter.optimizer_figure(results, claims)
+    chapter.condition_two_note(results)
+    chapter.data_figure(results)
+    chapter.data_table(results)
+    chapter.init_scale_figure(results)
+    chapter.verdict(results, claims)
+    plt.close("all")
+    note = claim(claims, "symmetry-breaking-every-optimizer")["note"]
+    assert "sgd(momentum=0.9): res-relu n/a (1 of 1 seed diverged)" in note
+    assert "diverged" not in claim(claims, "linear-weight-v1")["note"]  # the Adam runs did not diverge
+    assert summary.shape[0] == 4
