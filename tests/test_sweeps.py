@@ -6,12 +6,14 @@ import torch
 
 from geocont import sweeps
 from geocont.config import MLPRunConfig, OptimizerConfig
-from geocont.training import TrainingDiverged, mlp_job, run_sweep
+from geocont.training import mlp_job, run_sweep
 
 TINY = MLPRunConfig(dataset="mnist-subset", max_train=256, width=8, depth=3, epochs=2,
                     batch_size=64, n_snapshots=3, n_directions=2)
 CONFIGS = [TINY.replace(condition="res-relu"), TINY.replace(condition="nores-relu", seed=1)]
 EXPLODING = TINY.replace(optimizer=OptimizerConfig("sgd", lr=0.9, momentum=0.99), init_scale=30.0)
+#: A run that raises in the worker: CUDA asked for on a machine without a GPU.
+FAILING = TINY.replace(device="cuda")
 
 
 @pytest.fixture
@@ -59,15 +61,24 @@ def test_local_workers_give_the_serial_tables_exactly(serial_table, tmp_path, mo
                                   check_exact=True)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the failing run asks for CUDA, which this machine has")
 def test_a_failing_run_is_reported_with_its_configuration_and_the_others_are_cached(tmp_path, monkeypatch, capsys):
     in_fresh_cache(monkeypatch, tmp_path, "failing")
     with pytest.raises(sweeps.SweepFailed, match=r"1 of 3 runs failed") as failed:
-        run_sweep([CONFIGS[0], EXPLODING, CONFIGS[1]], progress=False, executor="local:2")
+        run_sweep([CONFIGS[0], FAILING, CONFIGS[1]], progress=False, executor="local:2")
     (label, config, error), = failed.value.failures
-    assert config == EXPLODING.to_dict() and "init=30" in label and TrainingDiverged.__name__ in error
-    assert "loss became" in str(failed.value) and "'init_scale': 30.0" in str(failed.value)
+    assert config == FAILING.to_dict() and "seed=0" in label and "no CUDA GPU" in error
+    assert "'device': 'cuda'" in str(failed.value)
     assert "run failed:" in capsys.readouterr().out  # reported as it happened, before the sweep ended
-    assert all(mlp_job(c).load() is not None for c in CONFIGS) and mlp_job(EXPLODING).load() is None
+    assert all(mlp_job(c).load() is not None for c in CONFIGS) and mlp_job(FAILING).load() is None
+
+
+def test_a_diverged_run_is_an_outcome_cached_with_the_others(tmp_path, monkeypatch):
+    in_fresh_cache(monkeypatch, tmp_path, "diverged")
+    table = run_sweep([CONFIGS[0], EXPLODING], progress=False, executor="local:2")
+    diverged = table[table["metric"] == "diverged"]
+    assert len(diverged) == 1 and diverged["init_scale"].iloc[0] == 30.0 and diverged["step"].iloc[0] >= 1
+    assert mlp_job(EXPLODING).load() is not None
 
 
 def test_an_unwritable_cache_still_gives_the_tables_from_workers(serial_table, tmp_path, monkeypatch):
@@ -87,12 +98,11 @@ def test_a_local_ray_cluster_gives_the_serial_tables_exactly(serial_table, tmp_p
     assert not ray.is_initialized()  # everything was cached: no cluster started
     in_fresh_cache(monkeypatch, tmp_path, "ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        with pytest.raises(sweeps.SweepFailed, match="1 of 3 runs failed") as failed:
-            run_sweep([EXPLODING, *CONFIGS], progress=False, executor="ray")
+    try:  # a diverged run is an outcome under Ray too
+        with_diverged = run_sweep([EXPLODING, *CONFIGS], progress=False, executor="ray")
     finally:
         ray.shutdown()
-    assert failed.value.failures[0][1] == EXPLODING.to_dict()
+    assert set(with_diverged.loc[with_diverged["metric"] == "diverged", "init_scale"]) == {30.0}
     table = run_sweep(CONFIGS, progress=False, executor="ray")  # what the Ray workers cached
     assert not ray.is_initialized()
     pd.testing.assert_frame_equal(table, serial_table, check_exact=True)

@@ -28,7 +28,8 @@ def test_log_spaced_schedule():
 def test_run_table_is_tidy_and_complete():
     table = train_mlp(TINY, progress=False)
     assert list(table.columns) == RUN_COLUMNS
-    assert set(table["metric"].unique()) == set(METRICS) - {"val_loss"}  # val_loss is the LM's
+    # val_loss is the LM's; the trace and divergence rows appear only where asked for or met
+    assert set(table["metric"].unique()) == set(METRICS) - {"val_loss", "trace_loss", "trace_weight_cos", "diverged"}
     steps = sorted(table["step"].unique())
     assert steps[0] == 0 and steps[-1] == 2 * (256 // 64)
     weight_v = select(table, "weight_cos", "input")
@@ -101,10 +102,42 @@ def test_sweep_adds_configuration_columns():
     assert len(table) == sum(len(run_mlp(config, progress=False)) for config in configs)
 
 
-def test_divergence_is_reported_with_the_step():
+def test_divergence_is_an_outcome_recorded_with_its_step():
     exploding = TINY.replace(optimizer=OptimizerConfig("sgd", lr=0.9, momentum=0.99), init_scale=30.0)
-    with pytest.raises(TrainingDiverged, match="at step"):
-        train_mlp(exploding, progress=False)
+    table = train_mlp(exploding, progress=False)
+    diverged = select(table, "diverged")
+    assert len(diverged) == 1 and math.isfinite(diverged["value"].iloc[0])
+    step = int(diverged["step"].iloc[0])
+    assert table["step"].max() == step and (table.loc[table.metric != "diverged", "step"] < step).all()
+    with pytest.raises(TrainingDiverged, match="at step"):  # without a recorder there is no table to hold it
+        train_mlp(exploding, progress=False, record=False)
+
+
+def test_schedule_clipping_and_adamw_change_training_and_the_cache_key():
+    base = TINY.replace(steps=12)
+    assert base.to_dict() == MLPRunConfig(**{**base.__dict__}).to_dict()
+    assert "lr_schedule" not in base.to_dict() and "grad_clip" not in base.to_dict()
+    reference = select(train_mlp(base, progress=False), "weight_cos", "input", 1)["value"].to_numpy()
+    for changed in (base.replace(lr_schedule="cosine"), base.replace(grad_clip=0.01),
+                    base.replace(optimizer=OptimizerConfig("adamw", weight_decay=0.5))):
+        assert changed.to_dict() != base.to_dict()
+        values = select(train_mlp(changed, progress=False), "weight_cos", "input", 1)["value"].to_numpy()
+        assert values[0] == reference[0] and not (values == reference).all()  # same start, other path
+    with pytest.raises(ValueError, match="lr_schedule"):
+        base.replace(lr_schedule="linear")
+    with pytest.raises(ValueError, match="grad_clip"):
+        base.replace(grad_clip=0.0)
+
+
+def test_dense_trace_records_loss_every_step_count_and_continuity_at_its_stride():
+    from geocont.recorder import TRACE_CONTINUITY_STRIDE
+
+    table = train_mlp(TINY.replace(steps=20, trace_every=2), progress=False)
+    loss_steps = sorted(select(table, "trace_loss")["step"])
+    assert loss_steps == list(range(0, 21, 2))
+    cos = select(table, "trace_weight_cos", "input", 1)
+    assert sorted(cos["step"].unique()) == list(range(0, 21, 2 * TRACE_CONTINUITY_STRIDE))
+    assert cos.groupby("step").size().eq(TINY.depth - 1).all() and cos["value"].between(0, 1).all()
 
 
 def test_recorder_measures_how_far_each_layer_turned():

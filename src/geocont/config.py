@@ -22,7 +22,8 @@ from .data import check_dataset_name
 from .mlp import block_spec
 from .text import check_corpus_name
 
-OPTIMIZERS = ("adam", "sgd", "adam-rotated")
+OPTIMIZERS = ("adam", "sgd", "adam-rotated", "adamw")
+LR_SCHEDULES = ("constant", "cosine")
 DEVICES = ("cpu", "cuda", "auto")
 
 
@@ -74,9 +75,11 @@ def normalise(config: Any, integers: tuple[str, ...] = (), reals: dict[str, dict
 
 @dataclass(frozen=True)
 class OptimizerConfig:
-    """Adam (with any betas, beta2 = 0 included), SGD (with optional momentum), or
+    """Adam (with any betas, beta2 = 0 included), SGD (with optional momentum),
     ``adam-rotated``: Adam with each hidden matrix in its own random orthogonal frame
-    (:class:`geocont.optimizers.FrameAdam`; the same options as Adam)."""
+    (:class:`geocont.optimizers.FrameAdam`; the same options as Adam), or ``adamw``: Adam with
+    decoupled weight decay (``torch.optim.AdamW``; ``weight_decay`` is then the decoupled
+    coefficient, applied as ``W <- W - lr * weight_decay * W`` each step)."""
 
     name: str = "adam"
     lr: float = 1e-3
@@ -106,6 +109,8 @@ class OptimizerConfig:
         """Short human name, e.g. ``adam``, ``adam(beta2=0)``, ``sgd(momentum=0.9)``."""
         if self.name != "sgd":
             changed = [f"{f}={getattr(self, f):g}" for f in ("beta1", "beta2") if getattr(self, f) != getattr(OptimizerConfig, f)]
+            if self.name == "adamw":
+                changed.append(f"weight_decay={self.weight_decay:g}")
         else:
             changed = [f"momentum={self.momentum:g}"] if self.momentum else []
         return f"{self.name}({', '.join(changed)})" if changed else self.name
@@ -136,7 +141,8 @@ class RunConfig:
 class MLPRunConfig(RunConfig):
     """Everything that determines one MLP training run (and so its cache key)."""
 
-    ADDED_FIELDS = {"steps": None, "n_late_snapshots": 0, "snapshot_steps": ()}
+    ADDED_FIELDS = {"steps": None, "n_late_snapshots": 0, "snapshot_steps": (), "lr_schedule": "constant",
+                    "grad_clip": None, "trace_every": 0}
 
     condition: str = "res-relu"
     seed: int = 0
@@ -158,6 +164,13 @@ class MLPRunConfig(RunConfig):
     snapshot_steps: tuple[int, ...] = ()
     n_directions: int = 8  # singular directions compared; 1 = leading pair only (no σ²-alignment; cheap)
     device: str = "cpu"
+    #: ``constant``, or ``cosine``: the learning rate decays from ``optimizer.lr`` to zero at the last step
+    lr_schedule: str = "constant"
+    #: clip the global gradient norm (all parameters) to this value before each update; None: no clipping
+    grad_clip: float | None = None
+    #: every this many steps, record the dense trace (``trace_loss``, ``trace_weight_cos``; see
+    #: :func:`geocont.training.train_mlp`); 0: no trace
+    trace_every: int = 0
 
     def __post_init__(self) -> None:
         block_spec(self.condition)  # raises with the valid names
@@ -185,7 +198,11 @@ class MLPRunConfig(RunConfig):
             raise ValueError(f"n_directions ({self.n_directions}) cannot exceed width ({self.width})")
         if self.device not in DEVICES:
             raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
-
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"unknown lr_schedule {self.lr_schedule!r}; valid choices: {', '.join(LR_SCHEDULES)}")
+        if self.grad_clip is not None:
+            object.__setattr__(self, "grad_clip", check_number("grad_clip", self.grad_clip, low=0.0, low_open=True))
+        object.__setattr__(self, "trace_every", check_integer("trace_every", self.trace_every, minimum=0))
 
 
 MLP_ACTIVATIONS = {"silu": "silu", "relu": "relu", "none": "linear"}

@@ -55,6 +55,10 @@ METRICS: dict[str, str] = {
     "train_set_loss": "cross-entropy on (at most) the first 4,096 training examples",
     "train_set_acc": "accuracy on (at most) the first 4,096 training examples",
     "val_loss": "language-model cross-entropy on the held-out validation windows",
+    "trace_loss": "mean minibatch cross-entropy since the previous trace point (recorder.DenseTrace)",
+    "trace_weight_cos": "|cos| of adjacent layers' leading singular vectors at a trace point (recorder.DenseTrace)",
+    "diverged": "the step at which the loss became NaN or infinite (training stopped there); value: the last "
+                "finite minibatch loss",
 }
 
 #: The metric of the one row a diverged run ends with: ``step`` is the step whose minibatch loss was

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from typing import Callable, Iterable, Sequence
 
 import pandas as pd
@@ -15,7 +16,7 @@ from .config import MLPRunConfig, OptimizerConfig
 from .data import ImageData, load_image_data
 from .mlp import ResidualMLP
 from .optimizers import FrameAdam, random_frames
-from .recorder import ContinuityRecorder, snapshot_schedule
+from .recorder import ContinuityRecorder, DenseTrace, snapshot_schedule
 from .tables import rows_to_frame
 
 
@@ -45,12 +46,21 @@ def make_optimizer(params: Iterable[nn.Parameter], config: OptimizerConfig,
             raise ValueError("adam-rotated needs the matrices to put in random frames (framed=...)")
         return FrameAdam(params, random_frames(framed, frame_seed), lr=config.lr,
                          betas=(config.beta1, config.beta2), eps=config.eps, weight_decay=config.weight_decay)
+    if config.name == "adamw":
+        return torch.optim.AdamW(params, lr=config.lr, betas=(config.beta1, config.beta2), eps=config.eps,
+                                 weight_decay=config.weight_decay)
     if config.name == "adam":
         return torch.optim.Adam(
             params, lr=config.lr, betas=(config.beta1, config.beta2), eps=config.eps,
             weight_decay=config.weight_decay,
         )
     return torch.optim.SGD(params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
+
+
+def cosine_factor(total_steps: int) -> Callable[[int], float]:
+    """The cosine schedule's learning-rate multiplier before update ``step + 1``: 1 at the first
+    update, 0 at the last step (``0.5 * (1 + cos(pi * step / total_steps))``)."""
+    return lambda step: 0.5 * (1.0 + math.cos(math.pi * step / max(1, total_steps)))
 
 
 def train_with_recording(
@@ -62,34 +72,61 @@ def train_with_recording(
     evaluate: Callable[[], dict[str, float]] | None = None,
     description: str = "train",
     progress: bool = True,
-) -> None:
+    lr_factor: Callable[[int], float] | None = None,
+    clip_norm: float | None = None,
+    trace: DenseTrace | None = None,
+) -> int | None:
     """The one training loop: steps ``0..total_steps``, recording at scheduled steps.
 
     At every step the minibatch loss is computed and back-propagated and the recorder
     observes the gradients; an update follows at every step but the last, so the final
     snapshot sees the trained weights together with their gradient. ``evaluate`` runs at
     snapshot steps (held-out metrics). ``recorder=None`` trains without any recording
-    (the benchmarks' reference).
+    (the benchmarks' reference). ``lr_factor(step)`` multiplies every group's initial learning
+    rate before the update that follows ``step`` (a schedule); ``clip_norm`` clips the global
+    gradient norm of all optimized parameters before each update (after the recorder saw the raw
+    gradients); ``trace`` sees every step's loss (:class:`geocont.recorder.DenseTrace`).
+
+    A loss that becomes NaN or infinite ends training there, as an outcome: the recorder gets
+    one ``diverged`` row (step = the step of the non-finite loss, value = the last finite
+    loss) after the rows recorded so far, and the step is returned (None: no divergence).
+    Without a recorder it raises :class:`TrainingDiverged`.
 
     Subnormal floats (below 1.2e-38) are flushed to zero while it trains: a linear residual
     net's tiny activations and gradients are subnormal often enough to make its CPU steps
     about 8x slower (measured 140 ms against 17 ms per step), and no recorded quantity
     depends on values that small.
     """
+    parameters = [p for group in optimizer.param_groups for p in group["params"]]
+    initial_lrs = [group["lr"] for group in optimizer.param_groups]
+    last_finite = math.nan
     torch.set_flush_denormal(True)
     try:
         for step in tqdm(range(total_steps + 1), desc=description, leave=False, disable=not progress):
             optimizer.zero_grad(set_to_none=True)
             loss = compute_loss(step)
-            if not torch.isfinite(loss):
-                raise TrainingDiverged(f"{description}: loss became {float(loss.detach())} at step {step}")
+            value = float(loss.detach())
+            if not math.isfinite(value):
+                if recorder is None:
+                    raise TrainingDiverged(f"{description}: loss became {value} at step {step}")
+                recorder.record(step, "diverged", last_finite)
+                return step
+            last_finite = value
             loss.backward()
+            if trace is not None:
+                trace.observe(step, value)
             if recorder is not None and recorder.observe(step):
-                recorder.record(step, "train_loss", float(loss.detach()))
-                for metric, value in (evaluate() if evaluate else {}).items():
-                    recorder.record(step, metric, value)
+                recorder.record(step, "train_loss", value)
+                for metric, metric_value in (evaluate() if evaluate else {}).items():
+                    recorder.record(step, metric, metric_value)
             if step < total_steps:
+                if clip_norm is not None:
+                    torch.nn.utils.clip_grad_norm_(parameters, clip_norm)
+                if lr_factor is not None:
+                    for group, initial in zip(optimizer.param_groups, initial_lrs):
+                        group["lr"] = initial * lr_factor(step)
                 optimizer.step()
+        return None
     finally:
         torch.set_flush_denormal(False)  # PyTorch's default
 
@@ -154,6 +191,7 @@ def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True) 
     )
     optimizer = make_optimizer(model.parameters(), config.optimizer, framed=model.hidden_weights(),
                                frame_seed=config.seed)
+    trace = DenseTrace({"hidden": model.hidden_weights()}, config.trace_every) if config.trace_every and record else None
     shuffle = torch.Generator().manual_seed(config.seed)
     order = torch.empty(0, dtype=torch.long)
 
@@ -172,8 +210,10 @@ def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True) 
                           **evaluate_classifier(model, x_train[:TRAIN_SET_EVAL], y_train[:TRAIN_SET_EVAL],
                                                 prefix="train_set")},
         description=f"{config.condition} {config.optimizer.label} seed={config.seed}", progress=progress,
+        lr_factor=cosine_factor(total_steps) if config.lr_schedule == "cosine" else None,
+        clip_norm=config.grad_clip, trace=trace,
     )
-    return rows_to_frame(recorder.rows)
+    return rows_to_frame(recorder.rows + (trace.rows if trace else []))
 
 
 def compute_mlp_run(config: MLPRunConfig) -> pd.DataFrame:

@@ -1,0 +1,184 @@
+"""Loss spikes, memorisation and continuity across them, read from a run's dense trace.
+
+A run recorded with ``trace_every`` (:class:`geocont.recorder.DenseTrace`) has, every few dozen
+steps, the mean minibatch loss since the previous trace point (``trace_loss``) and the |cos| of
+adjacent layers' leading singular vectors (``trace_weight_cos``). From these:
+
+* an **instability event** is a maximal stretch of trace points whose loss exceeds
+  ``max(INSTABILITY_FACTOR x`` the running minimum of the earlier trace points``, MEMORISED_LOSS)``.
+  The factor 10 (an order of magnitude) was chosen before any run was read: a stable run's
+  windowed loss moves by well under a factor of 10 between trace points once it averages dozens of
+  minibatches, while a spike of the kind Adam shows on a fitted training set lifts it by orders of
+  magnitude. The floor (the memorisation threshold) keeps a rise from 1e-5 to 1e-4 of an already
+  fitted set from counting: it does not un-fit the data;
+* the **memorised step** is the first trace point whose loss is below :data:`MEMORISED_LOSS`;
+* continuity **across** an event is weight v1 (the layer-pair mean) at the last trace point with
+  continuity before it and at the first one after it (continuity is traced at every
+  :data:`geocont.recorder.TRACE_CONTINUITY_STRIDE`-th loss trace point); the change over the rest of the run is the change
+  **between** events. The two add up to the change over the whole run, so a fall can be split
+  into the part that happened across spikes and the part that happened in stable training.
+
+Nothing here knows a chapter; every function takes a (sweep) run table and returns one row per run
+or per event, keyed by :data:`geocont.tables.RUN_KEYS` and any extra key columns the table has.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .statistics import per_run
+from .tables import RUN_KEYS, select
+
+#: A trace point is unstable when its loss exceeds this factor times the running minimum of the
+#: earlier trace points (and the memorisation threshold): see the module docstring.
+INSTABILITY_FACTOR = 10.0
+
+#: The training loss (mean minibatch cross-entropy, nats) below which the training set counts as memorised.
+MEMORISED_LOSS = 0.01
+
+EVENT_COLUMNS = ["event", "start", "end", "peak_loss", "running_min", "v1_before", "v1_after"]
+
+
+def _keys(table: pd.DataFrame, extra: Sequence[str] = ()) -> list[str]:
+    return [k for k in (*RUN_KEYS, *extra) if k in table.columns]
+
+
+def trace_series(table: pd.DataFrame, extra_keys: Sequence[str] = ()) -> pd.DataFrame:
+    """Per run and trace step: ``loss`` (``trace_loss``) and ``v1`` / ``u1`` (the layer-pair mean of
+    ``trace_weight_cos`` in the input / output space; NaN pairs left out of the mean)."""
+    keys = _keys(table, extra_keys)
+    loss = select(table, "trace_loss").groupby(keys + ["step"], observed=True)["value"].mean().rename("loss")
+    parts = [loss]
+    for space, name in (("input", "v1"), ("output", "u1")):
+        rows = select(table, "trace_weight_cos", space, 1)
+        parts.append(rows.groupby(keys + ["step"], observed=True)["value"].mean().rename(name))
+    return pd.concat(parts, axis=1).reset_index().sort_values(keys + ["step"], ignore_index=True)
+
+
+def _last_finite(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(finite[-1]) if len(finite) else math.nan
+
+
+def _first_finite(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(finite[0]) if len(finite) else math.nan
+
+
+def _events_of_run(run: pd.DataFrame, factor: float, floor: float) -> list[dict]:
+    loss = run["loss"].to_numpy()
+    v1 = run["v1"].to_numpy()
+    steps = run["step"].to_numpy()
+    running_min = np.minimum.accumulate(np.concatenate([[np.inf], loss[:-1]]))
+    threshold = np.maximum(factor * running_min, floor)
+    unstable = loss > threshold
+    events, index = [], 0
+    while index < len(loss):
+        if not unstable[index]:
+            index += 1
+            continue
+        end = index
+        while end + 1 < len(loss) and unstable[end + 1]:
+            end += 1
+        events.append(dict(
+            event=len(events) + 1, start=int(steps[index]), end=int(steps[end]),
+            peak_loss=float(loss[index:end + 1].max()), running_min=float(running_min[index]),
+            v1_before=_last_finite(v1[:index]), v1_after=_first_finite(v1[end + 1:]),
+        ))
+        index = end + 1
+    return events
+
+
+def instability_events(table: pd.DataFrame, factor: float = INSTABILITY_FACTOR, floor: float = MEMORISED_LOSS,
+                       extra_keys: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per instability event of every run (see the module docstring): its number within the
+    run, first and last unstable trace step, peak loss, the running minimum it rose from, and
+    weight v1 at the trace points just before and just after it (NaN at the run's ends)."""
+    series = trace_series(table, extra_keys)
+    keys = _keys(series, extra_keys)
+    rows = []
+    for key, run in series.groupby(keys, observed=True, sort=False):
+        for event in _events_of_run(run, factor, floor):
+            rows.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,))), **event})
+    return pd.DataFrame(rows, columns=keys + EVENT_COLUMNS)
+
+
+def run_summary(table: pd.DataFrame, factor: float = INSTABILITY_FACTOR, floor: float = MEMORISED_LOSS,
+                extra_keys: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per run: its instability events (count, first step), its memorised step, and weight v1
+    read off the trace: at the start, at its peak (value and step), at the end; the change over
+    the run split into the part across events and the part between them; the change before and
+    after the memorised step; and ``diverged_step`` where the run diverged (NaN otherwise)."""
+    series = trace_series(table, extra_keys)
+    keys = _keys(series, extra_keys)
+    events = instability_events(table, factor, floor, extra_keys)
+    diverged = select(table, "diverged").set_index(keys)["step"] if "diverged" in set(table["metric"]) else None
+    rows = []
+    for key, run in series.groupby(keys, observed=True, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        mine = events
+        for column, value in zip(keys, key):
+            mine = mine[mine[column] == value]
+        v1 = run["v1"].to_numpy()
+        steps = run["step"].to_numpy()
+        valid = np.isfinite(v1)
+        peak_index = int(np.nanargmax(v1)) if valid.any() else 0
+        across = float((mine["v1_after"] - mine["v1_before"]).sum(min_count=1)) if len(mine) else 0.0
+        total = float(v1[valid][-1] - v1[valid][0]) if valid.any() else math.nan
+        memorised = steps[run["loss"].to_numpy() < floor]
+        memorised_step = int(memorised[0]) if len(memorised) else math.nan
+        v1_at_memorised = _first_finite(v1[steps >= memorised_step]) if len(memorised) else math.nan
+        row = dict(zip(keys, key))
+        row.update(
+            events=len(mine), first_event=int(mine["start"].min()) if len(mine) else math.nan,
+            memorised_step=memorised_step, v1_start=_first_finite(v1), v1_peak=float(v1[peak_index]),
+            peak_step=int(steps[peak_index]), v1_final=float(v1[valid][-1]) if valid.any() else math.nan,
+            change_total=total, change_across_events=across, change_between_events=total - across,
+            change_before_memorised=v1_at_memorised - float(v1[valid][0]) if valid.any() else math.nan,
+            change_after_memorised=float(v1[valid][-1]) - v1_at_memorised if valid.any() else math.nan,
+            final_loss=float(run["loss"].iloc[-1]), min_loss=float(run["loss"].min()),
+            last_step=int(steps[-1]),
+            diverged_step=float(diverged.get(key if len(key) > 1 else key[0], math.nan)) if diverged is not None
+            else math.nan,
+        )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def stable_windows_turn_rate(table: pd.DataFrame, events: pd.DataFrame, start_fraction: float = 0.1,
+                             extra_keys: Sequence[str] = ()) -> pd.DataFrame:
+    """Per run, rotation drift in degrees per 1,000 steps (the layer mean of the input-space
+    ``v1_turn`` between consecutive snapshots, divided by their interval, time-averaged), over the
+    snapshot intervals after ``start_fraction`` of training that contain no instability event
+    (``events``, from :func:`instability_events`): drift in stable training only. ``windows`` says
+    how many intervals were used; a run with none gets NaN."""
+    keys = _keys(table, extra_keys)
+    turns = select(table, "v1_turn", "input", 1).groupby(keys + ["step"], observed=True)["value"].mean().reset_index()
+    rows = []
+    for key, run in turns.groupby(keys, observed=True, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        mine = events
+        for column, value in zip(keys, key):
+            mine = mine[mine[column] == value]
+        run = run.sort_values("step")
+        steps = run["step"].to_numpy()
+        previous = np.concatenate([[np.nan], steps[:-1]])
+        keep = (steps > start_fraction * steps.max()) & np.isfinite(previous) & run["value"].notna().to_numpy()
+        for start, end in zip(mine["start"], mine["end"]):
+            keep &= ~((previous <= end) & (steps >= start))
+        interval = (steps - previous)[keep]
+        degrees = run["value"].to_numpy()[keep]
+        rate = 1000 * degrees.sum() / interval.sum() if keep.any() else math.nan
+        rows.append({**dict(zip(keys, key)), "turn_rate": float(rate), "windows": int(keep.sum())})
+    return pd.DataFrame(rows)
+
+
+def fall_rate_after_peak(summary: pd.DataFrame) -> pd.Series:
+    """Weight v1 lost per 1,000 steps after each run's peak (``run_summary`` rows): a comparison at
+    equal progress for runs that rise at different speeds (NaN where the peak is the last step)."""
+    span = summary["last_step"] - summary["peak_step"]
+    return (1000 * (summary["v1_peak"] - summary["v1_final"]) / span).where(span > 0)
