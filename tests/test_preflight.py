@@ -209,3 +209,10 @@ def test_rerunning_one_chapter_renders_at_once_and_shows_the_others_as_not_execu
     other_scale = nbformat.read(staged / "book/timeline.ipynb", as_version=4)
     assert any("executed at the `smoke` scale, not at `cpu`" in c.source for c in other_scale.cells)
     assert nbformat.read(staged / MLP, as_version=4).cells == executed.cells
+
+
+def test_a_transformer_run_shorter_than_its_early_step_names_the_parameters():
+    with pytest.raises(ParameterError, match=r"^early_step \(4\) must lie strictly between 0 and steps \(2\); set "
+                                             r"early_step below steps$"):
+        transformer_projections.configure("smoke", steps=2)
+    assert transformer_projections.configure("smoke", steps=2, early_step=1).early_step == 1
