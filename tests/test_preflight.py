@@ -216,3 +216,20 @@ def test_a_transformer_run_shorter_than_its_early_step_names_the_parameters():
                                              r"early_step below steps$"):
         transformer_projections.configure("smoke", steps=2)
     assert transformer_projections.configure("smoke", steps=2, early_step=1).early_step == 1
+
+
+def test_in_a_kernel_the_configure_call_fails_with_its_one_line(monkeypatch, capsys):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    monkeypatch.setenv("GEOCONT_EXECUTOR", "bogus")
+    shell = InteractiveShell.instance()
+    try:
+        shell.user_ns.update({name: None for name in mlp_conditions.PARAMETERS} | {"scale": "smoke"})
+        result = shell.run_cell("from geocont.chapters import mlp_conditions as chapter\n"
+                                "settings = chapter.from_notebook(globals())")
+    finally:
+        InteractiveShell.clear_instance()
+    assert isinstance(result.error_in_exec, ParameterError)  # the cell fails, so papermill stops there
+    shown = capsys.readouterr().out.strip()
+    assert shown == ("PreflightError: unknown executor 'bogus'; valid choices: serial, local, local:N, ray, "
+                     "ray:ADDRESS (from GEOCONT_EXECUTOR)")
