@@ -206,3 +206,12 @@ def test_a_script_without_a_main_guard_is_told_the_cause(tmp_path):
     done = subprocess.run([sys.executable, str(script)], env=environment, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert f"the script {script} has no `if __name__ == \"__main__\":` guard" in done.stderr
+
+
+def test_a_sweep_on_an_unreachable_ray_address_stops_within_seconds():
+    pytest.importorskip("ray")
+    jobs = [sweeps.Job("demo", {"value": 1.0}, _table_of, 1.0)]
+    start = time.monotonic()
+    with pytest.raises(ValueError, match=r"^cannot reach the Ray cluster at 256.0.0.1:1 within 3 s"):
+        sweeps.run_jobs(jobs, executor="ray:256.0.0.1:1", progress=False)
+    assert time.monotonic() - start < 10

@@ -451,6 +451,12 @@ def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = 
         raise RuntimeError("a sweep was started while a worker process imported the main script: put the script's "
                            "code under `if __name__ == \"__main__\":`")
     spec = resolve_executor(executor)
+    if spec.name == "ray" and spec.address:  # a cluster that does not answer: one line within seconds, not a hang
+        from .preflight import executor_problem
+
+        problem = executor_problem(f"ray:{spec.address}")
+        if problem:
+            raise ValueError(problem)
     threads = run_threads()
     cache.clean_stale({job.kind for job in jobs})
     tables: list[pd.DataFrame | None] = [job.load() for job in jobs]
