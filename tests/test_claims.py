@@ -160,3 +160,50 @@ def test_markdown_table_shows_the_earlier_horizon_only_for_chapters_that_have_on
     long_block, short_block = text.split("\n\n**")
     assert "earlier in training" in long_block and "at 930 steps: 0.70 ± 0.01" in long_block
     assert "earlier in training" not in short_block
+
+
+def test_the_summary_counts_verdicts_per_chapter_with_a_total(claims_dir):
+    claims.publish(frame("first", "partly reproduced"), chapter="first", scale="cpu")
+    claims.publish(frame("second"), chapter="second", scale="cpu")
+    text = claims.counts_markdown(claims.collect("cpu", chapters=["first", "second"]),
+                                  titles={"first": "One: the first chapter"})
+    assert text.splitlines() == [
+        "| chapter | claims | verdicts |",
+        "|---|---:|---|",
+        "| {doc}`One <first>` | 2 | **1** partly reproduced, **1** not reproduced |",
+        "| {doc}`second <second>` | 2 | **1** reproduced, **1** not reproduced |",
+        "| **all chapters** | **4** | **1** reproduced, **1** partly reproduced, **2** not reproduced |",
+    ]
+
+
+def test_the_condition_two_claims_of_the_mlp_chapter_are_found_by_their_keys():
+    from test_chapter_mlp_conditions import CONDITIONS, finals, sweep
+
+    from geocont.chapters import mlp_conditions
+
+    conditions = {**CONDITIONS, "res-gelu": finals(0.95, 0.9), "res-silu": finals(0.95, 0.9)}
+    robustness = sweep({"res-relu": finals(0.9, 0.9), "res-none": finals(0.9, 0.6)})
+    produced = mlp_conditions.condition_claims(sweep(conditions), robustness, 0.05)
+    listed = claims.CONDITION_TWO_KEYS[mlp_conditions.NAME]
+    assert set(listed) <= set(produced["key"]), "a Condition-2 key the chapter no longer produces"
+    assert list(claims.condition_two_claims(produced)["key"]) == [k for k in produced["key"] if k in listed]
+
+
+def test_the_condition_two_headline_counts_its_verdicts_and_names_what_fell_short():
+    rows = pd.DataFrame([
+        claim_row("mlp_conditions", "Linear gradients", "Res+None gradient v1 |cos|", "0.93", 0.91, 0.01, 3, 0.05,
+                  "reproduced", key="linear-gradient-v1"),
+        claim_row("mlp_conditions", "Linear weights", "Res+None weight v1 |cos|", "0.22", 0.61, 0.02, 3, 0.05,
+                  "not reproduced", key="linear-weight-v1"),
+        claim_row("mlp_conditions", "No residual", "NoRes weight v1 |cos|", "random level", 0.05, 0.0, 3, 0.05,
+                  "reproduced", key="nores-weight-v1"),
+        claim_row("other", "Same key elsewhere", "q", "0.1", 0.1, 0.0, 3, 0.05, "not reproduced",
+                  key="linear-weight-v1"),
+    ])
+    titles = {"mlp_conditions": "Conditions 1 and 2: residual connections"}
+    text = claims.condition_two_headline(rows, titles)
+    assert "of its 2 claims ({doc}`Conditions 1 and 2 <mlp_conditions>`), 1 reproduced and 1 not reproduced." in text
+    assert text.endswith("Short of reproduced: Res+None weight v1 |cos| (not reproduced: ours 0.61, paper 0.22).")
+    assert claims.condition_two_headline(rows.iloc[[0]], titles).endswith("Every one is reproduced.")
+    with pytest.raises(KeyError, match="no Condition-2 claim"):
+        claims.condition_two_headline(rows.iloc[[2]], titles)

@@ -144,3 +144,11 @@ def test_the_local_executor_starts_the_costliest_runs_first_and_returns_tables_i
     assert [t["value"].item() for t in tables] == [1.0, 2.0, 3.0, 4.0]  # in the jobs' order
     started = [t["started"].item() for t in tables]
     assert sorted(range(4), key=started.__getitem__) == [1, 3, 0, 2]  # costliest first, ties in order
+
+
+def test_runs_cached_by_code_of_other_numerics_are_not_read(serial_table, tmp_path, monkeypatch):
+    monkeypatch.setenv("GEOCONT_CACHE_DIR", str(tmp_path / "serial"))
+    job = mlp_job(CONFIGS[0])
+    assert job.load() is not None and "numerics" not in job.key_config()
+    monkeypatch.setattr(sweeps.cache, "NUMERICS_REVISION", 2)
+    assert job.key_config()["numerics"] == 2 and job.load() is None

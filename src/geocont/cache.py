@@ -81,6 +81,14 @@ import pandas as pd
 #: 2: entries are versioned with checksums, and runs are computed at a fixed torch thread count.
 SCHEMA_VERSION = 2
 
+#: The revision of the runs' numerics: bump it with any code change that alters the numbers a run
+#: produces for an unchanged configuration (kernels, subnormal flushing, an optimizer's
+#: implementation, data preparation, precision), so that runs cached by earlier code are never read
+#: as this code's. A linear residual net's end point is sensitive to perturbations of the size such
+#: changes make, so mixing them moves published numbers. Part of the key from revision 2 on (see
+#: :meth:`geocont.sweeps.Job.key_config`), so that entries cached at revision 1 keep their keys.
+NUMERICS_REVISION = 1
+
 #: A superseded version younger than this is left in place (another writer may be about to point to it).
 GRACE_SECONDS = 120.0
 #: A staging folder or claim whose owner cannot be checked and that is older than this is abandoned.

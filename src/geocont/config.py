@@ -25,6 +25,24 @@ from .text import check_corpus_name
 OPTIMIZERS = ("adam", "sgd", "adam-rotated", "adamw")
 LR_SCHEDULES = ("constant", "cosine")
 DEVICES = ("cpu", "cuda", "auto")
+#: Arithmetic of a run's forward and backward pass. ``bf16-autocast``: matrix products in
+#: bfloat16 under ``torch.autocast``; weights, gradients, optimizer state and every recorded
+#: metric stay float32 (:func:`geocont.training.precision_context`).
+PRECISIONS = ("fp32", "bf16-autocast")
+
+
+def check_precision(value: Any) -> str:
+    """``value`` if it is one of :data:`PRECISIONS`; else a ValueError naming them."""
+    if value not in PRECISIONS:
+        raise ValueError(f"unknown precision {value!r}; valid choices: {', '.join(PRECISIONS)}")
+    return value
+
+
+def check_flag(name: str, value: Any) -> bool:
+    """``value`` if it is a bool; else a ValueError."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
 
 
 def check_integer(name: str, value: Any, minimum: int = 1) -> int:
@@ -142,7 +160,7 @@ class MLPRunConfig(RunConfig):
     """Everything that determines one MLP training run (and so its cache key)."""
 
     ADDED_FIELDS = {"steps": None, "n_late_snapshots": 0, "snapshot_steps": (), "lr_schedule": "constant",
-                    "grad_clip": None, "trace_every": 0}
+                    "grad_clip": None, "trace_every": 0, "precision": "fp32", "fused_optimizer": False}
 
     condition: str = "res-relu"
     seed: int = 0
@@ -171,6 +189,12 @@ class MLPRunConfig(RunConfig):
     #: every this many steps, record the dense trace (``trace_loss``, ``trace_weight_cos``; see
     #: :func:`geocont.training.train_mlp`); 0: no trace
     trace_every: int = 0
+    #: one of :data:`PRECISIONS`
+    precision: str = "fp32"
+    #: the optimizer's update as one fused kernel where torch has it (:func:`geocont.training.make_optimizer`);
+    #: False: torch's default loop, the runs cached before fusing. Part of the identity, because the
+    #: two differ by float rounding, which a long run amplifies to a seed-like difference.
+    fused_optimizer: bool = True
 
     def __post_init__(self) -> None:
         block_spec(self.condition)  # raises with the valid names
@@ -203,6 +227,8 @@ class MLPRunConfig(RunConfig):
         if self.grad_clip is not None:
             object.__setattr__(self, "grad_clip", check_number("grad_clip", self.grad_clip, low=0.0, low_open=True))
         object.__setattr__(self, "trace_every", check_integer("trace_every", self.trace_every, minimum=0))
+        check_precision(self.precision)
+        check_flag("fused_optimizer", self.fused_optimizer)
 
 
 MLP_ACTIVATIONS = {"silu": "silu", "relu": "relu", "none": "linear"}
@@ -247,7 +273,7 @@ class TransformerShape:
 class LMRunConfig(RunConfig):
     """Everything that determines one language-model training run (its cache key)."""
 
-    ADDED_FIELDS = {"n_late_snapshots": 0, "snapshot_steps": ()}
+    ADDED_FIELDS = {"n_late_snapshots": 0, "snapshot_steps": (), "precision": "fp32", "fused_optimizer": False}
 
     shape: TransformerShape = TransformerShape()
     corpus: str = "kjv"
@@ -264,11 +290,19 @@ class LMRunConfig(RunConfig):
     n_late_snapshots: int = 0
     #: further snapshot steps (e.g. an earlier horizon that a longer run must show exactly)
     snapshot_steps: tuple[int, ...] = ()
+    #: one of :data:`PRECISIONS`
+    precision: str = "fp32"
+    #: the optimizer's update as one fused kernel where torch has it (:func:`geocont.training.make_optimizer`);
+    #: False: torch's default loop, the runs cached before fusing. Part of the identity, because the
+    #: two differ by float rounding, which a long run amplifies to a seed-like difference.
+    fused_optimizer: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.shape, TransformerShape):
             raise TypeError(f"shape must be a TransformerShape, got {self.shape!r}")
         check_corpus_name(self.corpus)
+        check_precision(self.precision)
+        check_flag("fused_optimizer", self.fused_optimizer)
         if not isinstance(self.optimizer, OptimizerConfig):
             raise TypeError("optimizer must be an OptimizerConfig")
         if self.optimizer.name == "adam-rotated":

@@ -23,7 +23,7 @@ from .config import LMRunConfig
 from .recorder import ContinuityRecorder
 from .tables import rows_to_frame
 from .text import encode, load_corpus, train_tokenizer
-from .training import make_optimizer, resolve_device, train_with_recording
+from .training import make_optimizer, precision_context, resolve_device, train_with_recording
 from .transformer import build_llama, projection_groups
 
 
@@ -68,12 +68,13 @@ def train_lm(config: LMRunConfig, progress: bool = True, record: bool = True) ->
     eval_batch = _windows(val_ids, eval_starts, length).to(device)
     recorder = ContinuityRecorder(projection_groups(model), config.schedule(),
                                   n_directions=config.n_directions)
-    optimizer = make_optimizer(model.parameters(), config.optimizer)
+    optimizer = make_optimizer(model.parameters(), config.optimizer, fused=None if config.fused_optimizer else False)
 
     def compute_loss(step: int) -> torch.Tensor:
         starts = torch.randint(0, len(train_ids) - length - 1, (config.batch_size,), generator=sampler)
         batch = _windows(train_ids, starts, length).to(device)
-        return model(input_ids=batch, labels=batch).loss
+        with precision_context(config.precision, device):
+            return model(input_ids=batch, labels=batch).loss
 
     @torch.no_grad()
     def evaluate() -> dict[str, float]:

@@ -56,13 +56,17 @@ class FrameAdam(torch.optim.Optimizer):
     """Adam (as ``torch.optim.Adam``, L2 ``weight_decay`` included) with each framed matrix
     ``W`` updated in the coordinates ``R^T W R'`` (see the module docstring).
 
-    ``frames`` maps parameters to ``(R, R')``; the other parameters get plain Adam. With
-    ``R = R' = I`` the steps are those of ``torch.optim.Adam(..., foreach=False)`` bit for bit.
+    ``frames`` maps parameters to ``(R, R')``; the other parameters get plain Adam. The Adam
+    arithmetic is ``torch.optim.Adam``'s own, run on the unframed parameters and, for each framed
+    matrix, on a zero stand-in whose gradient is the rotated one: the stand-in's update ``dW'``
+    is mapped back as ``dW = R dW' R'^T``. ``fused`` picks torch's fused kernel for it (else its
+    default loop). With ``R = R' = I`` the steps are those of ``torch.optim.Adam(...,
+    foreach=False)`` bit for bit (unfused) and to float rounding (fused).
     """
 
     def __init__(self, params: Iterable[nn.Parameter], frames: Mapping[torch.Tensor, tuple[torch.Tensor, torch.Tensor]],
                  lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0):
+                 weight_decay: float = 0.0, fused: bool = False):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
         owned = {p for group in self.param_groups for p in group["params"]}
         for param, (left, right) in frames.items():
@@ -72,6 +76,11 @@ class FrameAdam(torch.optim.Optimizer):
                 raise ValueError(f"frame shapes {tuple(left.shape)}, {tuple(right.shape)} do not fit a "
                                  f"matrix of shape {tuple(param.shape)}")
             self.state[param]["left"], self.state[param]["right"] = left, right
+            self.state[param]["stand_in"] = torch.zeros_like(param)
+        self.adam = torch.optim.Adam(
+            [dict(group, params=[self.state[p]["stand_in"] if "left" in self.state[p] else p
+                                 for p in group["params"]]) for group in self.param_groups],
+            **(dict(fused=True) if fused else dict(foreach=False)))
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -79,31 +88,25 @@ class FrameAdam(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        for group in self.param_groups:
-            beta1, beta2 = group["betas"]
+        for group, inner in zip(self.param_groups, self.adam.param_groups):
+            inner.update({key: group[key] for key in ("lr", "betas", "eps", "weight_decay")})
             for param in group["params"]:
-                if param.grad is None:
-                    continue
                 state = self.state[param]
+                if "left" not in state:
+                    continue
+                stand_in = state["stand_in"]
+                stand_in.zero_()
+                if param.grad is None:
+                    stand_in.grad = None
+                    continue
                 grad = param.grad
-                if group["weight_decay"]:
+                if group["weight_decay"]:  # L2 decay on W itself; the stand-in is 0, so Adam adds none
                     grad = grad.add(param, alpha=group["weight_decay"])
-                framed = "left" in state
-                if framed:
-                    grad = state["left"].T @ grad @ state["right"]
-                if "step" not in state:
-                    state["step"] = 0
-                    state["exp_avg"] = torch.zeros_like(grad)
-                    state["exp_avg_sq"] = torch.zeros_like(grad)
-                state["step"] += 1
-                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                exp_avg.lerp_(grad, 1 - beta1)
-                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-                step_size = group["lr"] / (1 - beta1 ** state["step"])
-                denom = (exp_avg_sq.sqrt() / (1 - beta2 ** state["step"]) ** 0.5).add_(group["eps"])
-                if framed:
-                    update = torch.zeros_like(exp_avg).addcdiv_(exp_avg, denom, value=-step_size)
-                    param.add_(state["left"] @ update @ state["right"].T)
-                else:
-                    param.addcdiv_(exp_avg, denom, value=-step_size)
+                stand_in.grad = state["left"].T @ grad @ state["right"]
+        self.adam.step()
+        for group in self.param_groups:
+            for param in group["params"]:
+                state = self.state[param]
+                if "left" in state and state["stand_in"].grad is not None:
+                    param.add_(state["left"] @ state["stand_in"] @ state["right"].T)
         return loss

@@ -105,9 +105,11 @@ class Job:
     cost: float = 1.0
 
     def key_config(self) -> dict[str, Any]:
-        """The configuration the cache keys on: ``config``, plus the thread count unless it is 1."""
+        """The configuration the cache keys on: ``config``, plus the thread count unless it is 1 and the
+        numerics revision unless it is 1 (:data:`geocont.cache.NUMERICS_REVISION`)."""
         threads = run_threads()
-        return self.config if threads == 1 else {**self.config, "torch_threads": threads}
+        key = self.config if threads == 1 else {**self.config, "torch_threads": threads}
+        return key if cache.NUMERICS_REVISION == 1 else {**key, "numerics": cache.NUMERICS_REVISION}
 
     def load(self, warn: bool = True) -> pd.DataFrame | None:
         """The job's cached table, or None (see :func:`geocont.cache.load`)."""

@@ -6,18 +6,23 @@
   or a local Hugging Face cache exists; the paper's corpus.
 
 Splits are deterministic: for ``kjv`` every tenth chapter is held out for validation.
+A corpus saved with :func:`save_corpus` into ``$GEOCONT_CORPUS_DIR`` is read from there first
+(a machine without the Debian packages or a network, e.g. a GPU machine the data is carried to).
 Tokenizers are byte-level BPE trained with the ``tokenizers`` library on the training
 split only, and cached by corpus and vocabulary size.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -93,9 +98,26 @@ def _load_wikitext() -> Corpus:
                   "Salesforce/wikitext wikitext-103-raw-v1 via datasets")
 
 
+def saved_corpus_path(name: str) -> Path | None:
+    """``$GEOCONT_CORPUS_DIR/<name>.json``, where that variable is set."""
+    directory = os.environ.get("GEOCONT_CORPUS_DIR")
+    return Path(directory) / f"{name}.json" if directory else None
+
+
+def save_corpus(corpus: Corpus, directory: Path) -> Path:
+    """Write ``corpus`` (both splits) as ``directory/<name>.json``, for ``$GEOCONT_CORPUS_DIR``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{corpus.name}.json"
+    path.write_text(json.dumps(dataclasses.asdict(corpus)))
+    return path
+
+
 def load_corpus(name: str) -> Corpus:
-    """A corpus by name, split into training and validation text."""
+    """A corpus by name, split into training and validation text (a saved copy first, see above)."""
     check_corpus_name(name)
+    saved = saved_corpus_path(name)
+    if saved is not None and saved.exists():
+        return Corpus(**json.loads(saved.read_text()))
     return _load_kjv() if name == "kjv" else _load_wikitext()
 
 

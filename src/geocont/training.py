@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from typing import Callable, Iterable, Sequence
@@ -12,7 +13,7 @@ from torch import nn
 from tqdm import tqdm
 
 from . import sweeps
-from .config import MLPRunConfig, OptimizerConfig
+from .config import MLPRunConfig, OptimizerConfig, check_precision
 from .data import ImageData, load_image_data
 from .mlp import ResidualMLP
 from .optimizers import FrameAdam, random_frames
@@ -33,28 +34,54 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def fused_supported(params: Sequence[torch.Tensor]) -> bool:
+    """Whether torch's fused optimizer kernels take ``params``: floating-point tensors, all on one
+    CPU or CUDA device."""
+    devices = {p.device.type for p in params}
+    return len(devices) == 1 and devices <= {"cpu", "cuda"} and all(p.is_floating_point() for p in params)
+
+
 def make_optimizer(params: Iterable[nn.Parameter], config: OptimizerConfig,
-                   framed: Sequence[nn.Parameter] = (), frame_seed: int = 0) -> torch.optim.Optimizer:
-    """Adam (any betas), SGD (optional momentum) or ``adam-rotated`` from an :class:`OptimizerConfig`.
+                   framed: Sequence[nn.Parameter] = (), frame_seed: int = 0,
+                   fused: bool | None = None) -> torch.optim.Optimizer:
+    """Adam, AdamW (decoupled weight decay), SGD (optional momentum) or ``adam-rotated`` from an
+    :class:`OptimizerConfig`.
 
     ``adam-rotated`` puts each matrix of ``framed`` (among ``params``) in its own random
     orthogonal frame, drawn from ``frame_seed`` (:func:`geocont.optimizers.random_frames`);
-    ``adam`` and ``sgd`` ignore ``framed`` and ``frame_seed``.
+    the others ignore ``framed`` and ``frame_seed``. ``fused`` (default: wherever
+    :func:`fused_supported`) updates all parameters in one fused kernel; ``False`` gives torch's
+    default implementation (a loop over tensors on the CPU). The two agree to float rounding per
+    step (tests/test_training_speed.py), which a long run amplifies, so a run's config says which
+    it used (``fused_optimizer``).
     """
+    params = list(params)
+    if fused is None:
+        fused = fused_supported(params)
+    implementation = dict(fused=True) if fused else {}
     if config.name == "adam-rotated":
         if not framed:
             raise ValueError("adam-rotated needs the matrices to put in random frames (framed=...)")
         return FrameAdam(params, random_frames(framed, frame_seed), lr=config.lr,
-                         betas=(config.beta1, config.beta2), eps=config.eps, weight_decay=config.weight_decay)
-    if config.name == "adamw":
-        return torch.optim.AdamW(params, lr=config.lr, betas=(config.beta1, config.beta2), eps=config.eps,
-                                 weight_decay=config.weight_decay)
-    if config.name == "adam":
-        return torch.optim.Adam(
-            params, lr=config.lr, betas=(config.beta1, config.beta2), eps=config.eps,
-            weight_decay=config.weight_decay,
-        )
-    return torch.optim.SGD(params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
+                         betas=(config.beta1, config.beta2), eps=config.eps, weight_decay=config.weight_decay,
+                         fused=fused)
+    if config.name in ("adam", "adamw"):
+        adam = torch.optim.AdamW if config.name == "adamw" else torch.optim.Adam
+        return adam(params, lr=config.lr, betas=(config.beta1, config.beta2), eps=config.eps,
+                    weight_decay=config.weight_decay, **implementation)
+    return torch.optim.SGD(params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay,
+                           **implementation)
+
+
+def precision_context(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """Where a forward pass runs in ``precision`` (:data:`geocont.config.PRECISIONS`): ``fp32`` as
+    is; ``bf16-autocast`` under ``torch.autocast`` in bfloat16, so that matrix products run in
+    bf16 while the weights, their gradients (backward runs outside the context) and the optimizer
+    state stay float32, and the loss is computed in float32 (autocast's rule for cross-entropy)."""
+    check_precision(precision)
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16)
 
 
 def cosine_factor(total_steps: int) -> Callable[[int], float]:
@@ -190,7 +217,7 @@ def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True) 
         n_directions=config.n_directions,
     )
     optimizer = make_optimizer(model.parameters(), config.optimizer, framed=model.hidden_weights(),
-                               frame_seed=config.seed)
+                               frame_seed=config.seed, fused=None if config.fused_optimizer else False)
     trace = DenseTrace({"hidden": model.hidden_weights()}, config.trace_every) if config.trace_every and record else None
     shuffle = torch.Generator().manual_seed(config.seed)
     order = torch.empty(0, dtype=torch.long)
@@ -201,7 +228,8 @@ def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True) 
         if position == 0:
             order = torch.randperm(len(y_train), generator=shuffle).to(device)
         index = order[position * config.batch_size:(position + 1) * config.batch_size]
-        return nn.functional.cross_entropy(model(x_train[index]), y_train[index])
+        with precision_context(config.precision, device):
+            return nn.functional.cross_entropy(model(x_train[index]), y_train[index])
 
     train_with_recording(
         compute_loss=compute_loss, optimizer=optimizer, recorder=recorder if record else None,

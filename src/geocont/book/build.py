@@ -202,6 +202,30 @@ def stage_mathjax(root: Path, static: Path) -> None:
             shutil.copy2(source / part, static / "mathjax" / part)
 
 
+#: papermill's tag for the cell it inserts with the values a chapter was executed with.
+INJECTED_TAG = "injected-parameters"
+#: Jupyter Book 1.x (myst-nb) leaves a cell with this tag out of the page.
+REMOVE_TAG = "remove-cell"
+
+
+def hide_injected_parameters(notebook) -> None:
+    """Tag papermill's injected-parameters cell so that no page shows it: the chapter's provenance
+    table and "Re-run this chapter" box state the values it ran with."""
+    for cell in notebook.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if INJECTED_TAG in tags and REMOVE_TAG not in tags:
+            tags.append(REMOVE_TAG)
+
+
+def stage_executed(executed: Path, target: Path) -> None:
+    """Copy an executed chapter into the staging folder as the page should show it."""
+    import nbformat
+
+    notebook = nbformat.read(executed, as_version=4)
+    hide_injected_parameters(notebook)
+    nbformat.write(notebook, target)
+
+
 def chapter_title(root: Path, notebook: Path) -> str:
     """The first Markdown heading of a chapter's source notebook (its name if it has none)."""
     import nbformat
@@ -270,16 +294,18 @@ def render(root: Path, strict: bool = True, layout: Layout | None = None, scale:
         if scale is None:
             if not executed.exists():
                 raise SystemExit(f"{notebook} has not been executed; run `python -m geocont.book build`")
-            shutil.copy2(executed, staging / notebook)
+            stage_executed(executed, staging / notebook)
             continue
         _, parameters = _executed_state(executed)
         if not executed.exists():
             placeholders.append(notebook)
             nbformat.write(placeholder_notebook(root, notebook, scale), staging / notebook)
         elif parameters.get("scale") != scale:
-            nbformat.write(_with_scale_note(executed, notebook, scale), staging / notebook)
+            noted = _with_scale_note(executed, notebook, scale)
+            hide_injected_parameters(noted)
+            nbformat.write(noted, staging / notebook)
         else:
-            shutil.copy2(executed, staging / notebook)
+            stage_executed(executed, staging / notebook)
     if placeholders:
         print(f"not executed at {scale} (shown as such): " + ", ".join(map(str, placeholders)), flush=True)
         strict = False

@@ -182,3 +182,70 @@ def verdict_counts(claims: pd.DataFrame) -> pd.DataFrame:
     counts = claims.groupby(["chapter", "verdict"], sort=False).size().unstack(fill_value=0)
     counts = counts.reindex(columns=[v for v in VERDICTS if v in counts.columns])
     return counts.reindex(list(dict.fromkeys(claims["chapter"])))
+
+
+def short_title(title: str) -> str:
+    """A chapter title up to its colon, for summaries ("Conditions 1 and 2: residual ..." -> "Conditions 1 and 2")."""
+    return title.split(": ", 1)[0]
+
+
+def _link(chapter: str, titles: dict[str, str]) -> str:
+    return f"{{doc}}`{_cell(short_title(titles.get(chapter, chapter)))} <{chapter}>`"
+
+
+def counts_markdown(claims: pd.DataFrame, titles: dict[str, str] | None = None) -> str:
+    """The verdict counts as a small MyST table: one row per chapter (linked), and the book's total;
+    each row lists only the verdicts that occur, so that it reads at a glance, even on a phone."""
+    titles = titles if titles is not None else chapter_titles()
+    counts = verdict_counts(claims)
+
+    def verdicts(row: pd.Series) -> str:
+        return ", ".join(f"**{row[v]}** {v}" for v in counts.columns if row[v])
+
+    lines = ["| chapter | claims | verdicts |", "|---|---:|---|"]
+    lines += [f"| {_link(chapter, titles)} | {row.sum()} | {verdicts(row)} |" for chapter, row in counts.iterrows()]
+    total = counts.sum()
+    lines.append(f"| **all chapters** | **{total.sum()}** | {verdicts(total)} |")
+    return "\n".join(lines)
+
+
+#: The claims about Condition 2 (symmetry breaking keeps the continuity that residual connections
+#: start), by chapter and claim key; keys a run did not produce (say, a condition left out) are skipped.
+CONDITION_TWO_KEYS: dict[str, tuple[str, ...]] = {
+    "mlp_conditions": ("linear-gradient-v1", "linear-weight-v1", "radial-weight-v1", "res-relu-above-linear",
+                       "res-gelu-above-linear", "res-silu-above-linear", "res-none-rise-then-collapse",
+                       "res-radial-rise-then-collapse", "symmetry-breaking-every-optimizer"),
+}
+
+
+def condition_two_claims(claims: pd.DataFrame, keys: dict[str, tuple[str, ...]] = CONDITION_TWO_KEYS) -> pd.DataFrame:
+    """The rows of ``claims`` about Condition 2 (:data:`CONDITION_TWO_KEYS`), in table order."""
+    wanted = {(chapter, key) for chapter, chapter_keys in keys.items() for key in chapter_keys}
+    return claims[[pair in wanted for pair in zip(claims["chapter"], claims["key"])]]
+
+
+def _counted(counts: pd.Series) -> str:
+    parts = [f"{counts[v]} {v}" for v in VERDICTS if counts.get(v, 0)]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _ours_against_paper(row) -> str:
+    return f"{row.quantity} ({row.verdict}: ours {_number(row.ours_mean)}, paper {row.paper})"
+
+
+def condition_two_headline(claims: pd.DataFrame, titles: dict[str, str] | None = None,
+                           keys: dict[str, tuple[str, ...]] = CONDITION_TWO_KEYS) -> str:
+    """Condition 2 in two sentences: its claims' verdict counts, then the ones short of reproduced."""
+    titles = titles if titles is not None else chapter_titles()
+    rows = condition_two_claims(claims, keys)
+    if rows.empty:
+        raise KeyError(f"no Condition-2 claim among the collected claims; looked for {keys}")
+    chapters = ", ".join(_link(c, titles) for c in dict.fromkeys(rows["chapter"]))
+    first = (f"**Condition 2** (symmetry breaking keeps the continuity that residual connections start): "
+             f"of its {len(rows)} claims ({chapters}), {_counted(rows['verdict'].value_counts())}.")
+    short = rows[rows["verdict"] != "reproduced"]
+    if short.empty:
+        return first + " Every one is reproduced."
+    order = {verdict: rank for rank, verdict in enumerate(VERDICTS)}
+    short = short.sort_values("verdict", key=lambda v: v.map(order), kind="stable")
+    return first + " Short of reproduced: " + "; ".join(_ours_against_paper(r) for r in short.itertuples()) + "."

@@ -11,6 +11,7 @@ from ..scales import SCALES
 #: Notebook stem -> module (imported on demand: the transformer chapters import transformers).
 CHAPTER_MODULES: dict[str, str] = {
     "mlp_conditions": "geocont.chapters.mlp_conditions",
+    "condition2": "geocont.chapters.condition2",
     "activation_vs_norm": "geocont.chapters.activation_vs_norm",
     "transformer_projections": "geocont.chapters.transformer_projections",
     "timeline": "geocont.chapters.timeline",

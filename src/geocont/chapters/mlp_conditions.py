@@ -31,6 +31,7 @@ NOTEBOOK = f"book/{NAME}.ipynb"
 #: The notebook's parameters, in the order of its ``parameters`` cell.
 PARAMETERS: dict[str, str] = mlp_runs.parameters(
     "scale", "seeds", "steps", "conditions", "width", "depth", "dataset", "init_scale", "lr", "n_snapshots",
+    "precision",
 )
 
 

@@ -65,7 +65,8 @@ _MLP_SCALES: dict[str, dict[str, Any]] = {
     "cpu": dict(dataset="mnist-subset", max_train=None, width=256, depth=16, steps=9360, early_steps=930,
                 batch_size=128, n_snapshots=24, n_late_snapshots=16, seeds=(0, 1, 2)),
     "paper": dict(dataset="mnist", max_train=None, width=256, depth=16, steps=9360, early_steps=930,
-                  batch_size=128, n_snapshots=32, n_late_snapshots=24, seeds=(0, 1, 2), device="auto"),
+                  batch_size=128, n_snapshots=32, n_late_snapshots=24, seeds=(0, 1, 2), device="auto",
+                  precision="bf16-autocast"),
 }
 
 
@@ -311,6 +312,7 @@ PARAMETER_HELP: dict[str, str] = {
     "lr": "the base optimizer's learning rate",
     "n_snapshots": "log-spaced snapshots per run",
     "n_directions": "k: how many singular directions are compared",
+    "precision": "fp32 | bf16-autocast (matrix products in bf16; weights, optimizer state and metrics stay fp32)",
 }
 
 

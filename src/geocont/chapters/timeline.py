@@ -34,6 +34,7 @@ NOTEBOOK = f"book/{NAME}.ipynb"
 #: The notebook's parameters, in the order of its ``parameters`` cell.
 PARAMETERS: dict[str, str] = mlp_runs.parameters(
     "scale", "seeds", "steps", "conditions", "extra_init_scales", "width", "depth", "dataset", "lr", "n_snapshots",
+    "precision",
 )
 
 

@@ -55,6 +55,7 @@ PARAMETERS: dict[str, str] = {
     "lr": "Adam's learning rate",
     "eval_windows": "validation windows per snapshot",
     "pretrained": 'pretrained checkpoint to compare with: "smollm2-135m" (offline) or "none"',
+    "precision": "fp32 | bf16-autocast (matrix products in bf16; weights, optimizer state and metrics stay fp32)",
 }
 
 #: Transformer sizes per scale. ``paper``: 8 layers, d = 512, SwiGLU width 1376, and an
@@ -115,7 +116,7 @@ _LM_SCALES: dict[str, dict[str, Any]] = {
                 pretrained="smollm2-135m"),
     "paper": dict(corpus="wikitext-103", steps=20000, early_step=2000, batch_size=32, n_snapshots=24, n_late_snapshots=12,
                   seeds=(0,), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_layers=16, depth_seeds=(),
-                  eval_windows=256, device="auto", pretrained="smollm2-135m"),
+                  eval_windows=256, device="auto", pretrained="smollm2-135m", precision="bf16-autocast"),
 }
 
 #: The ``silu`` seeds of each scale's preset: the trained models the compression and
