@@ -31,7 +31,7 @@ def _claims_left(root: Path) -> list[Path]:
 
 
 def _big_table(value: float) -> pd.DataFrame:
-    return pd.DataFrame({"value": [value] * 4096, "noise": range(4096)})  # far more than the 4 kB left
+    return pd.DataFrame({"value": [value] * 1024, "noise": range(1024)})  # about 8 kB: more than the 4 kB left
 
 
 @pytest.mark.slow
