@@ -53,8 +53,8 @@ the cost is a duplicated computation, never a broken entry.
 A store that fails (read-only directory, disk full) warns and the computed table is still
 returned. Shared storage: ``GEOCONT_CACHE_DIR`` may point at NFS or another shared file
 system mounted at the same path on every node; the scheme needs only atomic ``rename``,
-``os.replace`` and ``O_EXCL`` creation within one directory, which NFSv3+ and the common
-cluster file systems provide.
+``os.replace`` and ``link`` (or ``O_EXCL`` creation, where hard links are not supported) within one
+directory, which NFSv3+ and the common cluster file systems provide.
 """
 
 from __future__ import annotations
