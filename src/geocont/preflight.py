@@ -184,7 +184,8 @@ def run_memory_bytes(config) -> int:
 
 
 def machine_memory_bytes(device: str = "cpu") -> tuple[int, str]:
-    """Memory available to a run on ``device`` and what it is (``cuda``/``auto`` with a GPU: the GPU's)."""
+    """The memory of the machine a run on ``device`` uses, and what it is (``cuda``/``auto`` with a GPU: the
+    GPU's). A run larger than this cannot fit, whatever else runs."""
     if device in ("cuda", "auto"):
         try:
             import torch
@@ -193,12 +194,7 @@ def machine_memory_bytes(device: str = "cpu") -> tuple[int, str]:
                 return int(torch.cuda.get_device_properties(0).total_memory), f"GPU {torch.cuda.get_device_name(0)}"
         except Exception:  # noqa: BLE001 - no usable GPU: the run falls back to, or fails on, the CPU
             pass
-    try:
-        available = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()
-                             if line.startswith("MemAvailable:"))) * 1024
-        return available, "available memory"
-    except (OSError, StopIteration, ValueError):
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "memory"
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "memory"  # all of it: others may free theirs
 
 
 def _gib(n: int) -> str:
