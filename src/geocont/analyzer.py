@@ -61,8 +61,9 @@ COLUMN_DOCS = {
     "align_baseline": "mean sigma^2-alignment (input) of independent Gaussian matrices of this shape "
                       "(metrics.random_matrix_baseline; NaN where the alignment is not computed)",
     "method": "how the singular triplet was computed: exact, gram-eigh, iterative, or exact-fallback",
-    "flag": "why v1_cos and u1_cos are NaN for this pair although both layers exist, e.g. "
-            "'layer 3: zero matrix' or 'layer 4: tied sigma1/sigma2 (gap 3e-07 < 1e-03)'; empty otherwise",
+    "flag": "why a pair column (v1_cos, u1_cos, align_*) is NaN for this pair although both layers exist, e.g. "
+            "'layer 3: zero matrix', 'layer 4: tied sigma1/sigma2 (gap 3e-07 < 1e-03)' or an alignment that is "
+            "not computable (overflow); empty otherwise",
 }
 
 #: Bump when the meaning of the analyzer's table changes (old cache entries are ignored).
@@ -197,6 +198,17 @@ def analyze(
     return table
 
 
+def _nan_reasons(before: dict[str, Any], after: dict[str, Any], columns: Sequence[str]) -> list[str]:
+    """A flag for each of ``columns`` that came out NaN for the pair (``before``, ``after``) although it was
+    computed, naming the pair's largest sigma1 (a huge one, e.g. from a flipped exponent bit, overflows)."""
+    nan = [column for column in columns if math.isnan(before[column])]
+    if not nan:
+        return []
+    largest = max(before["sigma1"], after["sigma1"])
+    return [f"{', '.join(nan)} NaN: not computable for layers {before['layer']}/{after['layer']} "
+            f"(largest sigma1 {largest:.3g}; a corrupt tensor or an overflow?)"]
+
+
 def _stream(src: TensorSource, matrices: dict[str, list[MatrixRef]], alignment, method: Method,
             progress: bool) -> pd.DataFrame:
     from tqdm.auto import tqdm
@@ -231,7 +243,7 @@ def _stream(src: TensorSource, matrices: dict[str, list[MatrixRef]], alignment, 
                 before, before_triplet, before_W, before_flag = previous
                 reasons = [f"layer {layer}: {why}" for layer, why in ((before["layer"], before_flag),
                                                                      (ref.layer, flag)) if why]
-                before["flag"] = "; ".join(reasons)
+                defined = not reasons
                 if not reasons and before_triplet.v.shape == triplet.v.shape:
                     before["v1_cos"] = float(abs_cos(before_triplet.v[:, 0], triplet.v[:, 0]))
                 if not reasons and before_triplet.u.shape == triplet.u.shape:
@@ -239,6 +251,13 @@ def _stream(src: TensorSource, matrices: dict[str, list[MatrixRef]], alignment, 
                 if before_W is not None and before_W.shape == W.shape:
                     before["align_input"] = spectral_alignment(before_W, W, "input")
                     before["align_output"] = spectral_alignment(before_W, W, "output")
+                    if not any("zero matrix" in reason for reason in reasons):  # which already explains a NaN
+                        reasons += _nan_reasons(before, row, ("align_input", "align_output"))
+                if defined:
+                    reasons += _nan_reasons(before, row, [c for c, side in (("v1_cos", "v"), ("u1_cos", "u"))
+                                                          if getattr(before_triplet, side).shape
+                                                          == getattr(triplet, side).shape])
+                before["flag"] = "; ".join(reasons)
             rows.append(row)
             previous = (row, triplet, W if aligned else None, flag)
             del W

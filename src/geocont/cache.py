@@ -38,24 +38,29 @@ Leftovers of killed processes (staging folders, pointer files, half-removed vers
 are removed by the next store of that key and by :func:`clean_stale`: a staging folder
 whose owner process is gone (same host) or older than :data:`STALE_SECONDS`.
 
-Claims: :func:`cached` creates ``CLAIM`` with ``O_CREAT | O_EXCL`` before computing, so a
-second process asking for the same key waits instead of training it again, then loads
-the first one's entry. The holder refreshes the file's mtime every
-:data:`HEARTBEAT_SECONDS`; a claim whose process is gone (same host) or whose heartbeat
-is older than :data:`STALE_SECONDS` (any host) is broken. Breaking a stale claim has a
-small window in which two waiters can both take over; the cost is a duplicated
-computation, never a broken entry.
+Claims: :func:`cached` claims the key before computing, so a second process asking for the
+same key waits instead of training it again, then loads the first one's entry. A claim is
+created whole or not at all: its owner (host, pid, time) is written to a private file that
+is then hard-linked to ``CLAIM`` (the link fails if ``CLAIM`` exists, like ``O_EXCL``), so no
+reader ever sees a claim without its owner; where the owner cannot be written (a full disk)
+nothing is claimed and the run goes ahead unclaimed. The holder refreshes the file's mtime
+every :data:`HEARTBEAT_SECONDS` and removes the claim when its body ends, whether or not the
+store succeeded. A claim whose process is gone (same host), whose heartbeat is older than
+:data:`STALE_SECONDS` (any host), or that names no owner (left by an older version) is broken
+at once. Breaking a stale claim has a small window in which two waiters can both take over;
+the cost is a duplicated computation, never a broken entry.
 
 A store that fails (read-only directory, disk full) warns and the computed table is still
 returned. Shared storage: ``GEOCONT_CACHE_DIR`` may point at NFS or another shared file
 system mounted at the same path on every node; the scheme needs only atomic ``rename``,
-``os.replace`` and ``O_EXCL`` creation within one directory, which NFSv3+ and the common
-cluster file systems provide.
+``os.replace`` and ``link`` (or ``O_EXCL`` creation, where hard links are not supported) within one
+directory, which NFSv3+ and the common cluster file systems provide.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import json
@@ -269,7 +274,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _abandoned(owner_file: Path, fallback: Path) -> bool:
-    """Whether a staging folder or claim belongs to a process that is gone.
+    """Whether a staging folder belongs to a process that is gone.
 
     Same host: the owner's PID is checked. Another host (or no readable owner): the
     file's age is compared with :data:`STALE_SECONDS`.
@@ -279,12 +284,31 @@ def _abandoned(owner_file: Path, fallback: Path) -> bool:
         if owner.get("host") == socket.gethostname():
             return not _pid_alive(int(owner["pid"]))
         age = time.time() - owner_file.stat().st_mtime
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         try:
             age = time.time() - fallback.stat().st_mtime
         except OSError:
             return False
     return age > STALE_SECONDS
+
+
+def _claim_stale(path: Path) -> bool:
+    """Whether the claim at ``path`` can be broken: its owner is unnamed (no pid and host: a claim
+    is always created with them, so this one was left half-written), gone (same host), or its
+    heartbeat is older than :data:`STALE_SECONDS`. False if the claim vanished meanwhile."""
+    try:
+        text = path.read_text()
+        mtime = path.stat().st_mtime
+    except OSError:
+        return False
+    try:
+        owner = json.loads(text)
+        host, pid = owner["host"], int(owner["pid"])
+    except (ValueError, KeyError, TypeError):
+        return True
+    if host == socket.gethostname() and not _pid_alive(pid):
+        return True
+    return time.time() - mtime > STALE_SECONDS
 
 
 def _clean_key(folder: Path) -> None:
@@ -303,6 +327,9 @@ def _clean_key(folder: Path) -> None:
                     shutil.rmtree(path, ignore_errors=True)
             elif name.startswith(".discarded-"):
                 _remove(path)
+            elif name.startswith(".claim-"):
+                if now - path.stat().st_mtime > GRACE_SECONDS:
+                    path.unlink(missing_ok=True)
             elif name.startswith(f".{POINTER}-"):
                 if now - path.stat().st_mtime > GRACE_SECONDS:
                     path.unlink(missing_ok=True)
@@ -380,35 +407,80 @@ def _claim_owner(path: Path) -> dict[str, Any] | None:
         return None
 
 
+#: Errors of ``os.link`` on file systems without hard links (some FUSE and SMB mounts).
+_NO_HARD_LINKS = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS)
+
+
+def _create_claim_exclusive(path: Path, owner: dict[str, Any]) -> bool | None:
+    """:func:`_create_claim` without hard links: ``O_EXCL``, then the owner; a claim whose owner
+    cannot be written is removed again. A reader may see it ownerless for an instant, and break it:
+    the cost is a duplicated computation."""
+    try:
+        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    except OSError:
+        return None
+    try:
+        with os.fdopen(descriptor, "w") as handle:
+            json.dump(owner, handle)
+    except OSError:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
+    return True
+
+
+def _create_claim(folder: Path, path: Path, owner: dict[str, Any]) -> bool | None:
+    """Create the claim ``path`` holding ``owner``, whole or not at all: True if created, False if
+    another claim exists, None if it cannot be written (an unwritable or full cache)."""
+    private = folder / f".claim-{owner['token']}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(private, "w") as handle:
+            json.dump(owner, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(private, path)
+        except OSError as error:
+            if error.errno not in _NO_HARD_LINKS:
+                raise
+            return _create_claim_exclusive(path, owner)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:
+        return None
+    finally:
+        with contextlib.suppress(OSError):
+            private.unlink()
+
+
 @contextlib.contextmanager
 def claim(kind: str, config: dict[str, Any], poll: float = 0.2) -> Iterator[bool]:
     """Hold the key's claim while the body runs; wait while another live process holds it.
 
     Yields True when the claim is held, False when it cannot be created at all (an
-    unwritable cache: the body then runs unclaimed, and its store will warn).
+    unwritable or full cache: the body then runs unclaimed, and its store will warn). The
+    claim is removed when the body ends, however it ends.
     """
     folder = key_path(kind, config)
     path = folder / CLAIM
     token = uuid.uuid4().hex
-    descriptor = None
-    while descriptor is None:
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            if _abandoned(path, path):
-                with contextlib.suppress(OSError):
-                    os.rename(path, folder / f".discarded-{uuid.uuid4().hex}")
-                continue
-            time.sleep(poll)
-            poll = min(2.0, poll * 1.5)
-        except OSError:
+    while True:
+        created = _create_claim(folder, path, {**_owner(), "token": token})
+        if created is not False:
             break
-    if descriptor is None:
+        if _claim_stale(path):
+            with contextlib.suppress(OSError):
+                os.rename(path, folder / f".discarded-{uuid.uuid4().hex}")
+            continue
+        time.sleep(poll)
+        poll = min(2.0, poll * 1.5)
+    if created is None:
         yield False
         return
-    with os.fdopen(descriptor, "w") as handle:
-        json.dump({**_owner(), "token": token}, handle)
     stop = threading.Event()
 
     def heartbeat() -> None:

@@ -32,6 +32,7 @@ import json
 import mmap
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -292,9 +293,15 @@ class ModuleSource:
 
 
 def _from_directory(path: Path) -> TensorSource:
-    if list(path.glob("*.safetensors")) or (path / INDEX_NAME).exists():
-        return SafetensorsSource(path)
+    """The checkpoint in a folder. Where it holds both safetensors and GGUF files, the rule is: the
+    safetensors (the weights as trained; a GGUF file is usually a quantized copy), said in a warning."""
     ggufs = sorted(path.glob("*.gguf"))
+    if list(path.glob("*.safetensors")) or (path / INDEX_NAME).exists():
+        if ggufs:
+            warnings.warn(f"{path} holds both safetensors and GGUF files ({', '.join(g.name for g in ggufs)}); "
+                          "analysing the safetensors (the weights as trained); pass a .gguf file's path to analyse it",
+                          stacklevel=3)
+        return SafetensorsSource(path)
     if len(ggufs) == 1:
         return GGUFSource(ggufs[0])
     if ggufs:

@@ -9,6 +9,7 @@ one by writing those two functions and an entry there.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -42,6 +43,30 @@ def check_output_path(path: Path) -> None:
         raise OutputNotWritable(f"{path}: cannot write in {ancestor} ({error.strerror or error})") from None
 
 
+def figure_formats() -> list[str]:
+    """The file suffixes (without the dot) matplotlib can save a figure as."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return sorted(FigureCanvasBase.get_supported_filetypes())
+
+
+def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
+    """``write`` a file at ``path`` through a temporary file beside it, renamed into place: a failure
+    (a full disk) leaves neither a partial nor an empty file, and its error names ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".partial{path.suffix}")
+    os.close(handle)
+    try:
+        write(Path(temporary))
+        os.replace(temporary, path)
+    except OSError as error:
+        Path(temporary).unlink(missing_ok=True)
+        raise OSError(error.errno, error.strerror or str(error), str(path)) from None
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
 def _add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
     from .layouts import LAYOUTS
     from .transformer import PROJECTIONS
@@ -71,24 +96,26 @@ def _run_analyze(args: argparse.Namespace) -> int:
             raise OutputNotWritable(f"{path}: output must end in .csv or .json")
     for path in [*args.output, *([args.figure] if args.figure else [])]:
         check_output_path(path)
+    if args.figure is not None and args.figure.suffix.lstrip(".").lower() not in figure_formats():
+        raise OutputNotWritable(f"{args.figure}: unknown figure format {args.figure.suffix or '(none)'!r}; "
+                                f"valid choices: {', '.join('.' + f for f in figure_formats())}")
     from .analyzer import analyze, format_table, summary
 
     alignment = {"auto": "auto", "on": True, "off": False}[args.alignment]
     table = analyze(args.source, layout=args.layout, projections=args.projections, max_layers=args.max_layers,
                     alignment=alignment, method=args.method, progress=not args.quiet, use_cache=not args.no_cache)
     for path in args.output:
-        path.parent.mkdir(parents=True, exist_ok=True)
         if path.suffix == ".csv":
-            table.to_csv(path, index=False)
+            write_atomically(path, lambda target: table.to_csv(target, index=False))
         else:
-            table.to_json(path, orient="records", indent=1)
+            write_atomically(path, lambda target: table.to_json(target, orient="records", indent=1))
     if args.figure:
         from .plotting import plot_depth_continuity, set_theme
 
         set_theme()
         fig = plot_depth_continuity(table, title=table.attrs.get("source", ""))
-        args.figure.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(args.figure, bbox_inches="tight")
+        write_atomically(args.figure, lambda target: fig.savefig(target, bbox_inches="tight",
+                                                                 format=args.figure.suffix.lstrip(".").lower()))
     if not args.quiet:
         attrs = table.attrs
         print(f"{attrs.get('source')}: layout {attrs.get('layout')}, architecture {attrs.get('architecture') or '?'}")
@@ -112,6 +139,17 @@ def main(argv: list[str] | None = None) -> int:
     for name, (help_text, add_arguments, _) in COMMANDS.items():
         add_arguments(sub.add_parser(name, help=help_text, description=help_text))
     args = parser.parse_args(argv)
+    import warnings
+
+    formatwarning = warnings.formatwarning
+    warnings.formatwarning = lambda message, category, *rest, **keywords: f"warning: {message}\n"  # one line each
+    try:
+        return _run(args)
+    finally:
+        warnings.formatwarning = formatwarning
+
+
+def _run(args: argparse.Namespace) -> int:
     from .checkpoints import CorruptCheckpoint
     from .layouts import UnknownLayout
     from .pretrained import ModelNotAvailable

@@ -214,6 +214,8 @@ class MLPRunConfig(RunConfig):
             raise ValueError(f"snapshot_steps must be a list of steps, got {self.snapshot_steps!r}")
         object.__setattr__(self, "snapshot_steps", tuple(sorted({check_integer("snapshot_steps", s, minimum=0)
                                                                   for s in self.snapshot_steps})))
+        if self.steps is not None and any(s > self.steps for s in self.snapshot_steps):
+            raise ValueError(f"snapshot_steps {list(self.snapshot_steps)} must lie within the {self.steps} training steps")
         if self.depth < 2:
             raise ValueError(f"depth must be >= 2 to have adjacent layers, got {self.depth}")
         if self.n_directions > self.width:
@@ -261,6 +263,11 @@ class TransformerShape:
         if self.d_model % self.n_heads or self.n_heads % self.n_kv_heads:
             raise ValueError("d_model must divide by n_heads, and n_heads by n_kv_heads")
 
+    @property
+    def smallest_matrix_side(self) -> int:
+        """The smallest dimension of any projection matrix (K and V have n_kv_heads heads)."""
+        return min(self.d_model, self.n_kv_heads * (self.d_model // self.n_heads), self.ffn_dim)
+
 
 @dataclass(frozen=True)
 class LMRunConfig(RunConfig):
@@ -291,6 +298,8 @@ class LMRunConfig(RunConfig):
     fused_optimizer: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.shape, TransformerShape):
+            raise TypeError(f"shape must be a TransformerShape, got {self.shape!r}")
         check_corpus_name(self.corpus)
         check_precision(self.precision)
         check_flag("fused_optimizer", self.fused_optimizer)
@@ -304,6 +313,12 @@ class LMRunConfig(RunConfig):
         if self.device not in DEVICES:
             raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
         object.__setattr__(self, "n_late_snapshots", check_integer("n_late_snapshots", self.n_late_snapshots, minimum=0))
+        smallest = self.shape.smallest_matrix_side
+        if self.n_directions > smallest:
+            raise ValueError(f"n_directions ({self.n_directions}) cannot exceed the smallest side of the model's "
+                             f"matrices ({smallest})")
+        if isinstance(self.snapshot_steps, (str, bytes)) or not hasattr(self.snapshot_steps, "__iter__"):
+            raise ValueError(f"snapshot_steps must be a list of steps, got {self.snapshot_steps!r}")
         extra = tuple(sorted({check_integer("snapshot_steps", s, minimum=0) for s in self.snapshot_steps}))
         if any(s > self.steps for s in extra):
             raise ValueError(f"snapshot_steps {list(extra)} must lie within the {self.steps} training steps")

@@ -12,8 +12,8 @@ import pandas as pd
 import seaborn as sns
 
 from .layouts import PROJECTIONS
-from .statistics import at_final_step, per_run
-from .tables import select
+from .statistics import at_final_step, per_run, without_runs
+from .tables import diverged_runs, select
 
 BASELINE_STYLE = dict(color="0.35", linestyle="--", linewidth=1.2)
 
@@ -100,6 +100,7 @@ def plot_over_training(
         data=frame, x="step", y="value", hue=hue, hue_order=hue_order, palette=colours,
         errorbar="sd", marker="o", markersize=3.5, ax=ax, legend=legend,
     )
+    mark_diverged(ax, table, frame, hue, colours)
     if baseline is not None:
         draw_baseline(ax, baseline)
     if xscale == "symlog":
@@ -113,13 +114,46 @@ def plot_over_training(
     return ax
 
 
+#: How a diverged run is drawn: an x at the step where its loss became non-finite.
+DIVERGED_STYLE = dict(marker="x", s=70, linewidths=2, zorder=5)
+
+
+def mark_diverged(ax: plt.Axes, table: pd.DataFrame, frame: pd.DataFrame, hue: str, colours: dict) -> None:
+    """An x per diverged run of ``table`` at its divergence step, at its last value in ``frame`` (rows
+    as :func:`per_run` gives; the bottom of the axes if it has none), in its ``hue`` colour."""
+    runs = diverged_runs(table)
+    labelled = False
+    for run in runs.itertuples(index=False):
+        keys = {k: getattr(run, k) for k in runs.columns if k not in ("step", "last_loss") and k in frame.columns}
+        mine = frame
+        for column, value in keys.items():
+            mine = mine[mine[column] == value]
+        mine = mine[mine["step"] < run.step].dropna(subset=["value"])
+        y = float(mine.sort_values("step")["value"].iloc[-1]) if len(mine) else ax.get_ylim()[0]
+        colour = colours.get(keys.get(hue), "black") if hue in keys else "black"
+        ax.scatter([run.step], [y], color=colour, label=None if labelled else "diverged (x: step)", **DIVERGED_STYLE)
+        labelled = True
+
+
+def note_diverged(ax: plt.Axes, table: pd.DataFrame) -> None:
+    """A line inside the axes naming the diverged runs that final values leave out."""
+    runs = diverged_runs(table)
+    if runs.empty:
+        return
+    names = [", ".join(str(v) for k, v in run._asdict().items() if k not in ("step", "last_loss", "seed"))
+             + f" seed {run.seed} (step {run.step:,})" if "seed" in runs.columns else f"step {run.step:,}"
+             for run in runs.itertuples(index=False)]
+    ax.text(0.01, 0.99, f"x diverged, left out: {'; '.join(names)}", transform=ax.transAxes, va="top",
+            fontsize="x-small", color="firebrick")
+
+
 def plot_layer_heatmap(
     table: pd.DataFrame, metric: str, space: str, direction: int = 1, *, rows: str = "condition",
     row_order: Sequence[str] | None = None, ax: plt.Axes | None = None,
 ) -> plt.Axes:
     """Adjacent-pair |cos| per layer pair at the last step, mean over seeds: rows x pairs."""
     ax = ax or plt.gca()
-    frame = at_final_step(select(table, metric, space, direction))
+    frame = without_runs(at_final_step(select(table, metric, space, direction)), diverged_runs(table))
     grid = frame.groupby([rows, "layer"], observed=True)["value"].mean().unstack("layer")
     if row_order is not None:
         grid = grid.loc[[r for r in row_order if r in grid.index]]
@@ -178,7 +212,13 @@ def plot_final_by(
     """Final layer-mean values (or those at ``step``, e.g. 0) as bars (seed mean) with each seed as a dot."""
     frame = per_run(table, metric, space, direction)
     frame = at_final_step(frame) if step is None else frame[frame["step"] == step]
+    diverged = diverged_runs(table)
+    if step is not None:
+        diverged = diverged[diverged["step"] <= step]
+    frame = without_runs(frame, diverged)
     ax = grouped_bars(frame, x=x, hue=hue, ax=ax, order=order, hue_order=hue_order, colours=colours)
+    if len(diverged):
+        note_diverged(ax, table if step is None else table[table["step"] <= step])
     if baseline is not None:
         draw_baseline(ax, baseline)
         ax.legend(fontsize="small")

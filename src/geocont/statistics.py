@@ -3,6 +3,11 @@
 Aggregation is always two-stage: first the mean over a run's layer pairs (one number per
 run and step), then the mean and standard deviation over seeds. The spread reported
 everywhere is therefore the seed-to-seed spread. Nothing here knows a chapter.
+
+A run that diverged (:func:`geocont.tables.diverged_runs`) is an outcome, not a number: the
+estimates at a run's end (:func:`final_estimate`, :func:`change_over_last`, :func:`peak_and_final`)
+leave it out and count it (``Estimate.n_diverged``; ``n`` counts the finite seeds), and so does
+:func:`estimate_at_step` for a run that diverged at or before the step.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import NamedTuple, Sequence
 
 import pandas as pd
 
-from .tables import RUN_KEYS, select
+from .tables import RUN_KEYS, diverged_runs, select
 
 
 def per_run(table: pd.DataFrame, metric: str, space: str = "", direction: int | None = None) -> pd.DataFrame:
@@ -30,45 +35,88 @@ def at_final_step(frame: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Estimate:
-    """Mean and seed-to-seed standard deviation of one quantity."""
+    """Mean and seed-to-seed standard deviation of one quantity over ``n`` finite seeds, and how
+    many seeds diverged (``n_diverged``, left out of the mean)."""
 
     mean: float
     std: float
     n: int
+    n_diverged: int = 0
 
     def __str__(self) -> str:
         if math.isnan(self.mean):
-            return "n/a"
-        return f"{self.mean:.2f} ± {self.std:.2f}" if self.n > 1 else f"{self.mean:.2f} (1 seed)"
+            text = "n/a"
+        else:
+            text = f"{self.mean:.2f} ± {self.std:.2f}" if self.n > 1 else f"{self.mean:.2f} (1 seed)"
+        return text + (f" ({self.diverged_text})" if self.n_diverged else "")
+
+    @property
+    def diverged_text(self) -> str:
+        """``2 of 8 seeds diverged`` (empty where none did)."""
+        if not self.n_diverged:
+            return ""
+        total = self.n + self.n_diverged
+        return f"{self.n_diverged} of {total} seed{'s' if total > 1 else ''} diverged"
 
 
-def estimate(values: pd.Series) -> Estimate:
+def estimate(values: pd.Series, n_diverged: int = 0) -> Estimate:
     values = values.dropna()
     n = len(values)
     if n == 0:
-        return Estimate(math.nan, math.nan, 0)
-    return Estimate(float(values.mean()), float(values.std()) if n > 1 else math.nan, n)
+        return Estimate(math.nan, math.nan, 0, n_diverged)
+    return Estimate(float(values.mean()), float(values.std()) if n > 1 else math.nan, n, n_diverged)
+
+
+def _diverged_of(table: pd.DataFrame, equal: dict, by_step: int | None = None) -> pd.DataFrame:
+    """The diverged runs of ``table`` matching the ``equal`` filters (that diverged at or before ``by_step``)."""
+    runs = diverged_runs(table)
+    for column, value in equal.items():
+        if column in runs.columns:
+            runs = runs[runs[column] == value]
+    return runs if by_step is None else runs[runs["step"] <= by_step]
+
+
+def without_runs(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``frame`` not belonging to one of ``runs`` (matched on their common run-key columns)."""
+    keys = [key for key in RUN_KEYS if key in frame.columns and key in runs.columns]
+    if runs.empty:
+        return frame
+    if not keys:  # a single run's table: it is the diverged run
+        return frame.iloc[:0]
+    listed = set(runs[keys].astype(object).itertuples(index=False, name=None))
+    mask = pd.Series([row not in listed for row in frame[keys].astype(object).itertuples(index=False, name=None)],
+                     index=frame.index, dtype=bool)
+    return frame[mask]
+
+
+def final_per_run(table: pd.DataFrame, metric: str, space: str = "", direction: int | None = None) -> pd.DataFrame:
+    """:func:`per_run` at each run's last step, diverged runs left out (their last step is not the end)."""
+    return without_runs(at_final_step(per_run(table, metric, space, direction)), diverged_runs(table))
 
 
 def final_estimate(
     table: pd.DataFrame, metric: str, space: str = "", direction: int | None = None, **equal
 ) -> Estimate:
-    """Mean ± sd over seeds of a metric's layer-mean at the last step, for one condition."""
+    """Mean ± sd over seeds of a metric's layer-mean at the last step, for one condition; diverged
+    runs are left out and counted."""
     frame = at_final_step(per_run(table, metric, space, direction))
     for column, value in equal.items():
         frame = frame[frame[column] == value]
-    return estimate(frame["value"])
+    diverged = _diverged_of(table, equal)
+    return estimate(without_runs(frame, diverged)["value"], len(diverged))
 
 
 def estimate_at_step(
     table: pd.DataFrame, step: int, metric: str, space: str = "", direction: int | None = None, **equal
 ) -> Estimate:
-    """Mean ± sd over seeds of a metric's layer-mean at one step (e.g. 0, before any update)."""
+    """Mean ± sd over seeds of a metric's layer-mean at one step (e.g. 0, before any update); runs
+    that diverged at or before it are counted as diverged."""
     frame = per_run(table, metric, space, direction)
     frame = frame[frame["step"] == step]
     for column, value in equal.items():
         frame = frame[frame[column] == value]
-    return estimate(frame["value"])
+    diverged = _diverged_of(table, equal, by_step=step)
+    return estimate(without_runs(frame, diverged)["value"], len(diverged))
 
 
 def up_to_step(table: pd.DataFrame, step: int) -> pd.DataFrame:
@@ -86,7 +134,8 @@ def change_over_last(table: pd.DataFrame, metric: str, space: str = "", directio
     frame = per_run(table, metric, space, direction)
     for column, value in equal.items():
         frame = frame[frame[column] == value]
-    return estimate(change_over_last_per_run(frame, fraction)["value"])
+    diverged = _diverged_of(table, equal)
+    return estimate(change_over_last_per_run(without_runs(frame, diverged), fraction)["value"], len(diverged))
 
 
 def _with_previous_step(frame: pd.DataFrame) -> pd.DataFrame:
@@ -128,13 +177,16 @@ class PeakAndFinal(NamedTuple):
 
 
 def peak_and_final(table: pd.DataFrame, metric: str, space: str, direction: int, **equal) -> PeakAndFinal:
-    """Per seed, the maximum over training and the final value of a layer-mean metric."""
+    """Per seed, the maximum over training and the final value of a layer-mean metric (diverged runs
+    left out of both and counted)."""
     frame = per_run(table, metric, space, direction)
     for column, value in equal.items():
         frame = frame[frame[column] == value]
+    diverged = _diverged_of(table, equal)
+    frame = without_runs(frame, diverged)
     peaks = frame.groupby("seed")["value"].max()
     finals = at_final_step(frame).set_index("seed")["value"]
-    return PeakAndFinal(estimate(peaks), estimate(finals))
+    return PeakAndFinal(estimate(peaks, len(diverged)), estimate(finals, len(diverged)))
 
 
 def verdict_for_value(ours: Estimate, paper: float, tolerance: float = 0.10) -> str:

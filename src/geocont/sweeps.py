@@ -43,6 +43,8 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
+import time
 import traceback
 import warnings
 from concurrent.futures.process import BrokenProcessPool
@@ -62,9 +64,18 @@ EXECUTOR_ENV = "GEOCONT_EXECUTOR"
 class SweepFailed(RuntimeError):
     """Some runs of a sweep failed; ``failures`` holds ``(label, config, error)`` for each."""
 
-    def __init__(self, failures: Sequence[tuple[str, dict[str, Any], str]], total: int):
+    def __init__(self, failures: Sequence[tuple[str, dict[str, Any], str]], total: int, cached: int | None = None):
         self.failures = list(failures)
-        lines = [f"{len(failures)} of {total} runs failed (the others are cached):"]
+        others = total - len(failures)
+        if others == 0:
+            state = "no other run"
+        elif cached is None or cached == others:
+            state = f"the other {others} {'is' if others == 1 else 'are'} cached"
+        elif cached == 0:
+            state = f"the other {others} finished but none could be cached"
+        else:
+            state = f"{cached} of the other {others} are cached"
+        lines = [f"{len(failures)} of {total} runs failed ({state}):"]
         lines += [f"  - {label}: {error.strip().splitlines()[-1] if error.strip() else error} | config {config}"
                   for label, config, error in failures]
         super().__init__("\n".join(lines))
@@ -223,13 +234,62 @@ def geocont_environment() -> dict[str, str]:
     return environment
 
 
-def _init_worker(threads: int, environment: dict[str, str]) -> None:
+def _set_parent_death_signal(sig: int = signal.SIGKILL) -> bool:
+    """Ask Linux to send ``sig`` to this process when its parent exits (``prctl(PR_SET_PDEATHSIG)``);
+    False where that is not available."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(1, int(sig), 0, 0, 0) == 0  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return False
+
+
+def _exit_when_gone(pid: int, poll: float = 1.0) -> None:
+    """Block until process ``pid`` has exited (a pidfd where the kernel has one, else polling),
+    then end this process at once."""
+    try:
+        descriptor = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        descriptor = None
+    if descriptor is not None:
+        import select
+
+        select.select([descriptor], [], [])  # readable once the process has exited
+    else:
+        while _pid_alive(pid):
+            time.sleep(poll)
+    os._exit(1)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _init_worker(threads: int, environment: dict[str, str], driver: int | None = None) -> None:
     """A local worker: the driver's environment when the pool started (a forkserver's is older), pinned threads.
 
     Workers ignore Ctrl-C (SIGINT): an interrupt is the driver's to handle, which ends the pool. Without
     this, a Jupyter kernel's shutdown (papermill, nbval) prints a KeyboardInterrupt traceback per idle worker.
+    Workers never outlive the driver (process ``driver``): a thread watches it and ends the worker when it
+    is gone (killed with SIGKILL included), and the worker is killed with its parent, the forkserver
+    (which itself exits once the driver and its workers are gone).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _set_parent_death_signal()
+    if driver is not None:
+        if not _pid_alive(driver):
+            os._exit(1)
+        threading.Thread(target=_exit_when_gone, args=(driver,), daemon=True, name="driver-watch").start()
     os.environ.clear()
     os.environ.update(environment)
     pin_threads(threads)
@@ -264,7 +324,7 @@ def _pool(workers: int, threads: int) -> concurrent.futures.ProcessPoolExecutor:
     if key not in _POOLS:
         _POOLS[key] = concurrent.futures.ProcessPoolExecutor(
             max_workers=workers, mp_context=_pool_context(), initializer=_init_worker,
-            initargs=(threads, dict(os.environ)))
+            initargs=(threads, dict(os.environ), os.getpid()))
     return _POOLS[key]
 
 
@@ -299,14 +359,37 @@ def _local(jobs: list[Job], workers: int, threads: int, environment: dict[str, s
                         outcome = future.result()
                     except BrokenProcessPool:
                         broken = True
-                        outcome = Outcome(error="the worker process died while this run was in flight "
-                                                "(killed, or out of memory?)")
+                        script = unguarded_main_script()
+                        outcome = Outcome(error=(
+                            f"the worker process died at start: the script {script} has no "
+                            "`if __name__ == \"__main__\":` guard, so each worker process re-runs it (and its "
+                            "sweep) when it imports it; put the script's code under that guard") if script else (
+                            "the worker process died while this run was in flight (killed, or out of memory?)"))
                     report(index, outcome)
         except BaseException:
             _drop_pool(workers, threads)
             raise
         if broken:
             _drop_pool(workers, threads)
+
+
+def unguarded_main_script() -> str | None:
+    """The path of the running script if it has no top-level ``if __name__ == "__main__":`` test
+    (its workers re-run it on import), else None (a guarded script, a notebook, ``-c`` or ``-m``)."""
+    import ast
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not path or getattr(getattr(main, "__spec__", None), "name", None):  # -m module: guarded or not, not ours to parse
+        return None
+    try:
+        tree = ast.parse(open(path, encoding="utf-8").read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.If) and "__name__" in ast.unparse(node.test) and "__main__" in ast.unparse(node.test):
+            return None
+    return path
 
 
 def _ensure_ray(address: str | None):
@@ -366,7 +449,16 @@ def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = 
     fails (with its configuration) and :class:`SweepFailed` is raised after the others.
     """
     jobs = list(jobs)
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise RuntimeError("a sweep was started while a worker process imported the main script: put the script's "
+                           "code under `if __name__ == \"__main__\":`")
     spec = resolve_executor(executor)
+    if spec.name == "ray" and spec.address:  # a cluster that does not answer: one line within seconds, not a hang
+        from .preflight import executor_problem
+
+        problem = executor_problem(f"ray:{spec.address}")
+        if problem:
+            raise ValueError(problem)
     threads = run_threads()
     cache.clean_stale({job.kind for job in jobs})
     tables: list[pd.DataFrame | None] = [job.load() for job in jobs]
@@ -376,6 +468,7 @@ def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = 
             todo.setdefault(cache.cache_key(job.kind, job.key_config()), []).append(index)
     unique = [indices[0] for indices in todo.values()]
     failures: list[tuple[str, dict[str, Any], str]] = []
+    cached: list[int] = []  # runs of this sweep whose entry the cache now holds
     bar = tqdm(total=len(jobs), initial=len(jobs) - sum(map(len, todo.values())), desc="runs",
                disable=not progress)
 
@@ -389,6 +482,8 @@ def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = 
             tqdm.write(f"run failed: {job.label} | config {job.config}\n{outcome.error}")
         else:
             table = outcome.table if outcome.table is not None else job.load()
+            if outcome.table is None and table is not None:
+                cached.append(position)
             if table is None:
                 failures.append((job.label, job.config, (
                     f"a worker stored the entry but this process cannot read it under {cache.cache_root()}: "
@@ -409,7 +504,7 @@ def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = 
     finally:
         bar.close()
     if failures:
-        raise SweepFailed(failures, len(unique))
+        raise SweepFailed(failures, len(unique), len(cached))
     return tables  # type: ignore[return-value]
 
 

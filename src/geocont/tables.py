@@ -61,6 +61,12 @@ METRICS: dict[str, str] = {
                 "finite minibatch loss",
 }
 
+#: The metric of the one row a diverged run ends with: ``step`` is the step whose minibatch loss was
+#: NaN or infinite (training stopped there), ``value`` the last finite minibatch loss; group
+#: ``model``, layer :data:`MODEL_LAYER`, no space or direction. The rows before it are the run's
+#: record up to the divergence.
+DIVERGED = "diverged"
+
 RUN_COLUMNS = ["step", "group", "layer", "metric", "space", "direction", "value"]
 #: The configuration columns a sweep adds; together they identify one run.
 RUN_KEYS = ["condition", "optimizer", "init_scale", "seed"]
@@ -72,6 +78,16 @@ CLAIM_COLUMNS = [
     "baseline", "verdict", "note", "early", "early_verdict",
 ]
 VERDICTS = ("reproduced", "partly reproduced", "inconclusive", "not reproduced", "not tested")
+
+
+def diverged_runs(table: pd.DataFrame) -> pd.DataFrame:
+    """The runs of a run or sweep table that diverged: one row each, with the run's key columns
+    (those of :data:`RUN_KEYS` it has), ``step`` (where the loss became non-finite) and ``last_loss``
+    (the last finite minibatch loss). Empty (with those columns) where none diverged."""
+    keys = [key for key in RUN_KEYS if key in table.columns]
+    rows = table[table["metric"] == DIVERGED] if "metric" in table.columns else table.iloc[:0]
+    out = rows[keys + ["step", "value"]].rename(columns={"value": "last_loss"}).reset_index(drop=True)
+    return out.astype({"step": int})
 
 
 def make_row(step: int, group: str, layer: int, metric: str, space: str, direction: int, value: float) -> Row:

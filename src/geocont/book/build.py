@@ -95,13 +95,15 @@ def check_parameters(root: Path, notebook: Path, parameters: dict) -> None:
     """Validate a chapter's parameters in this process, before papermill starts a kernel.
 
     A chapter with a module in :mod:`geocont.chapters` is configured with them (its ``configure``
-    checks names and values); any other notebook (the closing chapter) accepts the names of its
-    parameters cell and a known ``scale``. Raises :class:`geocont.scales.ParameterError`.
+    checks names and values) and every input of its runs is checked (:mod:`geocont.preflight`); any
+    other notebook (the closing chapter) accepts the names of its parameters cell and a known ``scale``. Raises :class:`geocont.scales.ParameterError`.
     """
     from ..chapters import CHAPTER_MODULES, chapter_module
 
     if notebook.stem in CHAPTER_MODULES:
-        chapter_module(notebook.stem).configure(**parameters)
+        from ..preflight import check_settings
+
+        check_settings(chapter_module(notebook.stem).configure(**parameters))
         return
     import papermill
 
@@ -224,8 +226,57 @@ def stage_executed(executed: Path, target: Path) -> None:
     nbformat.write(notebook, target)
 
 
-def render(root: Path, strict: bool = True, layout: Layout | None = None) -> Path:
-    """Stage sources with executed notebooks and build the HTML site with Jupyter Book."""
+def chapter_title(root: Path, notebook: Path) -> str:
+    """The first Markdown heading of a chapter's source notebook (its name if it has none)."""
+    import nbformat
+
+    for cell in nbformat.read(root / notebook, as_version=4).cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return notebook.stem
+
+
+def run_command(notebook: Path, scale: str) -> str:
+    """The command that executes ``notebook`` at ``scale``."""
+    return f"python -m geocont.book run {notebook} -p scale {scale}"
+
+
+def placeholder_notebook(root: Path, notebook: Path, scale: str):
+    """A page standing for a chapter not executed at ``scale``: its title and the command that executes it."""
+    import nbformat
+
+    note = (f"# {chapter_title(root, notebook)}\n\n```{{note}}\nThis chapter has not been executed at the `{scale}` "
+            f"scale, so this page shows no results. Execute it (and re-render the book) with\n\n"
+            f"    {run_command(notebook, scale)}\n\nor every chapter with `python -m geocont.book build --scale "
+            f"{scale}`.\n```\n")
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(note)])
+
+
+def _with_scale_note(executed: Path, notebook: Path, scale: str):
+    """The executed notebook with a note under its title that it was executed at another scale than ``scale``."""
+    import nbformat
+
+    copy = nbformat.read(executed, as_version=4)
+    ran_at = copy.metadata.get("papermill", {}).get("parameters", {}).get("scale")
+    note = (f"```{{note}}\nThis page was executed at the `{ran_at}` scale, not at `{scale}` like the chapter re-run "
+            f"last. Execute it at `{scale}` with `{run_command(notebook, scale)}`.\n```")
+    position = next((i + 1 for i, cell in enumerate(copy.cells) if cell.cell_type == "markdown"), 0)
+    copy.cells.insert(position, nbformat.v4.new_markdown_cell(note))
+    return copy
+
+
+def render(root: Path, strict: bool = True, layout: Layout | None = None, scale: str | None = None) -> Path:
+    """Stage sources with executed notebooks and build the HTML site with Jupyter Book.
+
+    Without ``scale`` every chapter must have been executed. With ``scale`` (after one chapter
+    was re-run) a chapter not executed stands as a page saying so, with the command that
+    executes it (:func:`placeholder_notebook`), and one executed at another scale carries a note
+    saying which; Sphinx warnings are then not errors (links into absent pages).
+    """
+    import nbformat
+
     layout = layout or Layout(root)
     staging = layout.source
     if staging.exists():
@@ -236,12 +287,28 @@ def render(root: Path, strict: bool = True, layout: Layout | None = None) -> Pat
         if (root / name).exists():
             shutil.copy2(root / name, staging / name)
     stage_mathjax(root, staging / "_mathjax")
+    placeholders = []
     for notebook in chapters(root):
         executed = layout.executed / notebook
-        if not executed.exists():
-            raise SystemExit(f"{notebook} has not been executed; run `python -m geocont.book build`")
         (staging / notebook).parent.mkdir(parents=True, exist_ok=True)
-        stage_executed(executed, staging / notebook)
+        if scale is None:
+            if not executed.exists():
+                raise SystemExit(f"{notebook} has not been executed; run `python -m geocont.book build`")
+            stage_executed(executed, staging / notebook)
+            continue
+        _, parameters = _executed_state(executed)
+        if not executed.exists():
+            placeholders.append(notebook)
+            nbformat.write(placeholder_notebook(root, notebook, scale), staging / notebook)
+        elif parameters.get("scale") != scale:
+            noted = _with_scale_note(executed, notebook, scale)
+            hide_injected_parameters(noted)
+            nbformat.write(noted, staging / notebook)
+        else:
+            stage_executed(executed, staging / notebook)
+    if placeholders:
+        print(f"not executed at {scale} (shown as such): " + ", ".join(map(str, placeholders)), flush=True)
+        strict = False
     executable = Path(sys.executable).with_name("jupyter-book")
     command = [str(executable if executable.exists() else "jupyter-book"), "build", str(staging),
                "--path-output", str(layout.output)]
@@ -335,9 +402,18 @@ def _main(args: argparse.Namespace) -> None:
         check_parameters(root, notebook, parameters)
         execute(root, notebook, parameters)
         if not args.no_render:
-            # then the closing chapter, and any chapter never executed (at this chapter's scale)
-            execute_stale(root, None, False, default_scale=parameters["scale"])
-            render(root)
+            render_after_run(root, parameters["scale"])
+
+
+def render_after_run(root: Path, scale: str, layout: Layout | None = None) -> Path:
+    """After one chapter was executed: the closing chapter where every chapter has published its
+    claims (else it too stands as not executed), then the book at once, every chapter not executed
+    shown as such (:func:`render`), never executing the other chapters first."""
+    layout = layout or Layout(root)
+    published = all((layout.claims / f"{n.stem}.json").exists() for n in chapters(root) if n != CLOSING)
+    if CLOSING in chapters(root) and published and _stale_reason(root, CLOSING, layout, scale):
+        execute(root, CLOSING, {"scale": scale}, layout)
+    return render(root, layout=layout, scale=scale)
 
 
 if __name__ == "__main__":

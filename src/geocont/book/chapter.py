@@ -55,12 +55,32 @@ def notebook_parameters(namespace: Mapping[str, Any], parameters: Mapping[str, s
     return {name: namespace[name] for name in parameters}
 
 
+def _one_line_parameter_errors() -> None:
+    """In a Jupyter kernel (papermill, nbval), show a :class:`ParameterError` as its one line instead of a
+    traceback; the cell still fails, so papermill stops there."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    def show(shell, kind, value, tb, tb_offset=None) -> list[str]:
+        lines = [f"{kind.__name__}: {value}"]
+        shell._showtraceback(kind, value, lines)  # the cell's error output (ename, evalue, these lines)
+        return lines
+
+    shell = get_ipython()
+    if shell is not None and hasattr(shell, "_showtraceback"):
+        shell.set_custom_exc((ParameterError,), show)
+
+
 def configure_notebook(namespace: Mapping[str, Any], parameters: Mapping[str, str], configure: Any) -> Any:
     """A chapter's ``from_notebook``: ``configure`` with the notebook's parameter values
-    (:func:`notebook_parameters`), and the book's figure theme set for what follows."""
-    from .. import plotting
+    (:func:`notebook_parameters`), every input of its runs checked (:func:`geocont.preflight.check_settings`),
+    and the book's figure theme set for what follows."""
+    from .. import plotting, preflight
 
+    _one_line_parameter_errors()
     settings = configure(**notebook_parameters(namespace, parameters))
+    preflight.check_settings(settings)
     plotting.set_theme()
     return settings
 
@@ -85,6 +105,8 @@ class ClaimsBuilder:
             raise ValueError(f"claim key {key!r} is used twice in chapter {self.chapter!r}")
         if isinstance(ours, Estimate):
             mean, spread, count = ours.mean, ours.std, ours.n
+            if ours.n_diverged:  # "2 of 8 seeds diverged": diverged runs are left out of the estimate
+                note = f"{note}; {ours.diverged_text}" if note else ours.diverged_text
         else:
             mean, spread, count = float(ours), math.nan, 0
         self.rows.append(claim_row(self.chapter, claim, quantity, paper, mean, spread if std is None else std,

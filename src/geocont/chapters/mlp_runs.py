@@ -15,10 +15,12 @@ from IPython.display import Markdown
 
 from ..config import MLPRunConfig, OptimizerConfig, check_positive
 from ..data import check_dataset_name
-from ..mlp import block_spec
+from ..mlp import CONDITIONS, block_spec
 from ..book.chapter import changed_verdicts_sentence, verdict_list
 from ..scales import apply_overrides, check_scale, parameter_errors
-from ..statistics import (at_final_step, change_over_last, estimate, estimate_at_step, final_estimate, per_run)
+from ..statistics import (at_final_step, change_over_last, estimate, estimate_at_step, final_estimate,
+                          final_per_run, per_run)
+from ..tables import diverged_runs
 from ..training import run_sweep
 
 
@@ -94,6 +96,9 @@ class MLPChapterSettings:
     data_conditions: tuple[str, ...] = ("res-none",)
     #: departures of the short runs (the init sweep) from the base config, besides their length
     short_run: dict[str, Any] = field(default_factory=dict)
+    #: the preset's early horizon where ``steps`` was set below it (``early_steps`` is then shortened
+    #: in proportion); None otherwise
+    early_preset: int | None = None
 
     def condition_configs(self) -> list[MLPRunConfig]:
         """Every condition x seed under the base optimizer, at the horizon."""
@@ -148,7 +153,14 @@ def mlp_chapter_settings(scale: str, chapter: str = "mlp_conditions", **override
     if overrides.get("epochs") is not None and overrides.get("steps") is None:
         preset["steps"] = None  # epochs, not the preset's step count, set the runs' length
     conditions = tuple(preset.pop("conditions", CHAPTER_CONDITIONS[chapter]))
+    if not conditions:
+        raise ValueError(f"conditions must name at least one condition; valid choices: {', '.join(CONDITIONS)}")
     early_steps = check_positive("early_steps", preset.pop("early_steps"))
+    early_preset = None
+    if preset.get("steps") is not None and check_positive("steps", preset["steps"]) < early_steps:
+        # a run shorter than the early snapshot: the early horizon keeps its share of the preset's run
+        early_preset = early_steps
+        early_steps = max(1, round(preset["steps"] * early_steps / _MLP_SCALES[scale]["steps"]))
     sweeps = {name: tuple(preset.pop(name)) for name in sweep_fields if name in preset}
     for dataset in sweeps.get("data_datasets", ()):
         check_dataset_name(dataset)
@@ -165,7 +177,7 @@ def mlp_chapter_settings(scale: str, chapter: str = "mlp_conditions", **override
     if base.steps is not None and early_steps > base.steps:
         raise ValueError(f"early_steps ({early_steps}) cannot exceed steps ({base.steps})")
     settings = MLPChapterSettings(scale=scale, base=base, seeds=seeds, early_steps=early_steps, conditions=conditions,
-                                  short_run=short_run, **sweeps,
+                                  short_run=short_run, early_preset=early_preset, **sweeps,
                                   overrides={k: v for k, v in overrides.items() if v is not None})
     settings.short_base  # validates the short runs' config too
     return settings
@@ -237,8 +249,12 @@ def final_summary(table: pd.DataFrame, by: list[str] | None = None) -> pd.DataFr
     }
     out = {}
     for label, (metric, space, direction) in quantities.items():
-        frame = at_final_step(per_run(table, metric, space, direction))
+        frame = final_per_run(table, metric, space, direction)
         out[label] = frame.groupby(by, observed=True)["value"].apply(lambda v: str(estimate(v)))
+    diverged = diverged_runs(table)
+    if len(diverged):  # diverged runs are left out of the final values above
+        out["diverged runs (left out)"] = diverged.groupby(by, observed=True).size()
+        return pd.DataFrame(out).fillna({"diverged runs (left out)": 0}).astype({"diverged runs (left out)": int})
     return pd.DataFrame(out)
 
 
@@ -266,6 +282,9 @@ def training_description(settings: MLPChapterSettings, init_sweep: bool = True) 
     text = (f"{horizon_text(settings)}, batch {base.batch_size}, optimizer {base.optimizer.label} "
             f"(lr {base.optimizer.lr:g}); {base.n_snapshots} log-spaced and {base.n_late_snapshots} evenly spaced "
             f"snapshots, and one at step {settings.early_steps:,}; k = {base.n_directions} directions")
+    if settings.early_preset is not None:
+        text += (f" (the early horizon, {settings.early_preset:,} steps in the preset, is shortened with the run to "
+                 f"{settings.early_steps:,} steps, the same share of the run)")
     if init_sweep:
         text += (f". The initialisation sweep trains {settings.early_steps:,} steps ({short.n_snapshots} log-spaced "
                  f"snapshots, k = {short.n_directions})")

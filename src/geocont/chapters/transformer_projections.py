@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,7 @@ from ..book.chapter import (ClaimsBuilder, changed_verdicts_sentence, claim, con
                             undefined_sentence, verdict_list, with_early)
 from ..book.figures import show_figure
 from ..book.provenance import provenance_markdown
-from ..config import LMRunConfig, OptimizerConfig, TransformerShape
+from ..config import LMRunConfig, OptimizerConfig, TransformerShape, check_integer
 from ..lm import run_lm_sweep
 from ..metrics import random_abs_cos, vector_name
 from ..pretrained import ModelNotAvailable
@@ -206,6 +207,10 @@ def lm_chapter_settings(scale: str, **overrides: Any) -> LMChapterSettings:
     shape = dataclasses.replace(LM_SHAPES[scale], **{k: preset.pop(k) for k in list(preset) if k in shape_fields})
     dataclasses.replace(shape, n_layers=depth_layers)  # validated like the base shape
     optimizer = OptimizerConfig("adam", lr=preset.pop("lr", 1e-3))
+    steps = check_integer("steps", preset["steps"])
+    if isinstance(early_step, numbers.Integral) and not 0 < early_step < steps:
+        raise ValueError(f"early_step ({early_step}) must lie strictly between 0 and steps ({steps}); "
+                         "set early_step below steps")
     base = LMRunConfig(shape=shape, optimizer=optimizer, snapshot_steps=(early_step,), **preset)
     if not 0 < base.snapshot_steps[0] < base.steps:
         raise ValueError(f"early_step must lie strictly between 0 and steps ({base.steps}), got {early_step}")

