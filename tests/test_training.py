@@ -190,3 +190,11 @@ def test_snapshots_record_training_set_metrics_and_gradient_norms():
     assert loss["value"].iloc[-1] < loss["value"].iloc[0] and accuracy["value"].between(0, 1).all()
     norms = select(table, "grad_norm")
     assert set(norms["layer"]) == set(range(TINY.depth)) and (norms["value"] > 0).all()
+
+
+def test_a_finite_loss_with_an_overflowing_gradient_is_recorded_as_diverged():
+    wild = MLPRunConfig(dataset="mnist-subset", max_train=256, width=8, depth=2, steps=12, batch_size=64,
+                        n_snapshots=4, n_directions=2, optimizer=OptimizerConfig("sgd", lr=100.0, momentum=0.9))
+    table = train_mlp(wild, progress=False)
+    diverged = select(table, "diverged")
+    assert len(diverged) == 1 and math.isfinite(diverged["value"].iloc[0])

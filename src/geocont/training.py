@@ -114,10 +114,11 @@ def train_with_recording(
     gradient norm of all optimized parameters before each update (after the recorder saw the raw
     gradients); ``trace`` sees every step's loss (:class:`geocont.recorder.DenseTrace`).
 
-    A loss that becomes NaN or infinite ends training there, as an outcome: the recorder gets
-    one ``diverged`` row (step = the step of the non-finite loss, value = the last finite
-    loss) after the rows recorded so far, and the step is returned (None: no divergence).
-    Without a recorder it raises :class:`TrainingDiverged`.
+    A loss that becomes NaN or infinite, or a finite loss whose gradient does not (it would
+    poison the recorder's sums and singular vectors), ends training there, as an outcome: the
+    recorder gets one ``diverged`` row (step = that step, value = the last finite loss) after the
+    rows recorded so far, and the step is returned (None: no divergence). Without a recorder a
+    non-finite loss raises :class:`TrainingDiverged`.
 
     Subnormal floats (below 1.2e-38) are flushed to zero while it trains: a linear residual
     net's tiny activations and gradients are subnormal often enough to make its CPU steps
@@ -138,8 +139,12 @@ def train_with_recording(
                     raise TrainingDiverged(f"{description}: loss became {value} at step {step}")
                 recorder.record(step, "diverged", last_finite)
                 return step
-            last_finite = value
             loss.backward()
+            if recorder is not None and not math.isfinite(float(torch.nn.utils.get_total_norm(
+                    [p.grad for p in parameters if p.grad is not None]))):
+                recorder.record(step, "diverged", value)  # a finite loss whose gradient overflowed
+                return step
+            last_finite = value
             if trace is not None:
                 trace.observe(step, value)
             if recorder is not None and recorder.observe(step):
