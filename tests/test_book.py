@@ -56,7 +56,7 @@ def test_claim_rows_have_the_shared_columns_and_valid_verdicts():
 
 @pytest.mark.parametrize("parameter, message", [
     (["nonexistent_param", "3"], "error: unknown parameter(s) nonexistent_param; valid choices: scale, seeds, steps, "
-                                 "conditions, width, depth, dataset, init_scale, lr, n_snapshots"),
+                                 "conditions, width, depth, dataset, init_scale, lr, n_snapshots, precision"),
     (["scale", "huge"], "error: unknown scale 'huge'; valid choices: smoke, cpu, paper"),
     (["steps", "abc"], "error: steps must be an integer >= 1, got 'abc'"),
 ])

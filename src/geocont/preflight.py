@@ -20,14 +20,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from .scales import ParameterError
-
-#: Seconds allowed to reach a download host or a Ray cluster.
-CONNECT_TIMEOUT = 3.0
+from .sweeps import CONNECT_TIMEOUT, executor_problem, reachable  # noqa: F401 (part of this module's checks)
 
 #: Where each dataset is fetched from when its files are missing (host, port).
 DOWNLOAD_HOSTS = {
@@ -43,17 +40,6 @@ IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-
 
 class PreflightError(ParameterError):
     """An input a run needs is missing or cannot work; the message is one line."""
-
-
-def reachable(host: str, port: int, timeout: float = CONNECT_TIMEOUT) -> str | None:
-    """None if a TCP connection to ``host:port`` opens within ``timeout`` seconds, else why not."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return None
-    except OSError as error:
-        return str(error) or type(error).__name__
-    except (UnicodeError, ValueError) as error:  # an invalid host name
-        return str(error)
 
 
 # --------------------------------------------------------------------------- data
@@ -202,33 +188,6 @@ def _gib(n: int) -> str:
 
 
 # --------------------------------------------------------------------------- executor
-
-
-def executor_problem(executor: str | None = None) -> str | None:
-    """Why the executor (``executor``, else ``GEOCONT_EXECUTOR``) or ``GEOCONT_RUN_THREADS`` cannot
-    work, or None; a Ray cluster address must answer within :data:`CONNECT_TIMEOUT` seconds."""
-    from .sweeps import EXECUTOR_ENV, resolve_executor
-
-    try:
-        spec = resolve_executor(executor)
-    except ValueError as error:
-        source = "" if executor is not None else f" (from {EXECUTOR_ENV})" if os.environ.get(EXECUTOR_ENV) else ""
-        return f"{error}{source}"
-    if spec.name != "ray":
-        return None
-    import importlib.util
-
-    if importlib.util.find_spec("ray") is None:
-        return "executor ray needs Ray: `pip install -e .[cluster]`"
-    if spec.address and spec.address != "auto":
-        host, _, port = spec.address.rpartition(":")
-        if not host or not port.isdigit():
-            return f"Ray address {spec.address!r} must be HOST:PORT (e.g. 10.0.0.1:6379)"
-        why = reachable(host, int(port))
-        if why is not None:
-            return (f"cannot reach the Ray cluster at {spec.address} within {CONNECT_TIMEOUT:g} s ({why}); "
-                    "start it with `ray start --head --port=PORT`, or choose another executor")
-    return None
 
 
 # --------------------------------------------------------------------------- entry points

@@ -42,6 +42,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -454,8 +455,6 @@ def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = 
                            "code under `if __name__ == \"__main__\":`")
     spec = resolve_executor(executor)
     if spec.name == "ray" and spec.address:  # a cluster that does not answer: one line within seconds, not a hang
-        from .preflight import executor_problem
-
         problem = executor_problem(f"ray:{spec.address}")
         if problem:
             raise ValueError(problem)
@@ -529,3 +528,43 @@ def tidy_sweep_table(tables: Sequence[pd.DataFrame], columns: Sequence[dict[str,
         if column in combined:
             combined[column] = combined[column].astype("category")
     return combined
+
+
+#: Seconds to wait for a TCP connection (a Ray cluster, a download host) before calling it unreachable.
+CONNECT_TIMEOUT = 3.0
+
+
+def reachable(host: str, port: int, timeout: float = CONNECT_TIMEOUT) -> str | None:
+    """None if a TCP connection to ``host:port`` opens within ``timeout`` seconds, else why not."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as error:
+        return str(error) or type(error).__name__
+    except (UnicodeError, ValueError) as error:  # an invalid host name
+        return str(error)
+
+
+def executor_problem(executor: str | None = None) -> str | None:
+    """Why the executor (``executor``, else ``GEOCONT_EXECUTOR``) or ``GEOCONT_RUN_THREADS`` cannot
+    work, or None; a Ray cluster address must answer within :data:`CONNECT_TIMEOUT` seconds."""
+    try:
+        spec = resolve_executor(executor)
+    except ValueError as error:
+        source = "" if executor is not None else f" (from {EXECUTOR_ENV})" if os.environ.get(EXECUTOR_ENV) else ""
+        return f"{error}{source}"
+    if spec.name != "ray":
+        return None
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        return "executor ray needs Ray: `pip install -e .[cluster]`"
+    if spec.address and spec.address != "auto":
+        host, _, port = spec.address.rpartition(":")
+        if not host or not port.isdigit():
+            return f"Ray address {spec.address!r} must be HOST:PORT (e.g. 10.0.0.1:6379)"
+        why = reachable(host, int(port))
+        if why is not None:
+            return (f"cannot reach the Ray cluster at {spec.address} within {CONNECT_TIMEOUT:g} s ({why}); "
+                    "start it with `ray start --head --port=PORT`, or choose another executor")
+    return None
