@@ -12,45 +12,40 @@ import seaborn as sns
 from IPython.display import Markdown
 
 from .. import metrics, plotting
-from ..book import claims as book_claims
-from ..book.chapter import ClaimsBuilder, claim, configure_notebook, undefined_sentence, with_early
+from ..book.chapter import Chapter, ClaimsBuilder, claim, undefined_sentence, with_early
 from ..book.figures import show_figure
-from ..book.provenance import provenance_markdown
 from ..plotting import draw_baseline, palette
 from ..statistics import Estimate, closer_to, estimate, final_estimate, up_to_step, verdict_for_difference
 from ..tables import RUN_KEYS, select
 from ..training import run_sweep
 from . import mlp_runs
-from .mlp_runs import MLPChapterSettings, configure_chapter
+from .mlp_runs import MLPChapterSettings
 
-NAME = "activation_vs_norm"
-NOTEBOOK = f"book/{NAME}.ipynb"
-
-#: The notebook's parameters, in the order of its ``parameters`` cell.
-PARAMETERS: dict[str, str] = mlp_runs.parameters(
-    "scale", "seeds", "steps", "conditions", "width", "depth", "dataset", "init_scale", "lr", "n_snapshots", "n_directions",
-)
+#: The conditions the chapter compares (the ``conditions`` parameter replaces them).
+CONDITIONS_COMPARED = ("res-relu", "res-ln", "res-ln-relu", "res-none", "res-rms", "res-rms-relu")
 
 
-def configure(scale: str = "smoke", **params: Any) -> MLPChapterSettings:
-    """The chapter's settings at ``scale`` with ``params`` overriding the preset (None keeps it)."""
-    return configure_chapter(NAME, PARAMETERS, scale, params)
-
-
-def from_notebook(namespace: dict[str, Any]) -> MLPChapterSettings:
-    """:func:`configure` from the notebook's parameter variables (``globals()``); sets the figure theme."""
-    return configure_notebook(namespace, PARAMETERS, configure)
-
-
-def provenance(settings: MLPChapterSettings) -> Markdown:
+def describe(settings: MLPChapterSettings) -> dict[str, Any]:
+    """The provenance rows of the chapter."""
     base = settings.base
-    return Markdown(provenance_markdown(
-        notebook=NOTEBOOK, scale=settings.scale, overrides=settings.overrides, seeds=settings.seeds,
+    return dict(
+        seeds=settings.seeds,
         data=mlp_runs.data_description(settings),
         model=f"residual MLP, {base.depth} hidden layers of width {base.width}, init_scale {base.init_scale}; "
               f"conditions {', '.join(settings.conditions)}",
         training=mlp_runs.training_description(settings, init_sweep=False),
-    ))
+    )
+
+
+CHAPTER = Chapter(
+    name="activation_vs_norm",
+    parameters=mlp_runs.parameters("scale", "seeds", "steps", "conditions", "width", "depth", "dataset",
+                                   "init_scale", "lr", "n_snapshots", "n_directions"),
+    presets=mlp_runs.mlp_presets(conditions=CONDITIONS_COMPARED),
+    build=mlp_runs.build_settings,
+    describe=describe,
+    runs=MLPChapterSettings.condition_configs,
+)
 
 
 def final_direction_profile(table: pd.DataFrame, metric: str = "weight_cos", space: str = "input") -> pd.DataFrame:
@@ -184,7 +179,7 @@ def norm_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
         return final_estimate(table, "weight_align", "input", 0, condition=condition)
 
     k = int(table.loc[table["metric"] == "weight_cos", "direction"].max())
-    out = ClaimsBuilder(NAME)
+    out = ClaimsBuilder(CHAPTER.name)
     relu, ln, both = (per_condition("concentration", c) for c in ("res-relu", "res-ln", "res-ln-relu"))
     out.add("activation-concentrates-v1", "The activation concentrates continuity in the leading direction",
             f"v1 minus mean of v2..v{k}: res-relu minus res-ln", "res-relu more concentrated", relu.mean - ln.mean,
@@ -233,10 +228,6 @@ def rms_note(claims: pd.DataFrame) -> Markdown | None:
         "not what decides continuity here. This chapter does not separate the two."
     )
 
-
-def publish(settings: MLPChapterSettings, claims: pd.DataFrame) -> None:
-    """Publish the claims table for the book's closing chapter."""
-    book_claims.publish(claims, chapter=NAME, scale=settings.scale, overrides=settings.overrides)
 
 
 def plot_direction_profile(

@@ -15,27 +15,23 @@ import seaborn as sns
 from IPython.display import Markdown
 
 from .. import plotting, sweeps
-from ..book import claims as book_claims
-from ..book.chapter import ClaimsBuilder, claim, configure_notebook, verdict_list
+from ..book.chapter import Chapter, ClaimsBuilder, claim, verdict_list
 from ..book.figures import show_figure
-from ..book.provenance import provenance_markdown
 from ..config import DEVICES, LMRunConfig
 from ..layouts import PROJECTIONS
 from ..plotting import BASELINE_STYLE
-from ..scales import apply_overrides, check_scale, parameter_errors
+from ..scales import parse_seeds
 from ..lm import lm_job
 from ..sharing import (SHARINGS, Subject, base_job, continuity_job, grouping_job, pretrained_subject, pruning_job,
                        sharing_job, trained_subject)
 from ..statistics import (Estimate, RankCorrelation, estimate, rank_correlation, verdict_for_difference,
                           verdict_for_interval, verdict_for_value)
 from ..transformer import build_llama, parameter_count
-from .transformer_projections import LM_PRESET_SEEDS, LMChapterSettings, lm_chapter_settings
-
-NAME = "compression"
-NOTEBOOK = f"book/{NAME}.ipynb"
+from . import lm_runs
+from .lm_runs import LM_PRESETS, LMChapterSettings
 
 #: The notebook's parameters, in the order of its ``parameters`` cell.
-PARAMETERS: dict[str, str] = {
+_PARAMETERS: dict[str, str] = {
     "scale": "smoke | cpu | paper: the whole preset, see geocont.chapters.compression",
     "seeds": "seeds of our trained transformers: an int n (0..n-1) or a list; None keeps the preset",
     "pretrained": '"smollm2-135m" (offline), a Hugging Face id / local dir, or "none" to skip; None keeps it',
@@ -72,25 +68,25 @@ NEGLIGIBLE_LOSS = 0.001
 #: tokens/s on the 2-core machine, depending on the other load): at ``cpu`` one evaluation is
 #: 12 x 128 tokens (4-10 s), and the chapter runs 7 x 3 x 3 sharing + 30 pruning evaluations
 #: of it, 10-20 minutes in all with our models.
-_COMPRESSION_SCALES: dict[str, dict[str, Any]] = {
+_PRESETS: dict[str, dict[str, Any]] = {
     "smoke": dict(pretrained="smollm2-135m", sharing_layers=(12, 13, 14, 15), pruning_layers=(12, 13, 14, 15),
                   budgets=(0.25,), group_size=2,
                   projections=("q_proj", "v_proj", "o_proj"),
                   n_windows=4, window_length=64, batch_size=4, seeds=(0, 1), n_boot=500, device="cpu"),
     "cpu": dict(pretrained="smollm2-135m", sharing_layers=tuple(range(9, 21)), pruning_layers=None,
                 budgets=(0.25, 0.5, 0.75), group_size=2,
-                n_windows=12, window_length=128, batch_size=4, seeds=LM_PRESET_SEEDS["cpu"], n_boot=2000,
+                n_windows=12, window_length=128, batch_size=4, seeds=LM_PRESETS["cpu"]["seeds"], n_boot=2000,
                 device="cpu"),
     "paper": dict(pretrained="meta-llama/Llama-3.1-8B", sharing_layers=tuple(range(10, 22)), pruning_layers=None,
                   budgets=(0.25, 0.5, 0.75),
-                  group_size=2, n_windows=64, window_length=512, batch_size=4, seeds=LM_PRESET_SEEDS["paper"], n_boot=2000,
+                  group_size=2, n_windows=64, window_length=512, batch_size=4, seeds=LM_PRESETS["paper"]["seeds"], n_boot=2000,
                   device="auto"),
 }
 
 
 @dataclass(frozen=True)
 class CompressionSettings:
-    """What the compression chapter runs (see :data:`_COMPRESSION_SCALES`)."""
+    """What the compression chapter runs (see :data:`_PRESETS`)."""
 
     scale: str
     pretrained: str | None
@@ -108,24 +104,23 @@ class CompressionSettings:
     overrides: dict[str, Any] = field(default_factory=dict)
 
     def lm_configs(self) -> list[LMRunConfig]:
-        """The transformer chapter's ``silu`` model, one config per seed."""
-        return self.lm.configs()["silu"]
+        """The transformer chapter's reference (``silu``) model, one config per seed."""
+        return self.lm.configs()[self.lm.reference]
 
     @property
     def middle_budget(self) -> float:
         return sorted(self.budgets)[len(self.budgets) // 2]
 
 
-def compression_settings(scale: str, **overrides: Any) -> CompressionSettings:
-    """The chapter's settings at ``scale`` with any preset key overridden (None keeps it).
+def build_settings(scale: str, values: dict[str, Any]) -> CompressionSettings:
+    """The chapter's settings from its preset values (:data:`_PRESETS`, any of them replaced).
 
     ``pretrained`` may be "none" to skip the pretrained model, an offline short name, or a
     Hugging Face id / local directory; ``projections`` is a list of :data:`PROJECTIONS`;
-    ``seeds`` are those of our trained models.
+    ``seeds`` are those of our trained models. A bad value raises ``ValueError``.
     """
-    check_scale(scale)
-    valid = set(_COMPRESSION_SCALES[scale]) | {"projections"}
-    preset, seeds = apply_overrides(_COMPRESSION_SCALES[scale], overrides, valid)
+    preset = dict(values)
+    seeds = parse_seeds(preset.pop("seeds"))
     projections = tuple(preset.pop("projections", PROJECTIONS))
     unknown = [p for p in projections if p not in PROJECTIONS]
     if unknown or not projections:
@@ -147,27 +142,11 @@ def compression_settings(scale: str, **overrides: Any) -> CompressionSettings:
     device = preset.pop("device")
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; valid choices: {', '.join(DEVICES)}")
-    lm = lm_chapter_settings(scale, variants=["silu"], seeds=list(seeds))
+    lm = lm_runs.build_settings(scale, {**LM_PRESETS[scale], "variants": (lm_runs.REFERENCE,), "seeds": seeds})
     pretrained = preset.pop("pretrained")
     pretrained = None if pretrained in (None, "none") else str(pretrained)
     return CompressionSettings(scale=scale, pretrained=pretrained, **layers, budgets=budgets, projections=projections,
-                               lm=lm, device=device, **{k: int(v) for k, v in preset.items()},
-                               overrides={k: v for k, v in overrides.items() if v is not None})
-
-
-def configure(scale: str = "smoke", **params: Any) -> CompressionSettings:
-    """The chapter's settings at ``scale`` with the notebook's ``params`` overriding the preset."""
-    unknown = sorted(set(params) - set(PARAMETERS))
-    with parameter_errors():
-        if unknown:
-            raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(PARAMETERS)}")
-        return compression_settings(scale, **params)
-
-
-def from_notebook(namespace: dict[str, Any]) -> CompressionSettings:
-    """:func:`configure` from the notebook's parameter variables (``globals()``); sets the figure theme."""
-    warnings.filterwarnings("ignore", message=".*torch_dtype.*")  # transformers' GGUF loading
-    return configure_notebook(namespace, PARAMETERS, configure)
+                               lm=lm, device=device, **{k: int(v) for k, v in preset.items()})
 
 
 def _blocks(layers: Sequence[int] | None) -> str:
@@ -178,7 +157,8 @@ def _blocks(layers: Sequence[int] | None) -> str:
     return f"blocks {list(layers)}"
 
 
-def provenance(settings: CompressionSettings) -> Markdown:
+def describe(settings: CompressionSettings) -> dict[str, Any]:
+    """The provenance rows of the chapter."""
     lm = settings.lm.base
     if settings.pretrained is None:
         pretrained = "none"
@@ -188,8 +168,8 @@ def provenance(settings: CompressionSettings) -> Markdown:
     else:
         pretrained = f"`{settings.pretrained}`"
     layers = f"shares the weights of {_blocks(settings.sharing_layers)}, prunes {_blocks(settings.pruning_layers)}"
-    return Markdown(provenance_markdown(
-        notebook=NOTEBOOK, scale=settings.scale, overrides=settings.overrides, seeds=settings.lm.seeds,
+    return dict(
+        seeds=settings.lm.seeds,
         data=f"held-out split of `{lm.corpus}` (every tenth chapter); the pretrained model reads it with its own "
              f"tokenizer ({settings.n_windows} windows × {settings.window_length} tokens), our models with their BPE "
              f"tokenizer ({lm.eval_windows} windows × {lm.shape.max_seq_len} tokens, the windows of their validation "
@@ -200,7 +180,11 @@ def provenance(settings: CompressionSettings) -> Markdown:
         training=f"ours: {lm.steps} steps of {lm.batch_size} × {lm.shape.max_seq_len} tokens, {lm.optimizer.label}; "
                  f"compression: budgets {list(settings.budgets)} of the dense parameters, groups of "
                  f"{settings.group_size} adjacent layers; no fine-tuning after compression",
-    ))
+    )
+
+
+CHAPTER = Chapter(name="compression", parameters=_PARAMETERS, presets=_PRESETS, build=build_settings, describe=describe,
+                  runs=CompressionSettings.lm_configs)
 
 
 # --------------------------------------------------------------------------- summaries
@@ -319,8 +303,9 @@ def run(settings: CompressionSettings, progress: bool = True, executor: str | No
     pruning of every block and the grouping control. Each job loads its model in the worker
     that runs it, so the tables are the same under every executor.
     """
+    warnings.filterwarnings("ignore", message=".*torch_dtype.*")  # transformers' GGUF loading
     subjects = _subjects(settings)
-    sweeps.run_jobs([lm_job(config, "silu") for config in settings.lm_configs()], executor, progress)
+    sweeps.run_jobs([lm_job(config, lm_runs.REFERENCE) for config in settings.lm_configs()], executor, progress)
     sweeps.run_jobs([job for subject, _, _, _, n_windows in subjects
                      for job in (base_job(subject, n_windows, settings.batch_size), continuity_job(subject))],
                     executor, progress)
@@ -636,7 +621,7 @@ def compression_claims(advantage: pd.DataFrame, paired: pd.DataFrame, pruning: p
                        correlations: dict[str, RankCorrelation]) -> pd.DataFrame:
     """The chapter's claims, per model (in the order of ``pruning``): the sharing guideline per
     projection, pruning against continuity (also without block 0), adjacent against distant groups."""
-    out = ClaimsBuilder(NAME)
+    out = ClaimsBuilder(CHAPTER.name)
     for model, frame in pruning.groupby("model", sort=False):
         spread = "seeds" if model == OURS else "budgets"
         add_sharing_claims(out, advantage[advantage["model"] == model], model, spread,
@@ -681,7 +666,3 @@ def in_short(results: Results, claims: pd.DataFrame) -> Markdown:
                     "applied without fine-tuning; with fine-tuning every loss increase would shrink, and the ordering "
                     "of the schemes might change.")
 
-
-def publish(settings: CompressionSettings, claims: pd.DataFrame) -> None:
-    """Publish the claims table for the book's closing chapter."""
-    book_claims.publish(claims, chapter=NAME, scale=settings.scale, overrides=settings.overrides)

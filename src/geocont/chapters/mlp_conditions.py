@@ -13,45 +13,40 @@ import torch
 from IPython.display import Markdown
 
 from .. import metrics, plotting
-from ..book import claims as book_claims
-from ..book.chapter import ClaimsBuilder, claim, configure_notebook, undefined_sentence, with_early
+from ..book.chapter import Chapter, ClaimsBuilder, claim, undefined_sentence, with_early
 from ..book.figures import show_figure
-from ..book.provenance import provenance_markdown
 from ..data import load_image_data
 from ..mlp import CONDITIONS, ResidualMLP, preactivation_norms
 from ..statistics import (Estimate, change_over_last, estimate, estimate_at_step, final_estimate, peak_and_final,
                           per_run, up_to_step, verdict_for_difference, verdict_for_value, weakest)
 from ..training import run_sweep
 from . import mlp_runs
-from .mlp_runs import MLPChapterSettings, configure_chapter, final_summary
+from .mlp_runs import MLPChapterSettings, final_summary
 
-NAME = "mlp_conditions"
-NOTEBOOK = f"book/{NAME}.ipynb"
-
-#: The notebook's parameters, in the order of its ``parameters`` cell.
-PARAMETERS: dict[str, str] = mlp_runs.parameters(
-    "scale", "seeds", "steps", "conditions", "width", "depth", "dataset", "init_scale", "lr", "n_snapshots",
-)
+#: The conditions the chapter compares (the ``conditions`` parameter replaces them).
+CONDITIONS_COMPARED = ("res-relu", "res-gelu", "res-silu", "nores-relu", "res-none", "res-radial", "res-radial-tau")
 
 
-def configure(scale: str = "smoke", **params: Any) -> MLPChapterSettings:
-    """The chapter's settings at ``scale`` with ``params`` overriding the preset (None keeps it)."""
-    return configure_chapter(NAME, PARAMETERS, scale, params)
-
-
-def from_notebook(namespace: dict[str, Any]) -> MLPChapterSettings:
-    """:func:`configure` from the notebook's parameter variables (``globals()``); sets the figure theme."""
-    return configure_notebook(namespace, PARAMETERS, configure)
-
-
-def provenance(settings: MLPChapterSettings) -> Markdown:
+def describe(settings: MLPChapterSettings) -> dict[str, Any]:
+    """The provenance rows of the chapter."""
     base = settings.base
-    return Markdown(provenance_markdown(
-        notebook=NOTEBOOK, scale=settings.scale, overrides=settings.overrides, seeds=settings.seeds,
+    return dict(
+        seeds=settings.seeds,
         data=mlp_runs.data_description(settings) + "; data control: " + ", ".join(f"`{d}`" for d in settings.data_datasets),
         model=f"residual MLP, {base.depth} hidden layers of width {base.width}, init_scale {base.init_scale}",
         training=mlp_runs.training_description(settings),
-    ))
+    )
+
+
+CHAPTER = Chapter(
+    name="mlp_conditions",
+    parameters=mlp_runs.parameters("scale", "seeds", "steps", "conditions", "width", "depth", "dataset",
+                                   "init_scale", "lr", "n_snapshots"),
+    presets=mlp_runs.mlp_presets(conditions=CONDITIONS_COMPARED),
+    build=mlp_runs.build_settings,
+    describe=describe,
+    runs=mlp_runs.all_run_configs,
+)
 
 
 @dataclass
@@ -444,10 +439,6 @@ def radial_linearity_note(settings: MLPChapterSettings, n_probe: int = 512) -> M
     )
 
 
-def publish(settings: MLPChapterSettings, claims: pd.DataFrame) -> None:
-    """Publish the claims table for the book's closing chapter."""
-    book_claims.publish(claims, chapter=NAME, scale=settings.scale, overrides=settings.overrides)
-
 
 def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims table, judged at the end of training, each with its value after
@@ -462,7 +453,7 @@ def claims(results: Results) -> pd.DataFrame:
 def condition_claims(table: pd.DataFrame, robustness: pd.DataFrame, baseline: float) -> pd.DataFrame:
     """The claims of Conditions 1 and 2, from the condition sweep and the optimizer sweep."""
     base_optimizer = table["optimizer"].iloc[0]
-    out = ClaimsBuilder(NAME)
+    out = ClaimsBuilder(CHAPTER.name)
 
     def final(metric: str, space: str, condition: str, frame: pd.DataFrame = table,
               optimizer: str | None = None) -> Estimate:

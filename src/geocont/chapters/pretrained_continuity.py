@@ -17,29 +17,24 @@ import torch
 from IPython.display import Markdown, display
 
 from ..analyzer import analyze, plan, summary, triplet_method
-from ..book import claims as book_claims
-from ..book.chapter import ClaimsBuilder, claim, configure_notebook
+from ..book.chapter import Chapter, ClaimsBuilder, claim
 from ..book.figures import show_figure
-from ..book.provenance import provenance_markdown
 from ..layouts import LAYOUTS, PROJECTIONS
 from ..lm import trained_lm
 from ..metrics import abs_cos, random_abs_cos, top_singular_triplets, vector_name
 from ..plotting import plot_depth_continuity, projection_colours
 from ..pretrained import OFFLINE_MODELS, ModelNotAvailable
-from ..scales import ParameterError, apply_overrides, check_scale, parameter_errors
+from ..scales import ParameterError, check_scale, parse_seeds
 from ..statistics import Estimate, estimate, verdict_for_difference
 from ..synthetic import LARGE_MODELS, LLAMA_31_8B_LAYER, layer_parameters, write_spiked_checkpoint
 from ..transformer import parameter_count
-from .transformer_projections import LM_PRESET_SEEDS, PROJECTION_PREDICTIONS, lm_chapter_settings
+from .lm_runs import LM_PRESETS, PROJECTION_PREDICTIONS, reference_configs
 
 if TYPE_CHECKING:
     from ..config import LMRunConfig
 
-NAME = "pretrained_continuity"
-NOTEBOOK = f"book/{NAME}.ipynb"
-
 #: The notebook's parameters, in the order of its ``parameters`` cell.
-PARAMETERS: dict[str, str] = {
+_PARAMETERS: dict[str, str] = {
     "scale": "smoke | cpu | paper: the whole preset, see geocont.chapters.pretrained_continuity",
     "models": "offline names (smollm2-135m, gemma3-270m, all-minilm-l6), paths or Hugging Face ids",
     "max_layers": "analyse only the first n layers of each checkpoint",
@@ -57,10 +52,10 @@ PRETRAINED_OFFLINE = ("smollm2-135m", "gemma3-270m", "all-minilm-l6")
 PRETRAINED_LARGE = ("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B")
 
 
-_PRETRAINED_SCALES: dict[str, dict[str, Any]] = {
+_PRESETS: dict[str, dict[str, Any]] = {
     "smoke": dict(models=("smollm2-135m",), max_layers=6, trained_scale="smoke", seeds=(0,),
                   quantize=("Q8_0", "Q4_1"), large_models=(), measure_cost=False),
-    "cpu": dict(models=PRETRAINED_OFFLINE, max_layers=None, trained_scale="cpu", seeds=LM_PRESET_SEEDS["cpu"],
+    "cpu": dict(models=PRETRAINED_OFFLINE, max_layers=None, trained_scale="cpu", seeds=LM_PRESETS["cpu"]["seeds"],
                 quantize=("Q8_0", "Q4_1"), large_models=PRETRAINED_LARGE, measure_cost=True),
     "paper": dict(models=PRETRAINED_OFFLINE, max_layers=None, trained_scale="paper", seeds=(0,),
                   quantize=("Q8_0", "Q4_1"), large_models=PRETRAINED_LARGE, measure_cost=True),
@@ -94,9 +89,8 @@ class PretrainedChapterSettings:
     overrides: dict[str, Any] = field(default_factory=dict)
 
     def trained_configs(self) -> list["LMRunConfig"]:
-        """The transformer chapter's ``silu`` models, one per seed."""
-        settings = lm_chapter_settings(self.trained_scale, variants=["silu"], seeds=list(self.seeds))
-        return settings.configs()["silu"]
+        """The transformer chapter's reference (``silu``) models, one per seed."""
+        return reference_configs(self.trained_scale, self.seeds)
 
 
 def _names(value: Any, parameter: str) -> tuple[str, ...]:
@@ -107,53 +101,46 @@ def _names(value: Any, parameter: str) -> tuple[str, ...]:
     return names
 
 
-def configure(scale: str = "smoke", **params: Any) -> PretrainedChapterSettings:
-    """The chapter's settings at ``scale`` with ``params`` overriding the preset (None keeps it).
-
-    Every value is checked before any work: an unknown name, scale or GGUF type, ``max_layers``
-    below 2 or a bad seed list raises :class:`ParameterError`.
-    """
+def build_settings(scale: str, values: dict[str, Any]) -> PretrainedChapterSettings:
+    """The chapter's settings from its preset values (:data:`_PRESETS`, any of them replaced). An
+    unknown scale or GGUF type, ``max_layers`` below 2 or a bad seed list raises ``ValueError``."""
     import gguf
 
-    with parameter_errors():
-        check_scale(scale)
-        overrides = {k: v for k, v in params.items() if v is not None}
-        preset, seeds = apply_overrides(_PRETRAINED_SCALES[scale], overrides, set(PARAMETERS) - {"scale"})
-        check_scale(preset["trained_scale"])
-        max_layers = preset["max_layers"]
-        if max_layers is not None and (isinstance(max_layers, bool) or not isinstance(max_layers, int) or max_layers < 2):
-            raise ParameterError(f"max_layers must be an integer >= 2 (continuity compares adjacent layers), "
-                                 f"got {max_layers!r}")
-        quantize = _names(preset["quantize"], "quantize")
-        known_types = {t.name for t in gguf.GGMLQuantizationType}
-        bad = [q for q in quantize if q not in known_types]
-        if bad:
-            raise ParameterError(f"unknown GGUF type(s) {bad}; valid choices include F16, Q8_0, Q4_1, Q4_0, Q5_0")
-        if not isinstance(preset["measure_cost"], bool):
-            raise ParameterError(f"measure_cost must be True or False, got {preset['measure_cost']!r}")
-        return PretrainedChapterSettings(
-            scale=scale, models=_names(preset["models"], "models"), max_layers=max_layers,
-            trained_scale=preset["trained_scale"], seeds=seeds, quantize=quantize,
-            large_models=() if not preset["large_models"] else _names(preset["large_models"], "large_models"),
-            measure_cost=preset["measure_cost"], overrides=overrides)
+    check_scale(values["trained_scale"])
+    max_layers = values["max_layers"]
+    if max_layers is not None and (isinstance(max_layers, bool) or not isinstance(max_layers, int) or max_layers < 2):
+        raise ParameterError(f"max_layers must be an integer >= 2 (continuity compares adjacent layers), "
+                             f"got {max_layers!r}")
+    quantize = _names(values["quantize"], "quantize")
+    known_types = {t.name for t in gguf.GGMLQuantizationType}
+    bad = [q for q in quantize if q not in known_types]
+    if bad:
+        raise ParameterError(f"unknown GGUF type(s) {bad}; valid choices include F16, Q8_0, Q4_1, Q4_0, Q5_0")
+    if not isinstance(values["measure_cost"], bool):
+        raise ParameterError(f"measure_cost must be True or False, got {values['measure_cost']!r}")
+    return PretrainedChapterSettings(
+        scale=scale, models=_names(values["models"], "models"), max_layers=max_layers,
+        trained_scale=values["trained_scale"], seeds=parse_seeds(values["seeds"]), quantize=quantize,
+        large_models=() if not values["large_models"] else _names(values["large_models"], "large_models"),
+        measure_cost=values["measure_cost"])
 
 
-def from_notebook(namespace: dict[str, Any]) -> PretrainedChapterSettings:
-    """:func:`configure` from the notebook's parameter variables (``globals()``); sets the figure theme."""
-    return configure_notebook(namespace, PARAMETERS, configure)
-
-
-def provenance(settings: PretrainedChapterSettings) -> Markdown:
+def describe(settings: PretrainedChapterSettings) -> dict[str, Any]:
+    """The provenance rows of the chapter."""
     trained_shape = settings.trained_configs()[0].shape
-    return Markdown(provenance_markdown(
-        notebook=NOTEBOOK, scale=settings.scale, overrides=settings.overrides, seeds=settings.seeds,
+    return dict(
+        seeds=settings.seeds,
         data="pretrained checkpoints: " + ", ".join(f"`{m}`" for m in settings.models)
              + (f" (first {settings.max_layers} layers)" if settings.max_layers else " (all layers)")
              + f"; trained models: the transformer chapter's `silu` variant at its `{settings.trained_scale}` scale",
         model=f"see the table below; trained: {trained_shape.n_layers} layers, d = {trained_shape.d_model}",
         training="none for the pretrained checkpoints (weights as published); trained models from the cache of the "
                  "transformer chapter (trained once if missing)",
-    ))
+    )
+
+
+CHAPTER = Chapter(name="pretrained_continuity", parameters=_PARAMETERS, presets=_PRESETS, build=build_settings,
+                  describe=describe, runs=PretrainedChapterSettings.trained_configs)
 
 
 _SPACE_COLUMNS = {"input": ("v1_cos", "v1_baseline"), "output": ("u1_cos", "u1_baseline")}
@@ -671,7 +658,7 @@ def chapter_claims(tables: dict[str, pd.DataFrame], large_tables: dict[str, pd.D
     ``gains``: :func:`gain_estimates`; ``quantization``: :func:`quantization_changes`;
     ``large_status``: the large checkpoints looked for; ``n_trained``: trained models quantized.
     """
-    out = ClaimsBuilder(NAME)
+    out = ClaimsBuilder(CHAPTER.name)
     for label, table in {**tables, **large_tables}.items():
         _checkpoint_claims(out, label, table)
     llama, gemma_models = llama_like(tables), gemma(tables)
@@ -734,7 +721,3 @@ def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
                      f"random {baseline:.3f}.")
     return Markdown("What the checkpoints analysed here show:\n\n" + "\n".join(lines))
 
-
-def publish(settings: PretrainedChapterSettings, claims: pd.DataFrame) -> None:
-    """Publish the claims table for the book's closing chapter."""
-    book_claims.publish(claims, chapter=NAME, scale=settings.scale, overrides=settings.overrides)

@@ -14,10 +14,9 @@ import seaborn as sns
 from IPython.display import Markdown
 
 from .. import metrics, plotting
-from ..book import claims as book_claims
-from ..book.chapter import ClaimsBuilder, claim, configure_notebook, undefined_sentence, with_early
+from ..book.chapter import Chapter, ClaimsBuilder, claim, undefined_sentence, with_early
 from ..book.figures import show_figure
-from ..book.provenance import provenance_markdown
+from ..config import MLPRunConfig
 from ..mlp import CONDITIONS
 from ..plotting import draw_baseline
 from ..statistics import (Estimate, pooled_sd, at_final_step, drift_window_mean, estimate, estimate_at_step, per_run,
@@ -26,36 +25,43 @@ from ..statistics import (Estimate, pooled_sd, at_final_step, drift_window_mean,
 from ..tables import RUN_KEYS, select
 from ..training import run_sweep
 from . import mlp_runs
-from .mlp_runs import MLPChapterSettings, configure_chapter
+from .mlp_runs import MLPChapterSettings
 
-NAME = "timeline"
-NOTEBOOK = f"book/{NAME}.ipynb"
-
-#: The notebook's parameters, in the order of its ``parameters`` cell.
-PARAMETERS: dict[str, str] = mlp_runs.parameters(
-    "scale", "seeds", "steps", "conditions", "extra_init_scales", "width", "depth", "dataset", "lr", "n_snapshots",
-)
+#: The conditions the chapter compares (the ``conditions`` parameter replaces them).
+CONDITIONS_COMPARED = ("res-relu", "nores-relu", "res-none", "res-radial", "res-radial-tau")
 
 
-def configure(scale: str = "smoke", **params: Any) -> MLPChapterSettings:
-    """The chapter's settings at ``scale`` with ``params`` overriding the preset (None keeps it)."""
-    return configure_chapter(NAME, PARAMETERS, scale, params)
+#: The chapter sweeps the initialisation scale over two orders of magnitude on the baseline
+#: condition (``extra_init_scales``); that sweep is short (its events happen in the first few
+#: hundred steps) and snapshots it finely (this many log-spaced snapshots per scale), recording
+#: v1/u1 only (k = 1, which keeps it cheap).
+INIT_SWEEP_SNAPSHOTS = {"smoke": 12, "cpu": 32, "paper": 48}
 
 
-def from_notebook(namespace: dict[str, Any]) -> MLPChapterSettings:
-    """:func:`configure` from the notebook's parameter variables (``globals()``); sets the figure theme."""
-    return configure_notebook(namespace, PARAMETERS, configure)
-
-
-def provenance(settings: MLPChapterSettings) -> Markdown:
+def describe(settings: MLPChapterSettings) -> dict[str, Any]:
+    """The provenance rows of the chapter."""
     base = settings.base
-    return Markdown(provenance_markdown(
-        notebook=NOTEBOOK, scale=settings.scale, overrides=settings.overrides, seeds=settings.seeds,
+    return dict(
+        seeds=settings.seeds,
         data=mlp_runs.data_description(settings),
         model=f"residual MLP, {base.depth} hidden layers of width {base.width}; init scales "
               f"{', '.join(f'{s:g}' for s in (base.init_scale, *settings.extra_init_scales))}",
         training=mlp_runs.training_description(settings) + "; the optimizers below",
-    ))
+    )
+
+
+CHAPTER = Chapter(
+    name="timeline",
+    parameters=mlp_runs.parameters("scale", "seeds", "steps", "conditions", "extra_init_scales", "width", "depth",
+                                   "dataset", "lr", "n_snapshots"),
+    presets=mlp_runs.mlp_presets({scale: dict(short_run=dict(n_snapshots=n, n_directions=1))
+                                  for scale, n in INIT_SWEEP_SNAPSHOTS.items()},
+                                 conditions=CONDITIONS_COMPARED, robustness_conditions=("res-relu",),
+                                 extra_init_scales=(0.03, 0.1, 0.3, 3.0)),
+    build=mlp_runs.build_settings,
+    describe=describe,
+    runs=lambda settings: [c for configs in sweep_configs(settings) for c in configs],
+)
 
 
 #: The crossing: ||W(t) - W(0)|| / ||W(0)|| (layer mean) reaches this value.
@@ -214,12 +220,16 @@ class Results:
         return estimate(self.events.loc[self.events["condition"] == condition, column])
 
 
+def sweep_configs(settings: MLPChapterSettings) -> tuple[list[MLPRunConfig], ...]:
+    """The three sweeps: the conditions, the optimizers (robustness), the initialisation scales."""
+    return settings.condition_configs(), settings.robustness_configs(), settings.init_configs()
+
+
 def run(settings: MLPChapterSettings) -> Results:
     """Train (or load from the cache) the three sweeps; older cached runs without
     :data:`TIMELINE_METRICS` are re-run."""
-    table, optimizer_table, init_table = (
-        run_sweep(configs, require_metrics=TIMELINE_METRICS)
-        for configs in (settings.condition_configs(), settings.robustness_configs(), settings.init_configs()))
+    table, optimizer_table, init_table = (run_sweep(configs, require_metrics=TIMELINE_METRICS)
+                                          for configs in sweep_configs(settings))
     return Results(settings=settings, table=table, optimizer_table=optimizer_table, init_table=init_table,
                    baseline=metrics.random_abs_cos(settings.base.width), events=transfer_events(table),
                    optimizer_events=transfer_events(optimizer_table), init_events=transfer_events(init_table))
@@ -431,7 +441,7 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
     """
     events = transfer_events(conditions)
     random_level = Estimate(baseline, 0.0, 1)
-    out = ClaimsBuilder(NAME)
+    out = ClaimsBuilder(CHAPTER.name)
 
     def of(condition: str, column: str) -> Estimate:
         return estimate(events[events["condition"] == condition][column])
@@ -550,10 +560,6 @@ def reading(results: Results, claims: pd.DataFrame) -> Markdown:
     ]
     return Markdown("\n\n".join(p for p in paragraphs if p))
 
-
-def publish(settings: MLPChapterSettings, claims: pd.DataFrame) -> None:
-    """Publish the claims table for the book's closing chapter."""
-    book_claims.publish(claims, chapter=NAME, scale=settings.scale, overrides=settings.overrides)
 
 
 #: The four continuity curves of a transfer timeline: (metric, label).

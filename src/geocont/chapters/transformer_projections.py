@@ -1,7 +1,8 @@
 """Chapter "Projection-specific continuity in transformers": a Llama-style model trained on the
 offline corpus, with MLP-activation and linear-attention ablations (``book/transformer_projections.ipynb``).
 
-The compression chapter reuses this chapter's trained ``silu`` models through :func:`lm_chapter_settings`.
+Its runs, presets and variants are :mod:`geocont.chapters.lm_runs`, which the compression and
+pretrained-continuity chapters share.
 """
 
 from __future__ import annotations
@@ -18,24 +19,20 @@ import seaborn as sns
 from IPython.display import HTML, Markdown
 
 from .. import plotting
-from ..book import claims as book_claims
 from ..analyzer import analyze
-from ..book.chapter import (ClaimsBuilder, changed_verdicts_sentence, claim, configure_notebook, ours_text,
-                            undefined_sentence, verdict_list, with_early)
+from ..book.chapter import (Chapter, ClaimsBuilder, changed_verdicts_sentence, claim, ours_text, undefined_sentence,
+                            verdict_list, with_early)
 from ..book.figures import show_figure
-from ..book.provenance import provenance_markdown
-from ..config import LMRunConfig, OptimizerConfig, TransformerShape
+from ..config import LMRunConfig
 from ..lm import run_lm_sweep
 from ..metrics import random_abs_cos, vector_name
 from ..pretrained import ModelNotAvailable
-from ..scales import ParameterError, apply_overrides, check_scale, parameter_errors, parse_seeds
 from ..statistics import (Estimate, at_final_step, at_step, change_over_last_per_run, estimate, holds_when, per_run, settled,
                           verdict_for_difference)
 from ..tables import RUN_KEYS
 from ..transformer import PROJECTIONS, build_llama, parameter_count, projection_dims
-
-NAME = "transformer_projections"
-NOTEBOOK = f"book/{NAME}.ipynb"
+from . import lm_runs
+from .lm_runs import LM_PRESETS, LM_VARIANTS, MAIN_VARIANTS, PROJECTION_PREDICTIONS, LMChapterSettings
 
 #: The notebook's parameters, in the order of its ``parameters`` cell.
 PARAMETERS: dict[str, str] = {
@@ -43,7 +40,7 @@ PARAMETERS: dict[str, str] = {
     "seeds": "seeds of silu and none: an int n (seeds 0..n-1) or a list; None keeps the scale's default",
     "steps": "any of these overrides one setting of the preset; None keeps it",
     "early_step": "the earlier horizon shown beside the settled values (a snapshot of every run)",
-    "variants": "a list of labels from geocont.chapters.transformer_projections.LM_VARIANTS",
+    "variants": "a list of labels from geocont.chapters.lm_runs.LM_VARIANTS",
     "other_seeds": "seeds of relu and linear attention (0 or [] runs none of them)",
     "depth_layers": "layers of the deeper silu model (same width)",
     "depth_seeds": "seeds of the deeper model (0 or [] runs none)",
@@ -55,30 +52,6 @@ PARAMETERS: dict[str, str] = {
     "eval_windows": "validation windows per snapshot",
     "pretrained": 'pretrained checkpoint to compare with: "smollm2-135m" (offline) or "none"',
 }
-
-#: Transformer sizes per scale. ``paper``: 8 layers, d = 512, SwiGLU width 1376, and an
-#: 8192-token BPE vocabulary (untied embeddings): about 33.7M parameters, the paper's
-#: "about 34M" (its tokenizer is not given; the vocabulary size is our choice).
-LM_SHAPES: dict[str, TransformerShape] = {
-    "smoke": TransformerShape(n_layers=2, d_model=32, n_heads=2, n_kv_heads=2, ffn_dim=88, vocab_size=512,
-                              max_seq_len=64),
-    "cpu": TransformerShape(n_layers=4, d_model=128, n_heads=4, n_kv_heads=4, ffn_dim=344, vocab_size=2048,
-                            max_seq_len=128),
-    "paper": TransformerShape(n_layers=8, d_model=512, n_heads=8, n_kv_heads=8, ffn_dim=1376, vocab_size=8192,
-                              max_seq_len=512),
-}
-
-
-#: The transformer chapter's variants: (MLP activation, attention).
-LM_VARIANTS: dict[str, tuple[str, str]] = {
-    "silu": ("silu", "softmax"),
-    "none": ("none", "softmax"),
-    "relu": ("relu", "softmax"),
-    "silu, linear attention": ("silu", "linear"),
-}
-
-#: The variants run with ``seeds``; the others run with ``other_seeds``.
-MAIN_VARIANTS = ("silu", "none")
 
 #: Measured cost of one training step of the ``cpu`` shape (batch 16 x 128 tokens) at one torch
 #: thread on this project's 2-core machine, by layer count, in seconds, the other core idle:
@@ -92,159 +65,24 @@ CPU_SECONDS_PER_STEP = {4: 0.189, 8: 0.338}
 #: The book's time budget for this chapter at ``cpu``, cold, in minutes.
 CPU_BUDGET_MINUTES = 40
 
-#: The runs issue 15 asked for at ``cpu`` (the ``cpu`` preset runs all of them; :func:`budget_note`
-#: says what they cost and what a cheaper re-run leaves out).
+#: The full design at ``cpu`` (the ``cpu`` preset runs all of it; :func:`budget_note` says what it
+#: costs and what a cheaper re-run leaves out).
 FULL_CPU_DESIGN = dict(seeds=(0, 1, 2), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_seeds=(0,))
 
 #: A re-run that fits the budget: two seeds of ``silu`` and ``none``, no other variant, no deeper model.
 BUDGET_CPU_DESIGN = dict(seeds=(0, 1), other_seeds=(), variants=MAIN_VARIANTS, depth_seeds=())
 
-#: Presets. ``steps`` is the horizon the verdicts are judged at; ``early_step`` the previous
-#: ``cpu`` horizon (400 steps), recorded as a snapshot of every run so that the early value of
-#: every claim is that of the old 400-step chapter (the learning rate is constant, so a longer
-#: run passes through the same weights). Snapshots: ``n_snapshots`` log-spaced and ``n_late_snapshots``
-#: evenly spaced (``geocont.recorder.log_and_linear_steps``), plus ``early_step``.
-_LM_SCALES: dict[str, dict[str, Any]] = {
-    "smoke": dict(corpus="kjv", steps=16, early_step=4, batch_size=4, n_snapshots=4, n_late_snapshots=3, seeds=(0, 1),
-                  other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_layers=3, depth_seeds=(0,), eval_windows=8,
-                  pretrained="smollm2-135m"),
-    "cpu": dict(corpus="kjv", steps=4000, early_step=400, batch_size=16, n_snapshots=16, n_late_snapshots=12,
-                seeds=(0, 1, 2), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_layers=8, depth_seeds=(0,),
-                eval_windows=64,
-                pretrained="smollm2-135m"),
-    "paper": dict(corpus="wikitext-103", steps=20000, early_step=2000, batch_size=32, n_snapshots=24, n_late_snapshots=12,
-                  seeds=(0,), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_layers=16, depth_seeds=(),
-                  eval_windows=256, device="auto", pretrained="smollm2-135m"),
-}
-
-#: The ``silu`` seeds of each scale's preset: the trained models the compression and
-#: pretrained-continuity chapters analyse beside their checkpoints.
-LM_PRESET_SEEDS: dict[str, tuple[int, ...]] = {scale: preset["seeds"] for scale, preset in _LM_SCALES.items()}
-
 #: Analyse only this many layers of the pretrained checkpoint at ``smoke`` (all at the other scales).
 _PRETRAINED_LAYERS = {"smoke": 6, "cpu": None, "paper": None}
 
 
-def _optional_seeds(value: Any, name: str) -> tuple[int, ...]:
-    """Seeds as :func:`geocont.scales.parse_seeds`, where 0 or an empty list means none."""
-    if value in (0, (), []) and not isinstance(value, bool):
-        return ()
-    try:
-        return parse_seeds(value)
-    except ParameterError:
-        raise ParameterError(f"{name} must be a count, a list of distinct seeds, or 0 / [] for none; got {value!r}") \
-            from None
-
-
-@dataclass(frozen=True)
-class LMChapterSettings:
-    """What the transformer chapter runs: a base config, the variants and their seeds, and a deeper model."""
-
-    scale: str
-    base: LMRunConfig
-    seeds: tuple[int, ...]
-    variants: dict[str, tuple[str, str]] = field(default_factory=lambda: dict(LM_VARIANTS))
-    other_seeds: tuple[int, ...] = (0,)
-    depth_layers: int = 8
-    depth_seeds: tuple[int, ...] = ()
-    pretrained: str | None = None
-    overrides: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def early_step(self) -> int:
-        return self.base.snapshot_steps[0] if self.base.snapshot_steps else self.base.steps
-
-    @property
-    def depth_label(self) -> str:
-        return f"silu, {self.depth_layers} layers"
-
-    def seeds_of(self, label: str) -> tuple[int, ...]:
-        if label == self.depth_label:
-            return self.depth_seeds
-        return self.seeds if label in MAIN_VARIANTS else self.other_seeds
-
-    def configs(self) -> dict[str, list[LMRunConfig]]:
-        """``{variant label: [config per seed]}``, the deeper model last (where it has seeds)."""
-        out = {}
-        for label, (activation, attention) in self.variants.items():
-            shape = dataclasses.replace(self.base.shape, mlp_activation=activation, attention=attention)
-            if self.seeds_of(label):
-                out[label] = [self.base.replace(shape=shape, seed=s) for s in self.seeds_of(label)]
-        if self.depth_seeds:
-            shape = dataclasses.replace(self.base.shape, n_layers=self.depth_layers)
-            out[self.depth_label] = [self.base.replace(shape=shape, seed=s) for s in self.depth_seeds]
-        return out
-
-
-_CHAPTER_KEYS = {"seeds", "variants", "lr", "early_step", "other_seeds", "depth_layers", "depth_seeds", "pretrained"}
-
-
-def lm_chapter_settings(scale: str, **overrides: Any) -> LMChapterSettings:
-    """Settings of the transformer chapter at ``scale``, with optional overrides.
-
-    Overrides may name any :class:`geocont.config.LMRunConfig` field, any
-    :class:`TransformerShape` size field (``n_layers``, ``d_model``, ...), ``seeds``,
-    ``variants`` (a list of :data:`LM_VARIANTS` labels), ``lr``, ``early_step``,
-    ``other_seeds``, ``depth_layers``, ``depth_seeds`` and ``pretrained``.
-    """
-    check_scale(scale)
-    shape_fields = {f.name for f in dataclasses.fields(TransformerShape)} - {"mlp_activation", "attention"}
-    run_fields = {f.name for f in dataclasses.fields(LMRunConfig)} - {"shape", "seed", "optimizer", "snapshot_steps"}
-    preset, seeds = apply_overrides(_LM_SCALES[scale], overrides, shape_fields | run_fields | _CHAPTER_KEYS)
-    labels = list(preset.pop("variants", list(LM_VARIANTS)))
-    unknown_variants = [v for v in labels if v not in LM_VARIANTS]
-    if unknown_variants:
-        raise ValueError(f"unknown variant(s) {unknown_variants}; valid choices: {', '.join(LM_VARIANTS)}")
-    if "silu" not in labels:
-        raise ValueError("variants must include silu, the reference every claim is judged on")
-    other_seeds = _optional_seeds(preset.pop("other_seeds"), "other_seeds")
-    depth_seeds = _optional_seeds(preset.pop("depth_seeds"), "depth_seeds")
-    depth_layers = preset.pop("depth_layers")
-    early_step = preset.pop("early_step")
-    pretrained = preset.pop("pretrained")
-    shape = dataclasses.replace(LM_SHAPES[scale], **{k: preset.pop(k) for k in list(preset) if k in shape_fields})
-    dataclasses.replace(shape, n_layers=depth_layers)  # validated like the base shape
-    optimizer = OptimizerConfig("adam", lr=preset.pop("lr", 1e-3))
-    base = LMRunConfig(shape=shape, optimizer=optimizer, snapshot_steps=(early_step,), **preset)
-    if not 0 < base.snapshot_steps[0] < base.steps:
-        raise ValueError(f"early_step must lie strictly between 0 and steps ({base.steps}), got {early_step}")
-    return LMChapterSettings(scale=scale, base=base, seeds=seeds, variants={v: LM_VARIANTS[v] for v in labels},
-                             other_seeds=other_seeds, depth_layers=int(depth_layers), depth_seeds=depth_seeds,
-                             pretrained=None if pretrained in (None, "none") else str(pretrained),
-                             overrides={k: v for k, v in overrides.items() if v is not None})
-
-
-#: The paper's projection-specific prediction: (projection, space, why) that should be continuous.
-PROJECTION_PREDICTIONS = [
-    ("q_proj", "input", "reads the residual stream, followed by the softmax"),
-    ("k_proj", "input", "reads the residual stream, followed by the softmax"),
-    ("gate_proj", "input", "reads the residual stream, followed by the MLP activation"),
-    ("up_proj", "input", "reads the residual stream, multiplied by the activated gate"),
-    ("o_proj", "output", "writes to the residual stream after attention"),
-    ("down_proj", "output", "writes to the residual stream after the MLP nonlinearity"),
-]
-
-
-def configure(scale: str = "smoke", **params: Any) -> LMChapterSettings:
-    """The chapter's settings at ``scale`` with the notebook's ``params`` overriding the preset."""
-    unknown = sorted(set(params) - set(PARAMETERS))
-    with parameter_errors():
-        if unknown:
-            raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(PARAMETERS)}")
-        return lm_chapter_settings(scale, **params)
-
-
-def from_notebook(namespace: dict[str, Any]) -> LMChapterSettings:
-    """:func:`configure` from the notebook's parameter variables (``globals()``); sets the figure theme."""
-    return configure_notebook(namespace, PARAMETERS, configure)
-
-
-def provenance(settings: LMChapterSettings) -> Markdown:
+def describe(settings: LMChapterSettings) -> dict[str, Any]:
+    """The provenance rows of the chapter."""
     base = settings.base
     shape = base.shape
     runs = ", ".join(f"`{label}` × {len(configs)}" for label, configs in settings.configs().items())
-    return Markdown(provenance_markdown(
-        notebook=NOTEBOOK, scale=settings.scale, overrides=settings.overrides, seeds=settings.seeds,
+    return dict(
+        seeds=settings.seeds,
         data=f"`{base.corpus}`, byte-level BPE tokenizer with {shape.vocab_size} tokens trained on its training split",
         model=f"transformers' LlamaForCausalLM: {shape.n_layers} layers, d = {shape.d_model}, {shape.n_heads} heads, "
               f"SwiGLU width {shape.ffn_dim}, {parameter_count(build_llama(shape)) / 1e6:.2f}M parameters; "
@@ -253,7 +91,11 @@ def provenance(settings: LMChapterSettings) -> Markdown:
                  f"(lr {base.optimizer.lr:g}, constant); {len(base.schedule())} snapshots ({base.n_snapshots} "
                  f"log-spaced, {base.n_late_snapshots} evenly spaced, and step {settings.early_step}), each with the validation "
                  f"loss on {base.eval_windows} windows",
-    ))
+    )
+
+
+CHAPTER = Chapter("transformer_projections", PARAMETERS, LM_PRESETS, lm_runs.build_settings, describe,
+                  lm_runs.run_configs)
 
 
 def _duration(config: LMRunConfig) -> float:
@@ -283,8 +125,8 @@ def budget_note(settings: LMChapterSettings) -> Markdown:
     text = f"**What runs here.** {_runs_text(settings)}, each {settings.base.steps:,} steps."
     if settings.scale != "cpu":
         return Markdown(text)
-    full = lm_chapter_settings(settings.scale, **{**settings.overrides, **FULL_CPU_DESIGN})
-    cheap = lm_chapter_settings(settings.scale, **{**settings.overrides, **BUDGET_CPU_DESIGN})
+    full = CHAPTER.configure(settings.scale, **{**settings.overrides, **FULL_CPU_DESIGN})
+    cheap = CHAPTER.configure(settings.scale, **{**settings.overrides, **BUDGET_CPU_DESIGN})
     ours, runs = predicted_minutes(settings), sum(len(c) for c in settings.configs().values())
     text += (f" Predicted cold time on 2 one-thread workers: **{ours:.0f} min** for {runs} runs, from the measured "
              f"{CPU_SECONDS_PER_STEP[4]:.3f} s per step of the 4-layer model and {CPU_SECONDS_PER_STEP[8]:.2f} s of "
@@ -335,8 +177,8 @@ class Results:
 
     @property
     def reference(self) -> str:
-        """The variant the per-projection figures show: ``silu``."""
-        return "silu"
+        """The variant every claim is judged on and the per-projection figures show (``silu`` in the presets)."""
+        return self.settings.reference
 
     @property
     def early(self) -> pd.DataFrame:
@@ -475,7 +317,8 @@ def gap_sentence(results: Results) -> str:
     across projections, not a test of cause)."""
     early_step, end = results.settings.early_step, results.settings.base.steps
     continuity, gaps = projection_values(results.table), gap_values(results.table)
-    continuity, gaps = continuity[continuity.condition == "silu"], gaps[gaps.condition == "silu"]
+    reference = results.reference
+    continuity, gaps = continuity[continuity.condition == reference], gaps[gaps.condition == reference]
     parts = []
     for projection, space, _ in PROJECTION_PREDICTIONS:
         frame = continuity[(continuity.group == projection) & (continuity.space == space)]
@@ -487,9 +330,9 @@ def gap_sentence(results: Results) -> str:
         parts.append(f"{_short(projection)} {vector_name(space)} {before.mean:.2f} → {after.mean:.2f} "
                      f"(gap {gap_before.mean:.3f} → {gap_after.mean:.3f})")
     if not parts:
-        return (f"In `silu` no predicted continuity moved by more than {MOVED} between step {early_step} and step "
+        return (f"In `{reference}` no predicted continuity moved by more than {MOVED} between step {early_step} and step "
                 f"{end}.")
-    return (f"In `silu`, the predicted continuities that moved by more than {MOVED} between step {early_step} and step "
+    return (f"In `{reference}`, the predicted continuities that moved by more than {MOVED} between step {early_step} and step "
             f"{end}, with their projection's gap at the same two steps (seed means): " + "; ".join(parts) + ".")
 
 
@@ -599,7 +442,8 @@ def horizon_table(results: Results) -> pd.DataFrame:
                 if label != settings.depth_label:
                     row[f"{label}, step {settings.early_step}"] = str(_estimate(early, label, projection, space))
                 row[f"{label}, step {settings.base.steps}"] = str(_estimate(finals, label, projection, space))
-            row[f"silu: change over last third"] = str(_estimate(changes, "silu", projection, space))
+            row[f"{results.reference}: change over last third"] = str(_estimate(changes, results.reference, projection,
+                                                                                space))
             if results.pretrained is not None:
                 row[f"{settings.pretrained} (± over layer pairs)"] = str(_pretrained_estimate(results, projection, space))
             row["random baseline"] = f"{random_abs_cos(dims[projection][space]):.3f}"
@@ -648,14 +492,14 @@ def settled_sentence(results: Results) -> str:
     moving = []
     for projection in PROJECTIONS:
         for space in ("input", "output"):
-            change = _estimate(changes, "silu", projection, space)
+            change = _estimate(changes, results.reference, projection, space)
             if not settled(change, SETTLED_TOLERANCE):
                 moving.append(f"{_short(projection)} {vector_name(space)} ({change.mean:+.2f})")
     start = int(changes["start"].min()) if len(changes) else 0
     if not moving:
-        return (f"In `silu` every projection's continuity changed by at most {SETTLED_TOLERANCE} between step {start} "
+        return (f"In `{results.reference}` every projection's continuity changed by at most {SETTLED_TOLERANCE} between step {start} "
                 f"and step {results.settings.base.steps}: the values have settled.")
-    return (f"In `silu`, between step {start} and step {results.settings.base.steps}, these still changed by more "
+    return (f"In `{results.reference}`, between step {start} and step {results.settings.base.steps}, these still changed by more "
             f"than {SETTLED_TOLERANCE} (seed mean): " + ", ".join(moving) + "; the others had settled.")
 
 
@@ -663,7 +507,7 @@ def settled_sentence(results: Results) -> str:
 SOFTMAX_KEYS = ("softmax-anchors-q", "softmax-anchors-k")
 
 
-def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], reference: str = "silu",
+def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], reference: str = lm_runs.REFERENCE,
                        no_activation: str | None = "none",
                        linear_attention: str | None = "silu, linear attention") -> pd.DataFrame:
     """Claims table of a run table, judged at each run's last step.
@@ -673,7 +517,7 @@ def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], ref
     None: never) was not run.
     """
     finals = projection_finals(table)
-    out = ClaimsBuilder(NAME)
+    out = ClaimsBuilder(CHAPTER.name)
 
     def est(variant: str, projection: str, space: str) -> Estimate:
         return _estimate(finals, variant, projection, space)
@@ -759,15 +603,16 @@ def lost_sentence(results: Results, claims: pd.DataFrame) -> str:
         if row.key not in _CLAIM_QUANTITY or row.key.startswith("v-low") or row.verdict == "reproduced":
             continue
         projection, space = _CLAIM_QUANTITY[row.key]
-        text = (f"{_short(projection)} {vector_name(space)} {_estimate(early, 'silu', projection, space)} "
-                f"at step {results.settings.early_step} ({row.early_verdict}), {_estimate(finals, 'silu', projection, space)} "
+        text = (f"{_short(projection)} {vector_name(space)} {_estimate(early, results.reference, projection, space)} "
+                f"at step {results.settings.early_step} ({row.early_verdict}), "
+                f"{_estimate(finals, results.reference, projection, space)} "
                 f"at the end ({row.verdict})")
         if results.pretrained is not None:
             text += f" ({results.settings.pretrained}: {_pretrained_estimate(results, projection, space)} over layer pairs)"
         parts.append(text)
     if not parts:
         return ""
-    return (" **Predicted continuities this small model does not keep to the end of training** (`silu`, random "
+    return (f" **Predicted continuities this small model does not keep to the end of training** (`{results.reference}`, random "
             "baselines in the table): " + "; ".join(parts) + ". The pretrained model beside them is both deeper and "
             "trained far longer; the 8-layer model above separates depth from training length only in part.")
 
@@ -778,7 +623,8 @@ def depth_statement(results: Results) -> Markdown:
     if settings.depth_label not in results.variants:
         return Markdown(f"The {settings.depth_layers}-layer model was not run at this scale (see the cost note above), "
                         "so this chapter cannot say whether depth changes the pattern.")
-    shallow = transformer_claims(results.table, results.dims, no_activation=None, linear_attention=None)
+    shallow = transformer_claims(results.table, results.dims, reference=results.reference, no_activation=None,
+                                 linear_attention=None)
     deep = transformer_claims(results.table, results.dims, reference=settings.depth_label, no_activation=None,
                               linear_attention=None).set_index("key")
     seeds = len(settings.depth_seeds)
@@ -789,7 +635,7 @@ def depth_statement(results: Results) -> Markdown:
         (same if other.verdict == row.verdict else changed).append(
             text if other.verdict == row.verdict else f"{text}: {row.verdict} → {other.verdict}")
     flag = " (1 seed: its sd is undefined)" if seeds == 1 else ""
-    return Markdown(f"**Depth.** `{settings.depth_label}`{flag} against `silu` ({settings.base.shape.n_layers} layers), "
+    return Markdown(f"**Depth.** `{settings.depth_label}`{flag} against `{results.reference}` ({settings.base.shape.n_layers} layers), "
                     f"both at step {settings.base.steps}. Same verdict: " + (", ".join(same) or "none") + ". Changed: "
                     + ("; ".join(changed) or "none") + ".")
 
@@ -802,8 +648,8 @@ def pretrained_statement(results: Results) -> Markdown:
     parts = []
     for projection, space in list(dict.fromkeys(_CLAIM_QUANTITY.values())):
         vector = vector_name(space)
-        parts.append(f"{_short(projection)} {vector}: ours {_estimate(finals, 'silu', projection, space)} "
-                     f"(step {step}: {_estimate(early, 'silu', projection, space)}), pretrained "
+        parts.append(f"{_short(projection)} {vector}: ours {_estimate(finals, results.reference, projection, space)} "
+                     f"(step {step}: {_estimate(early, results.reference, projection, space)}), pretrained "
                      f"{_pretrained_estimate(results, projection, space)}")
     return Markdown(f"**Against a pretrained model.** {results.pretrained_status}, same projections and metric; its ± "
                     "is the spread over its adjacent layer pairs, ours over seeds (random baselines differ with the "
@@ -813,7 +659,7 @@ def pretrained_statement(results: Results) -> Markdown:
 
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
     settings = results.settings
-    text = verdict_list(claims, f"At the `{settings.scale}` scale ({len(settings.seeds)} seeds of `silu`, judged at "
+    text = verdict_list(claims, f"At the `{settings.scale}` scale ({len(settings.seeds)} seeds of `{results.reference}`, judged at "
                                 f"step {settings.base.steps:,} on `{settings.base.corpus}`, each claim's value after "
                                 f"{settings.early_step:,} steps beside it):")
     return Markdown(text + "\n\n" + changed_verdicts_sentence(claims, settings.early_step))
@@ -833,7 +679,3 @@ def softmax_note(claims: pd.DataFrame) -> Markdown | None:
         "Q/K evidence is indirect."
     )
 
-
-def publish(settings: LMChapterSettings, claims: pd.DataFrame) -> None:
-    """Publish the claims table for the book's closing chapter."""
-    book_claims.publish(claims, chapter=NAME, scale=settings.scale, overrides=settings.overrides)
