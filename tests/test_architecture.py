@@ -7,7 +7,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from geocont.chapters import CHAPTER_MODULES, chapter_module
+from geocont.book.chapter import Chapter
+from geocont.chapters import CHAPTER_MODULES, chapter, chapter_module
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "geocont"
@@ -83,15 +84,21 @@ def parameters_cell(nb) -> nbformat.NotebookNode:
 @pytest.mark.parametrize("name", list(CHAPTER_MODULES))
 def test_the_parameters_cell_matches_the_chapter_module(name):
     assigned = [node.targets[0].id for node in ast.parse(parameters_cell(notebook(name)).source).body]
-    assert assigned == list(chapter_module(name).PARAMETERS)
+    assert assigned == list(chapter(name).parameters)
 
 
 @pytest.mark.parametrize("name", list(CHAPTER_MODULES))
-def test_every_chapter_module_provides_the_chapter_protocol(name):
+def test_every_chapter_module_defines_its_chapter_and_claims(name):
     module = chapter_module(name)
-    for attribute in ("PARAMETERS", "configure", "from_notebook", "provenance", "claims", "publish"):
-        assert hasattr(module, attribute), f"geocont.chapters.{name} lacks {attribute}"
-    assert next(iter(module.PARAMETERS)) == "scale"
+    assert isinstance(module.CHAPTER, Chapter) and module.CHAPTER.name == name
+    assert callable(module.claims)
+
+
+@pytest.mark.parametrize("name", list(CHAPTER_MODULES))
+def test_no_chapter_imports_another_chapter(name):
+    path = PACKAGE / "chapters" / f"{name}.py"
+    others = {f"geocont.chapters.{other}" for other in CHAPTER_MODULES if other != name}
+    assert not imported_modules(path) & others
 
 
 @pytest.mark.parametrize("name", list(CHAPTER_MODULES))
@@ -106,7 +113,7 @@ def test_notebooks_only_call_the_library(name):
         assert not defined, f"{name}: a notebook defines no functions or classes:\n{cell.source}"
         assert "startswith" not in cell.source, f"{name}: claims are looked up by key, not by text"
     first = cells[0].source
-    assert f"from geocont.chapters import {name} as chapter" in first and "chapter.from_notebook(globals())" in first
+    assert f"from geocont.chapters import {name} as chapter" in first and "chapter.CHAPTER.from_notebook(globals())" in first
 
 
 #: Import name -> distribution name, where they differ.
@@ -139,7 +146,7 @@ def test_pyproject_declares_every_third_party_import():
 def test_the_parameters_cell_comments_are_the_modules_help(name):
     source = parameters_cell(notebook(name)).source
     comments = [line.split("#", 1)[1].strip() if "#" in line else "" for line in source.splitlines() if line.strip()]
-    assert comments == list(chapter_module(name).PARAMETERS.values())
+    assert comments == list(chapter(name).parameters.values())
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "benchmarks").glob("*.py")), ids=lambda p: p.name)

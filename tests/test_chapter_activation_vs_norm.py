@@ -63,15 +63,15 @@ def test_claims_without_rmsnorm_leave_out_our_own_claim():
 
 
 def test_configure_validates_before_any_work():
-    settings = chapter.configure("smoke", n_directions=4, seeds=1)
+    settings = chapter.CHAPTER.configure("smoke", n_directions=4, seeds=1)
     assert settings.base.n_directions == 4 and settings.seeds == (0,)
     assert settings.overrides == {"n_directions": 4, "seeds": 1}
     assert settings.conditions[:3] == ("res-relu", "res-ln", "res-ln-relu")
     with pytest.raises(ParameterError, match="unknown parameter.*n_direction.*valid choices: scale, seeds"):
-        chapter.configure("smoke", n_direction=4)
+        chapter.CHAPTER.configure("smoke", n_direction=4)
     with pytest.raises(ParameterError, match="n_directions"):
-        chapter.configure("smoke", n_directions=0)
+        chapter.CHAPTER.configure("smoke", n_directions=0)
     with pytest.raises(ParameterError, match="valid choices: res-relu"):
-        chapter.configure("smoke", conditions=["res-layernorm"])
+        chapter.CHAPTER.configure("smoke", conditions=["res-layernorm"])
     with pytest.raises(ParameterError, match="unknown scale 'gpu'"):
-        chapter.configure("gpu")
+        chapter.CHAPTER.configure("gpu")

@@ -11,24 +11,24 @@ from geocont.statistics import RankCorrelation
 
 
 def test_configure_builds_the_presets_and_rejects_bad_parameters():
-    settings = chapter.configure("cpu")
+    settings = chapter.CHAPTER.configure("cpu")
     assert settings.pretrained == "smollm2-135m" and len(settings.lm_configs()) == 3  # the transformer chapter's 3 silu seeds
     assert all(c.shape.mlp_activation == "silu" for c in settings.lm_configs())
     assert settings.middle_budget == 0.5 and settings.overrides == {}
-    skipped = chapter.configure("smoke", pretrained="none", seeds=1)
+    skipped = chapter.CHAPTER.configure("smoke", pretrained="none", seeds=1)
     assert skipped.pretrained is None and skipped.overrides == {"pretrained": "none", "seeds": 1}
     with pytest.raises(ParameterError, match="unknown parameter.*windows; valid choices: scale, seeds"):
-        chapter.configure("smoke", windows=3)
+        chapter.CHAPTER.configure("smoke", windows=3)
     with pytest.raises(ParameterError, match="valid choices: q_proj"):
-        chapter.configure("smoke", projections=["attn"])
+        chapter.CHAPTER.configure("smoke", projections=["attn"])
     with pytest.raises(ParameterError, match="group_size must be >= 2"):
-        chapter.configure("smoke", group_size=1)
+        chapter.CHAPTER.configure("smoke", group_size=1)
     with pytest.raises(ParameterError, match="budgets must be fractions"):
-        chapter.configure("smoke", budgets=[0.0])
+        chapter.CHAPTER.configure("smoke", budgets=[0.0])
     with pytest.raises(ParameterError, match="sharing_layers needs at least 3"):
-        chapter.configure("smoke", sharing_layers=[1, 2])
+        chapter.CHAPTER.configure("smoke", sharing_layers=[1, 2])
     with pytest.raises(ParameterError, match="unknown scale 'gpu'; valid choices: smoke, cpu, paper"):
-        chapter.configure("gpu")
+        chapter.CHAPTER.configure("gpu")
 
 
 def test_paired_difference_is_per_window_output_minus_input():

@@ -2,6 +2,7 @@
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import matplotlib
@@ -123,9 +124,25 @@ def test_closing_chapter_runs_last_and_again_when_a_claims_table_changes(tmp_pat
     assert build._claims_inputs_sha256(layout, ROOT) != before
 
 
-def test_the_methods_page_shows_the_scales_as_configured():
-    assert scales_markdown() in (ROOT / "book" / "methods.md").read_text(), \
-        "book/methods.md's scales table is out of date: paste geocont.chapters.scales_markdown() into it"
+def test_every_generated_part_has_its_place_in_a_page(tmp_path):
+    pages = tmp_path / "book"
+    shutil.copytree(ROOT / "book", pages, ignore=shutil.ignore_patterns("*.ipynb"))
+    parts = build.generated_markdown()
+    build.fill_generated(pages, parts)
+    text = (pages / "methods.md").read_text()
+    assert scales_markdown() in text and not any(marker in text for marker in parts)
+
+
+def test_a_generated_part_without_its_marker_stops_the_build(tmp_path):
+    (tmp_path / "page.md").write_text("no marker here\n")
+    with pytest.raises(SystemExit, match="no page .* holds the marker"):
+        build.fill_generated(tmp_path, {"<!-- generated: x -->": "table"})
+
+
+def test_the_scales_table_has_a_column_per_scale_and_a_row_per_setting():
+    lines = scales_markdown().splitlines()
+    assert lines[0] == "| setting | `smoke` | `cpu` | `paper` |"
+    assert all(line.count(" | ") == 3 for line in lines[2:])
 
 
 def test_show_figure_glues_a_numbered_figure_in_book_builds(monkeypatch):
