@@ -102,3 +102,16 @@ def test_hardware_names_the_torch_threads_in_good_english(threads, expected):
         assert hardware().split("; ")[0].endswith(f"cores, {expected}")
     finally:
         torch.set_num_threads(before)
+
+
+def test_outside_a_git_checkout_the_code_version_is_the_package_version(monkeypatch):
+    import subprocess
+
+    import geocont
+    from geocont.book import provenance
+
+    def no_git(*args, **kwargs):
+        raise subprocess.CalledProcessError(128, "git")
+
+    monkeypatch.setattr(provenance.subprocess, "run", no_git)
+    assert provenance.code_version() == f"geocont {geocont.__version__}"
