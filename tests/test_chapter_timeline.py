@@ -125,3 +125,14 @@ def test_configure_rejects_bad_parameters_before_any_work():
     with pytest.raises(ParameterError, match="valid choices: res-relu"):
         chapter.CHAPTER.configure("smoke", conditions=["res-tanh"])
     assert chapter.CHAPTER.configure("smoke", steps=None, lr=1e-4).overrides == {"lr": 1e-4}
+
+
+def test_the_claims_follow_the_reference_condition_they_are_given():
+    conditions, init_sweep, relu = sweeps(STEPS_UPDATE, nores_grad=0.05, init_later=True)
+    renamed = [frame.assign(condition=frame["condition"].astype(str).replace("res-relu", "res-gelu"))
+               for frame in (conditions, init_sweep, relu)]
+    as_relu = chapter.timeline_claims(conditions, init_sweep, relu, 0.05)
+    as_gelu = chapter.timeline_claims(*renamed, 0.05, reference="res-gelu")
+    assert list(as_gelu["verdict"]) == list(as_relu["verdict"])
+    assert not as_gelu["quantity"].str.contains(r"(?<!no)res-relu").any()
+    assert as_gelu["quantity"].str.contains("res-gelu").any()

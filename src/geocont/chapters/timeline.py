@@ -31,6 +31,10 @@ from .mlp_runs import MLPChapterSettings
 CONDITIONS_COMPARED = ("res-relu", "nores-relu", "res-none", "res-radial", "res-radial-tau")
 
 
+#: The condition without residual connections the step-0 claim compares the reference condition with.
+NO_RESIDUAL = "nores-relu"
+
+
 #: The chapter sweeps the initialisation scale over two orders of magnitude on the baseline
 #: condition (``extra_init_scales``); that sweep is short (its events happen in the first few
 #: hundred steps) and snapshots it finely (this many log-spaced snapshots per scale), recording
@@ -416,9 +420,10 @@ def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims table, judged at the end of training, with each claim's value after
     ``early_steps`` in the ``early`` column (the init sweep is that long already)."""
     early = results.settings.early_steps
-    at_end = timeline_claims(results.table, results.init_table, results.optimizer_table, results.baseline)
+    at_end = timeline_claims(results.table, results.init_table, results.optimizer_table, results.baseline,
+                             results.reference)
     at_early = timeline_claims(up_to_step(results.table, early), results.init_table,
-                               up_to_step(results.optimizer_table, early), results.baseline)
+                               up_to_step(results.optimizer_table, early), results.baseline, results.reference)
     return with_early(at_end, at_early, early)
 
 
@@ -432,12 +437,13 @@ _NORMS = (("crossing_step", "Frobenius", "frobenius"), ("spectral_crossing_step"
 
 
 def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimizers: pd.DataFrame,
-                    baseline: float) -> pd.DataFrame:
+                    baseline: float, reference: str = "res-relu", no_residual: str = NO_RESIDUAL) -> pd.DataFrame:
     """Claims table of the timeline chapter, from its three sweeps' run tables.
 
-    ``conditions``: res-relu, nores-relu, res-none, res-radial under the base optimizer;
-    ``init_sweep``: the baseline condition at several init scales; ``optimizers``: the
-    baseline condition under Adam, Adam beta2 = 0 and SGD.
+    ``conditions``: the chapter's conditions under the base optimizer; ``init_sweep``: the
+    ``reference`` condition at several init scales; ``optimizers``: the ``reference`` condition
+    under each robustness optimizer. The step-0 claim compares ``reference`` with
+    ``no_residual``, its counterpart without residual connections.
     """
     events = transfer_events(conditions)
     random_level = Estimate(baseline, 0.0, 1)
@@ -446,20 +452,20 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
     def of(condition: str, column: str) -> Estimate:
         return estimate(events[events["condition"] == condition][column])
 
-    res, nores = of("res-relu", "grad_v1_step0"), of("nores-relu", "grad_v1_step0")
+    res, nores = of(reference, "grad_v1_step0"), of(no_residual, "grad_v1_step0")
     out.add("step0-gradient-coherence", "Gradient coherence across layers exists at initialisation, before any update",
-            "res-relu minus nores-relu gradient v1 |cos| at step 0", "present at init (no number)",
+            f"{reference} minus {no_residual} gradient v1 |cos| at step 0", "present at init (no number)",
             res.mean - nores.mean, baseline, verdict_for_difference(res, nores),
-            note=f"res-relu {res}; nores-relu {nores}", std=pooled_sd(res, nores), n=res.n)
-    relu_events = events[events["condition"] == "res-relu"]
+            note=f"{reference} {res}; {no_residual} {nores}", std=pooled_sd(res, nores), n=res.n)
+    relu_events = events[events["condition"] == reference]
     for crossing, norm, key in _NORMS:
         order, note = _order_estimate(relu_events, crossing)
         out.add(f"order-{key}", "Weight continuity forms once the cumulative update dominates the initial weights",
-                f"res-relu log10(rise step / crossing step), {norm} norm", "rise after ‖ΔW‖ > ‖W(0)‖",
+                f"{reference} log10(rise step / crossing step), {norm} norm", "rise after ‖ΔW‖ > ‖W(0)‖",
                 order, math.nan, verdict_for_order(relu_events, crossing), note=note)
-    aligned = of("res-relu", "weight_cumgrad_final")
+    aligned = of(reference, "weight_cumgrad_final")
     out.add("weight-cumgrad-alignment", "... and the weights align with the cumulative gradient",
-            "res-relu final |cos(v1(W), v1(ΣdL/dW))|", "aligned (no number)", aligned, baseline,
+            f"{reference} final |cos(v1(W), v1(ΣdL/dW))|", "aligned (no number)", aligned, baseline,
             verdict_for_difference(aligned, random_level))
     sweep = transfer_events(init_sweep)
     never_crossed = int(sweep["crossing_step"].isna().sum())
@@ -479,21 +485,21 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
                 verdict_for_correlation(together, +1),
                 note=f"{together}; never crossed (ranked last): {int(sweep[crossing].isna().sum())}", n=together.n)
     turn = drift(conditions, "v1_turn")
-    relu_turn = estimate(turn[turn["condition"] == "res-relu"]["value"])
+    relu_turn = estimate(turn[turn["condition"] == reference]["value"])
     for condition in ("res-none", "res-radial", "res-radial-tau"):
         if condition not in set(conditions["condition"]):
             continue
         rate = estimate(turn[turn["condition"] == condition]["value"])
         out.add(f"{condition}-late-drift", "Without symmetry breaking, v1 keeps drifting",
-                f"{condition} minus res-relu v1 turn rate after {DRIFT_WINDOW_START:.0%} of training "
+                f"{condition} minus {reference} v1 turn rate after {DRIFT_WINDOW_START:.0%} of training "
                 "(degrees per 1,000 steps)", "drift",
                 rate.mean - relu_turn.mean, math.nan, verdict_for_difference(rate, relu_turn, margin=1.0),
-                note=f"{condition} {rate}°; res-relu {relu_turn}°", std=pooled_sd(rate, relu_turn), n=rate.n)
+                note=f"{condition} {rate}°; {reference} {relu_turn}°", std=pooled_sd(rate, relu_turn), n=rate.n)
         decoupled = of(condition, "weight_cumgrad_final")
         out.add(f"{condition}-decoupled", "... which decouples the weights from the cumulative gradient",
-                f"res-relu minus {condition} final weight/cum.-gradient v1 |cos|", "lower without",
+                f"{reference} minus {condition} final weight/cum.-gradient v1 |cos|", "lower without",
                 aligned.mean - decoupled.mean, baseline, verdict_for_difference(aligned, decoupled),
-                note=f"res-relu {aligned}; {condition} {decoupled}", std=pooled_sd(aligned, decoupled),
+                note=f"{reference} {aligned}; {condition} {decoupled}", std=pooled_sd(aligned, decoupled),
                 n=decoupled.n)
     co = drift(conditions, "co_rotation")
     none_co = estimate(co[co["condition"] == "res-none"]["value"])
@@ -541,8 +547,8 @@ def reading(results: Results, claims: pd.DataFrame) -> Markdown:
                       if never else f"the Frobenius crossing came at step {estimate(ref['crossing_step'])}")
     paragraphs = [
         f"**Step 0.** Before any update, {reference} has gradient v1 continuity {estimate(ref['grad_v1_step0'])} "
-        f"across adjacent layers; without residuals (nores-relu) {results.of('nores-relu', 'grad_v1_step0')}, "
-        f"random level {results.baseline:.3f}." if "nores-relu" in order else "",
+        f"across adjacent layers; without residuals ({NO_RESIDUAL}) {results.of(NO_RESIDUAL, 'grad_v1_step0')}, "
+        f"random level {results.baseline:.3f}." if NO_RESIDUAL in order else "",
         f"**When the weights follow.** In {reference}, weight v1 continuity covers half its rise at step "
         f"{estimate(ref['rise_step'])}, when ‖ΔW‖_F/‖W(0)‖_F is only {estimate(ref['rel_update_at_rise'])}; "
         f"{frobenius_text}, and the spectral crossing (‖ΔW‖₂ > ‖W(0)‖₂) came at step "
