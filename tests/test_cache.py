@@ -205,3 +205,11 @@ def test_an_entry_without_a_required_artifact_is_a_miss():
             require_artifacts=["model.safetensors"])
     assert table.equals(table_of(1.0))
     assert cache.artifact_path("lm", CONFIG, "model.safetensors").read_bytes() == b"weights"
+
+
+def test_a_table_recorded_under_a_former_metric_name_is_read_under_the_current_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEOCONT_CACHE_DIR", str(tmp_path))
+    former = pd.DataFrame({"metric": pd.Categorical(["v1_turn", "co_rotation"]), "value": [1.0, 2.0]})
+    cache.store("mlp", CONFIG, former)
+    table = cache.load("mlp", CONFIG, require_metrics=("turn",))
+    assert table is not None and list(table["metric"]) == ["turn", "co_rotation"]

@@ -40,7 +40,7 @@ METRICS: dict[str, str] = {
     "weight_cumgrad_cos": "|cos| between a layer's weight v1/u1 and its cumulative gradient's",
     "rel_update": "||W(t) - W(0)||_F / ||W(0)||_F of one layer",
     "rel_update_spectral": "||W(t) - W(0)||_2 / ||W(0)||_2 of one layer (largest singular values)",
-    "v1_turn": "degrees a layer's v1 (input) / u1 (output) turned since the previous snapshot",
+    "turn": "degrees a layer's leading singular vector, v1 (input) / u1 (output), turned since the previous snapshot",
     "co_rotation": "signed cos between the turns of adjacent layers' v1/u1 since the previous snapshot",
     "sigma1": "leading singular value of one layer",
     "grad_norm": "Frobenius norm of one layer's minibatch gradient dL/dW",
@@ -56,6 +56,10 @@ METRICS: dict[str, str] = {
     "train_set_acc": "accuracy on (at most) the first 4,096 training examples",
     "val_loss": "language-model cross-entropy on the held-out validation windows",
 }
+
+#: Former metric names -> their names now; tables recorded under a former name (in a run cache)
+#: are read with :func:`current_metric_names`.
+METRIC_ALIASES: dict[str, str] = {"v1_turn": "turn"}
 
 RUN_COLUMNS = ["step", "group", "layer", "metric", "space", "direction", "value"]
 #: The configuration columns a sweep adds; together they identify one run.
@@ -81,6 +85,15 @@ def rows_to_frame(rows: list[Row]) -> pd.DataFrame:
     for column in ("group", "metric", "space"):
         frame[column] = frame[column].astype("category")
     return frame
+
+
+def current_metric_names(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with every metric recorded under a former name (:data:`METRIC_ALIASES`) renamed."""
+    former = set(METRIC_ALIASES) & set(table["metric"].unique())
+    if not former:
+        return table
+    metric = table["metric"].astype(str).replace({name: METRIC_ALIASES[name] for name in former})
+    return table.assign(metric=metric.astype("category") if table["metric"].dtype == "category" else metric)
 
 
 def select(

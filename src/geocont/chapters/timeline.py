@@ -79,7 +79,7 @@ CROSSINGS = {"crossing_step": "rel_update", "spectral_crossing_step": "rel_updat
 
 
 #: Metrics the timeline chapter needs in every run table (older cached runs lack them).
-TIMELINE_METRICS = ("rel_update_spectral", "v1_turn", "co_rotation", "weight_cumgrad_cos")
+TIMELINE_METRICS = ("rel_update_spectral", "turn", "co_rotation", "weight_cumgrad_cos")
 
 
 #: Weight continuity "rises" only if it gains at least this much |cos| over training;
@@ -357,9 +357,9 @@ DRIFT_WINDOW_START = 0.1
 
 
 def drift(table: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Per run, the input-space ``v1_turn`` as a rate (degrees per 1,000 steps) or the
+    """Per run, the input-space ``turn`` as a rate (degrees per 1,000 steps) or the
     ``co_rotation`` (signed cos), time-averaged over the drift window (:data:`DRIFT_WINDOW_START`)."""
-    frame = turn_rates(table) if metric == "v1_turn" else select(table, metric, "input", 1)
+    frame = turn_rates(table) if metric == "turn" else select(table, metric, "input", 1)
     return drift_window_mean(frame, DRIFT_WINDOW_START)
 
 
@@ -375,7 +375,7 @@ def rotation_figure(results: Results) -> None:
     fig, axes = plt.subplots(2, 2, figsize=(14, 8.5), sharex=True)
     for row, space in enumerate(("input", "output")):
         rates = turn_rates(table, space)
-        sns.lineplot(data=per_run(rates, "v1_turn", space, 1), x="step", y="value", hue="condition",
+        sns.lineplot(data=per_run(rates, "turn", space, 1), x="step", y="value", hue="condition",
                      hue_order=order, palette=colours, errorbar="sd", marker="o", markersize=3.5,
                      ax=axes[row, 0], legend=False)
         axes[row, 0].set(xscale="symlog", yscale="log", xlabel="training step (symlog)",
@@ -391,7 +391,7 @@ def rotation_figure(results: Results) -> None:
         "Rotation drift of v1 (top) and u1 (bottom): turn since the previous snapshot as a rate (degrees per 1,000 "
         "steps, log axis) and co-rotation of adjacent layers (layer mean, seed mean ± sd). Time-averaged over the "
         f"steps after {DRIFT_WINDOW_START:.0%} of training, v1 turn rate / co-rotation: "
-        + "; ".join(f"{c} {_late(table, 'v1_turn', c)}° / {_late(table, 'co_rotation', c)}" for c in order) + "."))
+        + "; ".join(f"{c} {_late(table, 'turn', c)}° / {_late(table, 'co_rotation', c)}" for c in order) + "."))
 
 
 def alignment_before_after(results: Results) -> pd.DataFrame:
@@ -484,7 +484,7 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
                 f"Spearman ρ(crossing step, rise step), {norm} norm", "follows (no number)", together.rho, math.nan,
                 verdict_for_correlation(together, +1),
                 note=f"{together}; never crossed (ranked last): {int(sweep[crossing].isna().sum())}", n=together.n)
-    turn = drift(conditions, "v1_turn")
+    turn = drift(conditions, "turn")
     relu_turn = estimate(turn[turn["condition"] == reference]["value"])
     for condition in ("res-none", "res-radial", "res-radial-tau"):
         if condition not in set(conditions["condition"]):
@@ -556,7 +556,7 @@ def reading(results: Results, claims: pd.DataFrame) -> Markdown:
         f"**{order_by_norm['Frobenius']}**; read in the spectral norm, the one that decides the leading direction, "
         f"it is **{order_by_norm['spectral']}**.",
         f"**Rotation drift.** After {DRIFT_WINDOW_START:.0%} of training, v1 turns at "
-        + ", ".join(f"{c} {_late(table, 'v1_turn', c)}° per 1,000 steps" for c in order)
+        + ", ".join(f"{c} {_late(table, 'turn', c)}° per 1,000 steps" for c in order)
         + "; adjacent layers co-rotate with signed cosine "
         + ", ".join(f"{c} {_late(table, 'co_rotation', c)}" for c in order)
         + ". The weight/cumulative-gradient alignment is, at the peak of weight continuity and at the end, "
