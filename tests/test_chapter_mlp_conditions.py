@@ -147,8 +147,9 @@ def test_claims_are_judged_at_the_horizon_with_the_early_value_beside():
     results = chapter.Results(settings=settings, table=early_peak, robustness=robustness, init_table=robustness, data={}, baseline=BASELINE, empirical={})
     claims = chapter.claims(results)
     row = claim(claims, "linear-weight-v1")
-    assert row["ours_mean"] == pytest.approx(0.60) and row["early"].startswith("at 10 steps: 0.80 ± 0.01")
-    assert row["early"].endswith("(not reproduced)") and row["early_verdict"] == "not reproduced"
+    assert row["ours_mean"] == pytest.approx(0.60)
+    assert (row["early_step"], row["early_mean"], row["early_sd"]) == (10, pytest.approx(0.80), pytest.approx(0.01))
+    assert row["early_verdict"] == "not reproduced"
     from geocont.book.chapter import changed_verdicts
     changed = set(changed_verdicts(claims)["key"])
     assert "res-none-rise-then-collapse" in changed  # no collapse yet at step 10, a collapse at the end

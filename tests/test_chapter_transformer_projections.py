@@ -170,7 +170,8 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     claims = chapter.claims(results).set_index("key")
     assert list(claims.index) == KEYS
     up = claims.loc["up-input-continuity"]
-    assert up.verdict == "not reproduced" and up.early == "at 4 steps: 0.80 ± 0.01, n = 3 (reproduced)"
+    assert up.verdict == "not reproduced"
+    assert (up.early_step, up.early_mean, up.early_sd, up.early_n) == (4, pytest.approx(0.80), pytest.approx(0.01), 3)
     assert up.early_verdict == "reproduced"
     assert "holds only early" in up.note and "change over the last third +0.00" in up.note  # settled by step 10
     assert "holds throughout" in claims.loc["q-input-continuity", "note"]

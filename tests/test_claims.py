@@ -78,11 +78,13 @@ def test_publish_rejects_tables_in_another_format(claims_dir):
 def test_the_early_verdict_is_a_column_of_its_own_and_survives_publishing(claims_dir):
     with pytest.raises(ValueError, match="unknown verdict 'early-ish'"):
         claim_row("first", "A claim", "q", "0.9", 0.9, 0.0, 3, 0.05, "reproduced", key="a", early_verdict="early-ish")
-    early = frame("first").assign(early=["at 930 steps: 0.70 ± 0.01, n = 3 (not reproduced)", ""],
-                                  early_verdict=["not reproduced", ""])
+    early = frame("first").assign(early_mean=[0.70, math.nan], early_sd=[0.01, math.nan], early_n=[3, 0],
+                                  early_step=[930, None], early_verdict=["not reproduced", ""])
     claims.publish(early, chapter="first", scale="cpu")
     table = claims.collect("cpu", chapters=["first"])
     assert list(table["early_verdict"]) == ["not reproduced", ""]
+    assert table.loc[0, "early_mean"] == 0.70 and table.loc[0, "early_n"] == 3 and table.loc[0, "early_step"] == 930
+    assert math.isnan(table.loc[1, "early_mean"]) and table.loc[1, "early_step"] is pd.NA
     changed = changed_verdicts(table)
     assert list(changed["key"]) == ["a-claim"]  # the row without an early verdict is not a change
     assert changed_verdicts_sentence(table, 930).startswith(
@@ -170,10 +172,22 @@ def test_show_figure_outside_the_book_shows_the_caption(monkeypatch):
 
 
 def test_markdown_table_shows_the_earlier_horizon_only_for_chapters_that_have_one(claims_dir):
-    early = frame("long").assign(early=["at 930 steps: 0.70 ± 0.01, n = 3 (not reproduced)", "at 930 steps: 0.10, n = 3 (not reproduced)"])
+    early = frame("long").assign(early_mean=[0.70, 0.10], early_sd=[0.01, math.nan], early_n=[3, 3],
+                                 early_step=[930, 930], early_verdict=["not reproduced", "not reproduced"])
     claims.publish(early, chapter="long", scale="cpu")
     claims.publish(frame("short"), chapter="short", scale="cpu")
     text = claims.markdown_table(claims.collect("cpu", chapters=["long", "short"]), titles={})
     long_block, short_block = text.split("\n\n**")
-    assert "earlier in training" in long_block and "at 930 steps: 0.70 ± 0.01" in long_block
+    assert "earlier in training" in long_block and "at 930 steps: 0.70 ± 0.01, n = 3 (not reproduced)" in long_block
+    assert "at 930 steps: 0.10, n = 3 (not reproduced)" in long_block
     assert "earlier in training" not in short_block
+
+
+def test_a_chapter_shows_the_early_value_formatted_in_one_column():
+    from geocont.book.chapter import claims_display
+
+    early = frame("long").assign(early_mean=[0.70, math.nan], early_sd=[0.01, math.nan], early_n=[3, 0],
+                                 early_step=[930, None], early_verdict=["not reproduced", ""])
+    shown = claims_display(early).data
+    assert list(shown["early"]) == ["at 930 steps: 0.70 ± 0.01, n = 3 (not reproduced)", ""]
+    assert not {"early_mean", "early_step", "early_verdict", "chapter"} & set(shown.columns)

@@ -25,6 +25,7 @@ linking each row to its chapter through the ``chapter`` column (the notebook's n
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
@@ -67,9 +68,12 @@ RUN_KEYS = ["condition", "optimizer", "init_scale", "seed"]
 Row = tuple[int, str, int, str, str, int, float]
 
 #: ``key`` is the claim's stable name within its chapter (prose and tests look claims up by it).
+#: ``early_mean``, ``early_sd``, ``early_n``, ``early_step`` and ``early_verdict``: the same claim
+#: judged after ``early_step`` steps (a chapter that judges it at a longer horizon), NaN/0/None/""
+#: where there is none.
 CLAIM_COLUMNS = [
     "chapter", "key", "claim", "quantity", "paper", "ours_mean", "ours_std", "n_seeds",
-    "baseline", "verdict", "note", "early", "early_verdict",
+    "baseline", "verdict", "note", "early_mean", "early_sd", "early_n", "early_step", "early_verdict",
 ]
 VERDICTS = ("reproduced", "partly reproduced", "inconclusive", "not reproduced", "not tested")
 
@@ -112,14 +116,13 @@ def select(
 
 def claim_row(
     chapter: str, claim: str, quantity: str, paper: str, ours_mean: float, ours_std: float,
-    n_seeds: int, baseline: float, verdict: str, note: str = "", *, key: str, early: str = "",
-    early_verdict: str = "",
+    n_seeds: int, baseline: float, verdict: str, note: str = "", *, key: str, early_mean: float = math.nan,
+    early_sd: float = math.nan, early_n: int = 0, early_step: int | None = None, early_verdict: str = "",
 ) -> dict[str, Any]:
     """One claims-table row; ``verdict`` must be one of :data:`VERDICTS`, ``key`` a stable
-    lower-case name (letters, digits, ``-``) unique within the chapter. ``early``: the same
-    claim judged at an earlier training horizon (``"at 930 steps: 0.78 ± 0.02, n = 3 (reproduced)"``),
-    where the chapter judges it at a longer one, and ``early_verdict`` its verdict there (one of
-    :data:`VERDICTS`); both empty otherwise."""
+    lower-case name (letters, digits, ``-``) unique within the chapter. ``early_*``: the same
+    claim judged after ``early_step`` steps, where the chapter judges it at a longer horizon
+    (mean, sd and n of our estimate there, and its verdict, one of :data:`VERDICTS`)."""
     for value in (verdict, early_verdict or verdict):
         if value not in VERDICTS:
             raise ValueError(f"unknown verdict {value!r}; valid choices: {', '.join(VERDICTS)}")
@@ -127,6 +130,6 @@ def claim_row(
         raise ValueError(f"claim key {key!r} must be lower-case letters, digits and '-'")
     return dict(
         chapter=chapter, key=key, claim=claim, quantity=quantity, paper=paper, ours_mean=ours_mean,
-        ours_std=ours_std, n_seeds=n_seeds, baseline=baseline, verdict=verdict, note=note, early=early,
-        early_verdict=early_verdict,
+        ours_std=ours_std, n_seeds=n_seeds, baseline=baseline, verdict=verdict, note=note, early_mean=early_mean,
+        early_sd=early_sd, early_n=early_n, early_step=early_step, early_verdict=early_verdict,
     )

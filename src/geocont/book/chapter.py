@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 from IPython.display import Markdown
 
-from .claims import publish as publish_claims
+from .claims import early_text, estimate_text, publish as publish_claims
 from .provenance import provenance_markdown
 from ..scales import SCALES, ParameterError, check_scale, parameter_errors
 from ..metrics import DEGENERACY_TOL
@@ -171,10 +171,7 @@ def claim(claims: pd.DataFrame, key: str) -> pd.Series:
 
 def ours_text(row: Any) -> str:
     """``0.42 ± 0.03, n = 3`` for a claims row (no ± where the spread is undefined)."""
-    text = "n/a" if row.ours_mean is None or math.isnan(row.ours_mean) else f"{row.ours_mean:.2f}"
-    if row.ours_std is not None and not math.isnan(row.ours_std):
-        text += f" ± {row.ours_std:.2f}"
-    return f"{text}, n = {row.n_seeds}"
+    return estimate_text(row.ours_mean, row.ours_std, row.n_seeds)
 
 
 def verdict_list(claims: pd.DataFrame, intro: str) -> str:
@@ -182,20 +179,21 @@ def verdict_list(claims: pd.DataFrame, intro: str) -> str:
     claim's note (the estimates behind a comparison) where it has one, and its early value."""
     lines = [f"- **{row.verdict}**: {row.claim} ({row.quantity}: paper {row.paper}, ours {ours_text(row)}"
              + (f"; {row.note}" if row.note else "") + ")"
-             + (f"; {row.early}" if isinstance(row.early, str) and row.early else "")
+             + (f"; {early_text(row)}" if early_text(row) else "")
              for row in claims.itertuples()]
     return intro + "\n\n" + "\n".join(lines)
 
 
 def with_early(claims: pd.DataFrame, early_claims: pd.DataFrame, steps: int) -> pd.DataFrame:
-    """``claims`` (judged at the chapter's horizon) with the ``early`` and ``early_verdict`` columns
-    filled from ``early_claims``: the same claims, under the same keys, judged after ``steps`` steps."""
+    """``claims`` (judged at the chapter's horizon) with the ``early_*`` columns filled from
+    ``early_claims``: the same claims, under the same keys, judged after ``steps`` steps."""
     early = early_claims.set_index("key")
     missing = sorted(set(claims["key"]) - set(early.index))
     if missing:
         raise KeyError(f"no early value for claim(s) {', '.join(missing)}")
-    text = {key: f"at {steps:,} steps: {ours_text(row)} ({row.verdict})" for key, row in early.iterrows()}
-    return claims.assign(early=claims["key"].map(text), early_verdict=claims["key"].map(early["verdict"]))
+    keys = claims["key"]
+    return claims.assign(early_mean=keys.map(early["ours_mean"]), early_sd=keys.map(early["ours_std"]),
+                         early_n=keys.map(early["n_seeds"]), early_step=steps, early_verdict=keys.map(early["verdict"]))
 
 
 def changed_verdicts(claims: pd.DataFrame) -> pd.DataFrame:
@@ -215,9 +213,14 @@ def changed_verdicts_sentence(claims: pd.DataFrame, steps: int) -> str:
                         f"{row.verdict} at the end" for row in changed.itertuples()) + ".")
 
 
+#: The claims columns a chapter's table shows no column of its own for (the early value is shown as one text column).
+_HIDDEN_CLAIM_COLUMNS = ["chapter", "early_mean", "early_sd", "early_n", "early_step", "early_verdict"]
+
+
 def claims_display(claims: pd.DataFrame):
-    """The claims table as the chapters show it (a pandas Styler)."""
-    return claims.drop(columns=["chapter", "early_verdict"]).style.format(precision=3, na_rep="–").hide(axis="index")
+    """The claims table as the chapters show it (a pandas Styler): the early value as one text column."""
+    shown = claims.assign(early=[early_text(row) for row in claims.itertuples()]).drop(columns=_HIDDEN_CLAIM_COLUMNS)
+    return shown.style.format(precision=3, na_rep="–").hide(axis="index")
 
 
 def undefined_sentence(table: pd.DataFrame) -> str:
