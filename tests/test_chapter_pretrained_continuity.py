@@ -12,6 +12,7 @@ import torch
 from safetensors.torch import save_file
 
 from geocont.chapters import pretrained_continuity as chapter
+from geocont.chapters.pretrained_continuity import compute  # noqa: F401 - chapter.compute, patched below
 from geocont.scales import ParameterError
 from geocont.statistics import Estimate
 
@@ -138,25 +139,24 @@ def test_verdict_groups_each_checkpoints_claims_by_verdict():
     assert "- **bad**: reproduced: none; partly reproduced: none; not reproduced: q_proj" in text
 
 
-def test_configure_validates_every_value_before_any_work():
-    assert chapter.CHAPTER.configure("cpu").models == ("smollm2-135m", "gemma3-270m", "all-minilm-l6")
+def test_a_name_or_a_list_of_names_and_a_seed_count_are_accepted():
     settings = chapter.CHAPTER.configure("smoke", models="gemma3-270m", seeds=2, max_layers=None)
     assert settings.models == ("gemma3-270m",) and settings.seeds == (0, 1)
     assert settings.overrides == {"models": "gemma3-270m", "seeds": 2}
-    with pytest.raises(ParameterError, match="unknown parameter.*modelz.*valid choices"):
-        chapter.CHAPTER.configure("cpu", modelz=["x"])
-    with pytest.raises(ParameterError, match="unknown GGUF type.*Q3_X"):
-        chapter.CHAPTER.configure("smoke", quantize=["Q3_X"])
-    with pytest.raises(ParameterError, match="max_layers must be an integer >= 2"):
-        chapter.CHAPTER.configure("smoke", max_layers=1)
-    with pytest.raises(ParameterError, match="unknown scale 'huge'; valid choices: smoke, cpu, paper"):
-        chapter.CHAPTER.configure("smoke", trained_scale="huge")
-    with pytest.raises(ParameterError, match="unknown scale"):
-        chapter.CHAPTER.configure("tiny")
-    with pytest.raises(ParameterError, match="seeds must be"):
-        chapter.CHAPTER.configure("smoke", seeds=[1, 1])
-    with pytest.raises(ParameterError, match="measure_cost must be True or False"):
-        chapter.CHAPTER.configure("smoke", measure_cost="yes")
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(modelz=["x"]), "unknown parameter.*modelz.*valid choices"),
+    (dict(quantize=["Q3_X"]), "unknown GGUF type.*Q3_X"),
+    (dict(max_layers=1), "max_layers must be an integer >= 2"),
+    (dict(trained_scale="huge"), "unknown scale 'huge'; valid choices: smoke, cpu, paper"),
+    (dict(scale="tiny"), "unknown scale"),
+    (dict(seeds=[1, 1]), "seeds must be"),
+    (dict(measure_cost="yes"), "measure_cost must be True or False"),
+])
+def test_configure_rejects_a_bad_value_before_any_work(params, message):
+    with pytest.raises(ParameterError, match=message):
+        chapter.CHAPTER.configure(**{"scale": "smoke", **params})
 
 
 def test_notebook_parameters_are_checked_by_name():
@@ -169,10 +169,10 @@ def test_large_model_cost_times_the_analyzer_and_scales_by_parameters(monkeypatc
     """Two layers of the reference shapes take 10 s on the stub clock: 5 s per layer, scaled by parameters."""
     assert chapter.large_model_cost(chapter.CHAPTER.configure("smoke")) is None
     small = {"q_proj": (32, 32), "down_proj": (32, 64)}  # 3072 parameters per layer
-    monkeypatch.setattr(chapter, "LLAMA_31_8B_LAYER", small)
-    monkeypatch.setattr(chapter, "LARGE_MODELS", {"small": (small, 12), "double": ({"q_proj": (64, 96)}, 6)})
+    monkeypatch.setattr(chapter.compute, "LLAMA_31_8B_LAYER", small)
+    monkeypatch.setattr(chapter.compute, "LARGE_MODELS", {"small": (small, 12), "double": ({"q_proj": (64, 96)}, 6)})
     clock = iter([100.0, 110.0])
-    monkeypatch.setattr(chapter, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    monkeypatch.setattr(chapter.compute, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
     cost = chapter.large_model_cost(chapter.CHAPTER.configure("smoke", measure_cost=True))
     assert cost.seconds_per_layer == 5.0
     table = cost.table.set_index("model")

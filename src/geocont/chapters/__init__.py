@@ -1,7 +1,25 @@
-"""One module per chapter of the book, each defining ``CHAPTER`` (a :class:`geocont.book.chapter.Chapter`:
-its parameters, presets per scale and settings) and the functions its notebook calls; and the run
-families the chapters share (:mod:`.mlp_runs`, :mod:`.lm_runs`). :data:`CHAPTER_MODULES` maps a
-notebook's name to its module."""
+"""The book's chapters, one package per chapter, and the run families they share
+(:mod:`.mlp_runs`, :mod:`.lm_runs`). :data:`CHAPTER_MODULES` maps a notebook's name to its package.
+
+A new chapter ``<name>`` needs:
+
+* ``book/<name>.ipynb``: a cell tagged ``parameters`` (``scale = "smoke"`` first, then
+  ``<parameter> = None  # <help>`` per line), one cell ``from geocont.chapters import <name> as
+  chapter`` and ``settings = chapter.CHAPTER.from_notebook(globals())``, one call per result, and
+  ``chapter.CHAPTER.publish(settings, claims)`` last; an entry in ``_toc.yml``;
+* ``src/geocont/chapters/<name>/``: ``__init__.py`` (its docstring, and
+  ``__getattr__ = chapter_attribute(__name__)``), ``compute.py`` (``CHAPTER``, a
+  :class:`geocont.book.chapter.Chapter`; ``run(settings)``; ``claims(results)``) and
+  ``present.py`` (figures and computed prose); an entry in :data:`CHAPTER_MODULES`.
+
+An MLP chapter takes its parameters, presets and settings from :mod:`.mlp_runs`::
+
+    CHAPTER = Chapter(name="<name>", parameters=mlp_runs.parameters("scale", "seeds", "steps", "conditions"),
+                      presets=mlp_runs.mlp_presets(conditions=("res-relu", "res-none")),
+                      build=mlp_runs.build_settings, describe=describe, runs=mlp_runs.all_run_configs)
+
+where ``describe(settings)`` returns the provenance rows ``seeds``, ``data``, ``model`` and ``training``.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Chapter "pretrained checkpoints": the projection pattern in SmolLM2, Gemma-3 and MiniLM next to
-our trained transformers; what quantization does to the metric; the cost of Llama-3.1-8B/70B
-(``book/pretrained_continuity.ipynb``)."""
+"""pretrained_continuity: what the chapter computes (settings, runs, events, claims); no figures, no matplotlib."""
 
 from __future__ import annotations
 
@@ -9,29 +7,26 @@ import re
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Sequence, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
-import matplotlib.pyplot as plt
 import pandas as pd
 import torch
-from IPython.display import Markdown, display
 
-from ..analyzer import analyze, plan, summary, triplet_method
-from ..book.chapter import Chapter, ClaimsBuilder, claim
-from ..book.figures import show_figure
-from ..layouts import LAYOUTS, PROJECTIONS
-from ..lm import trained_lm
-from ..metrics import abs_cos, random_abs_cos, top_singular_triplets, vector_name
-from ..plotting import plot_depth_continuity, projection_colours
-from ..pretrained import OFFLINE_MODELS, ModelNotAvailable
-from ..scales import ParameterError, check_scale, parse_seeds
-from ..statistics import Estimate, estimate, verdict_for_difference
-from ..synthetic import LARGE_MODELS, LLAMA_31_8B_LAYER, layer_parameters, write_spiked_checkpoint
-from ..transformer import parameter_count
-from .lm_runs import LM_PRESETS, PROJECTION_PREDICTIONS, reference_configs
+from ...analyzer import analyze, plan, triplet_method
+from ...book.chapter import Chapter, ClaimsBuilder
+from ...layouts import LAYOUTS
+from ...lm import trained_lm
+from ...metrics import abs_cos, random_abs_cos, top_singular_triplets, vector_name
+from ...pretrained import ModelNotAvailable
+from ...scales import ParameterError, check_scale, parse_seeds
+from ...statistics import Estimate, estimate, verdict_for_difference
+from ...synthetic import LARGE_MODELS, LLAMA_31_8B_LAYER, layer_parameters, write_spiked_checkpoint
+from ...transformer import parameter_count
+from ..lm_runs import LM_PRESETS, PROJECTION_PREDICTIONS, reference_configs
 
 if TYPE_CHECKING:
-    from ..config import LMRunConfig
+    from ...config import LMRunConfig
+
 
 #: The notebook's parameters, in the order of its ``parameters`` cell.
 _PARAMETERS: dict[str, str] = {
@@ -44,6 +39,7 @@ _PARAMETERS: dict[str, str] = {
     "large_models": "large checkpoints to look for (Hugging Face ids or paths)",
     "measure_cost": "time two Llama-3.1-8B-shaped layers to extrapolate the large models' cost",
 }
+
 
 #: The pretrained checkpoints each scale analyses, and the large ones it looks for.
 PRETRAINED_OFFLINE = ("smollm2-135m", "gemma3-270m", "all-minilm-l6")
@@ -60,6 +56,7 @@ _PRESETS: dict[str, dict[str, Any]] = {
     "paper": dict(models=PRETRAINED_OFFLINE, max_layers=None, trained_scale="paper", seeds=(0,),
                   quantize=("Q8_0", "Q4_1"), large_models=PRETRAINED_LARGE, measure_cost=True),
 }
+
 
 #: The quantization check's rule: a GGUF type "keeps the metric" when no v1/u1 |cos| moves by this much.
 QUANTIZATION_LIMIT = 0.05
@@ -93,12 +90,14 @@ class PretrainedChapterSettings:
         return reference_configs(self.trained_scale, self.seeds)
 
 
+
 def _names(value: Any, parameter: str) -> tuple[str, ...]:
     """A name or a list of names as a tuple of strings."""
     names = (value,) if isinstance(value, str) else tuple(value)
     if not all(isinstance(name, str) and name for name in names):
         raise ParameterError(f"{parameter} must be a name or a list of names, got {value!r}")
     return names
+
 
 
 def build_settings(scale: str, values: dict[str, Any]) -> PretrainedChapterSettings:
@@ -125,6 +124,7 @@ def build_settings(scale: str, values: dict[str, Any]) -> PretrainedChapterSetti
         measure_cost=values["measure_cost"])
 
 
+
 def describe(settings: PretrainedChapterSettings) -> dict[str, Any]:
     """The provenance rows of the chapter."""
     trained_shape = settings.trained_configs()[0].shape
@@ -137,6 +137,7 @@ def describe(settings: PretrainedChapterSettings) -> dict[str, Any]:
         training="none for the pretrained checkpoints (weights as published); trained models from the cache of the "
                  "transformer chapter (trained once if missing)",
     )
+
 
 
 CHAPTER = Chapter(name="pretrained_continuity", parameters=_PARAMETERS, presets=_PRESETS, build=build_settings,
@@ -153,6 +154,7 @@ class PairEstimate(NamedTuple):
     baseline: float
 
 
+
 def layer_pair_estimate(table: pd.DataFrame, projection: str, space: str) -> PairEstimate:
     """Mean ± sd over adjacent layer pairs of an analyzer table's v1 (input) or u1 (output)
     |cos| for one projection, and that space's random baseline."""
@@ -160,19 +162,6 @@ def layer_pair_estimate(table: pd.DataFrame, projection: str, space: str) -> Pai
     rows = table[table["projection"] == projection]
     return PairEstimate(estimate(rows[column]), float(rows[baseline].iloc[0]) if len(rows) else math.nan)
 
-
-def continuity_overview(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """One row per (model, projection, space) of several analyzer tables: layer-pair mean and
-    sd, number of pairs, and the random baseline. ``tables`` maps a label to a table."""
-    rows = []
-    for label, table in tables.items():
-        for projection in table["projection"].cat.categories if hasattr(table["projection"], "cat") \
-                else table["projection"].unique():
-            for space in ("input", "output"):
-                ours, baseline = layer_pair_estimate(table, projection, space)
-                rows.append(dict(model=label, projection=projection, space=space, mean=ours.mean, sd=ours.std,
-                                 pairs=ours.n, baseline=baseline))
-    return pd.DataFrame(rows)
 
 
 @dataclass
@@ -206,12 +195,15 @@ class Results:
         return gemma(self.tables)
 
 
+
 def llama_like(tables: dict[str, pd.DataFrame]) -> list[str]:
     return [m for m, t in tables.items() if t.attrs["layout"] in ("gguf", "llama")]
 
 
+
 def gemma(tables: dict[str, pd.DataFrame]) -> list[str]:
     return [m for m, t in tables.items() if t.attrs["layout"].startswith("gemma3")]
+
 
 
 def run(settings: PretrainedChapterSettings) -> Results:
@@ -239,74 +231,11 @@ def run(settings: PretrainedChapterSettings) -> Results:
                    effects=pd.concat(effects, ignore_index=True))
 
 
-def _describe(name: str, table: pd.DataFrame) -> dict[str, Any]:
-    first = table[table.layer == table.layer.min()].set_index("projection")
-    return dict(model=name, architecture=table.attrs["architecture"], layout=table.attrs["layout"],
-                layers=int(table.layer.max()) + 1, d_model=int(first.loc["q_proj", "in_dim"]),
-                ffn=int(first.loc["up_proj", "out_dim"]), parameters=f"{table.attrs['parameters'] / 1e6:.1f}M",
-                stored_as=", ".join(sorted(set(table["dtype"]))), source=table.attrs["source"])
-
-
-def overview_table(results: Results):
-    """One row per pretrained checkpoint: architecture, layout, size, storage type, source."""
-    return pd.DataFrame([_describe(name, table) for name, table in results.tables.items()]).style.hide(axis="index")
-
 
 def _slug(name: str) -> str:
     """``name`` in lower-case letters, digits and '-' (figure names and claim keys)."""
     return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()
 
-
-def depth_figures(results: Results) -> None:
-    """Per pretrained checkpoint: its per-projection summary table and its depth figure."""
-    names = list(results.tables)
-    display(Markdown("One table and one figure per model: "
-                     + ", ".join(f"{{numref}}`pretrained-depth-{_slug(n)}` ({n})" for n in names) + "."))
-    for name, table in results.tables.items():
-        description = OFFLINE_MODELS[name].description if name in OFFLINE_MODELS else name
-        display(Markdown(f"**{name}** ({description}; layout `{table.attrs['layout']}`). "
-                         "Mean over adjacent layer pairs, sd over pairs:"))
-        display(summary(table).reset_index().style.format(precision=3, na_rep="–").hide(axis="index"))
-        fig = plot_depth_continuity(table, title=name)
-        predicted = []
-        for projection, space, _ in PROJECTION_PREDICTIONS:
-            if projection in set(table.projection):
-                ours, baseline = layer_pair_estimate(table, projection, space)
-                predicted.append(f"{projection.replace('_proj', '')} {vector_name(space)} {ours} (random {baseline:.3f})")
-        v_in, _ = layer_pair_estimate(table, "v_proj", "input")
-        v_out, _ = layer_pair_estimate(table, "v_proj", "output")
-        show_figure(fig, f"pretrained-depth-{_slug(name)}", (
-            f"{name}: |cos| of each projection's leading singular vectors between adjacent layers (dotted: each "
-            "projection's random baseline). Predicted-continuous: " + "; ".join(predicted)
-            + f". V: v1 {v_in}, u1 {v_out}."))
-
-
-#: The projections of the Gemma-3 / Llama comparison, with the space each is compared in.
-_GEMMA_COMPARED = [("o_proj", "output"), ("down_proj", "output"), ("q_proj", "input"), ("k_proj", "input"),
-                   ("gate_proj", "input"), ("up_proj", "input")]
-
-
-def gemma_comparison(results: Results) -> list:
-    """Gemma-3 (post-norms) next to a Llama-layout model: a table and a sentence, or why not."""
-    llama, gemma_models, tables = results.llama_like, results.gemma, results.tables
-    if not (llama and gemma_models):
-        return [Markdown("This comparison needs a Llama-layout model and Gemma-3 (the `cpu` scale analyses both); "
-                         f"analysed here: {', '.join(results.settings.models)}.")]
-    rows = []
-    for projection, space in _GEMMA_COMPARED:
-        row = dict(projection=projection, space=space)
-        for model in llama + gemma_models:
-            ours, baseline = layer_pair_estimate(tables[model], projection, space)
-            row[model] = str(ours)
-            row[f"{model} baseline"] = round(baseline, 3)
-        rows.append(row)
-    lines = []
-    for projection in ("o_proj", "down_proj"):
-        g, _ = layer_pair_estimate(tables[gemma_models[0]], projection, "output")
-        l, _ = layer_pair_estimate(tables[llama[0]], projection, "output")
-        lines.append(f"{projection} u1: {gemma_models[0]} {g} vs {llama[0]} {l}")
-    return [pd.DataFrame(rows).style.hide(axis="index"),
-            Markdown("Output-space continuity of the writing projections: " + "; ".join(lines) + ".")]
 
 
 def gain_estimates(gains: dict[str, pd.DataFrame]) -> dict[tuple[str, str], tuple[Estimate, Estimate]]:
@@ -319,66 +248,11 @@ def gain_estimates(gains: dict[str, pd.DataFrame]) -> dict[tuple[str, str], tupl
     return out
 
 
-def gain_tables(results: Results) -> list:
-    """The gain-scaled output continuity of each post-norm checkpoint, with its controls."""
-    rows = []
-    for model, table in results.gains.items():
-        for projection, group in table.groupby("projection", sort=False):
-            pairs = group.dropna(subset=["u1_cos"])
-            rows.append(dict(model=model, projection=projection, pairs=len(pairs),
-                             u1_cos=str(estimate(pairs["u1_cos"])),
-                             u1_cos_gain_scaled=str(estimate(pairs["u1_cos_gained"])),
-                             gain_only_control=str(estimate(pairs["u1_cos_gain_only"])),
-                             adjacent_gain_cos=str(estimate(pairs["gain_cos"])),
-                             top_coordinate_share=str(estimate(pairs["gain_top1_share"])),
-                             baseline=round(float(group["u1_baseline"].iloc[0]), 3)))
-    if not rows:
-        return [Markdown("No checkpoint with post-norms is analysed at this scale.")]
-    return [pd.DataFrame(rows).style.hide(axis="index"),
-            Markdown("Mean ± sd over adjacent layer pairs. `u1_cos`: the projection's own weights; "
-                     "`u1_cos_gain_scaled`: diag(g_l) W_l, what it writes into the stream; `gain_only_control`: "
-                     "diag(g_l) times a Gaussian matrix.")]
-
-
-def trained_seed_means(results: Results) -> pd.DataFrame:
-    """:func:`continuity_overview` of each trained transformer (column ``seed``)."""
-    label = f"trained ({results.settings.trained_scale})"
-    return pd.concat([continuity_overview({label: table}).assign(seed=seed)
-                      for seed, table in results.trained_tables.items()])
-
-
-def size_overview(results: Results) -> pd.DataFrame:
-    """Mean continuity per (model, projection, space) with the model's parameter count: the trained
-    transformers (mean ± sd over seeds of the per-seed layer-pair mean) first, then each checkpoint."""
-    params = {name: table.attrs["parameters"] for name, table in results.tables.items()}
-    overview = continuity_overview(results.tables).assign(parameters=lambda f: f["model"].map(params))
-    trained = (trained_seed_means(results).groupby(["model", "projection", "space"], sort=False)
-               .agg(mean=("mean", "mean"), sd=("mean", "std"), pairs=("pairs", "first"),
-                    baseline=("baseline", "first"))
-               .reset_index().assign(parameters=results.trained_parameters))
-    return pd.concat([trained, overview], ignore_index=True)
-
-
-def size_figure(results: Results) -> None:
-    """Every model's mean continuity per projection against its size: a wide table, then the figure."""
-    combined = size_overview(results)
-    fig = plot_continuity_vs_size(combined)
-    wide = combined.assign(vector=lambda f: f["space"].map({"input": "v1", "output": "u1"}))
-    wide["value"] = [f"{m:.2f} ± {s:.2f}" if not math.isnan(s) else f"{m:.2f}" for m, s in zip(wide["mean"], wide["sd"])]
-    wide = wide.pivot_table(index=["model", "parameters"], columns=["projection", "vector"], values="value",
-                            aggfunc="first", sort=False)
-    display(wide[[c for p in PROJECTIONS for c in wide.columns if c[0] == p]])
-    show_figure(fig, "pretrained-vs-size", (
-        f"Mean adjacent-layer continuity per projection against model size. The "
-        f"trained transformers ({len(results.trained_tables)} seed(s), {results.trained_parameters / 1e6:.2f}M "
-        "parameters) show mean ± sd over seeds of the per-seed layer-pair mean; each pretrained checkpoint shows its "
-        "mean ± sd over layer pairs. Black ticks: random baselines (they differ by dimension). V is drawn faded: it is "
-        "predicted low."))
-
 
 def quantization_shifts(effects: pd.DataFrame) -> pd.DataFrame:
     """:func:`quantization_shift` of each seed of ``effects`` (column ``seed``)."""
     return pd.concat([quantization_shift(effects[effects.seed == s]).assign(seed=s) for s in effects.seed.unique()])
+
 
 
 @dataclass(frozen=True)
@@ -390,6 +264,7 @@ class QuantizationChange:
     typical: float
 
 
+
 def quantization_changes(shifts: pd.DataFrame, formats: Sequence[str]) -> dict[str, QuantizationChange]:
     """Per GGUF type of :func:`quantization_shifts`: its :class:`QuantizationChange`."""
     quantized = shifts[shifts.stored_as != "F16"]
@@ -397,6 +272,7 @@ def quantization_changes(shifts: pd.DataFrame, formats: Sequence[str]) -> dict[s
         worst=quantized.loc[quantized.format == fmt, ["v1_shift_max", "u1_shift_max"]].max().max(),
         typical=quantized.loc[quantized.format == fmt, ["v1_shift_mean", "u1_shift_mean"]].mean().mean())
         for fmt in formats}
+
 
 
 def quantization_verdict(worst: float, limit: float = QUANTIZATION_LIMIT) -> str:
@@ -407,44 +283,6 @@ def quantization_verdict(worst: float, limit: float = QUANTIZATION_LIMIT) -> str
     return "reproduced" if worst < limit else "not reproduced"
 
 
-def quantization_check(results: Results) -> list:
-    """The quantization check: the shift table per type and projection, and how it compares."""
-    formats = results.settings.quantize
-    shifts = quantization_shifts(results.effects)
-    table = (shifts.groupby(["format", "projection", "stored_as"], sort=False)
-             .agg(v1_shift_max=("v1_shift_max", "max"), v1_shift_mean=("v1_shift_mean", "mean"),
-                  u1_shift_max=("u1_shift_max", "max"), u1_shift_mean=("u1_shift_mean", "mean"),
-                  sigma1_rel_change_max=("sigma1_rel_change_max", "max")).reset_index())
-    changes = quantization_changes(shifts, formats)
-    seed_means = trained_seed_means(results)
-    predicted_space = {p: s for p, s, _ in PROJECTION_PREDICTIONS} | {"v_proj": "input"}
-    spread = {p: seed_means[(seed_means.projection == p) & (seed_means.space == predicted_space[p])]["mean"].std()
-              for p in PROJECTIONS}
-    return [table.style.format(precision=4, na_rep="–").hide(axis="index"), Markdown(
-        "Largest change of any v1/u1 |cos| over all quantized matrices, layer pairs and seeds: "
-        + "; ".join(f"{fmt} {changes[fmt].worst:.4f} (mean change {changes[fmt].typical:.4f})" for fmt in formats)
-        + ". For scale: the differences between projections that the paper's pattern is about are tenths of |cos|, "
-        "and the seed-to-seed sd of the trained models' layer means (v1 for Q/K/V/Gate/Up, u1 for O/Down) is "
-        + ", ".join(f"{p.replace('_proj', '')} {s:.3f}" for p, s in spread.items() if not math.isnan(s)) + ".")]
-
-
-def large_model_status(results: Results) -> list:
-    """Which large checkpoints were found here, and what to do where they were not."""
-    settings, out = results.settings, []
-    if results.large_status:
-        out.append(pd.DataFrame(results.large_status).style.hide(axis="index"))
-    missing = [s["model"] for s in results.large_status if s["status"] != "analysed"]
-    if not settings.large_models:
-        out.append(Markdown(f"The `{settings.scale}` scale looks for no large checkpoint; `cpu` and `paper` look for "
-                            "meta-llama/Llama-3.1-8B and meta-llama/Llama-3.1-70B."))
-    elif missing:
-        out.append(Markdown(
-            f"**Not available here:** {', '.join(missing)}. This machine has no network to Hugging Face and no local "
-            "copy, so the paper's large-model check is not reproduced in this rendering. Where they exist, run "
-            "`geocont analyze meta-llama/Llama-3.1-8B` or this chapter with `-p scale paper` (after "
-            "`huggingface-cli download`)."))
-    return out
-
 
 @dataclass(frozen=True)
 class LargeModelCost:
@@ -453,6 +291,7 @@ class LargeModelCost:
 
     seconds_per_layer: float
     table: pd.DataFrame
+
 
 
 def large_model_cost(settings: PretrainedChapterSettings) -> LargeModelCost | None:
@@ -475,61 +314,6 @@ def large_model_cost(settings: PretrainedChapterSettings) -> LargeModelCost | No
     return LargeModelCost(per_layer, pd.DataFrame(rows))
 
 
-def cost_display(settings: PretrainedChapterSettings, cost: LargeModelCost | None) -> list:
-    """The cost table and how it was measured, or where it is measured instead."""
-    if cost is None:
-        return [Markdown(f"The cost of the large models is measured at the `cpu` scale and by "
-                         f"`benchmarks/bench_analyzer.py` (not at `{settings.scale}`, to keep it short).")]
-    return [cost.table.style.hide(axis="index"), Markdown(
-        f"Measured in this run: two layers with Llama-3.1-8B's shapes (random weights with a planted leading "
-        f"direction, bf16 safetensors) took {cost.seconds_per_layer:.1f} s per layer on this machine; the 70B figure "
-        "scales that by parameters per layer. Memory stays bounded by two matrices of one projection (the analyzer "
-        "streams); `benchmarks/bench_analyzer.py` measures the peak resident memory and compares with exact SVD.")]
-
-
-def plot_continuity_vs_size(overview: pd.DataFrame, *, axes: Sequence[plt.Axes] | None = None) -> plt.Figure:
-    """Mean adjacent-layer continuity per projection against parameter count, one point per
-    model (``overview``: columns model, parameters, projection, space, mean, sd; error bars
-    are ``sd``), the predicted-continuous projections of each space in full colour.
-
-    Left: input space (v1) of Q, K, Gate, Up and V; right: output space (u1) of O, Down and V.
-    Each point's random baseline is drawn as a short black tick at the same x."""
-    if axes is None:
-        fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
-    else:
-        fig = axes[0].figure
-    colours = projection_colours()
-    panels = [("input", ["q_proj", "k_proj", "gate_proj", "up_proj", "v_proj"], "input space: v1 |cos|"),
-              ("output", ["o_proj", "down_proj", "v_proj"], "output space: u1 |cos|")]
-    models = list(dict.fromkeys(overview["model"]))
-    offsets = {p: 1.0 + 0.06 * (i - 3) for i, p in enumerate(colours)}  # spread projections sideways (log x)
-    for ax, (space, projections, title) in zip(axes, panels):
-        frame = overview[(overview["space"] == space) & overview["projection"].isin(projections)]
-        for projection in projections:
-            rows = frame[frame["projection"] == projection]
-            if rows.empty:
-                continue
-            x = rows["parameters"] * offsets[projection]
-            ax.errorbar(x, rows["mean"], yerr=rows["sd"].fillna(0), fmt="o", color=colours[projection], capsize=2,
-                        alpha=0.45 if projection == "v_proj" else 1.0, label=projection.replace("_proj", ""))
-            ax.scatter(x, rows["baseline"], marker="_", color="black", s=60, zorder=3)
-        ax.set_xscale("log")
-        ax.set(xlabel="parameters (log scale)", ylabel="|cos| with the next layer, mean over pairs", ylim=(0, 1.02),
-               title=title)
-        for model in models:
-            rows = overview[overview["model"] == model]
-            ax.annotate(model, (rows["parameters"].iloc[0], 0.97), rotation=90, fontsize="x-small", ha="center",
-                        va="top", color="0.3")
-    axes[0].scatter([], [], marker="_", color="black", label="random baseline")
-    handles = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, handle)
-    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), frameon=False,
-               bbox_to_anchor=(0.5, -0.02))
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    return fig
-
 
 def quantization_effect(module: torch.nn.Module, qtypes: Sequence[str] = ("Q8_0", "Q4_1"),
                         progress: bool = False) -> pd.DataFrame:
@@ -551,6 +335,7 @@ def quantization_effect(module: torch.nn.Module, qtypes: Sequence[str] = ("Q8_0"
     return pd.concat(tables, ignore_index=True)
 
 
+
 def quantization_shift(effect: pd.DataFrame) -> pd.DataFrame:
     """Per quantized format and projection: largest and mean |change| of v1/u1 |cos| and the
     relative change of sigma1, against the fp32 rows of :func:`quantization_effect`."""
@@ -568,6 +353,7 @@ def quantization_shift(effect: pd.DataFrame) -> pd.DataFrame:
                              v1_shift_max=dv.max(), v1_shift_mean=dv.mean(), u1_shift_max=du.max(),
                              u1_shift_mean=du.mean(), sigma1_rel_change_max=ds.max()))
     return pd.DataFrame(rows)
+
 
 
 def output_gain_continuity(source: Any, layout: str | None = None, max_layers: int | None = None,
@@ -613,6 +399,7 @@ def output_gain_continuity(source: Any, layout: str | None = None, max_layers: i
     return pd.DataFrame(rows)
 
 
+
 def _checkpoint_claim_specs(label: str, table: pd.DataFrame) -> list[tuple[str, str, str, str, str]]:
     """The claims one checkpoint supports, in order: (key, short claim, projection, space, why);
     ``why`` is empty for the "V is low" claims."""
@@ -623,6 +410,7 @@ def _checkpoint_claim_specs(label: str, table: pd.DataFrame) -> list[tuple[str, 
         specs += [(f"{slug}-v-low-{vector_name(s)}", f"V has low {s}-space continuity", "v_proj", s, "")
                   for s in ("input", "output")]
     return specs
+
 
 
 def _checkpoint_claims(out: ClaimsBuilder, label: str, table: pd.DataFrame) -> None:
@@ -646,6 +434,7 @@ def _checkpoint_claims(out: ClaimsBuilder, label: str, table: pd.DataFrame) -> N
                                   key=lambda item: item[1].mean)
         out.add(key, f"{label}: {short}", f"v_proj {vector} |cos| below the lowest of {', '.join(others)}", "low",
                 ours, baseline, verdict_for_difference(lowest, ours), note=f"lowest other: {lowest_name} {lowest}")
+
 
 
 def chapter_claims(tables: dict[str, pd.DataFrame], large_tables: dict[str, pd.DataFrame],
@@ -691,33 +480,10 @@ def chapter_claims(tables: dict[str, pd.DataFrame], large_tables: dict[str, pd.D
     return out.table()
 
 
+
 def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims table."""
     changes = quantization_changes(quantization_shifts(results.effects), results.settings.quantize)
     return chapter_claims(results.tables, results.large_tables, gain_estimates(results.gains), changes,
                           results.large_status, n_trained=len(results.trained_tables))
-
-
-def verdict_counts(settings: PretrainedChapterSettings, claims: pd.DataFrame) -> Markdown:
-    """How many claims got each verdict."""
-    counts = claims["verdict"].value_counts().to_dict()
-    return Markdown(f"At the `{settings.scale}` scale: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".")
-
-
-def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
-    """Per checkpoint, which of its claims were reproduced, partly, or not; and, per post-norm
-    projection, its own, gain-scaled and gain-only output continuity."""
-    lines = []
-    for label, table in {**results.tables, **results.large_tables}.items():
-        verdicts = [(claim(claims, key)["verdict"], short) for key, short, *_ in _checkpoint_claim_specs(label, table)]
-        by_verdict = {v: [short for got, short in verdicts if got == v]
-                      for v in ("reproduced", "partly reproduced", "not reproduced")}
-        lines.append(f"- **{label}**: " + "; ".join(f"{v}: {', '.join(c) if c else 'none'}"
-                                                   for v, c in by_verdict.items()))
-    for (model, projection), (gained, control) in gain_estimates(results.gains).items():
-        own, baseline = layer_pair_estimate(results.tables[model], projection, "output")
-        lines.append(f"- **{model} {projection}**: u1 continuity of the weights themselves {own}, of what they write "
-                     f"into the stream (diag(g) W) {gained}, of the gains alone (diag(g) G) {control}; "
-                     f"random {baseline:.3f}.")
-    return Markdown("What the checkpoints analysed here show:\n\n" + "\n".join(lines))
 

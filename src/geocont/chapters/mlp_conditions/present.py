@@ -1,9 +1,7 @@
-"""Chapter "Conditions 1 and 2": residual connections give gradient coherence; symmetry-breaking
-activations keep weight continuity (``book/mlp_conditions.ipynb``)."""
+"""mlp_conditions: what the chapter shows (figures, tables, computed prose), from :mod:`.compute`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -12,74 +10,16 @@ import seaborn as sns
 import torch
 from IPython.display import Markdown
 
-from .. import metrics, plotting
-from ..book.chapter import Chapter, ClaimsBuilder, claim, undefined_sentence, with_early
-from ..book.figures import show_figure
-from ..data import load_image_data
-from ..mlp import CONDITIONS, ResidualMLP, preactivation_norms
-from ..statistics import (Estimate, change_over_last, estimate, estimate_at_step, final_estimate, peak_and_final,
-                          per_run, up_to_step, verdict_for_difference, verdict_for_value, weakest)
-from ..training import run_sweep
-from . import mlp_runs
-from .mlp_runs import MLPChapterSettings, final_summary
-
-#: The conditions the chapter compares (the ``conditions`` parameter replaces them).
-CONDITIONS_COMPARED = ("res-relu", "res-gelu", "res-silu", "nores-relu", "res-none", "res-radial", "res-radial-tau")
-
-
-def describe(settings: MLPChapterSettings) -> dict[str, Any]:
-    """The provenance rows of the chapter."""
-    base = settings.base
-    return dict(
-        seeds=settings.seeds,
-        data=mlp_runs.data_description(settings) + "; data control: " + ", ".join(f"`{d}`" for d in settings.data_datasets),
-        model=f"residual MLP, {base.depth} hidden layers of width {base.width}, init_scale {base.init_scale}",
-        training=mlp_runs.training_description(settings),
-    )
-
-
-CHAPTER = Chapter(
-    name="mlp_conditions",
-    parameters=mlp_runs.parameters("scale", "seeds", "steps", "conditions", "width", "depth", "dataset",
-                                   "init_scale", "lr", "n_snapshots"),
-    presets=mlp_runs.mlp_presets(conditions=CONDITIONS_COMPARED),
-    build=mlp_runs.build_settings,
-    describe=describe,
-    runs=mlp_runs.all_run_configs,
-)
-
-
-@dataclass
-class Results:
-    """The chapter's run tables: the conditions, the optimizer and the init-scale sweeps."""
-
-    settings: MLPChapterSettings
-    table: pd.DataFrame
-    robustness: pd.DataFrame
-    init_table: pd.DataFrame
-    #: the data control: ``{dataset: sweep table}`` of the robustness conditions
-    data: dict[str, pd.DataFrame]
-    baseline: float
-    empirical: dict[str, metrics.MeanSd]
-
-    @property
-    def order(self) -> list[str]:
-        """The conditions in the book's fixed order."""
-        return [c for c in CONDITIONS if c in self.settings.conditions]
-
-
-def run(settings: MLPChapterSettings) -> Results:
-    """Train (or load from the cache) every run of the chapter."""
-    base = settings.base
-    return Results(
-        settings=settings,
-        table=run_sweep(settings.condition_configs()),
-        robustness=run_sweep(settings.robustness_configs()),
-        init_table=run_sweep(settings.init_configs()),
-        data=mlp_runs.run_data_sweep(settings),
-        baseline=metrics.random_abs_cos(base.width),
-        empirical=metrics.random_matrix_baseline((base.width, base.width), base.depth, n_draws=5),
-    )
+from ... import plotting
+from ...book.chapter import claim, undefined_sentence
+from ...book.figures import show_figure
+from ...data import load_image_data
+from ...mlp import ResidualMLP, preactivation_norms
+from ...statistics import (Estimate, change_over_last, estimate, estimate_at_step, final_estimate, peak_and_final,
+                           per_run, verdict_for_difference)
+from .. import mlp_runs
+from ..mlp_runs import MLPChapterSettings, final_summary
+from .compute import Results, claims
 
 
 def baseline_note(results: Results) -> Markdown:
@@ -93,8 +33,10 @@ def baseline_note(results: Results) -> Markdown:
     )
 
 
+
 def _final(table: pd.DataFrame, metric: str, space: str, condition: str, **equal: Any) -> Estimate:
     return final_estimate(table, metric, space, 1, condition=condition, **equal)
+
 
 
 def continuity_figure(results: Results) -> None:
@@ -120,6 +62,7 @@ def continuity_figure(results: Results) -> None:
         f"{at_start('output', 'res-relu')} with residuals (res-relu) and {at_start('input', 'nores-relu')} / "
         f"{at_start('output', 'nores-relu')} without (nores-relu); the random baseline is {baseline:.3f}."
     )
+
 
 
 #: The paper's numbers marked in the horizon figure: (panel metric, space) -> [(value, label)].
@@ -158,9 +101,11 @@ def horizon_figure(results: Results) -> None:
                 "of training): " + "; ".join(lines) + ".")
 
 
+
 def horizon_summary(results: Results) -> pd.DataFrame:
     """Per condition: each quantity at ``early_steps``, at the end, and its change over the last third."""
     return mlp_runs.horizon_table(results.table, results.settings.early_steps, order=results.order)
+
 
 
 #: The training-set loss below which we call the training set memorised.
@@ -173,6 +118,7 @@ def _memorised_step(one: pd.DataFrame) -> Estimate:
     loss = per_run(one, "train_set_loss")
     steps = loss[loss["value"] < MEMORISED_LOSS].groupby("seed")["step"].min()
     return estimate(steps.astype(float))
+
 
 
 def data_figure(results: Results) -> None:
@@ -202,6 +148,7 @@ def data_figure(results: Results) -> None:
                 "right: layer-mean Frobenius norm of the minibatch gradient (log axis). " + data_sentences(results))
 
 
+
 def data_table(results: Results) -> pd.DataFrame:
     """Per dataset and condition: weight v1 early / peak / final, gradient v1, the training-set loss
     and when it falls below :data:`MEMORISED_LOSS`, and test accuracy (mean ± sd over seeds)."""
@@ -224,6 +171,7 @@ def data_table(results: Results) -> pd.DataFrame:
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index.names = ["dataset", "condition"]
     return out
+
 
 
 #: The training-set loss "rose again" (training became unstable) when its final value exceeds
@@ -265,6 +213,7 @@ def data_sentences(results: Results) -> str:
     return text
 
 
+
 def optimizer_over_training_figure(results: Results) -> None:
     """Weight v1 continuity over training of the robustness conditions, one line per optimizer."""
     conditions = list(results.settings.robustness_conditions)
@@ -285,6 +234,7 @@ def optimizer_over_training_figure(results: Results) -> None:
                 f"Change over the last third of training: {changes}.")
 
 
+
 def layer_heatmap(results: Results) -> None:
     """Final adjacent-pair |cos| per layer pair and condition."""
     fig, axes = plt.subplots(1, 3, figsize=(18, 3.8))
@@ -295,9 +245,11 @@ def layer_heatmap(results: Results) -> None:
     show_figure(fig, "mlp-layer-heatmap", "Final adjacent-pair |cos| per layer pair and condition (seed mean).")
 
 
+
 def summary_table(results: Results) -> pd.DataFrame:
     """Final values per condition (mean ± sd over seeds)."""
     return final_summary(results.table).loc[results.order]
+
 
 
 def rise_and_collapse_figure(results: Results) -> None:
@@ -325,6 +277,7 @@ def rise_and_collapse_figure(results: Results) -> None:
                 "Weight v1 continuity per seed, and relative update size. " + "; ".join(lines) + ".")
 
 
+
 def optimizer_figure(results: Results, claims: pd.DataFrame) -> None:
     """Final values of the robustness conditions under each optimizer."""
     colours = plotting.condition_colours()
@@ -341,6 +294,7 @@ def optimizer_figure(results: Results, claims: pd.DataFrame) -> None:
     show_figure(fig, "mlp-optimizers", "Final values per optimizer (bars: seed mean; dots: seeds); ‖W(t) − W(0)‖/‖W(0)‖ "
                 "is the layer-mean relative update. Weight v1 continuity: "
                 + claim(claims, "symmetry-breaking-every-optimizer")["note"] + ".")
+
 
 
 def init_scale_figure(results: Results) -> None:
@@ -362,9 +316,11 @@ def init_scale_figure(results: Results) -> None:
                 f"scales (short runs, {results.settings.early_steps:,} steps). " + "; ".join(lines) + ".")
 
 
+
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
     """One bullet per claim (:func:`geocont.chapters.mlp_runs.verdict`)."""
     return mlp_runs.verdict(results.settings, claims)
+
 
 
 def condition_two_note(results: Results) -> Markdown:
@@ -405,6 +361,7 @@ def condition_two_note(results: Results) -> Markdown:
     )
 
 
+
 #: sigma_rad(z) = z tanh(||z||) is within 1% of the identity for ||z|| above this (tanh(2.65) = 0.99).
 RADIAL_NEAR_IDENTITY_NORM = 2.65
 
@@ -438,68 +395,3 @@ def radial_linearity_note(settings: MLPChapterSettings, n_probe: int = 512) -> M
         "Both are rotation-equivariant (tested in `tests/test_mlp_radial_tau.py`). Measured at initialisation only."
     )
 
-
-
-def claims(results: Results) -> pd.DataFrame:
-    """The chapter's claims table, judged at the end of training, each with its value after
-    ``early_steps`` (the same runs read at that snapshot) in the ``early`` column."""
-    early = results.settings.early_steps
-    at_end = condition_claims(results.table, results.robustness, results.baseline)
-    at_early = condition_claims(up_to_step(results.table, early), up_to_step(results.robustness, early),
-                                results.baseline)
-    return with_early(at_end, at_early, early)
-
-
-def condition_claims(table: pd.DataFrame, robustness: pd.DataFrame, baseline: float) -> pd.DataFrame:
-    """The claims of Conditions 1 and 2, from the condition sweep and the optimizer sweep."""
-    base_optimizer = table["optimizer"].iloc[0]
-    out = ClaimsBuilder(CHAPTER.name)
-
-    def final(metric: str, space: str, condition: str, frame: pd.DataFrame = table,
-              optimizer: str | None = None) -> Estimate:
-        return final_estimate(frame, metric, space, 1, condition=condition, optimizer=optimizer or base_optimizer)
-
-    for space, vector in (("input", "v1"), ("output", "u1")):
-        nores_grad = final("grad_cos", space, "nores-relu")
-        out.add(f"nores-gradient-{vector}", "Without residuals, gradient continuity falls to random level",
-                f"NoRes gradient {vector} |cos|", "~0.05", nores_grad, baseline, verdict_for_value(nores_grad, 0.05))
-    nores_weight = final("weight_cos", "input", "nores-relu")
-    out.add("nores-weight-v1", "Without residuals, weight continuity never forms", "NoRes weight v1 |cos|",
-            "random level", nores_weight, baseline, verdict_for_value(nores_weight, baseline))
-    none_grad = final("grad_cos", "input", "res-none")
-    out.add("linear-gradient-v1", "A linear residual net has high gradient continuity", "Res+None gradient v1 |cos|",
-            "0.93", none_grad, baseline, verdict_for_value(none_grad, 0.93))
-    none_weight = final("weight_cos", "input", "res-none")
-    out.add("linear-weight-v1", "... but low weight continuity (rotation drift)", "Res+None weight v1 |cos|",
-            "0.22", none_weight, baseline, verdict_for_value(none_weight, 0.22))
-    radial_weight = final("weight_cos", "input", "res-radial")
-    out.add("radial-weight-v1", "A rotation-equivariant nonlinearity fails too", "Res+Radial weight v1 |cos|",
-            "~0.22", radial_weight, baseline, verdict_for_value(radial_weight, 0.22))
-    for condition in ("res-relu", "res-gelu", "res-silu"):
-        if condition not in set(table["condition"]):
-            continue
-        ours = final("weight_cos", "input", condition)
-        out.add(f"{condition}-above-linear", "Element-wise activations keep weight continuity",
-                f"{condition} minus Res+None weight v1", "higher (no number)", ours.mean - none_weight.mean,
-                baseline, verdict_for_difference(ours, none_weight), note=f"{condition} {ours}; res-none {none_weight}",
-                std=ours.std, n=ours.n)
-    for condition in ("res-none", "res-radial"):
-        peak, last = peak_and_final(table, "weight_cos", "input", 1, condition=condition, optimizer=base_optimizer)
-        out.add(f"{condition}-rise-then-collapse", "Weight continuity first forms, then is lost to rotation drift",
-                f"{condition} weight v1: peak minus final", "rise, then collapse", peak.mean - last.mean, baseline,
-                verdict_for_difference(peak, last), note=f"peak {peak}, final {last}", n=peak.n)
-    optimizers = list(robustness["optimizer"].unique())
-    random_level = Estimate(baseline, 0.0, 1)
-    relu = {o: final("weight_cos", "input", "res-relu", robustness, o) for o in optimizers}
-    none = {o: final("weight_cos", "input", "res-none", robustness, o) for o in optimizers}
-    details = "; ".join(f"{o}: res-relu {relu[o]}, res-none {none[o]}" for o in optimizers)
-    out.add("continuity-every-optimizer",
-            "Continuity is not an optimizer artefact (Adam, SGD, Adam in random per-layer frames)",
-            "lowest res-relu weight v1 over optimizers", "present under every optimizer",
-            min(e.mean for e in relu.values()), baseline,
-            weakest(verdict_for_difference(relu[o], random_level) for o in optimizers), note=details, n=len(optimizers))
-    out.add("symmetry-breaking-every-optimizer", "Symmetry breaking matters under every optimizer",
-            "smallest (res-relu minus res-none) weight v1 over optimizers", "res-relu higher",
-            min(relu[o].mean - none[o].mean for o in optimizers), baseline,
-            weakest(verdict_for_difference(relu[o], none[o]) for o in optimizers), note=details, n=len(optimizers))
-    return out.table()

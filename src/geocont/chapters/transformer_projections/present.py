@@ -1,122 +1,30 @@
-"""Chapter "Projection-specific continuity in transformers": a Llama-style model trained on the
-offline corpus, with MLP-activation and linear-attention ablations (``book/transformer_projections.ipynb``).
-
-Its runs, presets and variants are :mod:`geocont.chapters.lm_runs`, which the compression and
-pretrained-continuity chapters share.
-"""
+"""transformer_projections: what the chapter shows (figures, tables, computed prose), from :mod:`.compute`."""
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import math
-from dataclasses import dataclass, field
-from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 from IPython.display import HTML, Markdown
 
-from .. import plotting
-from ..analyzer import analyze
-from ..book.chapter import (Chapter, ClaimsBuilder, changed_verdicts_sentence, claim, ours_text, undefined_sentence,
-                            verdict_list, with_early)
-from ..book.figures import show_figure
-from ..config import LMRunConfig
-from ..lm import run_lm_sweep
-from ..metrics import random_abs_cos, vector_name
-from ..pretrained import ModelNotAvailable
-from ..statistics import (Estimate, at_final_step, at_step, change_over_last_per_run, estimate, holds_when, per_run, settled,
-                          verdict_for_difference)
-from ..tables import RUN_KEYS
-from ..transformer import PROJECTIONS, build_llama, parameter_count, projection_dims
-from . import lm_runs
-from .lm_runs import LM_PRESETS, LM_VARIANTS, MAIN_VARIANTS, PROJECTION_PREDICTIONS, LMChapterSettings
-
-#: The notebook's parameters, in the order of its ``parameters`` cell.
-PARAMETERS: dict[str, str] = {
-    "scale": "smoke | cpu | paper: the whole preset, see geocont.chapters.transformer_projections",
-    "seeds": "seeds of silu and none: an int n (seeds 0..n-1) or a list; None keeps the scale's default",
-    "steps": "any of these overrides one setting of the preset; None keeps it",
-    "early_step": "the earlier horizon shown beside the settled values (a snapshot of every run)",
-    "variants": "a list of labels from geocont.chapters.lm_runs.LM_VARIANTS",
-    "other_seeds": "seeds of relu and linear attention (0 or [] runs none of them)",
-    "depth_layers": "layers of the deeper silu model (same width)",
-    "depth_seeds": "seeds of the deeper model (0 or [] runs none)",
-    "corpus": "kjv (offline) | wikitext-103 (needs a network or a HF cache)",
-    "n_layers": "transformer blocks",
-    "d_model": "residual-stream width",
-    "batch_size": "sequences per step",
-    "lr": "Adam's learning rate",
-    "eval_windows": "validation windows per snapshot",
-    "pretrained": 'pretrained checkpoint to compare with: "smollm2-135m" (offline) or "none"',
-}
-
-#: Measured cost of one training step of the ``cpu`` shape (batch 16 x 128 tokens) at one torch
-#: thread on this project's 2-core machine, by layer count, in seconds, the other core idle:
-#: 4 layers 0.189 s (``python benchmarks/bench_lm_recording.py --steps 200``), 8 layers 0.338 s
-#: (``--steps 120 --n-layers 8``). Recording (28 snapshots, each with the validation loss, 0.37 s
-#: and 0.62 s per snapshot) adds 1.3-1.4% at the ``cpu`` schedule. In the chapter's sweep (2
-#: workers) a 4-layer run took 12.5-13 min, 0.19 s per step with recording.
-#: :func:`budget_note` predicts the chapter's cold time from them.
-CPU_SECONDS_PER_STEP = {4: 0.189, 8: 0.338}
-
-#: The book's time budget for this chapter at ``cpu``, cold, in minutes.
-CPU_BUDGET_MINUTES = 40
-
-#: The full design at ``cpu`` (the ``cpu`` preset runs all of it; :func:`budget_note` says what it
-#: costs and what a cheaper re-run leaves out).
-FULL_CPU_DESIGN = dict(seeds=(0, 1, 2), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_seeds=(0,))
-
-#: A re-run that fits the budget: two seeds of ``silu`` and ``none``, no other variant, no deeper model.
-BUDGET_CPU_DESIGN = dict(seeds=(0, 1), other_seeds=(), variants=MAIN_VARIANTS, depth_seeds=())
-
-#: Analyse only this many layers of the pretrained checkpoint at ``smoke`` (all at the other scales).
-_PRETRAINED_LAYERS = {"smoke": 6, "cpu": None, "paper": None}
-
-
-def describe(settings: LMChapterSettings) -> dict[str, Any]:
-    """The provenance rows of the chapter."""
-    base = settings.base
-    shape = base.shape
-    runs = ", ".join(f"`{label}` × {len(configs)}" for label, configs in settings.configs().items())
-    return dict(
-        seeds=settings.seeds,
-        data=f"`{base.corpus}`, byte-level BPE tokenizer with {shape.vocab_size} tokens trained on its training split",
-        model=f"transformers' LlamaForCausalLM: {shape.n_layers} layers, d = {shape.d_model}, {shape.n_heads} heads, "
-              f"SwiGLU width {shape.ffn_dim}, {parameter_count(build_llama(shape)) / 1e6:.2f}M parameters; "
-              f"runs (label × seeds): {runs}",
-        training=f"{base.steps} steps of {base.batch_size} × {shape.max_seq_len} tokens, {base.optimizer.label} "
-                 f"(lr {base.optimizer.lr:g}, constant); {len(base.schedule())} snapshots ({base.n_snapshots} "
-                 f"log-spaced, {base.n_late_snapshots} evenly spaced, and step {settings.early_step}), each with the validation "
-                 f"loss on {base.eval_windows} windows",
-    )
-
-
-CHAPTER = Chapter("transformer_projections", PARAMETERS, LM_PRESETS, lm_runs.build_settings, describe,
-                  lm_runs.run_configs)
-
-
-def _duration(config: LMRunConfig) -> float:
-    """Predicted seconds of one ``cpu``-width run at one thread: :data:`CPU_SECONDS_PER_STEP`,
-    interpolated linearly in the number of layers between the two measured depths."""
-    (l4, t4), (l8, t8) = sorted(CPU_SECONDS_PER_STEP.items())
-    return config.steps * (t4 + (t8 - t4) * (config.shape.n_layers - l4) / (l8 - l4))
-
-
-def predicted_minutes(settings: LMChapterSettings, workers: int = 2) -> float:
-    """Predicted cold wall time of the runs, in minutes, on ``workers`` one-thread workers: the
-    longest-first schedule of the runs' predicted durations (:func:`_duration`), plus a minute for
-    the tokenizer, the workers' start and the figures, and one for analysing the pretrained checkpoint."""
-    loads = [0.0] * workers
-    for seconds in sorted((_duration(c) for group in settings.configs().values() for c in group), reverse=True):
-        loads[loads.index(min(loads))] += seconds
-    return max(loads) / 60 + 1 + (1 if settings.pretrained else 0)
+from ... import plotting
+from ...book.chapter import changed_verdicts_sentence, claim, ours_text, undefined_sentence, verdict_list
+from ...book.figures import show_figure
+from ...metrics import random_abs_cos, vector_name
+from ...statistics import Estimate, at_final_step, at_step, estimate, holds_when, per_run, settled
+from ...tables import RUN_KEYS
+from ...transformer import PROJECTIONS
+from ..lm_runs import PROJECTION_PREDICTIONS, LMChapterSettings
+from .compute import (BUDGET_CPU_DESIGN, CHAPTER, CPU_BUDGET_MINUTES, CPU_SECONDS_PER_STEP, FULL_CPU_DESIGN, Results,
+                      SOFTMAX_KEYS, _CLAIM_QUANTITY, _estimate, _short, claims, late_changes, predicted_minutes,
+                      projection_values, transformer_claims)
 
 
 def _runs_text(settings: LMChapterSettings) -> str:
     return "; ".join(f"`{label}` {len(c)} seed{'s' if len(c) > 1 else ''}" for label, c in settings.configs().items())
+
 
 
 def budget_note(settings: LMChapterSettings) -> Markdown:
@@ -147,67 +55,6 @@ def budget_note(settings: LMChapterSettings) -> Markdown:
     return Markdown(text)
 
 
-def projection_values(table: pd.DataFrame, metric: str = "weight_cos", direction: int = 1) -> pd.DataFrame:
-    """Per run, projection (``group``), space and step: the mean over adjacent layer pairs."""
-    rows = table[(table["metric"] == metric) & (table["direction"] == direction)]
-    return rows.groupby(RUN_KEYS + ["group", "space", "step"], observed=True)["value"].mean().reset_index()
-
-
-def projection_finals(table: pd.DataFrame, metric: str = "weight_cos", direction: int = 1) -> pd.DataFrame:
-    """Per run, projection (``group``) and space: the layer-pair mean at the last step."""
-    return at_final_step(projection_values(table, metric, direction))
-
-
-@dataclass
-class Results:
-    """The run table of every variant and seed, its final per-projection values, the projections'
-    dimensions, and the pretrained checkpoint's analyzer table (None where it was not analysed)."""
-
-    settings: LMChapterSettings
-    table: pd.DataFrame
-    finals: pd.DataFrame
-    dims: dict[str, dict[str, int]]
-    pretrained: pd.DataFrame | None = None
-    pretrained_status: str = ""
-
-    @property
-    def variants(self) -> list[str]:
-        """The labels run, in order (the deeper model last)."""
-        return list(dict.fromkeys(self.table["condition"]))
-
-    @property
-    def reference(self) -> str:
-        """The variant every claim is judged on and the per-projection figures show (``silu`` in the presets)."""
-        return self.settings.reference
-
-    @property
-    def early(self) -> pd.DataFrame:
-        """The run table up to the early horizon (its last snapshot is ``early_step``)."""
-        return self.table[self.table["step"] <= self.settings.early_step]
-
-    @functools.cached_property
-    def early_finals(self) -> pd.DataFrame:
-        """Per-projection values at the early horizon (:func:`projection_finals` of :attr:`early`)."""
-        return projection_finals(self.early)
-
-
-def _pretrained_table(settings: LMChapterSettings) -> tuple[pd.DataFrame | None, str]:
-    if settings.pretrained is None:
-        return None, "no pretrained checkpoint was asked for"
-    try:
-        table = analyze(settings.pretrained, max_layers=_PRETRAINED_LAYERS[settings.scale], progress=False)
-    except (ModelNotAvailable, FileNotFoundError) as error:
-        return None, f"`{settings.pretrained}` is not installed here ({str(error).split('. ')[0]})"
-    layers = int(table["layer"].max()) + 1
-    return table, f"`{settings.pretrained}` ({layers} layers analysed, {table.attrs['parameters'] / 1e6:.0f}M parameters)"
-
-
-def run(settings: LMChapterSettings) -> Results:
-    """Train (or load from the cache) every variant and seed; analyse the pretrained checkpoint."""
-    table = run_lm_sweep(settings.configs())
-    pretrained, status = _pretrained_table(settings)
-    return Results(settings, table, projection_finals(table), projection_dims(settings.base.shape), pretrained, status)
-
 
 def trained_note(results: Results) -> Markdown:
     runs = results.settings.configs()
@@ -215,21 +62,21 @@ def trained_note(results: Results) -> Markdown:
                     + undefined_sentence(results.table))
 
 
+
 def _space_title(space: str) -> str:
     return f"{space} space ({vector_name(space)})"
 
-
-def _short(projection: str) -> str:
-    return projection.replace("_proj", "")
 
 
 def _mark_early(ax: plt.Axes, step: int) -> None:
     ax.axvline(step, color="0.5", linestyle=":", linewidth=1.2)
 
 
+
 def _symlog(ax: plt.Axes) -> None:
     ax.set_xscale("symlog", linthresh=1)
     ax.set_xlim(left=0)
+
 
 
 def loss_figure(results: Results) -> None:
@@ -250,6 +97,7 @@ def loss_figure(results: Results) -> None:
              f"{estimate(at_final_step(val).query('condition == @v')['value'])} at the end" for v in variants]
     show_figure(fig, "lm-loss", "Loss during training (seed mean ± 1 sd; one seed: no band). Validation loss: "
                 + "; ".join(parts) + f" nats/token (uniform guessing: {math.log(results.settings.base.shape.vocab_size):.2f}).")
+
 
 
 def over_training_figure(results: Results) -> None:
@@ -277,12 +125,14 @@ def over_training_figure(results: Results) -> None:
                 + settled_sentence(results))
 
 
+
 def gap_values(table: pd.DataFrame) -> pd.DataFrame:
     """Per run, projection (``group``) and step: the relative gap (s1 - s2) / s1 of the weight
     matrix, mean over layers (``weight_gap``, direction 1). v1 and u1 are only as well defined as
     this gap: where it is small, a small change of the weights can swap the leading direction."""
     rows = table[(table["metric"] == "weight_gap") & (table["direction"] == 1)]
     return rows.groupby(RUN_KEYS + ["group", "step"], observed=True)["value"].mean().reset_index()
+
 
 
 def gap_figure(results: Results) -> None:
@@ -305,6 +155,7 @@ def gap_figure(results: Results) -> None:
     show_figure(fig, "lm-gaps", "Relative gap between each projection's two largest singular values over training "
                 "(mean over layers; line: seed mean, band: ±1 sd over seeds; dotted: the early horizon). "
                 + gap_sentence(results))
+
 
 
 #: A continuity "moved" between the early horizon and the end when its seed mean changed by more than this.
@@ -336,6 +187,7 @@ def gap_sentence(results: Results) -> str:
             f"{end}, with their projection's gap at the same two steps (seed means): " + "; ".join(parts) + ".")
 
 
+
 #: Legend label of each space in the per-projection bars.
 SPACE_LABELS = {"input": "input space (v1)", "output": "output space (u1)"}
 
@@ -364,6 +216,7 @@ def projection_bars_figure(results: Results) -> None:
                 "seed mean; dots: seeds; black ticks: each space's random baseline). " + "; ".join(lines) + ".")
 
 
+
 def depth_profile_figure(results: Results) -> None:
     """Each projection's final continuity per adjacent layer pair, in both spaces, for ``silu`` and the deeper model."""
     table = results.table
@@ -385,6 +238,7 @@ def depth_profile_figure(results: Results) -> None:
                 "label as listed above" if len(labels) > 1 else "") + ").")
 
 
+
 def ablations_figure(results: Results) -> None:
     """Final continuity per projection and run label, in both spaces (bars: seed mean; lines: ±1 sd)."""
     finals, variants = results.finals, results.variants
@@ -402,20 +256,9 @@ def ablations_figure(results: Results) -> None:
                 "(bars: seed mean; lines: ±1 sd over seeds, none for one seed).")
 
 
-# --------------------------------------------------------------------------- early, settled, deeper, pretrained
 
 #: A quantity "has settled" when its mean changed by at most this over the last third of training.
 SETTLED_TOLERANCE = 0.05
-
-
-def _estimate(values: pd.DataFrame, label: str, projection: str, space: str) -> Estimate:
-    frame = values[(values["condition"] == label) & (values["group"] == projection) & (values["space"] == space)]
-    return estimate(frame["value"])
-
-
-def late_changes(table: pd.DataFrame) -> pd.DataFrame:
-    """Per run, projection and space: the change of the layer-pair mean over the last third of training."""
-    return change_over_last_per_run(projection_values(table), 1 / 3, keys=["group", "space"])
 
 
 def _pretrained_estimate(results: Results, projection: str, space: str) -> Estimate:
@@ -424,6 +267,7 @@ def _pretrained_estimate(results: Results, projection: str, space: str) -> Estim
         return Estimate(math.nan, math.nan, 0)
     rows = results.pretrained[results.pretrained["projection"] == projection]
     return estimate(rows["v1_cos" if space == "input" else "u1_cos"])
+
 
 
 def horizon_table(results: Results) -> pd.DataFrame:
@@ -462,6 +306,7 @@ def horizon_table(results: Results) -> pd.DataFrame:
     return pd.DataFrame(rows).fillna("")
 
 
+
 #: Value columns per table in :func:`horizon_display` (more overflow the page).
 DISPLAY_COLUMNS = 4
 
@@ -486,6 +331,7 @@ def horizon_display(results: Results) -> HTML:
                         for columns in parts))
 
 
+
 def settled_sentence(results: Results) -> str:
     """Which projections' continuity was still moving over the last third of training (``silu``)."""
     changes = late_changes(results.table)
@@ -503,82 +349,8 @@ def settled_sentence(results: Results) -> str:
             f"than {SETTLED_TOLERANCE} (seed mean): " + ", ".join(moving) + "; the others had settled.")
 
 
-#: Keys of the linear-attention claims (our direct test of the paper's Q/K claim).
-SOFTMAX_KEYS = ("softmax-anchors-q", "softmax-anchors-k")
 
-
-def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], reference: str = lm_runs.REFERENCE,
-                       no_activation: str | None = "none",
-                       linear_attention: str | None = "silu, linear attention") -> pd.DataFrame:
-    """Claims table of a run table, judged at each run's last step.
-
-    ``dims`` gives each projection's input/output dimension (for the random baselines). The
-    ablation claims are left out where their variant (``no_activation``, ``linear_attention``;
-    None: never) was not run.
-    """
-    finals = projection_finals(table)
-    out = ClaimsBuilder(CHAPTER.name)
-
-    def est(variant: str, projection: str, space: str) -> Estimate:
-        return _estimate(finals, variant, projection, space)
-
-    for projection, space, why in PROJECTION_PREDICTIONS:
-        ours, base = est(reference, projection, space), Estimate(random_abs_cos(dims[projection][space]), 0.0, 1)
-        vector = vector_name(space)
-        out.add(f"{_short(projection)}-{space}-continuity", f"{projection} has {space}-space continuity ({why})",
-                f"{projection} {vector} |cos| ({reference})", "high", ours, base.mean,
-                verdict_for_difference(ours, base))
-    for space in ("input", "output"):
-        v = est(reference, "v_proj", space)
-        others = ["q_proj", "k_proj", "gate_proj", "up_proj"] if space == "input" else ["o_proj", "down_proj"]
-        lowest = min((est(reference, p, space) for p in others), key=lambda e: e.mean)
-        vector = vector_name(space)
-        out.add(f"v-low-{space}", f"V has low {space}-space continuity (no adjacent nonlinearity)",
-                f"v_proj {vector} |cos| below the lowest of {', '.join(others)}", "low", v,
-                random_abs_cos(dims["v_proj"][space]), verdict_for_difference(lowest, v),
-                note=f"lowest other: {lowest}")
-    variants = set(table["condition"])
-    if no_activation in variants:
-        for projection in ("gate_proj", "up_proj"):
-            with_act, without = est(reference, projection, "input"), est(no_activation, projection, "input")
-            out.add(f"activation-lowers-{_short(projection)}",
-                    f"Removing the MLP activation lowers {projection} input continuity",
-                    f"{projection} v1: {reference} minus {no_activation}", "drops", with_act.mean - without.mean,
-                    random_abs_cos(dims[projection]["input"]), verdict_for_difference(with_act, without),
-                    note=f"{reference} {with_act}, {no_activation} {without}", std=math.nan, n=with_act.n)
-    if linear_attention in variants:
-        for key, projection in zip(SOFTMAX_KEYS, ("q_proj", "k_proj")):
-            soft, lin = est(reference, projection, "input"), est(linear_attention, projection, "input")
-            out.add(key, f"(ours) Without the softmax, {projection} input continuity drops",
-                    f"{projection} v1: softmax minus linear attention", "implied, not tested", soft.mean - lin.mean,
-                    random_abs_cos(dims[projection]["input"]), verdict_for_difference(soft, lin),
-                    note=f"softmax {soft}, linear {lin}", std=math.nan, n=soft.n)
-    return out.table()
-
-
-#: The claim keys judged on one projection's continuity (for the late-change note).
-_CLAIM_QUANTITY = {f"{_short(p)}-{s}-continuity": (p, s) for p, s, _ in PROJECTION_PREDICTIONS}
 _CLAIM_QUANTITY.update({"v-low-input": ("v_proj", "input"), "v-low-output": ("v_proj", "output")})
-
-
-def claims(results: Results) -> pd.DataFrame:
-    """The chapter's claims table, judged at the last step, with the same claims judged at
-    ``early_step`` in its ``early`` column (:func:`geocont.book.chapter.with_early`); each note adds
-    when the claim holds (:func:`geocont.statistics.holds_when`) and, for a claim on one
-    projection's continuity, its change over the last third of training."""
-    table = transformer_claims(results.table, results.dims, reference=results.reference)
-    early = transformer_claims(results.early, results.dims, reference=results.reference)
-    table = with_early(table, early, results.settings.early_step)
-    changes = late_changes(results.table)
-    notes = []
-    for row in table.itertuples():
-        parts = [f"holds {holds_when(row.early_verdict, row.verdict)}"]
-        if row.key in _CLAIM_QUANTITY:
-            change = _estimate(changes, results.reference, *_CLAIM_QUANTITY[row.key])
-            parts.append(f"change over the last third {change.mean:+.2f}" + (f" ± {change.std:.2f}" if change.n > 1 else
-                                                                          " (1 seed)"))
-        notes.append("; ".join(([row.note] if row.note else []) + parts))
-    return table.assign(note=notes)
 
 
 def holds_statement(results: Results, claims: pd.DataFrame) -> Markdown:
@@ -592,6 +364,7 @@ def holds_statement(results: Results, claims: pd.DataFrame) -> Markdown:
     return Markdown(f"Judged at step {settings.early_step} and at step {settings.base.steps} by the same rule "
                     "(a claim holds where it is reproduced):\n\n" + "\n".join(lines) + "\n\n" + settled_sentence(results)
                     + lost_sentence(results, claims))
+
 
 
 def lost_sentence(results: Results, claims: pd.DataFrame) -> str:
@@ -617,6 +390,7 @@ def lost_sentence(results: Results, claims: pd.DataFrame) -> str:
             "trained far longer; the 8-layer model above separates depth from training length only in part.")
 
 
+
 def depth_statement(results: Results) -> Markdown:
     """Whether the deeper model changes the pattern: its verdicts beside ``silu``'s, claim by claim."""
     settings = results.settings
@@ -640,6 +414,7 @@ def depth_statement(results: Results) -> Markdown:
                     + ("; ".join(changed) or "none") + ".")
 
 
+
 def pretrained_statement(results: Results) -> Markdown:
     """Our settled values beside the pretrained checkpoint's, for the predicted projections and V."""
     if results.pretrained is None:
@@ -657,12 +432,14 @@ def pretrained_statement(results: Results) -> Markdown:
                     "and these trained models beside them.")
 
 
+
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
     settings = results.settings
     text = verdict_list(claims, f"At the `{settings.scale}` scale ({len(settings.seeds)} seeds of `{results.reference}`, judged at "
                                 f"step {settings.base.steps:,} on `{settings.base.corpus}`, each claim's value after "
                                 f"{settings.early_step:,} steps beside it):")
     return Markdown(text + "\n\n" + changed_verdicts_sentence(claims, settings.early_step))
+
 
 
 def softmax_note(claims: pd.DataFrame) -> Markdown | None:
