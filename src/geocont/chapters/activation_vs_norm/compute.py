@@ -32,7 +32,6 @@ def describe(settings: MLPChapterSettings) -> dict[str, Any]:
     )
 
 
-
 CHAPTER = Chapter(
     name="activation_vs_norm",
     parameters=mlp_runs.parameters("scale", "seeds", "steps", "conditions", "width", "depth", "dataset",
@@ -55,7 +54,6 @@ def final_direction_profile(table: pd.DataFrame, metric: str = "weight_cos", spa
     return rows.groupby(RUN_KEYS + ["direction"], observed=True)["value"].mean().reset_index()
 
 
-
 def concentration(profile: pd.DataFrame) -> pd.DataFrame:
     """Per run: ``lead`` (direction 1), ``rest`` (mean of directions 2..k) and ``lead - rest``."""
     lead = profile[profile["direction"] == 1].set_index(RUN_KEYS)["value"]
@@ -63,7 +61,6 @@ def concentration(profile: pd.DataFrame) -> pd.DataFrame:
     frame = pd.DataFrame({"lead": lead, "rest": rest})
     frame["concentration"] = frame["lead"] - frame["rest"]
     return frame.reset_index()
-
 
 
 @dataclass
@@ -87,7 +84,6 @@ class Results:
         return estimate(self.shape.loc[self.shape["condition"] == condition, column])
 
 
-
 def run(settings: MLPChapterSettings) -> Results:
     """Train (or load from the cache) every condition x seed."""
     table = run_sweep(settings.condition_configs())
@@ -97,14 +93,12 @@ def run(settings: MLPChapterSettings) -> Results:
                    shape=concentration(profile_in))
 
 
-
 def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims table, judged at the end of training, with each claim's value after
     ``early_steps`` (the same runs read at that snapshot) in the ``early`` column."""
     early = results.settings.early_steps
     return with_early(norm_claims(results.table, results.baseline),
                       norm_claims(up_to_step(results.table, early), results.baseline), early)
-
 
 
 def norm_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
@@ -144,4 +138,3 @@ def norm_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
                 0.0, verdict_for_difference(ln_align, rms_align),
                 note=f"res-ln {ln_align}, res-rms {rms_align}, res-none {none_align}", n=ln_align.n)
     return out.table()
-

@@ -24,7 +24,6 @@ def run_note(results: Results) -> Markdown:
                     f"d = {settings.base.width}: E|cos| = **{results.baseline:.3f}**. " + undefined_sentence(results.table))
 
 
-
 def direction_profile_figure(results: Results) -> None:
     """Final continuity of the i-th singular direction per condition, input and output space."""
     order, colours = results.order, plotting.condition_colours()
@@ -39,7 +38,6 @@ def direction_profile_figure(results: Results) -> None:
              f"{results.of_shape('rest', c)}" for c in order]
     show_figure(fig, "norm-direction-profile", "Final adjacent-layer continuity of the i-th singular direction "
                 "(seed mean ± 1 sd). " + "; ".join(lines) + ".")
-
 
 
 def alignment_figure(results: Results) -> None:
@@ -62,7 +60,6 @@ def alignment_figure(results: Results) -> None:
                 "their course over training (bottom). " + "; ".join(lines) + ".")
 
 
-
 def concentration_figure(results: Results) -> None:
     """Per condition, v1 continuity minus the mean of v2..vk (bars: seed mean, dots: seeds)."""
     order = results.order
@@ -78,17 +75,14 @@ def concentration_figure(results: Results) -> None:
                 "dots: seeds). " + "; ".join(f"{c} {results.of_shape('concentration', c)}" for c in order) + ".")
 
 
-
 def horizon_summary(results: Results) -> pd.DataFrame:
     """Per condition: each quantity at ``early_steps``, at the end, and its change over the last third."""
     return mlp_runs.horizon_table(results.table, results.settings.early_steps, order=results.order)
 
 
-
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
     """One bullet per claim (:func:`geocont.chapters.mlp_runs.verdict`)."""
     return mlp_runs.verdict(results.settings, claims)
-
 
 
 def rms_note(claims: pd.DataFrame) -> Markdown | None:
@@ -106,7 +100,6 @@ def rms_note(claims: pd.DataFrame) -> Markdown | None:
         "the linear control far more continuous under Adam than under Adam with β₂ = 0), or the symmetry is "
         "not what decides continuity here. This chapter does not separate the two."
     )
-
 
 
 def plot_direction_profile(
@@ -128,4 +121,3 @@ def plot_direction_profile(
     if title:
         ax.set_title(title, fontsize="medium")
     return ax
-

@@ -107,7 +107,6 @@ class CompressionSettings:
         return sorted(self.budgets)[len(self.budgets) // 2]
 
 
-
 def build_settings(scale: str, values: dict[str, Any]) -> CompressionSettings:
     """The chapter's settings from its preset values (:data:`_PRESETS`, any of them replaced).
 
@@ -145,14 +144,12 @@ def build_settings(scale: str, values: dict[str, Any]) -> CompressionSettings:
                                lm=lm, device=device, **{k: int(v) for k, v in preset.items()})
 
 
-
 def _blocks(layers: Sequence[int] | None) -> str:
     if layers is None:
         return "all blocks"
     if list(layers) == list(range(layers[0], layers[-1] + 1)):
         return f"blocks {layers[0]}–{layers[-1]}"
     return f"blocks {list(layers)}"
-
 
 
 def describe(settings: CompressionSettings) -> dict[str, Any]:
@@ -181,7 +178,6 @@ def describe(settings: CompressionSettings) -> dict[str, Any]:
     )
 
 
-
 CHAPTER = Chapter(name="compression", parameters=_PARAMETERS, presets=_PRESETS, build=build_settings, describe=describe,
                   runs=CompressionSettings.lm_configs)
 
@@ -197,7 +193,6 @@ def sharing_summary(table: pd.DataFrame, by: Sequence[str] = ("model",)) -> pd.D
     summary["loss_increase_se"] = grouped["loss_increase"].sem()
     summary["budget_used"] = summary["parameters"] / summary["dense_parameters"]
     return summary.reset_index()
-
 
 
 def input_advantage(summary: pd.DataFrame, by: Sequence[str] = ("model",)) -> pd.DataFrame:
@@ -218,7 +213,6 @@ def input_advantage(summary: pd.DataFrame, by: Sequence[str] = ("model",)) -> pd
     return wide
 
 
-
 def paired_difference(table: pd.DataFrame, by: Sequence[str] = ("model", "seed")) -> pd.DataFrame:
     """Per projection and budget: ``dL_output - dL_input`` with its standard error over windows.
 
@@ -232,7 +226,6 @@ def paired_difference(table: pd.DataFrame, by: Sequence[str] = ("model", "seed")
     return pd.DataFrame({"difference": grouped.mean(), "difference_se": grouped.sem()}).reset_index()
 
 
-
 def grouping_penalty(grouping: pd.DataFrame) -> pd.DataFrame:
     """Per seed, projection and space: how much larger the reconstruction error is with
     distant instead of adjacent groups, relative to the adjacent error (0.05 = 5% larger)."""
@@ -240,7 +233,6 @@ def grouping_penalty(grouping: pd.DataFrame) -> pd.DataFrame:
                                 values="relative_error").reset_index()
     wide["penalty"] = wide["distant"] / wide["adjacent"] - 1
     return wide
-
 
 
 def block_correlations(pruning: pd.DataFrame, n_boot: int) -> dict[str, RankCorrelation]:
@@ -255,7 +247,6 @@ def block_correlations(pruning: pd.DataFrame, n_boot: int) -> dict[str, RankCorr
             correlations[f"{model}, without block 0"] = rank_correlation(interior["loss_increase"],
                                                                          interior["continuity"], n_boot)
     return correlations
-
 
 
 @dataclass
@@ -280,7 +271,6 @@ class Results:
         return list(self.settings.projections)
 
 
-
 def _subjects(settings: CompressionSettings) -> list[tuple[Subject, int, Sequence[int] | None, Sequence[int] | None, int]]:
     """(subject, seed (-1: pretrained), sharing layers, pruning layers, windows) of every model."""
     subjects = []
@@ -291,7 +281,6 @@ def _subjects(settings: CompressionSettings) -> list[tuple[Subject, int, Sequenc
     for config in settings.lm_configs():
         subjects.append((trained_subject(config), config.seed, None, None, config.eval_windows))
     return subjects
-
 
 
 def run(settings: CompressionSettings, progress: bool = True, executor: str | None = None) -> Results:
@@ -329,10 +318,8 @@ def run(settings: CompressionSettings, progress: bool = True, executor: str | No
                    block_correlations(pruning_table, settings.n_boot))
 
 
-
 def _short(projection: str) -> str:
     return projection.replace("_proj", "")
-
 
 
 def model_key(model: str) -> str:
@@ -340,16 +327,13 @@ def model_key(model: str) -> str:
     return "ours" if model == OURS else "pretrained"
 
 
-
 def sharing_key(model: str, projection: str) -> str:
     return f"{model_key(model)}-share-{_short(projection)}"
-
 
 
 def _guideline_sign(projection: str) -> int:
     """+1 where the guideline's space is the input space (or none: V is scored as input), -1 for output."""
     return -1 if GUIDELINE[projection] == "output" else 1
-
 
 
 def add_sharing_claims(out: ClaimsBuilder, advantage: pd.DataFrame, model: str, spread: str,
@@ -393,7 +377,6 @@ def add_sharing_claims(out: ClaimsBuilder, advantage: pd.DataFrame, model: str, 
                 f"{space} space cheaper", value, 0.0, verdict_for_difference(value, zero, margin=0.10), note=details)
 
 
-
 def add_grouping_claim(out: ClaimsBuilder, grouping: pd.DataFrame, model: str, spread: str) -> None:
     """Do adjacent layers share a basis better than distant ones (same parameters)?
 
@@ -413,7 +396,6 @@ def add_grouping_claim(out: ClaimsBuilder, grouping: pd.DataFrame, model: str, s
                  f"{worse} of {cases} projection x space cases; margin 10%")
 
 
-
 def add_pruning_claim(out: ClaimsBuilder, key: str, correlation: RankCorrelation, model: str, note: str = "") -> None:
     """Is pruning a block cheaper where adjacent-layer continuity is higher?"""
     out.add(key, f"{model}: pruning costs less where continuity is higher",
@@ -421,7 +403,6 @@ def add_pruning_claim(out: ClaimsBuilder, key: str, correlation: RankCorrelation
             verdict_for_interval(correlation.low, correlation.high, expected_sign=-1),
             note=f"{correlation}; ours_std = 95% bootstrap CI width / 3.92" + (f"; {note}" if note else ""),
             std=(correlation.high - correlation.low) / (2 * 1.96), n=correlation.n)
-
 
 
 def compression_claims(advantage: pd.DataFrame, paired: pd.DataFrame, pruning: pd.DataFrame, grouping: pd.DataFrame,
@@ -444,9 +425,7 @@ def compression_claims(advantage: pd.DataFrame, paired: pd.DataFrame, pruning: p
     return out.table()
 
 
-
 def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims table."""
     return compression_claims(results.advantage, results.paired, results.pruning, results.grouping,
                               results.correlations)
-

@@ -25,7 +25,6 @@ def evaluated_note(results: Results) -> Markdown:
                     f"{results.pruning.groupby(['model', 'seed', 'layer']).ngroups} pruned models.")
 
 
-
 def parameter_counts(results: Results) -> tuple[pd.DataFrame, Markdown]:
     """Table 1: rank and stored parameters of each scheme, and how often the two spaces' budgets are equal."""
     keys = ["model", "projection", "budget"]
@@ -44,12 +43,10 @@ def parameter_counts(results: Results) -> tuple[pd.DataFrame, Markdown]:
     return grid.rename(columns=lambda c: f"{c}: rank / params" if c != "dense" else "dense params"), Markdown(caption)
 
 
-
 def _mean_loss_by_scheme(results: Results) -> pd.DataFrame:
     """Mean loss increase (over seeds) per model, projection and budget (rows) and sharing (columns)."""
     means = results.summary.groupby(["model", "projection", "budget", "sharing"], observed=True)["loss_increase"].mean()
     return means.unstack("sharing")
-
 
 
 def cheapest_schemes(results: Results) -> tuple[pd.DataFrame, Markdown]:
@@ -62,7 +59,6 @@ def cheapest_schemes(results: Results) -> tuple[pd.DataFrame, Markdown]:
                "budget: what a practitioner would pick. Counts over all rows: "
                + ", ".join(f"{k} {v}" for k, v in wins.items()) + ".")
     return choice.rename(columns=lambda b: f"budget {b:g}"), Markdown(caption)
-
 
 
 def error_and_loss(results: Results) -> tuple[Any, Markdown]:
@@ -79,7 +75,6 @@ def error_and_loss(results: Results) -> tuple[Any, Markdown]:
     return both.style.format(precision=3), Markdown(caption)
 
 
-
 #: Legend label and line style of each sharing scheme (fixed across the chapter's figures).
 SHARING_STYLE = {
     "input": dict(label="input-space basis shared (V)", marker="o"),
@@ -90,7 +85,6 @@ SHARING_STYLE = {
 
 def sharing_colours() -> dict[str, tuple]:
     return dict(zip(SHARING_STYLE, sns.color_palette("colorblind", 3)))
-
 
 
 def plot_sharing_tradeoff(summary: pd.DataFrame, projections: Sequence[str], *, title: str = "",
@@ -127,7 +121,6 @@ def plot_sharing_tradeoff(summary: pd.DataFrame, projections: Sequence[str], *, 
     return fig
 
 
-
 def tradeoff_figures(results: Results) -> None:
     """One figure per model: loss increase against parameters kept, per projection and scheme."""
     for number, model in enumerate(results.models, start=1):
@@ -138,7 +131,6 @@ def tradeoff_figures(results: Results) -> None:
                     f"{model}: loss increase on held-out text when one projection type is replaced in every group of "
                     f"{results.settings.group_size} adjacent layers, against the parameters kept ({spread}). Lower is "
                     "better; the panel title gives the paper's recommended space.")
-
 
 
 def advice_figure(results: Results) -> None:
@@ -163,7 +155,6 @@ def advice_figure(results: Results) -> None:
                 "same parameter budget (bar: mean; dots: each budget and seed; +1: only input-space sharing is cheap, "
                 "−1: only output-space). Input-space advantage, mean ± sd over budgets and seeds: "
                 + "; ".join(lines) + ".")
-
 
 
 def grouping_figure(results: Results) -> None:
@@ -198,7 +189,6 @@ def grouping_figure(results: Results) -> None:
                 "layers (same parameters; bar: mean over seeds, dots: seeds). " + "; ".join(parts) + ".")
 
 
-
 def pruning_figure(results: Results) -> None:
     """Per model: the loss increase of dropping each block against the block's continuity."""
     models = list(dict.fromkeys(results.pruning["model"]))
@@ -223,10 +213,8 @@ def pruning_figure(results: Results) -> None:
                 "the largest cost) can drive a rank correlation on its own, so it is also reported without it.")
 
 
-
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
     return Markdown(verdict_list(claims, f"At the `{results.settings.scale}` scale:"))
-
 
 
 def in_short(results: Results, claims: pd.DataFrame) -> Markdown:
@@ -247,4 +235,3 @@ def in_short(results: Results, claims: pd.DataFrame) -> Markdown:
                     "is a lean, not a result: it is smaller than the 0.10 margin or than two spreads. Sharing here is "
                     "applied without fine-tuning; with fine-tuning every loss increase would shrink, and the ordering "
                     "of the schemes might change.")
-

@@ -32,7 +32,6 @@ def describe(settings: MLPChapterSettings) -> dict[str, Any]:
     )
 
 
-
 CHAPTER = Chapter(
     name="mlp_conditions",
     parameters=mlp_runs.parameters("scale", "seeds", "steps", "conditions", "width", "depth", "dataset",
@@ -63,7 +62,6 @@ class Results:
         return [c for c in CONDITIONS if c in self.settings.conditions]
 
 
-
 def run(settings: MLPChapterSettings) -> Results:
     """Train (or load from the cache) every run of the chapter."""
     base = settings.base
@@ -78,7 +76,6 @@ def run(settings: MLPChapterSettings) -> Results:
     )
 
 
-
 def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims table, judged at the end of training, each with its value after
     ``early_steps`` (the same runs read at that snapshot) in the ``early`` column."""
@@ -87,7 +84,6 @@ def claims(results: Results) -> pd.DataFrame:
     at_early = condition_claims(up_to_step(results.table, early), up_to_step(results.robustness, early),
                                 results.baseline)
     return with_early(at_end, at_early, early)
-
 
 
 def condition_claims(table: pd.DataFrame, robustness: pd.DataFrame, baseline: float) -> pd.DataFrame:
@@ -143,4 +139,3 @@ def condition_claims(table: pd.DataFrame, robustness: pd.DataFrame, baseline: fl
             min(relu[o].mean - none[o].mean for o in optimizers), baseline,
             weakest(verdict_for_difference(relu[o], none[o]) for o in optimizers), note=details, n=len(optimizers))
     return out.table()
-

@@ -33,10 +33,8 @@ def baseline_note(results: Results) -> Markdown:
     )
 
 
-
 def _final(table: pd.DataFrame, metric: str, space: str, condition: str, **equal: Any) -> Estimate:
     return final_estimate(table, metric, space, 1, condition=condition, **equal)
-
 
 
 def continuity_figure(results: Results) -> None:
@@ -62,7 +60,6 @@ def continuity_figure(results: Results) -> None:
         f"{at_start('output', 'res-relu')} with residuals (res-relu) and {at_start('input', 'nores-relu')} / "
         f"{at_start('output', 'nores-relu')} without (nores-relu); the random baseline is {baseline:.3f}."
     )
-
 
 
 #: The paper's numbers marked in the horizon figure: (panel metric, space) -> [(value, label)].
@@ -101,11 +98,9 @@ def horizon_figure(results: Results) -> None:
                 "of training): " + "; ".join(lines) + ".")
 
 
-
 def horizon_summary(results: Results) -> pd.DataFrame:
     """Per condition: each quantity at ``early_steps``, at the end, and its change over the last third."""
     return mlp_runs.horizon_table(results.table, results.settings.early_steps, order=results.order)
-
 
 
 #: The training-set loss below which we call the training set memorised.
@@ -118,7 +113,6 @@ def _memorised_step(one: pd.DataFrame) -> Estimate:
     loss = per_run(one, "train_set_loss")
     steps = loss[loss["value"] < MEMORISED_LOSS].groupby("seed")["step"].min()
     return estimate(steps.astype(float))
-
 
 
 def data_figure(results: Results) -> None:
@@ -148,7 +142,6 @@ def data_figure(results: Results) -> None:
                 "right: layer-mean Frobenius norm of the minibatch gradient (log axis). " + data_sentences(results))
 
 
-
 def data_table(results: Results) -> pd.DataFrame:
     """Per dataset and condition: weight v1 early / peak / final, gradient v1, the training-set loss
     and when it falls below :data:`MEMORISED_LOSS`, and test accuracy (mean ± sd over seeds)."""
@@ -171,7 +164,6 @@ def data_table(results: Results) -> pd.DataFrame:
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index.names = ["dataset", "condition"]
     return out
-
 
 
 #: The training-set loss "rose again" (training became unstable) when its final value exceeds
@@ -213,7 +205,6 @@ def data_sentences(results: Results) -> str:
     return text
 
 
-
 def optimizer_over_training_figure(results: Results) -> None:
     """Weight v1 continuity over training of the robustness conditions, one line per optimizer."""
     conditions = list(results.settings.robustness_conditions)
@@ -234,7 +225,6 @@ def optimizer_over_training_figure(results: Results) -> None:
                 f"Change over the last third of training: {changes}.")
 
 
-
 def layer_heatmap(results: Results) -> None:
     """Final adjacent-pair |cos| per layer pair and condition."""
     fig, axes = plt.subplots(1, 3, figsize=(18, 3.8))
@@ -245,11 +235,9 @@ def layer_heatmap(results: Results) -> None:
     show_figure(fig, "mlp-layer-heatmap", "Final adjacent-pair |cos| per layer pair and condition (seed mean).")
 
 
-
 def summary_table(results: Results) -> pd.DataFrame:
     """Final values per condition (mean ± sd over seeds)."""
     return final_summary(results.table).loc[results.order]
-
 
 
 def rise_and_collapse_figure(results: Results) -> None:
@@ -277,7 +265,6 @@ def rise_and_collapse_figure(results: Results) -> None:
                 "Weight v1 continuity per seed, and relative update size. " + "; ".join(lines) + ".")
 
 
-
 def optimizer_figure(results: Results, claims: pd.DataFrame) -> None:
     """Final values of the robustness conditions under each optimizer."""
     colours = plotting.condition_colours()
@@ -294,7 +281,6 @@ def optimizer_figure(results: Results, claims: pd.DataFrame) -> None:
     show_figure(fig, "mlp-optimizers", "Final values per optimizer (bars: seed mean; dots: seeds); ‖W(t) − W(0)‖/‖W(0)‖ "
                 "is the layer-mean relative update. Weight v1 continuity: "
                 + claim(claims, "symmetry-breaking-every-optimizer")["note"] + ".")
-
 
 
 def init_scale_figure(results: Results) -> None:
@@ -316,11 +302,9 @@ def init_scale_figure(results: Results) -> None:
                 f"scales (short runs, {results.settings.early_steps:,} steps). " + "; ".join(lines) + ".")
 
 
-
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
     """One bullet per claim (:func:`geocont.chapters.mlp_runs.verdict`)."""
     return mlp_runs.verdict(results.settings, claims)
-
 
 
 def condition_two_note(results: Results) -> Markdown:
@@ -361,7 +345,6 @@ def condition_two_note(results: Results) -> Markdown:
     )
 
 
-
 #: sigma_rad(z) = z tanh(||z||) is within 1% of the identity for ||z|| above this (tanh(2.65) = 0.99).
 RADIAL_NEAR_IDENTITY_NORM = 2.65
 
@@ -394,4 +377,3 @@ def radial_linearity_note(settings: MLPChapterSettings, n_probe: int = 512) -> M
         f"identity for {scaled_share:.1f}% of the pre-activations, and shrinks the median one by tanh(1) = 0.76. "
         "Both are rotation-equivariant (tested in `tests/test_mlp_radial_tau.py`). Measured at initialisation only."
     )
-

@@ -90,14 +90,12 @@ class PretrainedChapterSettings:
         return reference_configs(self.trained_scale, self.seeds)
 
 
-
 def _names(value: Any, parameter: str) -> tuple[str, ...]:
     """A name or a list of names as a tuple of strings."""
     names = (value,) if isinstance(value, str) else tuple(value)
     if not all(isinstance(name, str) and name for name in names):
         raise ParameterError(f"{parameter} must be a name or a list of names, got {value!r}")
     return names
-
 
 
 def build_settings(scale: str, values: dict[str, Any]) -> PretrainedChapterSettings:
@@ -124,7 +122,6 @@ def build_settings(scale: str, values: dict[str, Any]) -> PretrainedChapterSetti
         measure_cost=values["measure_cost"])
 
 
-
 def describe(settings: PretrainedChapterSettings) -> dict[str, Any]:
     """The provenance rows of the chapter."""
     trained_shape = settings.trained_configs()[0].shape
@@ -137,7 +134,6 @@ def describe(settings: PretrainedChapterSettings) -> dict[str, Any]:
         training="none for the pretrained checkpoints (weights as published); trained models from the cache of the "
                  "transformer chapter (trained once if missing)",
     )
-
 
 
 CHAPTER = Chapter(name="pretrained_continuity", parameters=_PARAMETERS, presets=_PRESETS, build=build_settings,
@@ -154,14 +150,12 @@ class PairEstimate(NamedTuple):
     baseline: float
 
 
-
 def layer_pair_estimate(table: pd.DataFrame, projection: str, space: str) -> PairEstimate:
     """Mean ± sd over adjacent layer pairs of an analyzer table's v1 (input) or u1 (output)
     |cos| for one projection, and that space's random baseline."""
     column, baseline = _SPACE_COLUMNS[space]
     rows = table[table["projection"] == projection]
     return PairEstimate(estimate(rows[column]), float(rows[baseline].iloc[0]) if len(rows) else math.nan)
-
 
 
 @dataclass
@@ -195,15 +189,12 @@ class Results:
         return gemma(self.tables)
 
 
-
 def llama_like(tables: dict[str, pd.DataFrame]) -> list[str]:
     return [m for m, t in tables.items() if t.attrs["layout"] in ("gguf", "llama")]
 
 
-
 def gemma(tables: dict[str, pd.DataFrame]) -> list[str]:
     return [m for m, t in tables.items() if t.attrs["layout"].startswith("gemma3")]
-
 
 
 def run(settings: PretrainedChapterSettings) -> Results:
@@ -231,11 +222,9 @@ def run(settings: PretrainedChapterSettings) -> Results:
                    effects=pd.concat(effects, ignore_index=True))
 
 
-
 def _slug(name: str) -> str:
     """``name`` in lower-case letters, digits and '-' (figure names and claim keys)."""
     return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()
-
 
 
 def gain_estimates(gains: dict[str, pd.DataFrame]) -> dict[tuple[str, str], tuple[Estimate, Estimate]]:
@@ -248,11 +237,9 @@ def gain_estimates(gains: dict[str, pd.DataFrame]) -> dict[tuple[str, str], tupl
     return out
 
 
-
 def quantization_shifts(effects: pd.DataFrame) -> pd.DataFrame:
     """:func:`quantization_shift` of each seed of ``effects`` (column ``seed``)."""
     return pd.concat([quantization_shift(effects[effects.seed == s]).assign(seed=s) for s in effects.seed.unique()])
-
 
 
 @dataclass(frozen=True)
@@ -264,7 +251,6 @@ class QuantizationChange:
     typical: float
 
 
-
 def quantization_changes(shifts: pd.DataFrame, formats: Sequence[str]) -> dict[str, QuantizationChange]:
     """Per GGUF type of :func:`quantization_shifts`: its :class:`QuantizationChange`."""
     quantized = shifts[shifts.stored_as != "F16"]
@@ -272,7 +258,6 @@ def quantization_changes(shifts: pd.DataFrame, formats: Sequence[str]) -> dict[s
         worst=quantized.loc[quantized.format == fmt, ["v1_shift_max", "u1_shift_max"]].max().max(),
         typical=quantized.loc[quantized.format == fmt, ["v1_shift_mean", "u1_shift_mean"]].mean().mean())
         for fmt in formats}
-
 
 
 def quantization_verdict(worst: float, limit: float = QUANTIZATION_LIMIT) -> str:
@@ -283,7 +268,6 @@ def quantization_verdict(worst: float, limit: float = QUANTIZATION_LIMIT) -> str
     return "reproduced" if worst < limit else "not reproduced"
 
 
-
 @dataclass(frozen=True)
 class LargeModelCost:
     """The measured analysis time of one Llama-3.1-8B-shaped layer, and per large model
@@ -291,7 +275,6 @@ class LargeModelCost:
 
     seconds_per_layer: float
     table: pd.DataFrame
-
 
 
 def large_model_cost(settings: PretrainedChapterSettings) -> LargeModelCost | None:
@@ -314,7 +297,6 @@ def large_model_cost(settings: PretrainedChapterSettings) -> LargeModelCost | No
     return LargeModelCost(per_layer, pd.DataFrame(rows))
 
 
-
 def quantization_effect(module: torch.nn.Module, qtypes: Sequence[str] = ("Q8_0", "Q4_1"),
                         progress: bool = False) -> pd.DataFrame:
     """The analyzer's table of ``module`` in fp32 and after a GGUF round trip through each type.
@@ -335,7 +317,6 @@ def quantization_effect(module: torch.nn.Module, qtypes: Sequence[str] = ("Q8_0"
     return pd.concat(tables, ignore_index=True)
 
 
-
 def quantization_shift(effect: pd.DataFrame) -> pd.DataFrame:
     """Per quantized format and projection: largest and mean |change| of v1/u1 |cos| and the
     relative change of sigma1, against the fp32 rows of :func:`quantization_effect`."""
@@ -353,7 +334,6 @@ def quantization_shift(effect: pd.DataFrame) -> pd.DataFrame:
                              v1_shift_max=dv.max(), v1_shift_mean=dv.mean(), u1_shift_max=du.max(),
                              u1_shift_mean=du.mean(), sigma1_rel_change_max=ds.max()))
     return pd.DataFrame(rows)
-
 
 
 def output_gain_continuity(source: Any, layout: str | None = None, max_layers: int | None = None,
@@ -399,7 +379,6 @@ def output_gain_continuity(source: Any, layout: str | None = None, max_layers: i
     return pd.DataFrame(rows)
 
 
-
 def _checkpoint_claim_specs(label: str, table: pd.DataFrame) -> list[tuple[str, str, str, str, str]]:
     """The claims one checkpoint supports, in order: (key, short claim, projection, space, why);
     ``why`` is empty for the "V is low" claims."""
@@ -410,7 +389,6 @@ def _checkpoint_claim_specs(label: str, table: pd.DataFrame) -> list[tuple[str, 
         specs += [(f"{slug}-v-low-{vector_name(s)}", f"V has low {s}-space continuity", "v_proj", s, "")
                   for s in ("input", "output")]
     return specs
-
 
 
 def _checkpoint_claims(out: ClaimsBuilder, label: str, table: pd.DataFrame) -> None:
@@ -434,7 +412,6 @@ def _checkpoint_claims(out: ClaimsBuilder, label: str, table: pd.DataFrame) -> N
                                   key=lambda item: item[1].mean)
         out.add(key, f"{label}: {short}", f"v_proj {vector} |cos| below the lowest of {', '.join(others)}", "low",
                 ours, baseline, verdict_for_difference(lowest, ours), note=f"lowest other: {lowest_name} {lowest}")
-
 
 
 def chapter_claims(tables: dict[str, pd.DataFrame], large_tables: dict[str, pd.DataFrame],
@@ -480,10 +457,8 @@ def chapter_claims(tables: dict[str, pd.DataFrame], large_tables: dict[str, pd.D
     return out.table()
 
 
-
 def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims table."""
     changes = quantization_changes(quantization_shifts(results.effects), results.settings.quantize)
     return chapter_claims(results.tables, results.large_tables, gain_estimates(results.gains), changes,
                           results.large_status, n_trained=len(results.trained_tables))
-

@@ -36,7 +36,6 @@ def continuity_overview(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-
 def _describe(name: str, table: pd.DataFrame) -> dict[str, Any]:
     first = table[table.layer == table.layer.min()].set_index("projection")
     return dict(model=name, architecture=table.attrs["architecture"], layout=table.attrs["layout"],
@@ -45,11 +44,9 @@ def _describe(name: str, table: pd.DataFrame) -> dict[str, Any]:
                 stored_as=", ".join(sorted(set(table["dtype"]))), source=table.attrs["source"])
 
 
-
 def overview_table(results: Results):
     """One row per pretrained checkpoint: architecture, layout, size, storage type, source."""
     return pd.DataFrame([_describe(name, table) for name, table in results.tables.items()]).style.hide(axis="index")
-
 
 
 def depth_figures(results: Results) -> None:
@@ -74,7 +71,6 @@ def depth_figures(results: Results) -> None:
             f"{name}: |cos| of each projection's leading singular vectors between adjacent layers (dotted: each "
             "projection's random baseline). Predicted-continuous: " + "; ".join(predicted)
             + f". V: v1 {v_in}, u1 {v_out}."))
-
 
 
 #: The projections of the Gemma-3 / Llama comparison, with the space each is compared in.
@@ -105,7 +101,6 @@ def gemma_comparison(results: Results) -> list:
             Markdown("Output-space continuity of the writing projections: " + "; ".join(lines) + ".")]
 
 
-
 def gain_tables(results: Results) -> list:
     """The gain-scaled output continuity of each post-norm checkpoint, with its controls."""
     rows = []
@@ -127,13 +122,11 @@ def gain_tables(results: Results) -> list:
                      "diag(g_l) times a Gaussian matrix.")]
 
 
-
 def trained_seed_means(results: Results) -> pd.DataFrame:
     """:func:`continuity_overview` of each trained transformer (column ``seed``)."""
     label = f"trained ({results.settings.trained_scale})"
     return pd.concat([continuity_overview({label: table}).assign(seed=seed)
                       for seed, table in results.trained_tables.items()])
-
 
 
 def size_overview(results: Results) -> pd.DataFrame:
@@ -146,7 +139,6 @@ def size_overview(results: Results) -> pd.DataFrame:
                     baseline=("baseline", "first"))
                .reset_index().assign(parameters=results.trained_parameters))
     return pd.concat([trained, overview], ignore_index=True)
-
 
 
 def size_figure(results: Results) -> None:
@@ -164,7 +156,6 @@ def size_figure(results: Results) -> None:
         "parameters) show mean ± sd over seeds of the per-seed layer-pair mean; each pretrained checkpoint shows its "
         "mean ± sd over layer pairs. Black ticks: random baselines (they differ by dimension). V is drawn faded: it is "
         "predicted low."))
-
 
 
 def quantization_check(results: Results) -> list:
@@ -188,7 +179,6 @@ def quantization_check(results: Results) -> list:
         + ", ".join(f"{p.replace('_proj', '')} {s:.3f}" for p, s in spread.items() if not math.isnan(s)) + ".")]
 
 
-
 def large_model_status(results: Results) -> list:
     """Which large checkpoints were found here, and what to do where they were not."""
     settings, out = results.settings, []
@@ -207,7 +197,6 @@ def large_model_status(results: Results) -> list:
     return out
 
 
-
 def cost_display(settings: PretrainedChapterSettings, cost: LargeModelCost | None) -> list:
     """The cost table and how it was measured, or where it is measured instead."""
     if cost is None:
@@ -218,7 +207,6 @@ def cost_display(settings: PretrainedChapterSettings, cost: LargeModelCost | Non
         f"direction, bf16 safetensors) took {cost.seconds_per_layer:.1f} s per layer on this machine; the 70B figure "
         "scales that by parameters per layer. Memory stays bounded by two matrices of one projection (the analyzer "
         "streams); `benchmarks/bench_analyzer.py` measures the peak resident memory and compares with exact SVD.")]
-
 
 
 def plot_continuity_vs_size(overview: pd.DataFrame, *, axes: Sequence[plt.Axes] | None = None) -> plt.Figure:
@@ -265,12 +253,10 @@ def plot_continuity_vs_size(overview: pd.DataFrame, *, axes: Sequence[plt.Axes] 
     return fig
 
 
-
 def verdict_counts(settings: PretrainedChapterSettings, claims: pd.DataFrame) -> Markdown:
     """How many claims got each verdict."""
     counts = claims["verdict"].value_counts().to_dict()
     return Markdown(f"At the `{settings.scale}` scale: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".")
-
 
 
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
@@ -289,4 +275,3 @@ def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
                      f"into the stream (diag(g) W) {gained}, of the gains alone (diag(g) G) {control}; "
                      f"random {baseline:.3f}.")
     return Markdown("What the checkpoints analysed here show:\n\n" + "\n".join(lines))
-

@@ -48,7 +48,6 @@ def describe(settings: MLPChapterSettings) -> dict[str, Any]:
     )
 
 
-
 CHAPTER = Chapter(
     name="timeline",
     parameters=mlp_runs.parameters("scale", "seeds", "steps", "conditions", "extra_init_scales", "width", "depth",
@@ -88,7 +87,6 @@ def _first_step_at_or_above(frame: pd.DataFrame, thresholds: pd.Series) -> pd.Se
     reached = frame[frame["value"] >= frame["threshold"]]
     first = reached.groupby(RUN_KEYS, observed=True)["step"].min()
     return first.reindex(thresholds.index).astype(float)
-
 
 
 def transfer_events(table: pd.DataFrame, space: str = "input") -> pd.DataFrame:
@@ -143,11 +141,9 @@ def transfer_events(table: pd.DataFrame, space: str = "input") -> pd.DataFrame:
     return events.reset_index()
 
 
-
 def _ratio_column(crossing: str) -> str:
     """``crossing_step`` -> ``log10_rise_over_crossing``, and likewise for the spectral one."""
     return "log10_rise_over_" + crossing.removesuffix("_step")
-
 
 
 def _log10_rise_over(rise: pd.Series, crossing: pd.Series) -> pd.Series:
@@ -157,7 +153,6 @@ def _log10_rise_over(rise: pd.Series, crossing: pd.Series) -> pd.Series:
     ratio[crossing.isna()] = -math.inf
     ratio[rise.isna()] = math.nan
     return ratio
-
 
 
 #: The rise may precede the crossing by at most this factor (a third: 10**-0.48) and
@@ -183,7 +178,6 @@ def verdict_for_order(events: pd.DataFrame, crossing: str = "crossing_step") -> 
     return "not reproduced" if not ok.any() else "partly reproduced"
 
 
-
 def _order_estimate(runs: pd.DataFrame, crossing: str = "crossing_step") -> tuple[Estimate, str]:
     """Mean ± sd of log10(rise / crossing) over runs that both rose and crossed, and a note
     on the runs left out of it."""
@@ -194,7 +188,6 @@ def _order_estimate(runs: pd.DataFrame, crossing: str = "crossing_step") -> tupl
             f"{int(ratios.isna().sum())} of {len(runs)} runs without a rise, "
             f"{int((ratios == -math.inf).sum())} rose before any crossing")
     return estimate(finite), note
-
 
 
 @dataclass
@@ -225,11 +218,9 @@ class Results:
         return estimate(self.events.loc[self.events["condition"] == condition, column])
 
 
-
 def sweep_configs(settings: MLPChapterSettings) -> tuple[list[MLPRunConfig], ...]:
     """The three sweeps: the conditions, the optimizers (robustness), the initialisation scales."""
     return settings.condition_configs(), settings.robustness_configs(), settings.init_configs()
-
 
 
 def run(settings: MLPChapterSettings) -> Results:
@@ -240,7 +231,6 @@ def run(settings: MLPChapterSettings) -> Results:
     return Results(settings=settings, table=table, optimizer_table=optimizer_table, init_table=init_table,
                    baseline=metrics.random_abs_cos(settings.base.width), events=transfer_events(table),
                    optimizer_events=transfer_events(optimizer_table), init_events=transfer_events(init_table))
-
 
 
 #: Rotation drift is averaged over the steps after this fraction of training: it leaves out
@@ -255,7 +245,6 @@ def drift(table: pd.DataFrame, metric: str) -> pd.DataFrame:
     return drift_window_mean(frame, DRIFT_WINDOW_START)
 
 
-
 def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims table, judged at the end of training, with each claim's value after
     ``early_steps`` in the ``early`` column (the init sweep is that long already)."""
@@ -267,11 +256,9 @@ def claims(results: Results) -> pd.DataFrame:
     return with_early(at_end, at_early, early)
 
 
-
 def _slug(label: str) -> str:
     """``adam(beta2=0)`` -> ``adam-beta2-0``: an optimizer label as part of a claim key."""
     return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
-
 
 
 #: The two norms of the crossing: (events column, name in the claims, part of the claim key).
@@ -359,4 +346,3 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
                     verdict_for_order(runs, crossing),
                     note=f"step-0 gradient v1 {estimate(runs['grad_v1_step0'])}; {note}")
     return out.table()
-

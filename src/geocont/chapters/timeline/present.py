@@ -27,7 +27,6 @@ def run_note(results: Results) -> Markdown:
                     + undefined_sentence(results.table))
 
 
-
 def step0_figure(results: Results) -> None:
     """Gradient v1 and u1 continuity at step 0 per condition."""
     table, order, baseline = results.table, results.order, results.baseline
@@ -48,10 +47,8 @@ def step0_figure(results: Results) -> None:
                 + "; ".join(f"{c} {at_start('input', c)} / {at_start('output', c)}" for c in order) + ".")
 
 
-
 def _step_text(step: float, missing: str) -> str:
     return missing if math.isnan(step) else f"{step:g}"
-
 
 
 def _seed_events(runs: pd.DataFrame) -> str:
@@ -60,7 +57,6 @@ def _seed_events(runs: pd.DataFrame) -> str:
                           for f, s in zip(runs["crossing_step"], runs["spectral_crossing_step"]))
     rises = ", ".join(_step_text(s, "none") for s in runs["rise_step"])
     return f"crossing step per seed (Frobenius / spectral) {crossings}; rise step per seed {rises}"
-
 
 
 def condition_timelines(results: Results) -> None:
@@ -77,7 +73,6 @@ def condition_timelines(results: Results) -> None:
                     f"{estimate(runs['rel_update_at_rise'])}.")
 
 
-
 def rise_note(results: Results) -> Markdown:
     """The relative update at the rise against 2/sqrt(n), and the spectral crossing against the rise."""
     width, order = results.settings.base.width, results.order
@@ -90,7 +85,6 @@ def rise_note(results: Results) -> Markdown:
         "‖ΔW‖_F/‖W(0)‖_F at the rise (seed mean ± sd; on the snapshot grid): " + per_condition("rel_update_at_rise")
         + ". Spectral crossing step (mean ± sd): " + per_condition("spectral_crossing_step")
         + ", against the rise step: " + per_condition("rise_step") + ".")
-
 
 
 #: The events table's columns and their headings.
@@ -110,7 +104,6 @@ def events_table(results: Results):
     """Event steps and final values per run (a pandas Styler), conditions in the book's order."""
     frame = results.events.set_index(["condition", "seed"])[list(EVENT_COLUMNS)].rename(columns=EVENT_COLUMNS)
     return frame.loc[results.order].style.format(precision=2, na_rep="–")
-
 
 
 def init_scale_figure(results: Results) -> None:
@@ -139,12 +132,10 @@ def init_scale_figure(results: Results) -> None:
                     f" / {estimate(g['rise_step'])}" for i, g in init_events.groupby("init_scale")) + "."))
 
 
-
 def _late(table: pd.DataFrame, metric: str, condition: str) -> Estimate:
     """Mean ± sd over seeds of :func:`drift` for one condition."""
     late = drift(table, metric)
     return estimate(late[late["condition"] == condition]["value"])
-
 
 
 def rotation_figure(results: Results) -> None:
@@ -172,7 +163,6 @@ def rotation_figure(results: Results) -> None:
         + "; ".join(f"{c} {_late(table, 'turn', c)}° / {_late(table, 'co_rotation', c)}" for c in order) + "."))
 
 
-
 def alignment_before_after(results: Results) -> pd.DataFrame:
     """Per condition: weight v1 at its peak and at the end, and the weight / cumulative-gradient
     alignment at those two steps (mean ± sd over seeds): before and after a fall."""
@@ -181,7 +171,6 @@ def alignment_before_after(results: Results) -> pd.DataFrame:
                "weight_cumgrad_final": "weight/cum.-grad. v1 final"}
     return pd.DataFrame({label: {c: str(results.of(c, column)) for c in results.order}
                          for column, label in columns.items()}).rename_axis("condition")
-
 
 
 def optimizer_timelines(results: Results) -> None:
@@ -196,11 +185,9 @@ def optimizer_timelines(results: Results) -> None:
                     f"{estimate(runs['weight_v1_final'])}.")
 
 
-
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
     """One bullet per claim (:func:`geocont.chapters.mlp_runs.verdict`)."""
     return mlp_runs.verdict(results.settings, claims)
-
 
 
 def _drift_reading(claims: pd.DataFrame) -> str:
@@ -214,7 +201,6 @@ def _drift_reading(claims: pd.DataFrame) -> str:
         return ("The symmetric conditions (" + ", ".join(verdicts) + ") keep turning faster than the baseline, as "
                 "predicted: symmetry breaking stops the drift.")
     return "The drift comparison is mixed: " + "; ".join(f"{c} {v}" for c, v in verdicts.items()) + "."
-
 
 
 def reading(results: Results, claims: pd.DataFrame) -> Markdown:
@@ -247,7 +233,6 @@ def reading(results: Results, claims: pd.DataFrame) -> Markdown:
     return Markdown("\n\n".join(p for p in paragraphs if p))
 
 
-
 #: The four continuity curves of a transfer timeline: (metric, label).
 TIMELINE_CURVES = (
     ("grad_cos", "gradient v1 (adjacent layers)"),
@@ -271,7 +256,6 @@ def _mark_events(ax: plt.Axes, events: pd.DataFrame) -> None:
     for column, (_, style) in EVENT_STYLES.items():
         for step in events[column].dropna() if column in events else ():
             ax.axvline(step, **style)
-
 
 
 def plot_transfer_timeline(
@@ -322,7 +306,6 @@ def plot_transfer_timeline(
     return fig
 
 
-
 def plot_event_steps(events: pd.DataFrame, *, crossing: str = "crossing_step", hue: str = "init_scale",
                      ax: plt.Axes | None = None) -> plt.Axes:
     """Crossing step (x; ``crossing`` names the norm's column) against continuity-rise step
@@ -344,4 +327,3 @@ def plot_event_steps(events: pd.DataFrame, *, crossing: str = "crossing_step", h
     ax.set_ylabel("step of half the continuity rise")
     ax.legend(title=hue, fontsize="small")
     return ax
-

@@ -88,7 +88,6 @@ def describe(settings: LMChapterSettings) -> dict[str, Any]:
     )
 
 
-
 CHAPTER = Chapter("transformer_projections", PARAMETERS, LM_PRESETS, lm_runs.build_settings, describe,
                   lm_runs.run_configs)
 
@@ -98,7 +97,6 @@ def _duration(config: LMRunConfig) -> float:
     interpolated linearly in the number of layers between the two measured depths."""
     (l4, t4), (l8, t8) = sorted(CPU_SECONDS_PER_STEP.items())
     return config.steps * (t4 + (t8 - t4) * (config.shape.n_layers - l4) / (l8 - l4))
-
 
 
 def predicted_minutes(settings: LMChapterSettings, workers: int = 2) -> float:
@@ -111,18 +109,15 @@ def predicted_minutes(settings: LMChapterSettings, workers: int = 2) -> float:
     return max(loads) / 60 + 1 + (1 if settings.pretrained else 0)
 
 
-
 def projection_values(table: pd.DataFrame, metric: str = "weight_cos", direction: int = 1) -> pd.DataFrame:
     """Per run, projection (``group``), space and step: the mean over adjacent layer pairs."""
     rows = table[(table["metric"] == metric) & (table["direction"] == direction)]
     return rows.groupby(RUN_KEYS + ["group", "space", "step"], observed=True)["value"].mean().reset_index()
 
 
-
 def projection_finals(table: pd.DataFrame, metric: str = "weight_cos", direction: int = 1) -> pd.DataFrame:
     """Per run, projection (``group``) and space: the layer-pair mean at the last step."""
     return at_final_step(projection_values(table, metric, direction))
-
 
 
 @dataclass
@@ -158,7 +153,6 @@ class Results:
         return projection_finals(self.early)
 
 
-
 def _pretrained_table(settings: LMChapterSettings) -> tuple[pd.DataFrame | None, str]:
     if settings.pretrained is None:
         return None, "no pretrained checkpoint was asked for"
@@ -170,7 +164,6 @@ def _pretrained_table(settings: LMChapterSettings) -> tuple[pd.DataFrame | None,
     return table, f"`{settings.pretrained}` ({layers} layers analysed, {table.attrs['parameters'] / 1e6:.0f}M parameters)"
 
 
-
 def run(settings: LMChapterSettings) -> Results:
     """Train (or load from the cache) every variant and seed; analyse the pretrained checkpoint."""
     table = run_lm_sweep(settings.configs())
@@ -178,10 +171,8 @@ def run(settings: LMChapterSettings) -> Results:
     return Results(settings, table, projection_finals(table), projection_dims(settings.base.shape), pretrained, status)
 
 
-
 def _short(projection: str) -> str:
     return projection.replace("_proj", "")
-
 
 
 def _estimate(values: pd.DataFrame, label: str, projection: str, space: str) -> Estimate:
@@ -189,11 +180,9 @@ def _estimate(values: pd.DataFrame, label: str, projection: str, space: str) -> 
     return estimate(frame["value"])
 
 
-
 def late_changes(table: pd.DataFrame) -> pd.DataFrame:
     """Per run, projection and space: the change of the layer-pair mean over the last third of training."""
     return change_over_last_per_run(projection_values(table), 1 / 3, keys=["group", "space"])
-
 
 
 #: Keys of the linear-attention claims (our direct test of the paper's Q/K claim).
@@ -249,7 +238,6 @@ def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], ref
     return out.table()
 
 
-
 #: The claim keys judged on one projection's continuity (for the late-change note).
 _CLAIM_QUANTITY = {f"{_short(p)}-{s}-continuity": (p, s) for p, s, _ in PROJECTION_PREDICTIONS}
 
@@ -272,4 +260,3 @@ def claims(results: Results) -> pd.DataFrame:
                                                                           " (1 seed)"))
         notes.append("; ".join(([row.note] if row.note else []) + parts))
     return table.assign(note=notes)
-

@@ -26,7 +26,6 @@ def _runs_text(settings: LMChapterSettings) -> str:
     return "; ".join(f"`{label}` {len(c)} seed{'s' if len(c) > 1 else ''}" for label, c in settings.configs().items())
 
 
-
 def budget_note(settings: LMChapterSettings) -> Markdown:
     """What the chapter runs at this scale, what it costs cold on 2 workers against the book's budget,
     and (where an override left runs out) what the full design would add."""
@@ -55,28 +54,23 @@ def budget_note(settings: LMChapterSettings) -> Markdown:
     return Markdown(text)
 
 
-
 def trained_note(results: Results) -> Markdown:
     runs = results.settings.configs()
     return Markdown(f"{sum(len(c) for c in runs.values())} runs trained ({', '.join(runs)}). "
                     + undefined_sentence(results.table))
 
 
-
 def _space_title(space: str) -> str:
     return f"{space} space ({vector_name(space)})"
-
 
 
 def _mark_early(ax: plt.Axes, step: int) -> None:
     ax.axvline(step, color="0.5", linestyle=":", linewidth=1.2)
 
 
-
 def _symlog(ax: plt.Axes) -> None:
     ax.set_xscale("symlog", linthresh=1)
     ax.set_xlim(left=0)
-
 
 
 def loss_figure(results: Results) -> None:
@@ -97,7 +91,6 @@ def loss_figure(results: Results) -> None:
              f"{estimate(at_final_step(val).query('condition == @v')['value'])} at the end" for v in variants]
     show_figure(fig, "lm-loss", "Loss during training (seed mean ± 1 sd; one seed: no band). Validation loss: "
                 + "; ".join(parts) + f" nats/token (uniform guessing: {math.log(results.settings.base.shape.vocab_size):.2f}).")
-
 
 
 def over_training_figure(results: Results) -> None:
@@ -125,14 +118,12 @@ def over_training_figure(results: Results) -> None:
                 + settled_sentence(results))
 
 
-
 def gap_values(table: pd.DataFrame) -> pd.DataFrame:
     """Per run, projection (``group``) and step: the relative gap (s1 - s2) / s1 of the weight
     matrix, mean over layers (``weight_gap``, direction 1). v1 and u1 are only as well defined as
     this gap: where it is small, a small change of the weights can swap the leading direction."""
     rows = table[(table["metric"] == "weight_gap") & (table["direction"] == 1)]
     return rows.groupby(RUN_KEYS + ["group", "step"], observed=True)["value"].mean().reset_index()
-
 
 
 def gap_figure(results: Results) -> None:
@@ -155,7 +146,6 @@ def gap_figure(results: Results) -> None:
     show_figure(fig, "lm-gaps", "Relative gap between each projection's two largest singular values over training "
                 "(mean over layers; line: seed mean, band: ±1 sd over seeds; dotted: the early horizon). "
                 + gap_sentence(results))
-
 
 
 #: A continuity "moved" between the early horizon and the end when its seed mean changed by more than this.
@@ -187,7 +177,6 @@ def gap_sentence(results: Results) -> str:
             f"{end}, with their projection's gap at the same two steps (seed means): " + "; ".join(parts) + ".")
 
 
-
 #: Legend label of each space in the per-projection bars.
 SPACE_LABELS = {"input": "input space (v1)", "output": "output space (u1)"}
 
@@ -216,7 +205,6 @@ def projection_bars_figure(results: Results) -> None:
                 "seed mean; dots: seeds; black ticks: each space's random baseline). " + "; ".join(lines) + ".")
 
 
-
 def depth_profile_figure(results: Results) -> None:
     """Each projection's final continuity per adjacent layer pair, in both spaces, for ``silu`` and the deeper model."""
     table = results.table
@@ -238,7 +226,6 @@ def depth_profile_figure(results: Results) -> None:
                 "label as listed above" if len(labels) > 1 else "") + ").")
 
 
-
 def ablations_figure(results: Results) -> None:
     """Final continuity per projection and run label, in both spaces (bars: seed mean; lines: ±1 sd)."""
     finals, variants = results.finals, results.variants
@@ -256,7 +243,6 @@ def ablations_figure(results: Results) -> None:
                 "(bars: seed mean; lines: ±1 sd over seeds, none for one seed).")
 
 
-
 #: A quantity "has settled" when its mean changed by at most this over the last third of training.
 SETTLED_TOLERANCE = 0.05
 
@@ -267,7 +253,6 @@ def _pretrained_estimate(results: Results, projection: str, space: str) -> Estim
         return Estimate(math.nan, math.nan, 0)
     rows = results.pretrained[results.pretrained["projection"] == projection]
     return estimate(rows["v1_cos" if space == "input" else "u1_cos"])
-
 
 
 def horizon_table(results: Results) -> pd.DataFrame:
@@ -306,7 +291,6 @@ def horizon_table(results: Results) -> pd.DataFrame:
     return pd.DataFrame(rows).fillna("")
 
 
-
 #: Value columns per table in :func:`horizon_display` (more overflow the page).
 DISPLAY_COLUMNS = 4
 
@@ -331,7 +315,6 @@ def horizon_display(results: Results) -> HTML:
                         for columns in parts))
 
 
-
 def settled_sentence(results: Results) -> str:
     """Which projections' continuity was still moving over the last third of training (``silu``)."""
     changes = late_changes(results.table)
@@ -349,7 +332,6 @@ def settled_sentence(results: Results) -> str:
             f"than {SETTLED_TOLERANCE} (seed mean): " + ", ".join(moving) + "; the others had settled.")
 
 
-
 _CLAIM_QUANTITY.update({"v-low-input": ("v_proj", "input"), "v-low-output": ("v_proj", "output")})
 
 
@@ -364,7 +346,6 @@ def holds_statement(results: Results, claims: pd.DataFrame) -> Markdown:
     return Markdown(f"Judged at step {settings.early_step} and at step {settings.base.steps} by the same rule "
                     "(a claim holds where it is reproduced):\n\n" + "\n".join(lines) + "\n\n" + settled_sentence(results)
                     + lost_sentence(results, claims))
-
 
 
 def lost_sentence(results: Results, claims: pd.DataFrame) -> str:
@@ -390,7 +371,6 @@ def lost_sentence(results: Results, claims: pd.DataFrame) -> str:
             "trained far longer; the 8-layer model above separates depth from training length only in part.")
 
 
-
 def depth_statement(results: Results) -> Markdown:
     """Whether the deeper model changes the pattern: its verdicts beside ``silu``'s, claim by claim."""
     settings = results.settings
@@ -414,7 +394,6 @@ def depth_statement(results: Results) -> Markdown:
                     + ("; ".join(changed) or "none") + ".")
 
 
-
 def pretrained_statement(results: Results) -> Markdown:
     """Our settled values beside the pretrained checkpoint's, for the predicted projections and V."""
     if results.pretrained is None:
@@ -432,14 +411,12 @@ def pretrained_statement(results: Results) -> Markdown:
                     "and these trained models beside them.")
 
 
-
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
     settings = results.settings
     text = verdict_list(claims, f"At the `{settings.scale}` scale ({len(settings.seeds)} seeds of `{results.reference}`, judged at "
                                 f"step {settings.base.steps:,} on `{settings.base.corpus}`, each claim's value after "
                                 f"{settings.early_step:,} steps beside it):")
     return Markdown(text + "\n\n" + changed_verdicts_sentence(claims, settings.early_step))
-
 
 
 def softmax_note(claims: pd.DataFrame) -> Markdown | None:
@@ -455,4 +432,3 @@ def softmax_note(claims: pd.DataFrame) -> Markdown | None:
         "Q and K read from, and RoPE rotates fixed coordinate pairs of each head. The paper's own caveat applies: its "
         "Q/K evidence is indirect."
     )
-
