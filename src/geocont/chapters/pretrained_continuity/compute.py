@@ -307,7 +307,7 @@ def quantization_effect(module: torch.nn.Module, qtypes: Sequence[str] = ("Q8_0"
     """
     import tempfile
 
-    from ..checkpoints import export_gguf
+    from ...checkpoints import export_gguf
 
     tables = [analyze(module, progress=progress, use_cache=False).assign(format="fp32")]
     with tempfile.TemporaryDirectory(prefix="geocont-quant-") as directory:
