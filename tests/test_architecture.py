@@ -168,3 +168,16 @@ def test_every_benchmark_imports_what_exists(path):
 
     spec = importlib.util.spec_from_file_location(f"benchmark_{path.stem}", path)
     spec.loader.exec_module(importlib.util.module_from_spec(spec))  # top level only: main() is not called
+
+
+def test_every_relative_import_names_a_module_of_the_package():
+    """Also the imports inside functions, which importing a module does not run."""
+    unresolved = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = path.parents[node.level - 1]
+                target = base.joinpath(*node.module.split(".")) if node.module else base
+                if not (target.with_suffix(".py").exists() or target.is_dir()):
+                    unresolved.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {'.' * node.level}{node.module}")
+    assert not unresolved, unresolved
