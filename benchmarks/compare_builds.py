@@ -46,12 +46,16 @@ def compare_claims(before: Path, after: Path) -> int:
 
 
 def _entries(root: Path, renamed: dict[str, str]) -> dict[str, Path]:
+    """``{kind and configuration: table}`` of a cache: the current version of each entry
+    (``<kind>/<key>/<version>/``, the version named in ``<key>/CURRENT``)."""
     entries = {}
-    for config in root.glob("*/*/config.json"):
-        kind = renamed.get(config.parent.parent.name, config.parent.parent.name)
-        key = json.dumps({"kind": kind, "config": json.loads(config.read_text()).get("config")}, sort_keys=True)
-        if (config.parent / "table.parquet").exists():
-            entries[key] = config.parent / "table.parquet"
+    for current in root.glob("*/*/CURRENT"):
+        version = current.parent / current.read_text().strip()
+        config, table = version / "config.json", version / "table.parquet"
+        if config.exists() and table.exists():
+            kind = renamed.get(current.parent.parent.name, current.parent.parent.name)
+            key = json.dumps({"kind": kind, "config": json.loads(config.read_text()).get("config")}, sort_keys=True)
+            entries[key] = table
     return entries
 
 
