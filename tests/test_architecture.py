@@ -181,3 +181,11 @@ def test_every_relative_import_names_a_module_of_the_package():
                 if not (target.with_suffix(".py").exists() or target.is_dir()):
                     unresolved.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {'.' * node.level}{node.module}")
     assert not unresolved, unresolved
+
+
+@pytest.mark.parametrize("name", list(CHAPTER_MODULES))
+def test_run_configs_are_run_configurations(name):
+    from geocont.config import LMRunConfig, MLPRunConfig
+
+    runs = chapter(name).run_configs(chapter(name).configure("smoke"))
+    assert all(isinstance(run, (MLPRunConfig, LMRunConfig)) for run in runs)  # a run two sweeps share is listed twice
