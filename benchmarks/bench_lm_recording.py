@@ -17,7 +17,7 @@ import torch
 
 from geocont import lm
 from geocont.recorder import ContinuityRecorder
-from geocont.chapters.transformer_projections import lm_chapter_settings
+from geocont.chapters import chapter
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     overrides = {"n_layers": args.n_layers} if args.n_layers else {}
-    full = lm_chapter_settings(args.scale, **overrides).base
+    full = chapter("transformer_projections").configure(args.scale, **overrides).base
     steps = args.steps or full.steps
     config = full.replace(steps=steps, snapshot_steps=tuple(s for s in full.snapshot_steps if s < steps))
     lm.token_splits(config.corpus, config.shape.vocab_size)  # tokenizer and encoding outside the timing

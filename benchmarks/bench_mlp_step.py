@@ -17,7 +17,7 @@ import time
 import torch
 
 from geocont import training
-from geocont.chapters.mlp_runs import mlp_chapter_settings
+from geocont.chapters import chapter
 from geocont.mlp import ResidualMLP
 
 
@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    config = mlp_chapter_settings(args.scale).base
+    config = chapter("mlp_conditions").configure(args.scale).base
     data = training._dataset(config.dataset, config.max_train)
     macs = config.batch_size * (data.n_features * config.width + config.depth * config.width ** 2
                                 + config.width * data.n_classes)

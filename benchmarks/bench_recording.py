@@ -19,7 +19,7 @@ import torch
 
 from geocont import training
 from geocont.recorder import ContinuityRecorder
-from geocont.chapters.mlp_runs import mlp_chapter_settings
+from geocont.chapters import chapter
 
 
 class Stopwatch:
@@ -46,7 +46,7 @@ def main() -> None:
     parser.add_argument("--condition", default="res-relu")
     parser.add_argument("--repeats", type=int, default=4)
     args = parser.parse_args()
-    config = mlp_chapter_settings(args.scale, chapter=args.chapter).base.replace(condition=args.condition)
+    config = chapter(args.chapter).configure(args.scale).base.replace(condition=args.condition)
     data = training._dataset(config.dataset, config.max_train)
     steps = training.steps_for(config, len(data.y_train))
     print(f"scale={args.scale} chapter={args.chapter} condition={config.condition} width={config.width} depth={config.depth} "

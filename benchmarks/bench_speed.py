@@ -19,8 +19,7 @@ from typing import Callable
 
 import torch
 
-from geocont.chapters.mlp_runs import mlp_chapter_settings
-from geocont.chapters.transformer_projections import lm_chapter_settings
+from geocont.chapters import mlp_conditions, transformer_projections
 from geocont.config import PRECISIONS
 from geocont.flops import mlp_step_flops, transformer_step_flops
 from geocont.mlp import ResidualMLP
@@ -97,8 +96,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     torch.set_flush_denormal(True)
-    mlp = mlp_chapter_settings(args.scale).base
-    lm = lm_chapter_settings(args.scale).base
+    mlp = mlp_conditions.CHAPTER.configure(args.scale).base
+    lm = transformer_projections.CHAPTER.configure(args.scale).base
     deep = lm.replace(shape=dataclasses.replace(lm.shape, n_layers=args.deep_layers))
     models = {
         f"MLP {mlp.depth}x{mlp.width} ({mlp.condition}), batch {mlp.batch_size}":

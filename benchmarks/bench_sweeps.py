@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 
 from geocont import sweeps
-from geocont.chapters.mlp_runs import mlp_chapter_settings
+from geocont.chapters import chapter
 from geocont.training import _dataset, mlp_job, train_mlp
 
 
@@ -58,7 +58,7 @@ def main() -> None:
     import ray
 
     cores = os.cpu_count()
-    settings = mlp_chapter_settings("cpu")
+    settings = chapter("mlp_conditions").configure("cpu")
     configs = [c.replace(epochs=args.epochs) for c in settings.condition_configs()[:args.runs]]
     base = configs[0]
     print(f"machine: {cores} cores; "
@@ -96,7 +96,7 @@ def main() -> None:
     print(f"\nray.init(num_cpus={cores}) start-up: {ray_start:.1f} s")
     trivial = [sweeps.Job("bench-trivial", {"value": float(i)}, one_row, float(i), label=f"trivial {i}")
                for i in range(args.trivial)]
-    smoke = mlp_chapter_settings("smoke").condition_configs()
+    smoke = chapter("mlp_conditions").configure("smoke").condition_configs()
     print(f"{'executor':<10}{f'{args.trivial} trivial jobs, ms/run':>30}{f'smoke sweep ({len(smoke)} runs), s':>30}")
     for name in ("serial", "local", "ray"):
         fresh_cache()

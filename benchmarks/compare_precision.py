@@ -30,8 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from geocont.chapters.mlp_runs import mlp_chapter_settings
-from geocont.chapters.transformer_projections import lm_chapter_settings
+from geocont.chapters import mlp_conditions, transformer_projections
 from geocont.config import PRECISIONS
 from geocont.lm import run_lm_sweep
 from geocont.statistics import Estimate, final_estimate, pooled_sd
@@ -104,11 +103,11 @@ def markdown(frame: pd.DataFrame) -> str:
 def compare(scale: str, seeds: int, lm_seeds: int, steps: int | None = None, lm_steps: int | None = None,
             executor: str | None = None, progress: bool = True) -> pd.DataFrame:
     """The comparison table (one row per model x group x quantity), training what is not cached."""
-    mlp_overrides = dict(steps=steps, early_steps=min(steps, mlp_chapter_settings(scale).early_steps)) if steps else {}
-    mlp = mlp_chapter_settings(scale, conditions=MLP_CONDITIONS, seeds=seeds, **mlp_overrides)
+    mlp_overrides = dict(steps=steps) if steps else {}  # a shorter run shortens the early horizon with it
+    mlp = mlp_conditions.CHAPTER.configure(scale, conditions=MLP_CONDITIONS, seeds=seeds, **mlp_overrides)
     lm_overrides = dict(steps=lm_steps, early_step=max(1, lm_steps // 10)) if lm_steps else {}
-    lm = lm_chapter_settings(scale, seeds=lm_seeds, variants=list(LM_VARIANTS), other_seeds=0, depth_seeds=0,
-                             **lm_overrides)
+    lm = transformer_projections.CHAPTER.configure(scale, seeds=lm_seeds, variants=list(LM_VARIANTS), other_seeds=0,
+                                                   depth_seeds=0, **lm_overrides)
     mlp_tables, lm_tables = {}, {}
     for precision in PRECISIONS:
         configs = [c.replace(precision=precision) for c in mlp.condition_configs()]

@@ -34,8 +34,8 @@ import time
 from pathlib import Path
 
 from geocont import sweeps
-from geocont.chapters.mlp_runs import mlp_chapter_settings
-from geocont.chapters.transformer_projections import MAIN_VARIANTS, lm_chapter_settings
+from geocont.chapters import mlp_conditions, transformer_projections
+from geocont.chapters.lm_runs import MAIN_VARIANTS
 from geocont.config import LMRunConfig, MLPRunConfig
 from geocont.flops import mlp_step_flops, transformer_step_flops
 from geocont.lm import lm_job
@@ -73,8 +73,8 @@ def run_flops(config: MLPRunConfig | LMRunConfig) -> float:
 
 def plan(corpus: str, dataset: str) -> list[PlannedRun]:
     """Every paper run of the transformer and MLP chapters, most valuable first."""
-    lm = lm_chapter_settings("paper", corpus=corpus)
-    mlp = mlp_chapter_settings("paper", "mlp_conditions", dataset=dataset)
+    lm = transformer_projections.CHAPTER.configure("paper", corpus=corpus)
+    mlp = mlp_conditions.CHAPTER.configure("paper", dataset=dataset)
     lm_configs = lm.configs()
 
     def lm_runs(labels) -> list[PlannedRun]:

@@ -473,3 +473,16 @@ def test_random_bytes_in_tensor_data_are_a_corrupt_tensor_named_when_read(tmp_pa
     save_file(state, str(st_path))
     with pytest.raises(checkpoints.CorruptCheckpoint, match=r"tensor 'model.layers.1.self_attn.q_proj.weight' holds"):
         analyzer.analyze(st_path, progress=False)
+
+
+def test_the_analyzer_table_reads_in_the_run_tables_vocabulary():
+    from geocont import tables
+    from geocont.transformer import TransformerShape, build_llama
+
+    model = build_llama(TransformerShape(n_layers=3, d_model=32, n_heads=2, n_kv_heads=1, ffn_dim=48, vocab_size=64))
+    table = analyzer.analyze(model, progress=False)
+    long = analyzer.as_run_table(table)
+    assert list(long.columns) == tables.RUN_COLUMNS and set(long["metric"]) <= set(tables.METRICS)
+    v1 = tables.select(long, "weight_cos", "input", 1, group="up_proj").set_index("layer")["value"]
+    wide = table[table["projection"] == "up_proj"].set_index("layer")["v1_cos"].dropna()
+    pd.testing.assert_series_equal(v1, wide, check_names=False)

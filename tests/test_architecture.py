@@ -7,7 +7,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from geocont.chapters import CHAPTER_MODULES, chapter_module
+from geocont.book.chapter import Chapter
+from geocont.chapters import CHAPTER_MODULES, chapter, chapter_module
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "geocont"
@@ -83,15 +84,33 @@ def parameters_cell(nb) -> nbformat.NotebookNode:
 @pytest.mark.parametrize("name", list(CHAPTER_MODULES))
 def test_the_parameters_cell_matches_the_chapter_module(name):
     assigned = [node.targets[0].id for node in ast.parse(parameters_cell(notebook(name)).source).body]
-    assert assigned == list(chapter_module(name).PARAMETERS)
+    assert assigned == list(chapter(name).parameters)
 
 
 @pytest.mark.parametrize("name", list(CHAPTER_MODULES))
-def test_every_chapter_module_provides_the_chapter_protocol(name):
+def test_every_chapter_module_defines_its_chapter_and_claims(name):
     module = chapter_module(name)
-    for attribute in ("PARAMETERS", "configure", "from_notebook", "provenance", "claims", "publish"):
-        assert hasattr(module, attribute), f"geocont.chapters.{name} lacks {attribute}"
-    assert next(iter(module.PARAMETERS)) == "scale"
+    assert isinstance(module.CHAPTER, Chapter) and module.CHAPTER.name == name
+    assert callable(module.claims)
+
+
+@pytest.mark.parametrize("name", list(CHAPTER_MODULES))
+def test_no_chapter_imports_another_chapter(name):
+    others = tuple(f"geocont.chapters.{other}" for other in CHAPTER_MODULES if other != name)
+    for path in (PACKAGE / "chapters" / name).glob("*.py"):
+        assert not {m for m in imported_modules(path) if m.startswith(others)}, path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CHAPTER_MODULES))
+def test_what_a_chapter_computes_imports_no_figure_library(name):
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules.update(matplotlib=None, seaborn=None); "
+            f"import geocont.chapters.{name}.compute as c; c.CHAPTER.configure('smoke'); c.claims")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr.splitlines()[-1:]
 
 
 @pytest.mark.parametrize("name", list(CHAPTER_MODULES))
@@ -106,7 +125,7 @@ def test_notebooks_only_call_the_library(name):
         assert not defined, f"{name}: a notebook defines no functions or classes:\n{cell.source}"
         assert "startswith" not in cell.source, f"{name}: claims are looked up by key, not by text"
     first = cells[0].source
-    assert f"from geocont.chapters import {name} as chapter" in first and "chapter.from_notebook(globals())" in first
+    assert f"from geocont.chapters import {name} as chapter" in first and "chapter.CHAPTER.from_notebook(globals())" in first
 
 
 #: Import name -> distribution name, where they differ.
@@ -139,7 +158,7 @@ def test_pyproject_declares_every_third_party_import():
 def test_the_parameters_cell_comments_are_the_modules_help(name):
     source = parameters_cell(notebook(name)).source
     comments = [line.split("#", 1)[1].strip() if "#" in line else "" for line in source.splitlines() if line.strip()]
-    assert comments == list(chapter_module(name).PARAMETERS.values())
+    assert comments == list(chapter(name).parameters.values())
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "benchmarks").glob("*.py")), ids=lambda p: p.name)
@@ -149,3 +168,24 @@ def test_every_benchmark_imports_what_exists(path):
 
     spec = importlib.util.spec_from_file_location(f"benchmark_{path.stem}", path)
     spec.loader.exec_module(importlib.util.module_from_spec(spec))  # top level only: main() is not called
+
+
+def test_every_relative_import_names_a_module_of_the_package():
+    """Also the imports inside functions, which importing a module does not run."""
+    unresolved = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = path.parents[node.level - 1]
+                target = base.joinpath(*node.module.split(".")) if node.module else base
+                if not (target.with_suffix(".py").exists() or target.is_dir()):
+                    unresolved.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {'.' * node.level}{node.module}")
+    assert not unresolved, unresolved
+
+
+@pytest.mark.parametrize("name", list(CHAPTER_MODULES))
+def test_run_configs_are_run_configurations(name):
+    from geocont.config import LMRunConfig, MLPRunConfig
+
+    runs = chapter(name).run_configs(chapter(name).configure("smoke"))
+    assert all(isinstance(run, (MLPRunConfig, LMRunConfig)) for run in runs)  # a run two sweeps share is listed twice

@@ -116,3 +116,14 @@ def test_papermill_s_injected_parameters_are_left_out_of_the_page(tmp_path):
     build.stage_executed(tmp_path / "executed.ipynb", tmp_path / "staged.ipynb")
     tags = [cell.metadata.get("tags", []) for cell in nbformat.read(tmp_path / "staged.ipynb", as_version=4).cells]
     assert tags == [["parameters"], ["injected-parameters", "remove-cell"], []]
+def test_outside_a_git_checkout_the_code_version_is_the_package_version(monkeypatch):
+    import subprocess
+
+    import geocont
+    from geocont.book import provenance
+
+    def no_git(*args, **kwargs):
+        raise subprocess.CalledProcessError(128, "git")
+
+    monkeypatch.setattr(provenance.subprocess, "run", no_git)
+    assert provenance.code_version() == f"geocont {geocont.__version__}"

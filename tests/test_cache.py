@@ -44,6 +44,7 @@ def _store_in_a_loop(value: float, seconds: float, report: Path) -> None:
     report.write_text(json.dumps({"stores": stores, "failures": failures}))
 
 
+@pytest.mark.slow
 def test_concurrent_stores_of_one_key_never_fail_and_a_reader_never_discards(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "GRACE_SECONDS", 0.3)  # superseded versions are collected while the reader reads
     cache.store("mlp", CONFIG, table_of(0.0))
@@ -82,6 +83,7 @@ def _compute_once(log: Path, result: Path) -> None:
     result.write_bytes(cache.cached("mlp", CONFIG, compute).to_json().encode())
 
 
+@pytest.mark.slow
 def test_two_processes_asking_for_one_key_compute_it_once(tmp_path):
     log = tmp_path / "computed.log"
     workers = [FORK.Process(target=_compute_once, args=(log, tmp_path / f"r{i}")) for i in range(2)]
@@ -95,6 +97,7 @@ def test_two_processes_asking_for_one_key_compute_it_once(tmp_path):
     assert not (cache.key_path("mlp", CONFIG) / cache.CLAIM).exists()
 
 
+@pytest.mark.slow
 def test_a_claim_left_by_a_dead_process_or_a_silent_host_is_broken(tmp_path):
     dead = FORK.Process(target=time.sleep, args=(0,))
     dead.start()
@@ -147,6 +150,7 @@ def _store_and_hang(ready: Path) -> None:
     cache.store("mlp", CONFIG, table_of(1.0), artifacts={"model.safetensors": hang})
 
 
+@pytest.mark.slow
 def test_a_killed_store_leaves_no_entry_and_its_staging_is_cleaned(tmp_path):
     ready = tmp_path / "ready"
     writer = FORK.Process(target=_store_and_hang, args=(ready,))
@@ -205,3 +209,11 @@ def test_an_entry_without_a_required_artifact_is_a_miss():
             require_artifacts=["model.safetensors"])
     assert table.equals(table_of(1.0))
     assert cache.artifact_path("lm", CONFIG, "model.safetensors").read_bytes() == b"weights"
+
+
+def test_a_table_recorded_under_a_former_metric_name_is_read_under_the_current_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEOCONT_CACHE_DIR", str(tmp_path))
+    former = pd.DataFrame({"metric": pd.Categorical(["v1_turn", "co_rotation"]), "value": [1.0, 2.0]})
+    cache.store("mlp", CONFIG, former)
+    table = cache.load("mlp", CONFIG, require_metrics=("turn",))
+    assert table is not None and list(table["metric"]) == ["turn", "co_rotation"]

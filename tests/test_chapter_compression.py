@@ -4,31 +4,34 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from geocont.chapters import compression as chapter
+from geocont.chapters import compression as chapter, lm_runs
 from geocont.layouts import PROJECTIONS
 from geocont.scales import ParameterError
 from geocont.statistics import RankCorrelation
 
 
-def test_configure_builds_the_presets_and_rejects_bad_parameters():
-    settings = chapter.configure("cpu")
-    assert settings.pretrained == "smollm2-135m" and len(settings.lm_configs()) == 3  # the transformer chapter's 3 silu seeds
-    assert all(c.shape.mlp_activation == "silu" for c in settings.lm_configs())
-    assert settings.middle_budget == 0.5 and settings.overrides == {}
-    skipped = chapter.configure("smoke", pretrained="none", seeds=1)
+def test_the_chapter_compresses_the_transformer_chapters_reference_runs():
+    settings = chapter.CHAPTER.configure("cpu")
+    assert settings.lm_configs() == lm_runs.reference_configs("cpu", settings.lm.seeds)
+    assert settings.overrides == {}
+
+
+def test_pretrained_none_skips_the_pretrained_model_and_is_recorded():
+    skipped = chapter.CHAPTER.configure("smoke", pretrained="none", seeds=1)
     assert skipped.pretrained is None and skipped.overrides == {"pretrained": "none", "seeds": 1}
-    with pytest.raises(ParameterError, match="unknown parameter.*windows; valid choices: scale, seeds"):
-        chapter.configure("smoke", windows=3)
-    with pytest.raises(ParameterError, match="valid choices: q_proj"):
-        chapter.configure("smoke", projections=["attn"])
-    with pytest.raises(ParameterError, match="group_size must be >= 2"):
-        chapter.configure("smoke", group_size=1)
-    with pytest.raises(ParameterError, match="budgets must be fractions"):
-        chapter.configure("smoke", budgets=[0.0])
-    with pytest.raises(ParameterError, match="sharing_layers needs at least 3"):
-        chapter.configure("smoke", sharing_layers=[1, 2])
-    with pytest.raises(ParameterError, match="unknown scale 'gpu'; valid choices: smoke, cpu, paper"):
-        chapter.configure("gpu")
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(windows=3), "unknown parameter.*windows; valid choices: scale, seeds"),
+    (dict(projections=["attn"]), "valid choices: q_proj"),
+    (dict(group_size=1), "group_size must be >= 2"),
+    (dict(budgets=[0.0]), "budgets must be fractions"),
+    (dict(sharing_layers=[1, 2]), "sharing_layers needs at least 3"),
+    (dict(scale="gpu"), "unknown scale 'gpu'; valid choices: smoke, cpu, paper"),
+])
+def test_configure_rejects_a_bad_parameter_in_one_line(params, message):
+    with pytest.raises(ParameterError, match=message):
+        chapter.CHAPTER.configure(**{"scale": "smoke", **params})
 
 
 def test_paired_difference_is_per_window_output_minus_input():

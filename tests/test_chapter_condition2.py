@@ -17,7 +17,7 @@ KEYS = dict(condition="res-none", optimizer="adam", init_scale=1.0, seed=0)
 
 def trace_table(losses, v1, every=10, stride=1, keys=KEYS, turns=None):
     """A run table holding only a trace: ``losses`` at steps 0, every, 2 every ...; ``v1`` (both layer
-    pairs) at every ``stride``-th of them; ``turns``: {step: degrees} of input-space v1_turn."""
+    pairs) at every ``stride``-th of them; ``turns``: {step: degrees} of input-space turn."""
     rows = []
     for index, loss in enumerate(losses):
         step = index * every
@@ -28,7 +28,7 @@ def trace_table(losses, v1, every=10, stride=1, keys=KEYS, turns=None):
                 rows.append((step, "hidden", layer, "trace_weight_cos", "output", 1, 0.1))
     for step, degrees in (turns or {}).items():
         for layer in (0, 1, 2):
-            rows.append((step, "hidden", layer, "v1_turn", "input", 1, degrees))
+            rows.append((step, "hidden", layer, "turn", "input", 1, degrees))
     return pd.DataFrame(rows, columns=RUN_COLUMNS).assign(**keys)
 
 
@@ -96,24 +96,24 @@ def test_the_bimodality_rule(values, bimodal):
 
 def test_configure_checks_names_and_values_in_one_line():
     with pytest.raises(ParameterError, match="unknown parameter.*valid choices: scale"):
-        condition2.configure("smoke", step=3)
+        condition2.CHAPTER.configure("smoke", step=3)
     with pytest.raises(ParameterError, match="datasets must not be empty"):
-        condition2.configure("smoke", datasets=[])
+        condition2.CHAPTER.configure("smoke", datasets=[])
     with pytest.raises(ParameterError, match="unknown intervention 'dropout'; valid choices"):
-        condition2.configure("smoke", interventions=["dropout"])
+        condition2.CHAPTER.configure("smoke", interventions=["dropout"])
     with pytest.raises(ParameterError, match="conditions must include res-relu"):
-        condition2.configure("smoke", conditions=["res-none"])
+        condition2.CHAPTER.configure("smoke", conditions=["res-none"])
     with pytest.raises(ParameterError, match="unknown dataset"):
-        condition2.configure("smoke", datasets=["cifar"])
+        condition2.CHAPTER.configure("smoke", datasets=["cifar"])
 
 
 def test_a_horizon_below_the_early_snapshot_shortens_it():
-    settings = condition2.configure("cpu", steps=500)
+    settings = condition2.CHAPTER.configure("cpu", steps=500)
     assert settings.early_steps == 500 and settings.sgd_probe_steps == 500 and settings.base.steps == 500
 
 
 def test_the_runs_differ_only_where_the_design_says():
-    settings = condition2.configure("smoke")
+    settings = condition2.CHAPTER.configure("smoke")
     configs = settings.run_configs()
     assert len({repr(c.to_dict()) for c in configs}) == len(configs)
     headline = {c.condition for c in settings.comparison_configs(settings.headline)}
@@ -143,7 +143,7 @@ def run_rows(v1, loss, turn=1.0, grad=0.9):
             rows.append((step, "hidden", layer, "weight_cos", "input", 1, v1(step)))
             rows.append((step, "hidden", layer, "grad_cos", "input", 1, grad))
         if step:
-            rows.append((step, "hidden", 0, "v1_turn", "input", 1, turn * 100 / 1000))
+            rows.append((step, "hidden", 0, "turn", "input", 1, turn * 100 / 1000))
         rows.append((step, "model", MODEL_LAYER, "test_acc", "", 0, 0.9))
     for step in range(0, 1001, 20):
         rows.append((step, "model", MODEL_LAYER, "trace_loss", "", 0, loss(step)))
@@ -179,7 +179,7 @@ def spike_fall(step):  # v1 drops only across the spikes
 
 
 def make_results(linear_v1, linear_loss, stable_linear_v1, relu_v1=rise(0.9, 0.9), seeds=3, many=6):
-    settings = condition2.configure("smoke", seeds=seeds, many_seeds=many)
+    settings = condition2.CHAPTER.configure("smoke", seeds=seeds, many_seeds=many)
     conditions = settings.conditions
 
     def table(none_v1, none_loss, n):
@@ -225,7 +225,7 @@ def test_the_claims_name_their_dataset_and_the_headline_keys_are_the_summarys():
     results = make_results(rise(0.8, 0.3), smooth_loss, stable_linear_v1=rise(0.8, 0.3))
     produced = condition2.claims(results)
     headline, other = results.settings.datasets[0], results.settings.datasets[1]
-    assert set(book_claims.CONDITION_TWO_KEYS[condition2.NAME]) <= set(produced["key"])
+    assert set(book_claims.CONDITION_TWO_KEYS[condition2.CHAPTER.name]) <= set(produced["key"])
     assert f"linear-weight-v1-{other}" in set(produced["key"])
     assert all(headline in q for q in produced.loc[produced["key"] == "linear-weight-v1", "quantity"])
     row = produced.set_index("key").loc["relu-above-linear"]

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from geocont.chapters import timeline as chapter
-from geocont.chapters.mlp_runs import mlp_chapter_settings
+from geocont.chapters import mlp_conditions, mlp_runs
 from geocont.scales import ParameterError
 from helpers import timeline_run
 
@@ -87,28 +87,52 @@ def test_optimizer_labels_become_claim_keys():
     assert keys[-2:] == ["optimizer-adam-beta2-0-order-frobenius", "optimizer-adam-beta2-0-order-spectral"]
 
 
-def test_timeline_shares_the_horizon_runs_and_has_a_short_fine_init_sweep():
-    timeline = chapter.configure("cpu")
-    plain = mlp_chapter_settings("cpu")
-    assert timeline.base == plain.base  # the same long runs as the first chapter
+def test_timeline_shares_the_horizon_runs_of_the_first_chapter():
+    assert chapter.CHAPTER.configure("cpu").base == mlp_conditions.CHAPTER.configure("cpu").base
+
+
+def test_the_init_sweep_is_short_and_finely_snapshotted():
+    timeline = chapter.CHAPTER.configure("cpu")
     short = timeline.init_configs()
     assert {c.steps for c in short} == {timeline.early_steps} and {c.n_directions for c in short} == {1}
-    assert short[0].n_snapshots > plain.base.n_snapshots
+    assert short[0].n_snapshots > timeline.base.n_snapshots
     scales = sorted({c.init_scale for c in short})
     assert len(scales) >= 4 and max(scales) / min(scales) >= 100  # two orders of magnitude
-    assert {c.optimizer.label for c in timeline.robustness_configs()} == {"adam", "adam-rotated", "sgd(momentum=0.9)"}
-    assert chapter.configure("smoke", extra_init_scales=[0.5]).extra_init_scales == (0.5,)
+
+
+def test_the_timeline_compares_every_robustness_optimizer():
+    timeline = chapter.CHAPTER.configure("cpu")
+    assert {c.optimizer.label for c in timeline.robustness_configs()} == set(mlp_runs.ROBUSTNESS_OPTIMIZERS)
+
+
+def test_run_configs_are_the_three_sweeps():
+    settings = chapter.CHAPTER.configure("smoke")
+    runs = chapter.CHAPTER.run_configs(settings)
+    assert runs == settings.condition_configs() + settings.robustness_configs() + settings.init_configs()
+
+
+def test_the_settings_builder_rejects_an_unknown_robustness_condition():
+    assert chapter.CHAPTER.configure("smoke", extra_init_scales=[0.5]).extra_init_scales == (0.5,)
     with pytest.raises(ValueError, match="valid choices"):
-        mlp_chapter_settings("smoke", chapter="timeline", robustness_conditions=["res-tanh"])
-    with pytest.raises(ValueError, match="valid choices: mlp_conditions, activation_vs_norm, timeline"):
-        mlp_chapter_settings("smoke", chapter="timelines")
+        mlp_runs.build_settings("smoke", {**chapter.CHAPTER.presets["smoke"], "robustness_conditions": ["res-tanh"]})
 
 
 def test_configure_rejects_bad_parameters_before_any_work():
     with pytest.raises(ParameterError, match="extra_init_scales"):
-        chapter.configure("smoke", extra_init_scales=[-1.0])
+        chapter.CHAPTER.configure("smoke", extra_init_scales=[-1.0])
     with pytest.raises(ParameterError, match="unknown parameter.*init_scale.*valid choices: scale, seeds"):
-        chapter.configure("smoke", init_scale=2.0)  # the timeline sweeps it with extra_init_scales instead
+        chapter.CHAPTER.configure("smoke", init_scale=2.0)  # the timeline sweeps it with extra_init_scales instead
     with pytest.raises(ParameterError, match="valid choices: res-relu"):
-        chapter.configure("smoke", conditions=["res-tanh"])
-    assert chapter.configure("smoke", steps=None, lr=1e-4).overrides == {"lr": 1e-4}
+        chapter.CHAPTER.configure("smoke", conditions=["res-tanh"])
+    assert chapter.CHAPTER.configure("smoke", steps=None, lr=1e-4).overrides == {"lr": 1e-4}
+
+
+def test_the_claims_follow_the_reference_condition_they_are_given():
+    conditions, init_sweep, relu = sweeps(STEPS_UPDATE, nores_grad=0.05, init_later=True)
+    renamed = [frame.assign(condition=frame["condition"].astype(str).replace("res-relu", "res-gelu"))
+               for frame in (conditions, init_sweep, relu)]
+    as_relu = chapter.timeline_claims(conditions, init_sweep, relu, 0.05)
+    as_gelu = chapter.timeline_claims(*renamed, 0.05, reference="res-gelu")
+    assert list(as_gelu["verdict"]) == list(as_relu["verdict"])
+    assert not as_gelu["quantity"].str.contains(r"(?<!no)res-relu").any()
+    assert as_gelu["quantity"].str.contains("res-gelu").any()

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from geocont.chapters import transformer_projections as chapter
+from geocont.chapters import lm_runs, transformer_projections as chapter
 from geocont.layouts import PROJECTIONS
 from geocont.metrics import random_abs_cos
 from geocont.scales import ParameterError
@@ -11,62 +11,82 @@ from geocont.transformer import build_llama, parameter_count, projection_dims
 
 
 def test_paper_shape_has_about_34m_parameters():
-    count = parameter_count(build_llama(chapter.LM_SHAPES["paper"]))
+    count = parameter_count(build_llama(lm_runs.LM_SHAPES["paper"]))
     assert abs(count - 34e6) / 34e6 < 0.10, count
 
 
-def test_configure_builds_every_variant_and_rejects_bad_parameters():
-    settings = chapter.configure("smoke", steps=5, seeds=1)
+def test_configure_builds_every_variant_with_the_deeper_model_last():
+    settings = chapter.CHAPTER.configure("smoke", steps=5, seeds=1)
     configs = settings.configs()
-    assert list(configs) == [*chapter.LM_VARIANTS, "silu, 3 layers"]  # the deeper model last
+    assert list(configs) == [*lm_runs.LM_VARIANTS, settings.depth_label]
     assert configs["none"][0].shape.mlp_activation == "none"
     assert configs["silu, linear attention"][0].shape.attention == "linear"
-    assert configs["silu, 3 layers"][0].shape.n_layers == 3 and configs["silu, 3 layers"][0].shape.d_model == 32
+    deeper = configs[settings.depth_label][0].shape
+    assert deeper.n_layers == settings.depth_layers and deeper.d_model == settings.base.shape.d_model
     assert configs["silu"][0].steps == 5 and len(configs["silu"]) == 1
-    assert 4 in configs["silu"][0].schedule()  # the early horizon is a snapshot of every run
+    assert settings.early_step in configs["silu"][0].schedule()  # the early horizon is a snapshot of every run
     assert settings.overrides == {"steps": 5, "seeds": 1}
-    assert list(chapter.configure("smoke", other_seeds=0, depth_seeds=[]).configs()) == ["silu", "none"]
-    with pytest.raises(ParameterError, match=r"early_step \(16\) must lie strictly between 0 and steps \(16\)"):
-        chapter.configure("smoke", early_step=16)
-    with pytest.raises(ParameterError, match="must include silu"):
-        chapter.configure("smoke", variants=["none"])
-    with pytest.raises(ParameterError, match="depth_seeds must be a count"):
-        chapter.configure("smoke", depth_seeds="x")
-    assert chapter.configure("paper").base.corpus == "wikitext-103"
-    assert chapter.configure("smoke", d_model=64).base.shape.d_model == 64
-    with pytest.raises(ParameterError, match="unknown parameter.*epochs; valid choices: scale, seeds, steps"):
-        chapter.configure("smoke", epochs=3)
-    with pytest.raises(ParameterError, match="unknown variant.*valid choices: silu, none, relu"):
-        chapter.configure("smoke", variants=["gelu"])
-    with pytest.raises(ParameterError, match="seeds must be a positive count"):
-        chapter.configure("smoke", seeds=0)
 
 
-def test_cpu_preset_is_the_long_run_with_the_old_horizon_as_a_snapshot_and_states_its_cost():
-    settings = chapter.configure("cpu")
-    base = settings.base
-    assert base.steps >= 4000 and settings.early_step == 400 and 400 in base.schedule()
-    assert base.batch_size == 16 and base.shape.n_layers == 4 and base.shape.d_model == 128  # the issue's model
-    late = [s for s in base.schedule() if s >= base.steps * 2 / 3]
-    assert len(late) >= 4  # evenly spaced late snapshots resolve the last third
-    assert {k: len(v) for k, v in settings.configs().items()} == {
-        "silu": 3, "none": 3, "relu": 1, "silu, linear attention": 1, "silu, 8 layers": 1}  # the full design
-    assert settings.configs() == chapter.lm_chapter_settings("cpu", **chapter.FULL_CPU_DESIGN).configs()
+def test_zero_other_and_depth_seeds_run_only_the_main_variants():
+    assert list(chapter.CHAPTER.configure("smoke", other_seeds=0, depth_seeds=[]).configs()) == list(lm_runs.MAIN_VARIANTS)
+
+
+def test_a_shape_parameter_replaces_its_preset_value():
+    assert chapter.CHAPTER.configure("smoke", d_model=64).base.shape.d_model == 64
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(early_step=16), "early_step must lie strictly between 0 and steps"),
+    (dict(variants=["none"]), "must include silu"),
+    (dict(depth_seeds="x"), "depth_seeds must be a count"),
+    (dict(epochs=3), "unknown parameter.*epochs; valid choices: scale, seeds, steps"),
+    (dict(variants=["gelu"]), "unknown variant.*valid choices: silu, none, relu"),
+    (dict(seeds=0), "seeds must be a positive count"),
+])
+def test_configure_rejects_a_bad_parameter_in_one_line(params, message):
+    with pytest.raises(ParameterError, match=message):
+        chapter.CHAPTER.configure("smoke", **params)
+
+
+def test_run_configs_are_every_variant_and_seed():
+    settings = chapter.CHAPTER.configure("smoke")
+    assert chapter.CHAPTER.run_configs(settings) == [c for runs in settings.configs().values() for c in runs]
+
+
+def test_the_cpu_preset_resolves_the_last_third_of_training():
+    base = chapter.CHAPTER.configure("cpu").base
+    assert len([s for s in base.schedule() if s >= base.steps * 2 / 3]) >= 4
+
+
+def test_the_cpu_preset_runs_the_full_design_over_its_budget_and_says_so():
+    settings = chapter.CHAPTER.configure("cpu")
+    assert settings.configs() == chapter.CHAPTER.configure("cpu", **chapter.FULL_CPU_DESIGN).configs()
     note = chapter.budget_note(settings).data
-    assert chapter.predicted_minutes(settings) > chapter.CPU_BUDGET_MINUTES and "over the 40-minute budget" in note
-    assert "leaves out" not in note
-    cheap = chapter.lm_chapter_settings("cpu", **chapter.BUDGET_CPU_DESIGN)
-    assert chapter.predicted_minutes(cheap) <= chapter.CPU_BUDGET_MINUTES  # the re-run the note offers fits
-    trimmed = chapter.budget_note(chapter.configure("cpu", depth_seeds=0)).data
-    assert "leaves out runs of `silu, 8 layers`" in trimmed
-    # the other chapters' trained models are this chapter's long silu runs
+    assert chapter.predicted_minutes(settings) > chapter.CPU_BUDGET_MINUTES
+    assert f"over the {chapter.CPU_BUDGET_MINUTES}-minute budget" in note and "leaves out" not in note
+
+
+def test_the_cheaper_design_fits_the_budget():
+    cheap = chapter.CHAPTER.configure("cpu", **chapter.BUDGET_CPU_DESIGN)
+    assert chapter.predicted_minutes(cheap) <= chapter.CPU_BUDGET_MINUTES
+
+
+def test_the_budget_note_names_the_runs_an_override_leaves_out():
+    settings = chapter.CHAPTER.configure("cpu", depth_seeds=0)
+    full = chapter.CHAPTER.configure("cpu")
+    assert f"leaves out runs of `{full.depth_label}`" in chapter.budget_note(settings).data
+
+
+def test_the_other_chapters_analyse_this_chapters_reference_runs():
     from geocont.chapters import compression, pretrained_continuity
-    assert compression.configure("cpu").lm_configs() == settings.configs()["silu"]
-    assert pretrained_continuity.configure("cpu").trained_configs() == settings.configs()["silu"]
+    settings = chapter.CHAPTER.configure("cpu")
+    assert compression.CHAPTER.configure("cpu").lm_configs() == settings.configs()[settings.reference]
+    assert pretrained_continuity.CHAPTER.configure("cpu").trained_configs() == settings.configs()[settings.reference]
 
 
 #: The smoke shape's projection dimensions: d = 32, SwiGLU width 88.
-DIMS = projection_dims(chapter.LM_SHAPES["smoke"])
+DIMS = projection_dims(lm_runs.LM_SHAPES["smoke"])
 PREDICTED = {(p, s) for p, s, _ in chapter.PROJECTION_PREDICTIONS}
 
 
@@ -144,13 +164,14 @@ def _long_table() -> pd.DataFrame:
 
 
 def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
-    settings = chapter.configure("smoke", pretrained="none")
+    settings = chapter.CHAPTER.configure("smoke", pretrained="none")
     table = _long_table()
     results = chapter.Results(settings, table, chapter.projection_finals(table), DIMS)
     claims = chapter.claims(results).set_index("key")
     assert list(claims.index) == KEYS
     up = claims.loc["up-input-continuity"]
-    assert up.verdict == "not reproduced" and up.early == "at 4 steps: 0.80 ± 0.01, n = 3 (reproduced)"
+    assert up.verdict == "not reproduced"
+    assert (up.early_step, up.early_mean, up.early_sd, up.early_n) == (4, pytest.approx(0.80), pytest.approx(0.01), 3)
     assert up.early_verdict == "reproduced"
     assert "holds only early" in up.note and "change over the last third +0.00" in up.note  # settled by step 10
     assert "holds throughout" in claims.loc["q-input-continuity", "note"]
@@ -182,6 +203,11 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     assert "**Verdicts that differ between 4 steps and the end of training:**" in verdict
     assert "reproduced early, not reproduced at the end" in verdict
     assert chapter.pretrained_statement(results).data.startswith("No pretrained comparison")
-    without = chapter.depth_statement(chapter.Results(chapter.configure("smoke", depth_seeds=0), table[
+    without = chapter.depth_statement(chapter.Results(chapter.CHAPTER.configure("smoke", depth_seeds=0), table[
         table.condition != "silu, 3 layers"], chapter.projection_finals(table), DIMS)).data
     assert "was not run at this scale" in without
+
+
+def test_an_early_step_outside_the_run_names_both_parameters():
+    with pytest.raises(ParameterError, match=r"early_step \(16\) must lie strictly between 0 and steps \(16\)"):
+        chapter.CHAPTER.configure("smoke", early_step=16)

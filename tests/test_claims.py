@@ -2,6 +2,7 @@
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import matplotlib
@@ -77,11 +78,13 @@ def test_publish_rejects_tables_in_another_format(claims_dir):
 def test_the_early_verdict_is_a_column_of_its_own_and_survives_publishing(claims_dir):
     with pytest.raises(ValueError, match="unknown verdict 'early-ish'"):
         claim_row("first", "A claim", "q", "0.9", 0.9, 0.0, 3, 0.05, "reproduced", key="a", early_verdict="early-ish")
-    early = frame("first").assign(early=["at 930 steps: 0.70 ± 0.01, n = 3 (not reproduced)", ""],
-                                  early_verdict=["not reproduced", ""])
+    early = frame("first").assign(early_mean=[0.70, math.nan], early_sd=[0.01, math.nan], early_n=[3, 0],
+                                  early_step=[930, None], early_verdict=["not reproduced", ""])
     claims.publish(early, chapter="first", scale="cpu")
     table = claims.collect("cpu", chapters=["first"])
     assert list(table["early_verdict"]) == ["not reproduced", ""]
+    assert table.loc[0, "early_mean"] == 0.70 and table.loc[0, "early_n"] == 3 and table.loc[0, "early_step"] == 930
+    assert math.isnan(table.loc[1, "early_mean"]) and table.loc[1, "early_step"] is pd.NA
     changed = changed_verdicts(table)
     assert list(changed["key"]) == ["a-claim"]  # the row without an early verdict is not a change
     assert changed_verdicts_sentence(table, 930).startswith(
@@ -123,9 +126,25 @@ def test_closing_chapter_runs_last_and_again_when_a_claims_table_changes(tmp_pat
     assert build._claims_inputs_sha256(layout, ROOT) != before
 
 
-def test_the_methods_page_shows_the_scales_as_configured():
-    assert scales_markdown() in (ROOT / "book" / "methods.md").read_text(), \
-        "book/methods.md's scales table is out of date: paste geocont.chapters.scales_markdown() into it"
+def test_every_generated_part_has_its_place_in_a_page(tmp_path):
+    pages = tmp_path / "book"
+    shutil.copytree(ROOT / "book", pages, ignore=shutil.ignore_patterns("*.ipynb"))
+    parts = build.generated_markdown()
+    build.fill_generated(pages, parts)
+    text = (pages / "methods.md").read_text()
+    assert scales_markdown() in text and not any(marker in text for marker in parts)
+
+
+def test_a_generated_part_without_its_marker_stops_the_build(tmp_path):
+    (tmp_path / "page.md").write_text("no marker here\n")
+    with pytest.raises(SystemExit, match="no page .* holds the marker"):
+        build.fill_generated(tmp_path, {"<!-- generated: x -->": "table"})
+
+
+def test_the_scales_table_has_a_column_per_scale_and_a_row_per_setting():
+    lines = scales_markdown().splitlines()
+    assert lines[0] == "| setting | `smoke` | `cpu` | `paper` |"
+    assert all(line.count(" | ") == 3 for line in lines[2:])
 
 
 def test_show_figure_glues_a_numbered_figure_in_book_builds(monkeypatch):
@@ -153,12 +172,14 @@ def test_show_figure_outside_the_book_shows_the_caption(monkeypatch):
 
 
 def test_markdown_table_shows_the_earlier_horizon_only_for_chapters_that_have_one(claims_dir):
-    early = frame("long").assign(early=["at 930 steps: 0.70 ± 0.01, n = 3 (not reproduced)", "at 930 steps: 0.10, n = 3 (not reproduced)"])
+    early = frame("long").assign(early_mean=[0.70, 0.10], early_sd=[0.01, math.nan], early_n=[3, 3],
+                                 early_step=[930, 930], early_verdict=["not reproduced", "not reproduced"])
     claims.publish(early, chapter="long", scale="cpu")
     claims.publish(frame("short"), chapter="short", scale="cpu")
     text = claims.markdown_table(claims.collect("cpu", chapters=["long", "short"]), titles={})
     long_block, short_block = text.split("\n\n**")
-    assert "earlier in training" in long_block and "at 930 steps: 0.70 ± 0.01" in long_block
+    assert "earlier in training" in long_block and "at 930 steps: 0.70 ± 0.01, n = 3 (not reproduced)" in long_block
+    assert "at 930 steps: 0.10, n = 3 (not reproduced)" in long_block
     assert "earlier in training" not in short_block
 
 
@@ -194,3 +215,11 @@ def test_the_condition_two_headline_counts_its_verdicts_and_names_what_fell_shor
     assert claims.condition_two_headline(rows.iloc[[0]], titles).endswith("Every one is reproduced.")
     with pytest.raises(KeyError, match="no Condition-2 claim"):
         claims.condition_two_headline(rows.iloc[[2]], titles)
+def test_a_chapter_shows_the_early_value_formatted_in_one_column():
+    from geocont.book.chapter import claims_display
+
+    early = frame("long").assign(early_mean=[0.70, math.nan], early_sd=[0.01, math.nan], early_n=[3, 0],
+                                 early_step=[930, None], early_verdict=["not reproduced", ""])
+    shown = claims_display(early).data
+    assert list(shown["early"]) == ["at 930 steps: 0.70 ± 0.01, n = 3 (not reproduced)", ""]
+    assert not {"early_mean", "early_step", "early_verdict", "chapter"} & set(shown.columns)

@@ -2,9 +2,12 @@
 
 import multiprocessing
 
+import pytest
+
 from geocont import data
 
 
+@pytest.mark.slow
 def test_workers_unpacking_fashion_mnist_at_once_all_succeed(tmp_path):
     files = data._debian_fashion_mnist_files()
     assert files, f"the Debian package dataset-fashion-mnist is not installed ({data.DEBIAN_FASHION_MNIST}); `make setup`"

@@ -121,7 +121,7 @@ def test_the_chapter_completes_when_the_sgd_control_diverges(monkeypatch):
     from geocont.config import OptimizerConfig
 
     monkeypatch.setenv("GEOCONT_EXECUTOR", "serial")
-    settings = chapter.configure("smoke", seeds=1, width=8, depth=2, steps=12,
+    settings = chapter.CHAPTER.configure("smoke", seeds=1, width=8, depth=2, steps=12,
                                  conditions=["res-relu", "nores-relu", "res-none", "res-radial"])
     settings = dataclasses.replace(settings, optimizers={**settings.optimizers,
                                                          "sgd(momentum=0.9)": OptimizerConfig("sgd", lr=10.0, momentum=0.9)})

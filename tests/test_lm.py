@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from geocont import text
-from geocont.chapters.transformer_projections import LM_SHAPES
+from geocont.chapters.lm_runs import LM_SHAPES
 from geocont.config import LMRunConfig, TransformerShape
 from geocont.lm import train_lm
 from geocont.transformer import PROJECTIONS, build_llama, causal_linear_attention, projection_groups

@@ -16,7 +16,7 @@ from pathlib import Path
 import matplotlib
 import pytest
 
-from geocont.chapters import CHAPTER_MODULES, mlp_runs, transformer_projections
+from geocont.chapters import CHAPTER_MODULES, chapter, lm_runs, mlp_runs
 
 pytestmark = pytest.mark.slow
 
@@ -25,6 +25,9 @@ BOOK = Path(__file__).resolve().parents[1] / "book"
 #: What the dry run changes in the ``paper`` presets (the sizes stay).
 MLP_DRY_RUN = dict(dataset="fashion-mnist", steps=6, early_steps=3, n_snapshots=4, n_late_snapshots=2, seeds=(0, 1))
 LM_DRY_RUN = dict(corpus="kjv", steps=4, early_step=2, batch_size=1, n_snapshots=3, n_late_snapshots=2, eval_windows=2)
+#: The Condition-2 chapter's dry run: its headline dataset offline, a few steps, two seeds.
+C2_DRY_RUN = dict(datasets=("fashion-mnist",), steps=6, early_steps=3, n_snapshots=4, n_late_snapshots=2, seeds=(0, 1),
+                  many_seeds=2, sgd_probe_steps=3, trace_every=1)
 #: Per chapter, notebook parameters set besides ``scale``: offline stand-ins and smaller analyses.
 CHAPTER_PARAMETERS = {
     "pretrained_continuity": dict(models=["smollm2-135m"], max_layers=4, measure_cost=False, quantize=["Q8_0"],
@@ -37,9 +40,13 @@ CHAPTER_PARAMETERS = {
 @pytest.fixture
 def paper_dry_run(monkeypatch, tmp_path):
     """The ``paper`` presets with :data:`MLP_DRY_RUN` and :data:`LM_DRY_RUN` applied; serial runs; claims in tmp."""
-    monkeypatch.setitem(mlp_runs._MLP_SCALES, "paper", {**mlp_runs._MLP_SCALES["paper"], **MLP_DRY_RUN})
-    monkeypatch.setitem(transformer_projections._LM_SCALES, "paper",
-                        {**transformer_projections._LM_SCALES["paper"], **LM_DRY_RUN})
+    for presets, dry_run in ((mlp_runs.MLP_PRESETS, MLP_DRY_RUN), (lm_runs.LM_PRESETS, LM_DRY_RUN)):
+        monkeypatch.setitem(presets, "paper", {**presets["paper"], **dry_run})
+    for name in CHAPTER_MODULES:  # each chapter's own copy of its presets
+        presets = chapter(name).presets
+        dry_run = C2_DRY_RUN if "datasets" in presets["paper"] else (
+            MLP_DRY_RUN if "early_steps" in presets["paper"] else LM_DRY_RUN if "early_step" in presets["paper"] else {})
+        monkeypatch.setitem(presets, "paper", {**presets["paper"], **dry_run})
     monkeypatch.setenv("GEOCONT_EXECUTOR", "serial")
     monkeypatch.setenv("GEOCONT_CLAIMS_DIR", str(tmp_path / "claims"))
     matplotlib.use("Agg")

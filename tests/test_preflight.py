@@ -118,23 +118,17 @@ def test_an_unreachable_ray_address_is_one_line_within_seconds(monkeypatch):
 def test_a_plain_papermill_run_stops_at_the_configure_call(monkeypatch):
     """The notebook's ``from_notebook(globals())`` runs the same checks (papermill never calls build)."""
     monkeypatch.setenv("GEOCONT_EXECUTOR", "bogus")
-    namespace = {name: None for name in mlp_conditions.PARAMETERS} | {"scale": "smoke"}
+    namespace = {name: None for name in mlp_conditions.CHAPTER.parameters} | {"scale": "smoke"}
     with pytest.raises(ParameterError, match="^unknown executor 'bogus'"):
-        mlp_conditions.from_notebook(namespace)
+        mlp_conditions.CHAPTER.from_notebook(namespace)
     monkeypatch.delenv("GEOCONT_EXECUTOR")
     namespace["conditions"] = []
     with pytest.raises(ParameterError, match="^conditions must name at least one condition"):
-        mlp_conditions.from_notebook(namespace)
+        mlp_conditions.CHAPTER.from_notebook(namespace)
 
 
-def test_every_run_of_a_chapter_is_collected_for_the_checks():
-    settings = mlp_conditions.configure("smoke")
-    configs = preflight.settings_run_configs(settings)
-    expected = (settings.condition_configs() + settings.robustness_configs() + settings.init_configs()
-                + [c for group in settings.data_configs().values() for c in group])
-    assert set(expected) <= set(configs)
-    lm = transformer_projections.configure("smoke")
-    assert {c.corpus for c in preflight.settings_run_configs(lm)} == {"kjv"}
+def test_the_checkpoints_a_chapter_opens_are_checked_with_its_runs():
+    lm = transformer_projections.CHAPTER.configure("smoke")
     assert preflight.settings_models(lm) == ["smollm2-135m"]
 
 
@@ -155,15 +149,15 @@ def test_the_command_line_prints_one_line_and_no_traceback(tmp_path):
 
 
 def test_steps_below_the_early_snapshot_shorten_the_early_horizon_and_say_so():
-    settings = mlp_conditions.configure("cpu", steps=500)
+    settings = mlp_conditions.CHAPTER.configure("cpu", steps=500)
     assert settings.base.steps == 500 and settings.early_steps == round(500 * 930 / 9360)
     assert settings.early_preset == 930 and max(settings.base.snapshot_steps) <= 500
     assert all(c.steps == settings.early_steps for c in settings.init_configs())
-    text = mlp_conditions.provenance(settings).data
+    text = mlp_conditions.CHAPTER.provenance(settings).data
     assert f"shortened with the run to {settings.early_steps} steps" in text
-    unchanged = mlp_conditions.configure("cpu", steps=2000)
+    unchanged = mlp_conditions.CHAPTER.configure("cpu", steps=2000)
     assert unchanged.early_steps == 930 and unchanged.early_preset is None
-    assert "shortened" not in mlp_conditions.provenance(unchanged).data
+    assert "shortened" not in mlp_conditions.CHAPTER.provenance(unchanged).data
 
 
 # --------------------------------------------------------------------------- configs
@@ -214,8 +208,8 @@ def test_rerunning_one_chapter_renders_at_once_and_shows_the_others_as_not_execu
 def test_a_transformer_run_shorter_than_its_early_step_names_the_parameters():
     with pytest.raises(ParameterError, match=r"^early_step \(4\) must lie strictly between 0 and steps \(2\); set "
                                              r"early_step below steps$"):
-        transformer_projections.configure("smoke", steps=2)
-    assert transformer_projections.configure("smoke", steps=2, early_step=1).early_step == 1
+        transformer_projections.CHAPTER.configure("smoke", steps=2)
+    assert transformer_projections.CHAPTER.configure("smoke", steps=2, early_step=1).early_step == 1
 
 
 def test_in_a_kernel_the_configure_call_fails_with_its_one_line(monkeypatch, capsys):
@@ -224,9 +218,9 @@ def test_in_a_kernel_the_configure_call_fails_with_its_one_line(monkeypatch, cap
     monkeypatch.setenv("GEOCONT_EXECUTOR", "bogus")
     shell = InteractiveShell.instance()
     try:
-        shell.user_ns.update({name: None for name in mlp_conditions.PARAMETERS} | {"scale": "smoke"})
+        shell.user_ns.update({name: None for name in mlp_conditions.CHAPTER.parameters} | {"scale": "smoke"})
         result = shell.run_cell("from geocont.chapters import mlp_conditions as chapter\n"
-                                "settings = chapter.from_notebook(globals())")
+                                "settings = chapter.CHAPTER.from_notebook(globals())")
     finally:
         InteractiveShell.clear_instance()
     assert isinstance(result.error_in_exec, ParameterError)  # the cell fails, so papermill stops there

@@ -67,7 +67,7 @@ def test_a_zero_layer_gives_nan_for_its_pairs_and_turns():
     for space in ("input", "output"):
         cos = select(table, "weight_cos", space, direction=1, step=0).set_index("layer")["value"]
         assert math.isnan(cos[0]) and math.isnan(cos[1]) and not math.isnan(cos[2])
-        turn = select(table, "v1_turn", space, step=1).set_index("layer")["value"]
+        turn = select(table, "turn", space, step=1).set_index("layer")["value"]
         assert math.isnan(turn[1]) and not math.isnan(turn[0])
         co = select(table, "co_rotation", space, step=1).set_index("layer")["value"]
         assert math.isnan(co[0]) and math.isnan(co[1])

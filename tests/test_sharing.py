@@ -200,6 +200,7 @@ def _sweep_tables(subject, executor: str) -> list[pd.DataFrame]:
     return sweeps.run_jobs(jobs, executor=executor, progress=False)
 
 
+@pytest.mark.slow
 def test_compression_jobs_give_the_same_tables_under_serial_and_local_workers(tmp_path, monkeypatch):
     subject = sh.Subject("tiny", {"test": "tiny-3"}, functools.partial(tiny_llama_data, 3), window_length=16)
     assert pickle.loads(pickle.dumps(subject)).identity == subject.identity

@@ -94,7 +94,7 @@ def test_up_to_step_and_change_over_last_third():
 def test_turn_rates_divide_by_the_snapshot_interval_and_the_window_mean_weights_by_it():
     rows = []
     for step, turn in ((10, 1.0), (30, 4.0), (100, 7.0)):
-        rows.append(make_row(step, "hidden", 0, "v1_turn", "input", 1, turn))
+        rows.append(make_row(step, "hidden", 0, "turn", "input", 1, turn))
     rows.append(make_row(0, "hidden", 0, "weight_cos", "input", 1, 0.1))
     table = rows_to_frame(rows).assign(condition="a", optimizer="adam", init_scale=1.0, seed=0)
     rates = statistics.turn_rates(table).sort_values("step")

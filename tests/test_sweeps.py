@@ -51,6 +51,7 @@ def test_executor_choice_is_validated_before_any_work(tmp_path, monkeypatch):
         sweeps.executor_description()
 
 
+@pytest.mark.slow
 def test_local_workers_give_the_serial_tables_exactly(serial_table, tmp_path, monkeypatch):
     in_fresh_cache(monkeypatch, tmp_path, "local")
     local = run_sweep(CONFIGS, progress=False, executor="local:2")
@@ -62,6 +63,7 @@ def test_local_workers_give_the_serial_tables_exactly(serial_table, tmp_path, mo
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the failing run asks for CUDA, which this machine has")
+@pytest.mark.slow
 def test_a_failing_run_is_reported_with_its_configuration_and_the_others_are_cached(tmp_path, monkeypatch, capsys):
     in_fresh_cache(monkeypatch, tmp_path, "failing")
     with pytest.raises(sweeps.SweepFailed, match=r"1 of 3 runs failed") as failed:
@@ -81,6 +83,7 @@ def test_a_diverged_run_is_an_outcome_cached_with_the_others(tmp_path, monkeypat
     assert mlp_job(EXPLODING).load() is not None
 
 
+@pytest.mark.slow
 def test_an_unwritable_cache_still_gives_the_tables_from_workers(serial_table, tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
@@ -90,6 +93,7 @@ def test_an_unwritable_cache_still_gives_the_tables_from_workers(serial_table, t
     pd.testing.assert_frame_equal(table, serial_table, check_exact=True)
 
 
+@pytest.mark.slow
 def test_a_local_ray_cluster_gives_the_serial_tables_exactly(serial_table, tmp_path, monkeypatch):
     ray = pytest.importorskip("ray")
     cached_dir = tmp_path / "serial"
@@ -118,6 +122,7 @@ def _die(value: float) -> pd.DataFrame:
     os._exit(1)  # as the out-of-memory killer would end the worker
 
 
+@pytest.mark.slow
 def test_a_worker_that_dies_is_reported_and_the_other_runs_finish(tmp_path, monkeypatch):
     in_fresh_cache(monkeypatch, tmp_path, "dying")
     jobs = [sweeps.Job("demo", {"value": 1.0}, _table_of, 1.0, label="good"),
@@ -136,6 +141,7 @@ def _started_at(value: float) -> pd.DataFrame:
     return pd.DataFrame({"value": [value], "started": [time.time()]})
 
 
+@pytest.mark.slow
 def test_the_local_executor_starts_the_costliest_runs_first_and_returns_tables_in_order(tmp_path, monkeypatch):
     in_fresh_cache(monkeypatch, tmp_path, "order")
     jobs = [sweeps.Job("demo", {"value": v}, _started_at, v, label=str(v), cost=c)

@@ -160,10 +160,10 @@ def test_recorder_measures_how_far_each_layer_turned():
         layers[1].copy_(10 * torch.outer(u, turned_v) + spectrum)  # only layer 1's v1 turns
     recorder.observe(1)
     table = rows_to_frame(recorder.rows)
-    turns = select(table, "v1_turn", "input").sort_values("layer")["value"].tolist()
+    turns = select(table, "turn", "input").sort_values("layer")["value"].tolist()
     assert turns == pytest.approx([0.0, angle, 0.0], abs=0.5)
-    assert select(table, "v1_turn", "output")["value"].max() == pytest.approx(0.0, abs=0.5)  # u1 did not move
-    assert select(table, "v1_turn").query("step == 0").empty  # nothing to compare with at the first snapshot
+    assert select(table, "turn", "output")["value"].max() == pytest.approx(0.0, abs=0.5)  # u1 did not move
+    assert select(table, "turn").query("step == 0").empty  # nothing to compare with at the first snapshot
     assert select(table, "co_rotation", "input")["value"].isna().all()  # layers 0 and 2 did not turn
 
 

@@ -209,10 +209,10 @@ def test_precision_is_a_chapter_parameter_and_the_paper_scale_uses_bf16():
     from geocont.scales import ParameterError
 
     for chapter in (mlp_conditions, transformer_projections):
-        assert "precision" in chapter.PARAMETERS
-        assert chapter.configure("smoke").base.precision == "fp32"
-        assert chapter.configure("cpu").base.precision == "fp32"
-        assert chapter.configure("paper").base.precision == "bf16-autocast"
-        assert chapter.configure("smoke", precision="bf16-autocast").base.precision == "bf16-autocast"
+        assert "precision" in chapter.CHAPTER.parameters
+        assert chapter.CHAPTER.configure("smoke").base.precision == "fp32"
+        assert chapter.CHAPTER.configure("cpu").base.precision == "fp32"
+        assert chapter.CHAPTER.configure("paper").base.precision == "bf16-autocast"
+        assert chapter.CHAPTER.configure("smoke", precision="bf16-autocast").base.precision == "bf16-autocast"
         with pytest.raises(ParameterError, match="unknown precision 'fp16'; valid choices: fp32, bf16-autocast"):
-            chapter.configure("smoke", precision="fp16")
+            chapter.CHAPTER.configure("smoke", precision="fp16")

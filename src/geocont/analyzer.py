@@ -66,6 +66,19 @@ COLUMN_DOCS = {
             "not computable (overflow); empty otherwise",
 }
 
+#: The vocabulary shared with the run table (:mod:`geocont.tables`): each analyzer column that
+#: measures a run-table metric -> that metric's (metric, space, direction). The analyzer keeps its
+#: own column names (a wide table, one row per projection and layer; the chapters and the cached
+#: tables read them); :func:`as_run_table` puts a table into the run table's long format and names.
+RUN_TABLE_METRICS: dict[str, tuple[str, str, int]] = {
+    "v1_cos": ("weight_cos", "input", 1),
+    "u1_cos": ("weight_cos", "output", 1),
+    "align_input": ("weight_align", "input", 0),
+    "align_output": ("weight_align", "output", 0),
+    "gap": ("weight_gap", "", 1),
+    "sigma1": ("sigma1", "", 1),
+}
+
 #: Bump when the meaning of the analyzer's table changes (old cache entries are ignored).
 ANALYZER_VERSION = 2
 
@@ -292,6 +305,21 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
         "align_baseline": grouped["align_baseline"].mean(),
     })
     return out
+
+
+def as_run_table(table: pd.DataFrame, step: int = 0) -> pd.DataFrame:
+    """The analyzer's table in the run table's format (:data:`geocont.tables.RUN_COLUMNS`): one row
+    per projection (``group``), layer and measured column, under its run-table name
+    (:data:`RUN_TABLE_METRICS`), at ``step``; the pair values of the last layer (NaN) are left out."""
+    from .tables import RUN_COLUMNS
+
+    rows = []
+    for column, (metric, space, direction) in RUN_TABLE_METRICS.items():
+        values = table[["projection", "layer", column]].dropna(subset=[column])
+        rows.append(pd.DataFrame({"step": step, "group": values["projection"], "layer": values["layer"],
+                                  "metric": metric, "space": space, "direction": direction,
+                                  "value": values[column].astype(float)}))
+    return pd.concat(rows, ignore_index=True)[RUN_COLUMNS]
 
 
 def format_table(table: pd.DataFrame, max_rows: int | None = None) -> str:

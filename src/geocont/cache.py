@@ -77,6 +77,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import pandas as pd
 
+from .tables import current_metric_names
+
 #: Bump when the meaning or layout of cached tables changes; old entries are then ignored.
 #: 2: entries are versioned with checksums, and runs are computed at a fixed torch thread count.
 SCHEMA_VERSION = 2
@@ -216,6 +218,8 @@ def load(kind: str, config: dict[str, Any], require_metrics: Iterable[str] = (),
         except Exception as error:  # noqa: BLE001 - bytes that match their checksum but do not parse
             _discard(folder, version, str(error))
             return None
+        if "metric" in table:
+            table = current_metric_names(table)
         required = set(require_metrics)
         missing = sorted(required - set(table["metric"].unique())) if required else []
         if missing:

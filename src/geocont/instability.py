@@ -152,12 +152,12 @@ def run_summary(table: pd.DataFrame, factor: float = INSTABILITY_FACTOR, floor: 
 def stable_windows_turn_rate(table: pd.DataFrame, events: pd.DataFrame, start_fraction: float = 0.1,
                              extra_keys: Sequence[str] = ()) -> pd.DataFrame:
     """Per run, rotation drift in degrees per 1,000 steps (the layer mean of the input-space
-    ``v1_turn`` between consecutive snapshots, divided by their interval, time-averaged), over the
+    ``turn`` between consecutive snapshots, divided by their interval, time-averaged), over the
     snapshot intervals after ``start_fraction`` of training that contain no instability event
     (``events``, from :func:`instability_events`): drift in stable training only. ``windows`` says
     how many intervals were used; a run with none gets NaN."""
     keys = _keys(table, extra_keys)
-    turns = select(table, "v1_turn", "input", 1).groupby(keys + ["step"], observed=True)["value"].mean().reset_index()
+    turns = select(table, "turn", "input", 1).groupby(keys + ["step"], observed=True)["value"].mean().reset_index()
     rows = []
     for key, run in turns.groupby(keys, observed=True, sort=False):
         key = key if isinstance(key, tuple) else (key,)

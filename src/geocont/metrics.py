@@ -108,7 +108,7 @@ def batched_subspace_iteration(
     check_every: int = 3,
     seed: int = 0,
     start: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Leading ``k`` triplets of every matrix of a ``[L, out, in]`` stack, iteratively.
 
     Block subspace iteration on ``W^T W`` with a Rayleigh-Ritz step at each check. A

@@ -12,8 +12,8 @@ inside the sweep after minutes (once per run, with a traceback):
   and, for ``ray:ADDRESS``, that the cluster answers within :data:`CONNECT_TIMEOUT` seconds.
 
 Each problem raises :class:`PreflightError` (a :class:`geocont.scales.ParameterError`, so the
-book's command line prints it as one line). :func:`check_settings` collects a chapter's run
-configurations from its settings and checks them.
+book's command line prints it as one line). :func:`check_settings` checks a chapter's run
+configurations (its ``CHAPTER.run_configs(settings)``) and the checkpoints its settings name.
 """
 
 from __future__ import annotations
@@ -242,33 +242,6 @@ def _describe(config: Any) -> str:
     return f"depth {config.depth} x width {config.width}, batch {config.batch_size}"
 
 
-def settings_run_configs(settings: Any) -> list[Any]:
-    """Every run configuration a chapter's settings will train: the results of its ``configs()`` and
-    ``*_configs()`` methods, those of nested settings, and its ``base``."""
-    from .config import RunConfig
-
-    found: list[Any] = []
-    seen: set[int] = set()
-
-    def visit(obj: Any) -> None:
-        if id(obj) in seen or not dataclasses.is_dataclass(obj) or isinstance(obj, RunConfig):
-            return
-        seen.add(id(obj))
-        for name in dir(type(obj)):
-            attribute = getattr(type(obj), name, None)
-            if callable(attribute) and (name == "configs" or name.endswith("_configs")) and not name.startswith("_"):
-                found.extend(_flatten(getattr(obj, name)()))
-        for field in dataclasses.fields(obj):
-            value = getattr(obj, field.name)
-            if isinstance(value, RunConfig):
-                found.append(value)
-            else:
-                visit(value)
-
-    visit(settings)
-    return [c for c in found if isinstance(c, RunConfig)]
-
-
 def settings_models(settings: Any) -> list[str]:
     """The checkpoints a chapter's settings will open: ``pretrained`` and ``models`` (names, ids or paths)."""
     models: list[str] = []
@@ -284,6 +257,7 @@ def settings_models(settings: Any) -> list[str]:
     return models
 
 
-def check_settings(settings: Any, executor: str | None = None) -> None:
-    """:func:`check_run_configs` for everything a chapter's settings will train and open."""
-    check_run_configs(settings_run_configs(settings), executor=executor, models=settings_models(settings))
+def check_settings(settings: Any, configs: Iterable[Any], executor: str | None = None) -> None:
+    """:func:`check_run_configs` for everything a chapter will train (``configs``, its
+    :meth:`geocont.book.chapter.Chapter.run_configs`) and open (:func:`settings_models`)."""
+    check_run_configs(configs, executor=executor, models=settings_models(settings))

@@ -142,7 +142,7 @@ class ContinuityRecorder:
         turns = torch.where(both, metrics.direction_turn(previous, leading), torch.nan)
         co_rotation = torch.where(both[:-1] & both[1:], metrics.co_rotation(previous, leading), torch.nan)
         for layer, value in enumerate(turns.tolist()):
-            self.rows.append(make_row(step, name, layer, "v1_turn", space, 1, value))
+            self.rows.append(make_row(step, name, layer, "turn", space, 1, value))
         for layer, value in enumerate(co_rotation.tolist()):
             self.rows.append(make_row(step, name, layer, "co_rotation", space, 1, value))
 

@@ -4,9 +4,10 @@
 * ``cpu``: what the rendered book shows, built on a 2-core machine, with at least three seeds.
 * ``paper``: the paper's settings (full MNIST, WikiText-103, Llama-3.1); meant for GPUs and a network.
 
-A chapter's ``configure(scale, **overrides)`` starts from its preset for the scale and applies
-the overrides with :func:`apply_overrides`: ``None`` keeps the preset's value (papermill's
-defaults), and an unknown name or a bad value raises :class:`ParameterError` before any work.
+A chapter's ``CHAPTER.configure(scale, **parameters)`` (:class:`geocont.book.chapter.Chapter`)
+starts from its preset for the scale and replaces the values of the parameters that are set:
+``None`` keeps the preset's value (papermill's defaults), and an unknown name or a bad value
+raises :class:`ParameterError` before any work.
 """
 
 from __future__ import annotations
@@ -40,19 +41,6 @@ def parse_seeds(seeds: Any) -> tuple[int, ...]:
     if not parsed or len(set(parsed)) != len(parsed) or min(parsed) < 0:
         raise ParameterError(f"seeds must be a positive count or a list of distinct seeds, got {seeds!r}")
     return parsed
-
-
-def apply_overrides(preset: dict[str, Any], overrides: dict[str, Any], valid: set[str]) -> tuple[dict, tuple[int, ...]]:
-    """The preset with the non-None overrides applied, and its seeds parsed (:func:`parse_seeds`).
-
-    Unknown override names raise a :class:`ParameterError` listing ``valid``.
-    """
-    overrides = {k: v for k, v in overrides.items() if v is not None}
-    unknown = sorted(set(overrides) - valid)
-    if unknown:
-        raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(sorted(valid))}")
-    merged = {**preset, **overrides}
-    return merged, parse_seeds(merged.pop("seeds"))
 
 
 @contextlib.contextmanager

@@ -146,12 +146,12 @@ def _with_previous_step(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def turn_rates(table: pd.DataFrame, space: str = "input") -> pd.DataFrame:
-    """Rotation drift as a rate: each ``v1_turn`` row (degrees since the previous snapshot)
+    """Rotation drift as a rate: each ``turn`` row (degrees since the previous snapshot)
     divided by its snapshot interval, in degrees per 1,000 steps (columns as :func:`per_run`'s
-    input, metric ``v1_turn``). Snapshots are unevenly spaced, so turns per snapshot of
+    input, metric ``turn``). Snapshots are unevenly spaced, so turns per snapshot of
     different intervals are not comparable; rates are."""
     steps = _with_previous_step(table[["step"] + RUN_KEYS].drop_duplicates())
-    rows = select(table, "v1_turn", space, 1).merge(steps, on=RUN_KEYS + ["step"], how="left")
+    rows = select(table, "turn", space, 1).merge(steps, on=RUN_KEYS + ["step"], how="left")
     return rows.assign(value=1000 * rows["value"] / (rows["step"] - rows["previous"]))
 
 

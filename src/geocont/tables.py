@@ -25,6 +25,7 @@ linking each row to its chapter through the ``chapter`` column (the notebook's n
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
@@ -40,7 +41,7 @@ METRICS: dict[str, str] = {
     "weight_cumgrad_cos": "|cos| between a layer's weight v1/u1 and its cumulative gradient's",
     "rel_update": "||W(t) - W(0)||_F / ||W(0)||_F of one layer",
     "rel_update_spectral": "||W(t) - W(0)||_2 / ||W(0)||_2 of one layer (largest singular values)",
-    "v1_turn": "degrees a layer's v1 (input) / u1 (output) turned since the previous snapshot",
+    "turn": "degrees a layer's leading singular vector, v1 (input) / u1 (output), turned since the previous snapshot",
     "co_rotation": "signed cos between the turns of adjacent layers' v1/u1 since the previous snapshot",
     "sigma1": "leading singular value of one layer",
     "grad_norm": "Frobenius norm of one layer's minibatch gradient dL/dW",
@@ -66,6 +67,9 @@ METRICS: dict[str, str] = {
 #: ``model``, layer :data:`MODEL_LAYER`, no space or direction. The rows before it are the run's
 #: record up to the divergence.
 DIVERGED = "diverged"
+#: Former metric names -> their names now; tables recorded under a former name (in a run cache)
+#: are read with :func:`current_metric_names`.
+METRIC_ALIASES: dict[str, str] = {"v1_turn": "turn"}
 
 RUN_COLUMNS = ["step", "group", "layer", "metric", "space", "direction", "value"]
 #: The configuration columns a sweep adds; together they identify one run.
@@ -73,9 +77,12 @@ RUN_KEYS = ["condition", "optimizer", "init_scale", "seed"]
 Row = tuple[int, str, int, str, str, int, float]
 
 #: ``key`` is the claim's stable name within its chapter (prose and tests look claims up by it).
+#: ``early_mean``, ``early_sd``, ``early_n``, ``early_step`` and ``early_verdict``: the same claim
+#: judged after ``early_step`` steps (a chapter that judges it at a longer horizon), NaN/0/None/""
+#: where there is none.
 CLAIM_COLUMNS = [
     "chapter", "key", "claim", "quantity", "paper", "ours_mean", "ours_std", "n_seeds",
-    "baseline", "verdict", "note", "early", "early_verdict",
+    "baseline", "verdict", "note", "early_mean", "early_sd", "early_n", "early_step", "early_verdict",
 ]
 VERDICTS = ("reproduced", "partly reproduced", "inconclusive", "not reproduced", "not tested")
 
@@ -103,6 +110,15 @@ def rows_to_frame(rows: list[Row]) -> pd.DataFrame:
     return frame
 
 
+def current_metric_names(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with every metric recorded under a former name (:data:`METRIC_ALIASES`) renamed."""
+    former = set(METRIC_ALIASES) & set(table["metric"].unique())
+    if not former:
+        return table
+    metric = table["metric"].astype(str).replace({name: METRIC_ALIASES[name] for name in former})
+    return table.assign(metric=metric.astype("category") if table["metric"].dtype == "category" else metric)
+
+
 def select(
     table: pd.DataFrame, metric: str, space: str = "", direction: int | None = None, **equal: Any
 ) -> pd.DataFrame:
@@ -119,14 +135,13 @@ def select(
 
 def claim_row(
     chapter: str, claim: str, quantity: str, paper: str, ours_mean: float, ours_std: float,
-    n_seeds: int, baseline: float, verdict: str, note: str = "", *, key: str, early: str = "",
-    early_verdict: str = "",
+    n_seeds: int, baseline: float, verdict: str, note: str = "", *, key: str, early_mean: float = math.nan,
+    early_sd: float = math.nan, early_n: int = 0, early_step: int | None = None, early_verdict: str = "",
 ) -> dict[str, Any]:
     """One claims-table row; ``verdict`` must be one of :data:`VERDICTS`, ``key`` a stable
-    lower-case name (letters, digits, ``-``) unique within the chapter. ``early``: the same
-    claim judged at an earlier training horizon (``"at 930 steps: 0.78 ± 0.02, n = 3 (reproduced)"``),
-    where the chapter judges it at a longer one, and ``early_verdict`` its verdict there (one of
-    :data:`VERDICTS`); both empty otherwise."""
+    lower-case name (letters, digits, ``-``) unique within the chapter. ``early_*``: the same
+    claim judged after ``early_step`` steps, where the chapter judges it at a longer horizon
+    (mean, sd and n of our estimate there, and its verdict, one of :data:`VERDICTS`)."""
     for value in (verdict, early_verdict or verdict):
         if value not in VERDICTS:
             raise ValueError(f"unknown verdict {value!r}; valid choices: {', '.join(VERDICTS)}")
@@ -134,6 +149,6 @@ def claim_row(
         raise ValueError(f"claim key {key!r} must be lower-case letters, digits and '-'")
     return dict(
         chapter=chapter, key=key, claim=claim, quantity=quantity, paper=paper, ours_mean=ours_mean,
-        ours_std=ours_std, n_seeds=n_seeds, baseline=baseline, verdict=verdict, note=note, early=early,
-        early_verdict=early_verdict,
+        ours_std=ours_std, n_seeds=n_seeds, baseline=baseline, verdict=verdict, note=note, early_mean=early_mean,
+        early_sd=early_sd, early_n=early_n, early_step=early_step, early_verdict=early_verdict,
     )

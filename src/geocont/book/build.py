@@ -94,16 +94,19 @@ def _environment(**values: str):
 def check_parameters(root: Path, notebook: Path, parameters: dict) -> None:
     """Validate a chapter's parameters in this process, before papermill starts a kernel.
 
-    A chapter with a module in :mod:`geocont.chapters` is configured with them (its ``configure``
-    checks names and values) and every input of its runs is checked (:mod:`geocont.preflight`); any
-    other notebook (the closing chapter) accepts the names of its parameters cell and a known ``scale``. Raises :class:`geocont.scales.ParameterError`.
+    A chapter with a module in :mod:`geocont.chapters` is configured with them (its
+    ``CHAPTER.configure`` checks names and values) and every input of its runs is checked
+    (:mod:`geocont.preflight`); any other notebook (the closing chapter) accepts the names of its
+    parameters cell and a known ``scale``. Raises :class:`geocont.scales.ParameterError`.
     """
-    from ..chapters import CHAPTER_MODULES, chapter_module
+    from ..chapters import CHAPTER_MODULES, chapter
 
     if notebook.stem in CHAPTER_MODULES:
         from ..preflight import check_settings
 
-        check_settings(chapter_module(notebook.stem).configure(**parameters))
+        module = chapter(notebook.stem)
+        settings = module.configure(**parameters)
+        check_settings(settings, module.run_configs(settings))
         return
     import papermill
 
@@ -202,6 +205,31 @@ def stage_mathjax(root: Path, static: Path) -> None:
             shutil.copy2(source / part, static / "mathjax" / part)
 
 
+def generated_markdown() -> dict[str, str]:
+    """``{marker: Markdown}``: the parts of the book's Markdown pages generated at build time.
+    A page holds the marker (an HTML comment) on a line of its own where the part goes."""
+    from ..chapters import scales_markdown
+
+    return {"<!-- generated: geocont.chapters.scales_markdown() -->": scales_markdown()}
+
+
+def fill_generated(pages: Path, parts: dict[str, str]) -> None:
+    """Replace each marker of ``parts`` in the Markdown pages under ``pages`` by its part; a marker
+    that no page holds raises, so a part cannot silently go missing."""
+    unused = set(parts)
+    for page in sorted(pages.rglob("*.md")):
+        text = page.read_text()
+        filled = text
+        for marker, part in parts.items():
+            if marker in filled:
+                filled = filled.replace(marker, part)
+                unused.discard(marker)
+        if filled != text:
+            page.write_text(filled)
+    if unused:
+        raise SystemExit(f"no page under {pages} holds the marker(s) {', '.join(sorted(unused))}")
+
+
 #: papermill's tag for the cell it inserts with the values a chapter was executed with.
 INJECTED_TAG = "injected-parameters"
 #: Jupyter Book 1.x (myst-nb) leaves a cell with this tag out of the page.
@@ -283,6 +311,7 @@ def render(root: Path, strict: bool = True, layout: Layout | None = None, scale:
         shutil.rmtree(staging)
     ignore = shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints", "__pycache__")
     shutil.copytree(root / "book", staging / "book", ignore=ignore)
+    fill_generated(staging / "book", generated_markdown())
     for name in ("_config.yml", "_toc.yml", "references.bib"):
         if (root / name).exists():
             shutil.copy2(root / name, staging / name)

@@ -1,32 +1,42 @@
-"""What every chapter module provides, and the pieces they share.
+"""The chapter protocol, and the pieces every chapter shares.
 
-A chapter is a notebook in ``book/`` and a module in :mod:`geocont.chapters` of the same name.
-The module defines
+A chapter is a notebook ``book/<name>.ipynb`` and a module :mod:`geocont.chapters.<name>` that
+defines ``CHAPTER``, a :class:`Chapter`: its name, its parameters (with their help), its preset
+per scale (the values of its settings), a ``build`` function that turns the values into the
+chapter's settings (checking them), and a ``describe`` function that says what the settings run.
+:class:`Chapter` provides, once for every chapter:
 
-* ``PARAMETERS``: ``{name: one-line help}`` in the order of the notebook's ``parameters`` cell
-  (``scale`` first); a test keeps the two equal;
-* ``configure(scale="smoke", **params)``: the chapter's settings (a frozen dataclass with at least
-  ``scale`` and ``overrides``), validated before any work; a bad name or value raises
+* ``configure(scale="smoke", **params)``: the preset of ``scale``, each parameter that is set (not
+  None) replacing its value, built into settings before any work; a bad name or value raises
   :class:`geocont.scales.ParameterError` with a one-line message;
-* ``from_notebook(namespace)``: ``configure`` from the notebook's variables
-  (:func:`notebook_parameters`), the one configure call of the notebook;
-* one function per result the notebook shows (runs, figures through
-  :func:`geocont.book.figures.show_figure`, tables, computed prose as
-  :class:`IPython.display.Markdown`), and ``claims(results)``: the claims table, built with
-  :class:`ClaimsBuilder`, each claim under a stable key.
+* ``from_notebook(namespace)``: ``configure`` from the notebook's variables (the notebook's one
+  configure call);
+* ``provenance(settings)``: the table of what produced the chapter, and the re-run commands;
+* ``publish(settings, claims)``: the claims table, for the book's closing chapter;
+* ``run_configs(settings)``: every run configuration the chapter will train (empty where the
+  chapter trains nothing itself), so that their inputs can be checked before the first run.
 
-The notebook calls these in the order a reader meets them and holds nothing but prose.
+Besides ``CHAPTER``, the module holds one function per result the notebook shows (runs, figures
+through :func:`geocont.book.figures.show_figure`, tables, computed prose as
+:class:`IPython.display.Markdown`), and ``claims(results)``: the claims table, built with
+:class:`ClaimsBuilder`, each claim under a stable key. The notebook calls these in the order a
+reader meets them and holds nothing but prose.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import types
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 import pandas as pd
+from IPython.display import Markdown
 
-from ..scales import ParameterError
+from .claims import early_text, estimate_text, publish as publish_claims
+from .provenance import provenance_markdown
+from ..scales import SCALES, ParameterError, check_scale, parameter_errors
 from ..metrics import DEGENERACY_TOL
 from ..statistics import Estimate, undefined_pairs
 from ..tables import CLAIM_COLUMNS, claim_row
@@ -72,22 +82,79 @@ def _one_line_parameter_errors() -> None:
         shell.set_custom_exc((ParameterError,), show)
 
 
-def configure_notebook(namespace: Mapping[str, Any], parameters: Mapping[str, str], configure: Any) -> Any:
-    """A chapter's ``from_notebook``: ``configure`` with the notebook's parameter values
-    (:func:`notebook_parameters`), every input of its runs checked (:func:`geocont.preflight.check_settings`),
-    and the book's figure theme set for what follows."""
-    from .. import plotting, preflight
-
-    _one_line_parameter_errors()
-    settings = configure(**notebook_parameters(namespace, parameters))
-    preflight.check_settings(settings)
-    plotting.set_theme()
-    return settings
+def preset_values(presets: Mapping[str, Mapping[str, Any]], scale: str, params: Mapping[str, Any],
+                  parameters: Mapping[str, str]) -> dict[str, Any]:
+    """The router every chapter shares: the preset of ``scale`` with each parameter that is set
+    (not None) replacing its value. A name outside ``parameters`` raises :class:`ParameterError`."""
+    check_scale(scale)
+    unknown = sorted(set(params) - set(parameters) - {"scale"})
+    if unknown:
+        raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(parameters)}")
+    return {**presets[scale], **{name: value for name, value in params.items() if value is not None}}
 
 
-def overrides_of(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The parameters that were set (not ``None``), ``scale`` excepted: what a re-run must repeat."""
-    return {name: value for name, value in params.items() if value is not None and name != "scale"}
+@dataclass(frozen=True)
+class Chapter:
+    """One chapter of the book (see the module docstring): what it is called, what a reader may set,
+    the values each scale sets, and how they become the chapter's settings.
+
+    ``build(scale, values)`` returns the settings (a frozen dataclass with ``scale`` and
+    ``overrides`` fields) and raises ``ValueError``/``TypeError`` on a bad value; ``describe(settings)``
+    returns the provenance rows ``seeds``, ``data``, ``model`` and ``training``; ``runs(settings)``
+    lists every run configuration the chapter trains (None: it trains none itself).
+    """
+
+    name: str
+    #: ``{parameter: one-line help}`` in the order of the notebook's parameters cell, ``scale`` first
+    parameters: dict[str, str]
+    #: ``{scale: {setting: value}}``; a parameter that is set replaces its setting's value
+    presets: dict[str, dict[str, Any]]
+    build: Callable[[str, dict[str, Any]], Any]
+    describe: Callable[[Any], dict[str, Any]]
+    runs: Callable[[Any], list] | None = None
+
+    def __post_init__(self) -> None:
+        if next(iter(self.parameters), None) != "scale":
+            raise ValueError(f"chapter {self.name!r}: its first parameter must be scale")
+        if set(self.presets) != set(SCALES):
+            raise ValueError(f"chapter {self.name!r} needs a preset for each scale: {', '.join(SCALES)}")
+
+    @property
+    def notebook(self) -> str:
+        return f"book/{self.name}.ipynb"
+
+    def configure(self, scale: str = "smoke", **params: Any) -> Any:
+        """The chapter's settings at ``scale``, ``params`` replacing preset values (None keeps them);
+        every name and value is checked before any work (one-line :class:`ParameterError`)."""
+        with parameter_errors():
+            values = preset_values(self.presets, scale, params, self.parameters)
+            settings = self.build(scale, values)
+        return dataclasses.replace(settings, overrides={k: v for k, v in params.items() if v is not None})
+
+    def from_notebook(self, namespace: Mapping[str, Any]) -> Any:
+        """:meth:`configure` with the notebook's parameter values (:func:`notebook_parameters`), every
+        input of its runs checked (:func:`geocont.preflight.check_settings`); sets the book's figure
+        theme for what follows."""
+        from .. import plotting, preflight
+
+        _one_line_parameter_errors()
+        settings = self.configure(**notebook_parameters(namespace, self.parameters))
+        preflight.check_settings(settings, self.run_configs(settings))
+        plotting.set_theme()
+        return settings
+
+    def provenance(self, settings: Any) -> Markdown:
+        """What produced the chapter (scale, data, seeds, model, training, hardware), and how to re-run it."""
+        return Markdown(provenance_markdown(notebook=self.notebook, scale=settings.scale,
+                                            overrides=settings.overrides, **self.describe(settings)))
+
+    def publish(self, settings: Any, claims: pd.DataFrame) -> None:
+        """Publish the claims table for the book's closing chapter."""
+        publish_claims(claims, chapter=self.name, scale=settings.scale, overrides=settings.overrides)
+
+    def run_configs(self, settings: Any) -> list:
+        """Every run configuration the chapter will train (MLPRunConfig / LMRunConfig), in order."""
+        return list(self.runs(settings)) if self.runs else []
 
 
 class ClaimsBuilder:
@@ -126,10 +193,7 @@ def claim(claims: pd.DataFrame, key: str) -> pd.Series:
 
 def ours_text(row: Any) -> str:
     """``0.42 ± 0.03, n = 3`` for a claims row (no ± where the spread is undefined)."""
-    text = "n/a" if row.ours_mean is None or math.isnan(row.ours_mean) else f"{row.ours_mean:.2f}"
-    if row.ours_std is not None and not math.isnan(row.ours_std):
-        text += f" ± {row.ours_std:.2f}"
-    return f"{text}, n = {row.n_seeds}"
+    return estimate_text(row.ours_mean, row.ours_std, row.n_seeds)
 
 
 def verdict_list(claims: pd.DataFrame, intro: str) -> str:
@@ -137,20 +201,21 @@ def verdict_list(claims: pd.DataFrame, intro: str) -> str:
     claim's note (the estimates behind a comparison) where it has one, and its early value."""
     lines = [f"- **{row.verdict}**: {row.claim} ({row.quantity}: paper {row.paper}, ours {ours_text(row)}"
              + (f"; {row.note}" if row.note else "") + ")"
-             + (f"; {row.early}" if isinstance(row.early, str) and row.early else "")
+             + (f"; {early_text(row)}" if early_text(row) else "")
              for row in claims.itertuples()]
     return intro + "\n\n" + "\n".join(lines)
 
 
 def with_early(claims: pd.DataFrame, early_claims: pd.DataFrame, steps: int) -> pd.DataFrame:
-    """``claims`` (judged at the chapter's horizon) with the ``early`` and ``early_verdict`` columns
-    filled from ``early_claims``: the same claims, under the same keys, judged after ``steps`` steps."""
+    """``claims`` (judged at the chapter's horizon) with the ``early_*`` columns filled from
+    ``early_claims``: the same claims, under the same keys, judged after ``steps`` steps."""
     early = early_claims.set_index("key")
     missing = sorted(set(claims["key"]) - set(early.index))
     if missing:
         raise KeyError(f"no early value for claim(s) {', '.join(missing)}")
-    text = {key: f"at {steps:,} steps: {ours_text(row)} ({row.verdict})" for key, row in early.iterrows()}
-    return claims.assign(early=claims["key"].map(text), early_verdict=claims["key"].map(early["verdict"]))
+    keys = claims["key"]
+    return claims.assign(early_mean=keys.map(early["ours_mean"]), early_sd=keys.map(early["ours_std"]),
+                         early_n=keys.map(early["n_seeds"]), early_step=steps, early_verdict=keys.map(early["verdict"]))
 
 
 def changed_verdicts(claims: pd.DataFrame) -> pd.DataFrame:
@@ -170,9 +235,14 @@ def changed_verdicts_sentence(claims: pd.DataFrame, steps: int) -> str:
                         f"{row.verdict} at the end" for row in changed.itertuples()) + ".")
 
 
+#: The claims columns a chapter's table shows no column of its own for (the early value is shown as one text column).
+_HIDDEN_CLAIM_COLUMNS = ["chapter", "early_mean", "early_sd", "early_n", "early_step", "early_verdict"]
+
+
 def claims_display(claims: pd.DataFrame):
-    """The claims table as the chapters show it (a pandas Styler)."""
-    return claims.drop(columns=["chapter", "early_verdict"]).style.format(precision=3, na_rep="–").hide(axis="index")
+    """The claims table as the chapters show it (a pandas Styler): the early value as one text column."""
+    shown = claims.assign(early=[early_text(row) for row in claims.itertuples()]).drop(columns=_HIDDEN_CLAIM_COLUMNS)
+    return shown.style.format(precision=3, na_rep="–").hide(axis="index")
 
 
 def undefined_sentence(table: pd.DataFrame) -> str:

@@ -38,7 +38,7 @@ def code_version() -> str:
             cwd=Path(__file__).resolve().parent,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        from . import __version__
+        from .. import __version__
 
         return f"geocont {__version__}"
 

@@ -1,7 +1,7 @@
-"""The MLP experiments shared by the MLP chapters: presets per scale, optimizers, sweeps.
+"""The MLP runs shared by the MLP chapters: presets per scale, optimizers, the settings they build, sweeps.
 
-``mlp_conditions``, ``activation_vs_norm`` and ``timeline`` train the same residual MLP at
-the same three scales; each chapter picks its conditions and departures here.
+``mlp_conditions``, ``activation_vs_norm`` and ``timeline`` train the same residual MLP at the
+same three scales; each chapter adds its conditions and departures with :func:`mlp_presets`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..config import MLPRunConfig, OptimizerConfig, check_positive
 from ..data import check_dataset_name
 from ..mlp import CONDITIONS, block_spec
 from ..book.chapter import changed_verdicts_sentence, verdict_list
-from ..scales import apply_overrides, check_scale, parameter_errors
+from ..scales import parse_seeds
 from ..statistics import (at_final_step, change_over_last, estimate, estimate_at_step, final_estimate,
                           final_per_run, per_run)
 from ..tables import diverged_runs
@@ -36,30 +36,13 @@ ROBUSTNESS_OPTIMIZERS: dict[str, OptimizerConfig] = {
 }
 
 
-#: The conditions each MLP chapter compares (any may be overridden with ``conditions=``).
-CHAPTER_CONDITIONS: dict[str, tuple[str, ...]] = {
-    "mlp_conditions": ("res-relu", "res-gelu", "res-silu", "nores-relu", "res-none", "res-radial", "res-radial-tau"),
-    "activation_vs_norm": ("res-relu", "res-ln", "res-ln-relu", "res-none", "res-rms", "res-rms-relu"),
-    "timeline": ("res-relu", "nores-relu", "res-none", "res-radial", "res-radial-tau"),
-}
-
-
-#: Per-chapter departures from the scale presets and from the MLPChapterSettings defaults.
-#: The timeline chapter sweeps the initialisation scale over two orders of magnitude on the
-#: baseline condition; that sweep is short (its events happen in the first few hundred
-#: steps) and snapshots it finely, recording v1/u1 only (k = 1, which keeps it cheap).
-_CHAPTER_PRESETS: dict[str, dict[str, Any]] = {
-    "timeline": dict(robustness_conditions=("res-relu",), extra_init_scales=(0.03, 0.1, 0.3, 3.0),
-                     short_run=dict(n_snapshots={"smoke": 12, "cpu": 32, "paper": 48}, n_directions=1)),
-}
-
-
-#: The scales. ``steps`` is the horizon of every Condition-2 run (the paper's: 20 epochs
-#: of 60,000 digits at batch 128 = 9,360 optimizer steps, at ``cpu`` too); snapshots are
-#: ``n_snapshots`` log-spaced plus ``n_late_snapshots`` evenly spaced, and ``early_steps``
-#: (the old ``cpu`` horizon, 30 epochs of 4,000 digits) is snapshotted too, so that every
-#: verdict can show its early value. The initialisation sweeps train ``early_steps`` only.
-_MLP_SCALES: dict[str, dict[str, Any]] = {
+#: The presets: the values of the settings per scale. ``steps`` is the horizon of every long run
+#: (the paper's: 20 epochs of 60,000 digits at batch 128 = 9,360 optimizer steps, at ``cpu`` too);
+#: snapshots are ``n_snapshots`` log-spaced plus ``n_late_snapshots`` evenly spaced, and
+#: ``early_steps`` (30 epochs of 4,000 digits) is snapshotted too, so that every verdict can show
+#: its early value. The initialisation sweeps train ``early_steps`` only. A chapter adds its own
+#: values (at least ``conditions``) with :func:`mlp_presets`.
+MLP_PRESETS: dict[str, dict[str, Any]] = {
     "smoke": dict(dataset="mnist-subset", max_train=1024, width=32, depth=16, steps=48, early_steps=16,
                   batch_size=64, n_snapshots=8, n_late_snapshots=4, seeds=(0, 1)),
     "cpu": dict(dataset="mnist-subset", max_train=None, width=256, depth=16, steps=9360, early_steps=930,
@@ -85,7 +68,7 @@ class MLPChapterSettings:
     early_steps: int
     #: the chapter parameters that were set (not None), as a re-run must repeat them
     overrides: dict[str, Any] = field(default_factory=dict)
-    conditions: tuple[str, ...] = CHAPTER_CONDITIONS["mlp_conditions"]
+    conditions: tuple[str, ...] = ()
     robustness_conditions: tuple[str, ...] = ("res-relu", "res-none")
     optimizers: dict[str, OptimizerConfig] = field(default_factory=lambda: dict(ROBUSTNESS_OPTIMIZERS))
     #: extra initialisation scales tried on the robustness conditions (base optimizer, short runs)
@@ -131,66 +114,64 @@ class MLPChapterSettings:
         ]
 
 
-def mlp_chapter_settings(scale: str, chapter: str = "mlp_conditions", **overrides: Any) -> MLPChapterSettings:
-    """Settings of an MLP chapter at ``scale``, with optional overrides.
+def mlp_presets(per_scale: dict[str, dict[str, Any]] | None = None, **values: Any) -> dict[str, dict[str, Any]]:
+    """A chapter's presets: :data:`MLP_PRESETS` with ``values`` (every scale) and ``per_scale``
+    (``{scale: {setting: value}}``) added or replaced."""
+    return {scale: {**preset, **values, **(per_scale or {}).get(scale, {})} for scale, preset in MLP_PRESETS.items()}
 
-    ``chapter`` picks the default conditions (:data:`CHAPTER_CONDITIONS`). Overrides may
-    name any :class:`MLPRunConfig` field, ``seeds`` (an int n means ``range(n)``, or a
-    list), ``conditions``, ``lr``, ``beta1``, ``beta2``, ``momentum`` or ``optimizer``
-    ("adam" / "sgd") for the base optimizer.
+
+#: The settings values that set the base optimizer (the others are MLPRunConfig fields or sweeps).
+OPTIMIZER_FIELDS = ("lr", "beta1", "beta2", "momentum", "weight_decay")
+#: The settings values that set the robustness, init and data sweeps.
+SWEEP_FIELDS = ("robustness_conditions", "extra_init_scales", "data_datasets", "data_conditions")
+
+
+def build_settings(scale: str, values: dict[str, Any]) -> MLPChapterSettings:
+    """An MLP chapter's settings from its preset values (:func:`mlp_presets`, any of them replaced).
+
+    Values may be any :class:`MLPRunConfig` field (but ``condition`` and ``seed``), ``seeds``
+    (an int n means ``range(n)``, or a list), ``conditions``, ``early_steps``, the
+    :data:`SWEEP_FIELDS`, ``short_run`` (the short runs' departures), the
+    :data:`OPTIMIZER_FIELDS` or ``optimizer`` ("adam" / "sgd") for the base optimizer. With
+    ``steps`` None, ``epochs`` sets the long runs' length. A bad value raises ``ValueError``.
     """
-    check_scale(scale)
-    if chapter not in CHAPTER_CONDITIONS:
-        raise ValueError(f"unknown chapter {chapter!r}; valid choices: {', '.join(CHAPTER_CONDITIONS)}")
-    optimizer_fields = {"lr", "beta1", "beta2", "momentum", "weight_decay"}
-    run_fields = {f.name for f in dataclasses.fields(MLPRunConfig)} - {"condition", "seed"}
-    sweep_fields = {"robustness_conditions", "extra_init_scales", "data_datasets", "data_conditions"}
-    chapter_preset = dict(_CHAPTER_PRESETS.get(chapter, {}))
-    short_run = {k: (v[scale] if isinstance(v, dict) else v) for k, v in chapter_preset.pop("short_run", {}).items()}
-    preset, seeds = apply_overrides({**_MLP_SCALES[scale], **chapter_preset}, overrides,
-                                     run_fields | optimizer_fields | sweep_fields | {"seeds", "conditions",
-                                                                                      "early_steps"})
-    if overrides.get("epochs") is not None and overrides.get("steps") is None:
-        preset["steps"] = None  # epochs, not the preset's step count, set the runs' length
-    conditions = tuple(preset.pop("conditions", CHAPTER_CONDITIONS[chapter]))
+    values = dict(values)
+    seeds = parse_seeds(values.pop("seeds"))
+    conditions = tuple(values.pop("conditions"))
     if not conditions:
         raise ValueError(f"conditions must name at least one condition; valid choices: {', '.join(CONDITIONS)}")
-    early_steps = check_positive("early_steps", preset.pop("early_steps"))
+    early_steps = check_positive("early_steps", values.pop("early_steps"))
     early_preset = None
-    if preset.get("steps") is not None and check_positive("steps", preset["steps"]) < early_steps:
+    if values.get("steps") is not None and check_positive("steps", values["steps"]) < early_steps:
         # a run shorter than the early snapshot: the early horizon keeps its share of the preset's run
         early_preset = early_steps
-        early_steps = max(1, round(preset["steps"] * early_steps / _MLP_SCALES[scale]["steps"]))
-    sweeps = {name: tuple(preset.pop(name)) for name in sweep_fields if name in preset}
+        early_steps = max(1, round(values["steps"] * early_steps / MLP_PRESETS[scale]["steps"]))
+    short_run = dict(values.pop("short_run", {}))
+    sweeps = {name: tuple(values.pop(name)) for name in SWEEP_FIELDS if name in values}
     for dataset in sweeps.get("data_datasets", ()):
         check_dataset_name(dataset)
     for condition in conditions + sweeps.get("robustness_conditions", ()) + sweeps.get("data_conditions", ()):
         block_spec(condition)
     for init_scale in sweeps.get("extra_init_scales", ()):
         check_positive("extra_init_scales", init_scale, integer=False)
-    optimizer_changes = {k: preset.pop(k) for k in list(preset) if k in optimizer_fields}
-    if isinstance(preset.get("optimizer"), str):
-        optimizer_changes["name"] = preset.pop("optimizer")
+    optimizer_changes = {name: values.pop(name) for name in OPTIMIZER_FIELDS if name in values}
+    if isinstance(values.get("optimizer"), str):
+        optimizer_changes["name"] = values.pop("optimizer")
     optimizer = dataclasses.replace(ROBUSTNESS_OPTIMIZERS["adam"], **optimizer_changes)
-    snapshot_steps = (*preset.pop("snapshot_steps", ()), early_steps)
-    base = MLPRunConfig(optimizer=optimizer, snapshot_steps=snapshot_steps, **preset)
+    snapshot_steps = (*values.pop("snapshot_steps", ()), early_steps)
+    base = MLPRunConfig(optimizer=optimizer, snapshot_steps=snapshot_steps, **values)
     if base.steps is not None and early_steps > base.steps:
         raise ValueError(f"early_steps ({early_steps}) cannot exceed steps ({base.steps})")
     settings = MLPChapterSettings(scale=scale, base=base, seeds=seeds, early_steps=early_steps, conditions=conditions,
-                                  short_run=short_run, early_preset=early_preset, **sweeps,
-                                  overrides={k: v for k, v in overrides.items() if v is not None})
+                                  short_run=short_run, early_preset=early_preset, **sweeps)
     settings.short_base  # validates the short runs' config too
     return settings
 
 
-def configure_chapter(chapter: str, parameters: dict[str, str], scale: str, params: dict[str, Any]) -> MLPChapterSettings:
-    """An MLP chapter's ``configure``: reject names outside ``parameters``, then build and validate
-    :func:`mlp_chapter_settings`; every bad name or value raises a one-line ``ParameterError``."""
-    unknown = sorted(set(params) - set(parameters))
-    with parameter_errors():
-        if unknown:
-            raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(parameters)}")
-        return mlp_chapter_settings(scale, chapter, **params)
+def all_run_configs(settings: MLPChapterSettings) -> list[MLPRunConfig]:
+    """Every run of the conditions, robustness, init and data sweeps."""
+    return (settings.condition_configs() + settings.robustness_configs() + settings.init_configs()
+            + [config for configs in settings.data_configs().values() for config in configs])
 
 
 def run_data_sweep(settings: MLPChapterSettings) -> dict[str, pd.DataFrame]:
@@ -302,7 +283,6 @@ PARAMETER_HELP: dict[str, str] = {
     "scale": "smoke | cpu | paper: the whole preset, see geocont.chapters.mlp_runs",
     "seeds": "an int n (seeds 0..n-1) or a list; None keeps the scale's default",
     "steps": "the horizon (optimizer steps) of every long run; any of these overrides one setting of the preset; None keeps it",
-    "epochs": "any of these overrides one setting of the preset; None keeps it",
     "conditions": "a list of geocont.mlp.CONDITIONS",
     "extra_init_scales": "init scales tried besides the base one (baseline condition only)",
     "width": "hidden width",

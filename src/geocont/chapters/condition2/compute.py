@@ -1,9 +1,5 @@
-"""Chapter "What makes the linear net lose its continuity?": Condition 2 on data of the paper's
-size, instability against rotation drift, interventions, and every seed (``book/condition2.ipynb``).
-
-The runs, their settings and the numbers read from them live here; figures and prose follow in
-the same module below the line marked "Presentation".
-"""
+"""condition2: what the chapter computes (settings, runs, instability events, explanations, claims);
+no figures, no matplotlib."""
 
 from __future__ import annotations
 
@@ -14,17 +10,15 @@ from typing import Any
 
 import pandas as pd
 
-from .. import instability, metrics
-from ..config import MLPRunConfig, OptimizerConfig, check_positive
-from ..data import check_dataset_name
-from ..mlp import block_spec
-from ..scales import apply_overrides, check_scale, parameter_errors
-from ..statistics import Estimate, estimate
-from ..tables import select
-from ..training import run_sweep
-
-NAME = "condition2"
-NOTEBOOK = f"book/{NAME}.ipynb"
+from ... import instability, metrics
+from ...config import MLPRunConfig, OptimizerConfig, check_positive
+from ...data import check_dataset_name
+from ...mlp import block_spec
+from ...book.chapter import Chapter, ClaimsBuilder
+from ...scales import parse_seeds
+from ...statistics import Estimate, estimate
+from ...tables import select
+from ...training import run_sweep
 
 #: The Condition-2 core compared on every dataset: the element-wise baseline, the linear residual
 #: net, a rotation-equivariant nonlinearity that is nonlinear in practice, and no residual.
@@ -56,7 +50,8 @@ INTERVENTIONS: dict[str, dict[str, Any]] = {
 SGD_LEARNING_RATES = (0.03, 0.01, 0.003)
 SGD_MOMENTUM = 0.9
 
-_SCALES: dict[str, dict[str, Any]] = {
+#: The presets per scale (each parameter that is set replaces its value).
+_PRESETS: dict[str, dict[str, Any]] = {
     "smoke": dict(datasets=("fashion-mnist", "mnist-subset"), max_train=1024, width=32, depth=16,
                   steps=48, early_steps=16, batch_size=64, n_snapshots=8, n_late_snapshots=4, trace_every=2,
                   seeds=(0, 1), many_seeds=4, sgd_probe_steps=8, device="cpu"),
@@ -65,12 +60,14 @@ _SCALES: dict[str, dict[str, Any]] = {
                 seeds=(0, 1, 2), many_seeds=8, sgd_probe_steps=500, device="cpu"),
     "paper": dict(datasets=("mnist", "fashion-mnist", "mnist-10k"), max_train=None, width=256, depth=16,
                   steps=9360, early_steps=930, batch_size=128, n_snapshots=32, n_late_snapshots=24, trace_every=10,
-                  seeds=(0, 1, 2), many_seeds=16, sgd_probe_steps=500, device="auto"),
+                  seeds=(0, 1, 2), many_seeds=16, sgd_probe_steps=500, device="auto", precision="bf16-autocast"),
 }
+for _preset in _PRESETS.values():
+    _preset.update(conditions=CORE_CONDITIONS, interventions=tuple(INTERVENTIONS))
 
 #: The notebook's parameters, in the order of its ``parameters`` cell.
 PARAMETERS: dict[str, str] = {
-    "scale": "smoke | cpu | paper: the whole preset (geocont.chapters.condition2)",
+    "scale": "smoke | cpu | paper: the whole preset, see geocont.chapters.condition2",
     "seeds": "seeds of the comparison and the interventions: an int n (0..n-1) or a list; None keeps the preset",
     "many_seeds": "seeds of the linear net under Adam and SGD on the headline dataset (an int or a list)",
     "steps": "the horizon (optimizer steps) of every long run",
@@ -97,6 +94,7 @@ class Condition2Settings:
     interventions: tuple[str, ...]
     early_steps: int
     sgd_probe_steps: int
+    #: the chapter parameters that were set (not None), as a re-run must repeat them
     overrides: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -140,41 +138,61 @@ class Condition2Settings:
         return list(unique.values())
 
 
-def configure(scale: str = "smoke", **params: Any) -> Condition2Settings:
-    """The chapter's settings at ``scale`` with ``params`` overriding the preset (None keeps it)."""
-    with parameter_errors():
-        check_scale(scale)
-        unknown = sorted(set(params) - set(PARAMETERS))
-        if unknown:
-            raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(PARAMETERS)}")
-        preset, seeds = apply_overrides(_SCALES[scale], {k: v for k, v in params.items() if k != "scale"},
-                                        set(PARAMETERS) | set(_SCALES[scale]))
-        many = preset.pop("many_seeds")
-        many_seeds = tuple(range(many)) if isinstance(many, int) else tuple(int(s) for s in many)
-        datasets = tuple(preset.pop("datasets"))
-        conditions = tuple(preset.pop("conditions", CORE_CONDITIONS))
-        interventions = tuple(preset.pop("interventions", tuple(INTERVENTIONS)))
-        for name, values in (("datasets", datasets), ("conditions", conditions), ("many_seeds", many_seeds)):
-            if not values:
-                raise ValueError(f"{name} must not be empty")
-        for dataset in datasets:
-            check_dataset_name(dataset)
-        for condition in conditions:
-            block_spec(condition)
-        for name in interventions:
-            if name not in INTERVENTIONS:
-                raise ValueError(f"unknown intervention {name!r}; valid choices: {', '.join(INTERVENTIONS)}")
-        for condition in ("res-none", "res-relu"):
-            if condition not in conditions:
-                raise ValueError(f"conditions must include {condition} (the comparison is between them)")
-        early_steps = min(check_positive("early_steps", preset.pop("early_steps")), preset["steps"])
-        probe_steps = min(check_positive("sgd_probe_steps", preset.pop("sgd_probe_steps")), preset["steps"])
-        base = MLPRunConfig(dataset=datasets[0], optimizer=OptimizerConfig("adam", lr=1e-3),
-                            snapshot_steps=(early_steps,), **preset)
-        return Condition2Settings(scale=scale, base=base, datasets=datasets, conditions=conditions, seeds=seeds,
-                                  many_seeds=many_seeds, interventions=interventions, early_steps=early_steps,
-                                  sgd_probe_steps=probe_steps,
-                                  overrides={k: v for k, v in params.items() if v is not None and k != "scale"})
+def build_settings(scale: str, values: dict[str, Any]) -> Condition2Settings:
+    """The chapter's settings from its preset values (any of them replaced); a bad value raises ValueError."""
+    values = dict(values)
+    seeds, many_seeds = parse_seeds(values.pop("seeds")), parse_seeds(values.pop("many_seeds"))
+    datasets = tuple(values.pop("datasets"))
+    conditions = tuple(values.pop("conditions"))
+    interventions = tuple(values.pop("interventions"))
+    for name, given in (("datasets", datasets), ("conditions", conditions)):
+        if not given:
+            raise ValueError(f"{name} must not be empty")
+    for dataset in datasets:
+        check_dataset_name(dataset)
+    for condition in conditions:
+        block_spec(condition)
+    for name in interventions:
+        if name not in INTERVENTIONS:
+            raise ValueError(f"unknown intervention {name!r}; valid choices: {', '.join(INTERVENTIONS)}")
+    for condition in ("res-none", "res-relu"):
+        if condition not in conditions:
+            raise ValueError(f"conditions must include {condition} (the comparison is between them)")
+    steps = check_positive("steps", values["steps"])
+    early_steps = min(check_positive("early_steps", values.pop("early_steps")), steps)
+    probe_steps = min(check_positive("sgd_probe_steps", values.pop("sgd_probe_steps")), steps)
+    base = MLPRunConfig(dataset=datasets[0], optimizer=OptimizerConfig("adam", lr=1e-3),
+                        snapshot_steps=(early_steps,), **values)
+    return Condition2Settings(scale=scale, base=base, datasets=datasets, conditions=conditions, seeds=seeds,
+                              many_seeds=many_seeds, interventions=interventions, early_steps=early_steps,
+                              sgd_probe_steps=probe_steps)
+
+
+def describe(settings: Condition2Settings) -> dict[str, Any]:
+    """The provenance rows of the chapter."""
+    base = settings.base
+    return dict(
+        seeds=settings.seeds,
+        data=", ".join(f"`{d}`" for d in settings.datasets) + f" (headline: `{settings.headline}`, {HEADLINE_RULE})"
+             + (f"; first {base.max_train} training examples" if base.max_train else ""),
+        model=f"residual MLP, {base.depth} hidden layers of width {base.width}",
+        training=(f"{base.steps:,} optimizer steps of batch {base.batch_size}, Adam (lr {base.optimizer.lr:g}); "
+                  f"{base.n_snapshots} log-spaced and {base.n_late_snapshots} evenly spaced snapshots and one at step "
+                  f"{settings.early_steps:,}; a trace point every {base.trace_every} steps; interventions on "
+                  f"`{settings.headline}`: {', '.join(settings.interventions) or 'none'}; the linear net also with seeds "
+                  f"{', '.join(map(str, settings.many_seeds))} under Adam and SGD (momentum {SGD_MOMENTUM:g}, "
+                  f"learning rate chosen by probe runs of {settings.sgd_probe_steps:,} steps)"),
+    )
+
+
+def all_run_configs(settings: Condition2Settings) -> list[MLPRunConfig]:
+    """Every run the chapter trains but the SGD runs to the horizon, whose learning rate the probes
+    choose (they differ from the listed runs in the optimizer alone): the long runs, then the probes."""
+    return settings.run_configs() + [c for lr in SGD_LEARNING_RATES for c in settings.sgd_configs(lr, steps=settings.sgd_probe_steps)]
+
+
+CHAPTER = Chapter(name="condition2", parameters=PARAMETERS, presets=_PRESETS, build=build_settings, describe=describe,
+                  runs=all_run_configs)
 
 
 def _diverged_seeds(table: pd.DataFrame) -> pd.DataFrame:
@@ -273,7 +291,7 @@ def finite_runs(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
 def per_seed_final(table: pd.DataFrame, metric: str = "weight_cos", space: str = "input",
                    direction: int = 1) -> pd.DataFrame:
     """One row per finite run: condition, seed and the layer-pair mean of a metric at its last snapshot."""
-    from ..statistics import at_final_step, per_run
+    from ...statistics import at_final_step, per_run
 
     finite, _ = finite_runs(table)
     return at_final_step(per_run(finite, metric, space, direction))[["condition", "seed", "value"]]
@@ -288,7 +306,7 @@ def final_of(table: pd.DataFrame, condition: str, metric: str = "weight_cos", sp
 
 def peak_of(table: pd.DataFrame, condition: str) -> Estimate:
     """Mean ± sd over the finite seeds of each seed's highest snapshot value of weight v1."""
-    from ..statistics import per_run
+    from ...statistics import per_run
 
     finite, _ = finite_runs(table)
     frame = per_run(finite[finite["condition"] == condition], "weight_cos", "input", 1)
@@ -398,7 +416,7 @@ def modality(values: pd.Series) -> Modality:
 def half_verdicts(results: Results) -> pd.DataFrame:
     """The linear net's weight-v1 claims judged on two disjoint halves of its seeds (even and odd
     seeds), for each optimizer: the verdict is stable when both halves give the one of all seeds."""
-    from ..statistics import verdict_for_difference, verdict_for_value
+    from ...statistics import verdict_for_difference, verdict_for_value
 
     values = seed_values(results)
     rows = []
@@ -419,11 +437,11 @@ PAPER_LINEAR_WEIGHT = 0.22
 PAPER_LINEAR_GRADIENT = 0.93
 
 
-def comparison_claims(results: Results, builder) -> None:
+def comparison_claims(results: Results, builder: ClaimsBuilder) -> None:
     """The Condition-2 claims on every dataset, into ``builder``. On the headline dataset a claim's key is its
     plain name (``linear-weight-v1``), elsewhere the name and the dataset (``linear-weight-v1-mnist-10k``),
     so that the book's summary finds the headline verdicts whatever the headline dataset is."""
-    from ..statistics import verdict_for_difference, verdict_for_value
+    from ...statistics import verdict_for_difference, verdict_for_value
 
     for dataset, table in results.comparison.items():
         headline = dataset == results.settings.headline
@@ -563,7 +581,7 @@ def shared_axes(results: Results) -> tuple[Estimate, Estimate] | None:
 
 def weight_decay_prediction(results: Results) -> tuple[str, Estimate, Estimate]:
     """Our prediction (not the paper's): weight decay keeps more of res-none's continuity than Adam."""
-    from ..statistics import verdict_for_difference
+    from ...statistics import verdict_for_difference
 
     if "adamw 0.1" not in results.interventions:
         return "not tested", Estimate(math.nan, math.nan, 0), Estimate(math.nan, math.nan, 0)
@@ -572,314 +590,8 @@ def weight_decay_prediction(results: Results) -> tuple[str, Estimate, Estimate]:
     return verdict_for_difference(with_decay, without), with_decay, without
 
 
-# ---------------------------------------------------------------------------------------------
-# Presentation: provenance, tables, figures and computed prose (matplotlib imported here only)
-# ---------------------------------------------------------------------------------------------
-
-def from_notebook(namespace: dict[str, Any]) -> Condition2Settings:
-    """:func:`configure` from the notebook's parameter variables (``globals()``); sets the figure theme."""
-    from ..book.chapter import configure_notebook
-
-    return configure_notebook(namespace, PARAMETERS, configure)
-
-
-def provenance(settings: Condition2Settings):
-    from IPython.display import Markdown
-
-    from ..book.provenance import provenance_markdown
-
-    base = settings.base
-    interventions = ", ".join(settings.interventions) or "none"
-    return Markdown(provenance_markdown(
-        notebook=NOTEBOOK, scale=settings.scale, overrides=settings.overrides, seeds=settings.seeds,
-        data=", ".join(f"`{d}`" for d in settings.datasets) + f" (headline: `{settings.headline}`, {HEADLINE_RULE})"
-             + (f"; first {base.max_train} training examples" if base.max_train else ""),
-        model=f"residual MLP, {base.depth} hidden layers of width {base.width}",
-        training=(f"{base.steps:,} optimizer steps of batch {base.batch_size}, Adam (lr {base.optimizer.lr:g}); "
-                  f"{base.n_snapshots} log-spaced and {base.n_late_snapshots} evenly spaced snapshots and one at step "
-                  f"{settings.early_steps:,}; a trace point every {base.trace_every} steps; interventions on "
-                  f"`{settings.headline}`: {interventions}; the linear net also with seeds "
-                  f"{', '.join(map(str, settings.many_seeds))} under Adam and SGD (momentum {SGD_MOMENTUM:g}, "
-                  f"learning rate chosen by probe runs of {settings.sgd_probe_steps:,} steps)"),
-    ))
-
-
-def _estimate_text(mean: float, sd: float) -> str:
-    return _fmt(mean, sd)
-
-
-def comparison_table(results: Results) -> pd.DataFrame:
-    """The comparison as the chapter shows it: one row per dataset and condition."""
-    rows = comparison_rows(results)
-    shown = pd.DataFrame({
-        "dataset": rows["dataset"], "condition": rows["condition"],
-        "weight v1 final": [_estimate_text(m, s) for m, s in zip(rows["v1_final"], rows["v1_final_sd"])],
-        "weight v1 peak": [_estimate_text(m, s) for m, s in zip(rows["v1_peak"], rows["v1_peak_sd"])],
-        "gradient v1 final": [_estimate_text(m, s) for m, s in zip(rows["gradient_v1"], rows["gradient_v1_sd"])],
-        "train loss (final trace)": rows["train_loss"].map(lambda v: f"{v:.3g}"),
-        "test accuracy": rows["test_acc"].map(lambda v: f"{v:.3f}"),
-        "runs with events": [f"{e} of {n}" for e, n in zip(rows["runs_with_events"], rows["seeds"])],
-        "memorised runs": [f"{m} of {n}" for m, n in zip(rows["memorised_runs"], rows["seeds"])],
-        "diverged runs": rows["diverged"],
-    })
-    return shown.set_index(["dataset", "condition"])
-
-
-def _colours():
-    from .. import plotting
-
-    return plotting.condition_colours()
-
-
-def comparison_figure(results: Results) -> None:
-    """Every seed's final weight v1 per condition and dataset, the random baseline and the paper's 0.22."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from .. import plotting
-    from ..book.figures import show_figure
-
-    frame = pd.concat([per_seed_final(t).assign(dataset=d) for d, t in results.comparison.items()], ignore_index=True)
-    order = [c for c in results.settings.conditions]
-    fig, ax = plt.subplots(figsize=(9, 4.2))
-    sns.stripplot(data=frame, x="dataset", y="value", hue="condition", hue_order=order, dodge=True,
-                  palette=_colours(), size=6, ax=ax, jitter=0.15)
-    sns.pointplot(data=frame, x="dataset", y="value", hue="condition", hue_order=order, dodge=0.6,
-                  palette=_colours(), errorbar="sd", markers="_", linestyles="none", ax=ax, legend=False)
-    plotting.draw_baseline(ax, results.baseline)
-    ax.axhline(PAPER_LINEAR_WEIGHT, color="0.6", linestyle=":", label="paper's Res+None (0.22)")
-    ax.set_ylim(0, 1)
-    ax.set_xlabel("dataset")
-    ax.set_ylabel("weight v1 |cos| at the end, mean over layer pairs")
-    plotting.figure_legend(fig, ax, ncol=3)
-    linear = comparison_rows(results).set_index(["dataset", "condition"])
-    headline = results.settings.headline
-    show_figure(fig, "c2-comparison",
-                f"Final weight v1 continuity of every seed (dots; bars: mean ± sd) after {results.settings.base.steps:,} "
-                f"steps on each dataset. On the headline dataset `{headline}` res-relu ends at "
-                f"{_fmt(linear.loc[(headline, 'res-relu'), 'v1_final'], linear.loc[(headline, 'res-relu'), 'v1_final_sd'])} "
-                f"and res-none at {_fmt(linear.loc[(headline, 'res-none'), 'v1_final'], linear.loc[(headline, 'res-none'), 'v1_final_sd'])}"
-                f"; dashed: the random baseline {results.baseline:.3f}.")
-
-
-def trace_figure(results: Results, dataset: str) -> None:
-    """Training loss (log scale) and weight v1 on one time axis, one seed per row, one condition per
-    column, on ``dataset``; instability events shaded, the memorised step marked."""
-    import matplotlib.pyplot as plt
-
-    from ..book.figures import show_figure
-
-    table = results.comparison[dataset]
-    series = instability.trace_series(table)
-    events = instability.instability_events(table)
-    summaries = run_summaries(table)
-    conditions = list(results.settings.conditions)
-    seeds = sorted(series["seed"].unique())
-    fig, axes = plt.subplots(len(seeds), len(conditions), figsize=(3.6 * len(conditions), 2.5 * len(seeds)),
-                             squeeze=False, sharex=True)
-    colours = _colours()
-    for row, seed in zip(axes, seeds):
-        for ax, condition in zip(row, conditions):
-            run = series[(series["seed"] == seed) & (series["condition"] == condition)]
-            ax.plot(run["step"], run["loss"], color="0.55", linewidth=0.8, label="train loss (left, log)")
-            ax.set_yscale("log")
-            twin = ax.twinx()
-            cos = run.dropna(subset=["v1"])
-            twin.plot(cos["step"], cos["v1"], color=colours[condition], linewidth=1.6, label="weight v1 (right)")
-            twin.set_ylim(0, 1)
-            twin.axhline(results.baseline, color="0.35", linestyle="--", linewidth=0.8)
-            mine = events[(events["seed"] == seed) & (events["condition"] == condition)]
-            for start, end in zip(mine["start"], mine["end"]):
-                ax.axvspan(start, end + results.settings.base.trace_every, color="tab:red", alpha=0.25, linewidth=0)
-            memorised = summaries.loc[(summaries["seed"] == seed) & (summaries["condition"] == condition),
-                                      "memorised_step"]
-            if len(memorised) and not math.isnan(memorised.iloc[0]):
-                ax.axvline(memorised.iloc[0], color="black", linestyle=":", linewidth=1)
-            ax.set_title(f"{condition}, seed {seed}", fontsize="small")
-            if ax is row[0]:
-                ax.set_ylabel("train loss (nats)")
-            if ax is row[-1]:
-                twin.set_ylabel("weight v1 |cos|")
-            else:
-                twin.set_yticklabels([])
-    for ax in axes[-1]:
-        ax.set_xlabel("training step")
-    fig.tight_layout()
-    counts = comparison_rows(results).set_index(["dataset", "condition"])
-    none = counts.loc[(dataset, "res-none")]
-    show_figure(fig, f"c2-trace-{dataset}",
-                f"`{dataset}`: the windowed training loss (grey, log scale, mean of the minibatch losses over "
-                f"{results.settings.base.trace_every} steps) and weight v1 continuity (colour, right axis) of every "
-                f"run; red bands are instability events (loss above {instability.INSTABILITY_FACTOR:g}x its running "
-                f"minimum), the dotted line is the step where the training loss first fell below "
-                f"{instability.MEMORISED_LOSS:g}. res-none: {none['runs_with_events']} of {none['seeds']} runs with "
-                f"events, {none['memorised_runs']} memorised.")
-
-
-def events_table(results: Results) -> pd.DataFrame:
-    """Per run on the headline dataset and under every intervention: instability events, the first one's step,
-    the memorised step, weight v1 at start / peak / end, and the change split across and between events."""
-    parts = []
-    for name, table in {"adam": results.interventions["adam"], **results.interventions}.items():
-        parts.append(run_summaries(table).assign(intervention=name))
-    frame = pd.concat(parts, ignore_index=True).drop_duplicates(["intervention", "condition", "seed"])
-    columns = ["intervention", "condition", "seed", "events", "first_event", "memorised_step", "v1_start", "v1_peak",
-               "peak_step", "v1_final", "change_across_events", "change_between_events", "final_loss", "diverged_step"]
-    return frame[columns].set_index(["intervention", "condition", "seed"]).round(3)
-
-
-def intervention_table(results: Results) -> pd.DataFrame:
-    """The interventions at the horizon (headline dataset): the table the chapter's answer reads."""
-    rows = intervention_rows(results)
-    return pd.DataFrame({
-        "intervention": rows["intervention"], "condition": rows["condition"],
-        "weight v1 final": [_fmt(m, s) for m, s in zip(rows["v1_final"], rows["v1_final_sd"])],
-        "weight v1 peak": [_fmt(m, s) for m, s in zip(rows["v1_peak"], rows["v1_peak_sd"])],
-        "fall after peak per 1,000 steps": [_fmt(m, s) for m, s in zip(rows["fall_per_1000"], rows["fall_per_1000_sd"])],
-        "runs with events": [f"{e} of {n} ({t} events)" for e, n, t in
-                             zip(rows["runs_with_events"], rows["seeds"], rows["events"])],
-        "drift, stable windows (°/1,000 steps)": [_fmt(m, s) for m, s in zip(rows["drift_rate"], rows["drift_rate_sd"])],
-        "train loss (final trace)": rows["train_loss"].map(lambda v: f"{v:.3g}"),
-        "test accuracy": rows["test_acc"].map(lambda v: f"{v:.3f}"),
-    }).set_index(["intervention", "condition"])
-
-
-def intervention_figure(results: Results) -> None:
-    """Weight v1 over training under every intervention, by step and by steps since each run's peak."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from .. import plotting
-    from ..book.figures import show_figure
-
-    frames = []
-    for name, table in results.interventions.items():
-        series = instability.trace_series(table).dropna(subset=["v1"]).assign(intervention=name)
-        peaks = series.loc[series.groupby(["condition", "seed"])["v1"].idxmax(), ["condition", "seed", "step"]]
-        series = series.merge(peaks.rename(columns={"step": "peak_step"}), on=["condition", "seed"])
-        frames.append(series.assign(since_peak=series["step"] - series["peak_step"]))
-    frame = pd.concat(frames, ignore_index=True)
-    names = list(results.interventions)
-    colours = plotting.palette(names)
-    fig, axes = plt.subplots(2, 2, figsize=(12, 7.5), sharey=True)
-    for column, condition in enumerate(("res-none", "res-relu")):
-        one = frame[frame["condition"] == condition]
-        for row, x in enumerate(("step", "since_peak")):
-            ax = axes[row, column]
-            data = one if x == "step" else one[one["since_peak"] >= 0]
-            sns.lineplot(data=data, x=x, y="v1", hue="intervention", hue_order=names, palette=colours,
-                         errorbar="sd", ax=ax, legend=(row == 0 and column == 0))
-            plotting.draw_baseline(ax, results.baseline)
-            ax.set_ylim(0, 1)
-            ax.set_title(f"{condition}" + (", aligned at each run's peak" if x == "since_peak" else ""),
-                         fontsize="medium")
-            ax.set_xlabel("training step" if x == "step" else "steps since the run's peak of weight v1")
-            ax.set_ylabel("weight v1 |cos|, mean over layer pairs")
-    plotting.figure_legend(fig, axes[0, 0], ncol=len(names) + 1)
-    rows = intervention_rows(results).set_index(["intervention", "condition"])
-    text = "; ".join(f"{n} {_fmt(rows.loc[(n, 'res-none'), 'v1_final'], rows.loc[(n, 'res-none'), 'v1_final_sd'])}"
-                     for n in names)
-    show_figure(fig, "c2-interventions",
-                f"Weight v1 continuity on `{results.settings.headline}` under each intervention (seed mean ± sd), "
-                f"against the step (top) and against the steps since each run's own peak (bottom), so that runs "
-                f"that rise at different speeds are compared at equal progress. res-none at the end: {text}.")
-
-
-def seeds_figure(results: Results) -> None:
-    """Every seed's final weight v1 for the linear net and the baseline, under Adam and SGD."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from .. import plotting
-    from ..book.figures import show_figure
-
-    values = seed_values(results)
-    finite = values[~values["diverged"]]
-    fig, ax = plt.subplots(figsize=(8, 4))
-    sns.swarmplot(data=finite, x="optimizer", y="value", hue="condition", hue_order=["res-relu", "res-none"],
-                  dodge=True, palette=_colours(), size=6, ax=ax)
-    sns.pointplot(data=finite, x="optimizer", y="value", hue="condition", hue_order=["res-relu", "res-none"],
-                  dodge=0.4, palette=_colours(), errorbar="sd", markers="_", linestyles="none", ax=ax, legend=False)
-    plotting.draw_baseline(ax, results.baseline)
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("weight v1 |cos| at the end")
-    plotting.figure_legend(fig, ax, ncol=3)
-    diverged = values[values["diverged"]]
-    show_figure(fig, "c2-seeds",
-                f"Every seed's final weight v1 on `{results.settings.headline}` (dots; bars: mean ± sd). "
-                f"{len(diverged)} seed(s) diverged and are not drawn"
-                + (f" ({', '.join(f'{r.condition} {r.optimizer} seed {r.seed}' for r in diverged.itertuples())})"
-                   if len(diverged) else "") + ".")
-
-
-def seeds_sentences(results: Results) -> str:
-    """Whether each group of seeds is bimodal, and whether the verdicts hold on two disjoint halves."""
-    values = seed_values(results)
-    parts = []
-    for (condition, optimizer), group in values.groupby(["condition", "optimizer"]):
-        finite = group.loc[~group["diverged"], "value"]
-        shape = modality(finite)
-        diverged = int(group["diverged"].sum())
-        label = (f"bimodal (groups at {', '.join(f'{v:.2f}' for v in shape.low)} and "
-                 f"{', '.join(f'{v:.2f}' for v in shape.high)})" if shape.bimodal else
-                 ("not bimodal" if len(finite) >= 4 else "too few seeds to tell"))
-        parts.append(f"{condition} under {optimizer}: {estimate(finite)} over {len(finite)} seeds"
-                     + (f" ({diverged} diverged)" if diverged else "") + f", {label}")
-    halves = half_verdicts(results)
-    stable = []
-    for optimizer, group in halves.groupby("optimizer"):
-        low = set(group["low_verdict"])
-        above = set(group["relu_above_verdict"])
-        stable.append(f"under {optimizer} the halves give "
-                      + ("the same verdicts as all seeds" if len(low) == 1 and len(above) == 1 else
-                         "different verdicts (" + "; ".join(f"{r.seeds}: {r.mean:.2f}, {r.low_verdict} / {r.relu_above_verdict}"
-                                                          for r in group.itertuples()) + ")"))
-    return ("Final weight v1 of every seed: " + "; ".join(parts) + ". A group is called bimodal when its largest gap "
-            f"between sorted values is at least {BIMODAL_GAP:g} and more than 3 pooled within-group sds, with 2 or more "
-            "seeds on each side. Split into even and odd seeds, " + "; ".join(stable) + ".")
-
-
-def sgd_sentence(results: Results) -> str:
-    return results.sgd_choice.sentence(results.settings.sgd_probe_steps)
-
-
-def answer(results: Results):
-    """The section's answer: one bullet per explanation with its verdict and numbers, the weight-decay
-    prediction, and Adam's shared axes."""
-    from IPython.display import Markdown
-
-    lines = [f"- **{e.name}: {e.verdict}.** {e.evidence}" for e in explanations(results)]
-    verdict, with_decay, without = weight_decay_prediction(results)
-    lines.append(f"- **Weight decay (our prediction, not the paper's):** AdamW (decoupled decay 0.1) leaves res-none at "
-                 f"{with_decay}, Adam at {without}: the prediction that decay keeps more continuity is {verdict}.")
-    axes = shared_axes(results)
-    if axes is not None:
-        adam, rotated = axes
-        share = (adam.mean - rotated.mean) / (adam.mean - results.baseline) if adam.mean > results.baseline else math.nan
-        lines.append(f"- **Adam's shared axes:** res-relu ends at {adam} under Adam and at {rotated} when every layer "
-                     f"gets Adam in its own random frame, so Adam's per-coordinate axes, shared by all layers, supply "
-                     + ("n/a" if math.isnan(share) else f"{100 * share:.0f}%")
-                     + f" of the baseline's continuity above the random level ({results.baseline:.3f}); the paper "
-                     "does not discuss this.")
-    return Markdown("\n".join(lines))
-
-
 def claims(results: Results) -> pd.DataFrame:
-    """The chapter's claims: Condition 2 on every dataset, the explanations, and the seed-stability checks."""
-    from ..book.chapter import ClaimsBuilder
-
-    builder = ClaimsBuilder(NAME)
+    """The chapter's claims: Condition 2 on every dataset (the headline dataset's under plain keys)."""
+    builder = ClaimsBuilder(CHAPTER.name)
     comparison_claims(results, builder)
     return builder.table()
-
-
-def publish(settings: Condition2Settings, claims_table: pd.DataFrame) -> None:
-    from ..book import claims as book_claims
-
-    book_claims.publish(claims_table, chapter=NAME, scale=settings.scale, overrides=settings.overrides)
-
-
-def claims_display(claims_table: pd.DataFrame):
-    from ..book.chapter import claims_display as display
-
-    return display(claims_table)

@@ -1,6 +1,4 @@
-"""Chapter "pretrained checkpoints": the projection pattern in SmolLM2, Gemma-3 and MiniLM next to
-our trained transformers; what quantization does to the metric; the cost of Llama-3.1-8B/70B
-(``book/pretrained_continuity.ipynb``)."""
+"""pretrained_continuity: what the chapter computes (settings, runs, events, claims); no figures, no matplotlib."""
 
 from __future__ import annotations
 
@@ -9,37 +7,29 @@ import re
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Sequence, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
-import matplotlib.pyplot as plt
 import pandas as pd
 import torch
-from IPython.display import Markdown, display
 
-from ..analyzer import analyze, plan, summary, triplet_method
-from ..book import claims as book_claims
-from ..book.chapter import ClaimsBuilder, claim, configure_notebook
-from ..book.figures import show_figure
-from ..book.provenance import provenance_markdown
-from ..layouts import LAYOUTS, PROJECTIONS
-from ..lm import trained_lm
-from ..metrics import abs_cos, random_abs_cos, top_singular_triplets, vector_name
-from ..plotting import plot_depth_continuity, projection_colours
-from ..pretrained import OFFLINE_MODELS, ModelNotAvailable
-from ..scales import ParameterError, apply_overrides, check_scale, parameter_errors
-from ..statistics import Estimate, estimate, verdict_for_difference
-from ..synthetic import LARGE_MODELS, LLAMA_31_8B_LAYER, layer_parameters, write_spiked_checkpoint
-from ..transformer import parameter_count
-from .transformer_projections import LM_PRESET_SEEDS, PROJECTION_PREDICTIONS, lm_chapter_settings
+from ...analyzer import analyze, plan, triplet_method
+from ...book.chapter import Chapter, ClaimsBuilder
+from ...layouts import LAYOUTS
+from ...lm import trained_lm
+from ...metrics import abs_cos, random_abs_cos, top_singular_triplets, vector_name
+from ...pretrained import ModelNotAvailable
+from ...scales import ParameterError, check_scale, parse_seeds
+from ...statistics import Estimate, estimate, verdict_for_difference
+from ...synthetic import LARGE_MODELS, LLAMA_31_8B_LAYER, layer_parameters, write_spiked_checkpoint
+from ...transformer import parameter_count
+from ..lm_runs import LM_PRESETS, PROJECTION_PREDICTIONS, reference_configs
 
 if TYPE_CHECKING:
-    from ..config import LMRunConfig
+    from ...config import LMRunConfig
 
-NAME = "pretrained_continuity"
-NOTEBOOK = f"book/{NAME}.ipynb"
 
 #: The notebook's parameters, in the order of its ``parameters`` cell.
-PARAMETERS: dict[str, str] = {
+_PARAMETERS: dict[str, str] = {
     "scale": "smoke | cpu | paper: the whole preset, see geocont.chapters.pretrained_continuity",
     "models": "offline names (smollm2-135m, gemma3-270m, all-minilm-l6), paths or Hugging Face ids",
     "max_layers": "analyse only the first n layers of each checkpoint",
@@ -50,6 +40,7 @@ PARAMETERS: dict[str, str] = {
     "measure_cost": "time two Llama-3.1-8B-shaped layers to extrapolate the large models' cost",
 }
 
+
 #: The pretrained checkpoints each scale analyses, and the large ones it looks for.
 PRETRAINED_OFFLINE = ("smollm2-135m", "gemma3-270m", "all-minilm-l6")
 
@@ -57,14 +48,15 @@ PRETRAINED_OFFLINE = ("smollm2-135m", "gemma3-270m", "all-minilm-l6")
 PRETRAINED_LARGE = ("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B")
 
 
-_PRETRAINED_SCALES: dict[str, dict[str, Any]] = {
+_PRESETS: dict[str, dict[str, Any]] = {
     "smoke": dict(models=("smollm2-135m",), max_layers=6, trained_scale="smoke", seeds=(0,),
                   quantize=("Q8_0", "Q4_1"), large_models=(), measure_cost=False),
-    "cpu": dict(models=PRETRAINED_OFFLINE, max_layers=None, trained_scale="cpu", seeds=LM_PRESET_SEEDS["cpu"],
+    "cpu": dict(models=PRETRAINED_OFFLINE, max_layers=None, trained_scale="cpu", seeds=LM_PRESETS["cpu"]["seeds"],
                 quantize=("Q8_0", "Q4_1"), large_models=PRETRAINED_LARGE, measure_cost=True),
     "paper": dict(models=PRETRAINED_OFFLINE, max_layers=None, trained_scale="paper", seeds=(0,),
                   quantize=("Q8_0", "Q4_1"), large_models=PRETRAINED_LARGE, measure_cost=True),
 }
+
 
 #: The quantization check's rule: a GGUF type "keeps the metric" when no v1/u1 |cos| moves by this much.
 QUANTIZATION_LIMIT = 0.05
@@ -94,9 +86,8 @@ class PretrainedChapterSettings:
     overrides: dict[str, Any] = field(default_factory=dict)
 
     def trained_configs(self) -> list["LMRunConfig"]:
-        """The transformer chapter's ``silu`` models, one per seed."""
-        settings = lm_chapter_settings(self.trained_scale, variants=["silu"], seeds=list(self.seeds))
-        return settings.configs()["silu"]
+        """The transformer chapter's reference (``silu``) models, one per seed."""
+        return reference_configs(self.trained_scale, self.seeds)
 
 
 def _names(value: Any, parameter: str) -> tuple[str, ...]:
@@ -107,53 +98,46 @@ def _names(value: Any, parameter: str) -> tuple[str, ...]:
     return names
 
 
-def configure(scale: str = "smoke", **params: Any) -> PretrainedChapterSettings:
-    """The chapter's settings at ``scale`` with ``params`` overriding the preset (None keeps it).
-
-    Every value is checked before any work: an unknown name, scale or GGUF type, ``max_layers``
-    below 2 or a bad seed list raises :class:`ParameterError`.
-    """
+def build_settings(scale: str, values: dict[str, Any]) -> PretrainedChapterSettings:
+    """The chapter's settings from its preset values (:data:`_PRESETS`, any of them replaced). An
+    unknown scale or GGUF type, ``max_layers`` below 2 or a bad seed list raises ``ValueError``."""
     import gguf
 
-    with parameter_errors():
-        check_scale(scale)
-        overrides = {k: v for k, v in params.items() if v is not None}
-        preset, seeds = apply_overrides(_PRETRAINED_SCALES[scale], overrides, set(PARAMETERS) - {"scale"})
-        check_scale(preset["trained_scale"])
-        max_layers = preset["max_layers"]
-        if max_layers is not None and (isinstance(max_layers, bool) or not isinstance(max_layers, int) or max_layers < 2):
-            raise ParameterError(f"max_layers must be an integer >= 2 (continuity compares adjacent layers), "
-                                 f"got {max_layers!r}")
-        quantize = _names(preset["quantize"], "quantize")
-        known_types = {t.name for t in gguf.GGMLQuantizationType}
-        bad = [q for q in quantize if q not in known_types]
-        if bad:
-            raise ParameterError(f"unknown GGUF type(s) {bad}; valid choices include F16, Q8_0, Q4_1, Q4_0, Q5_0")
-        if not isinstance(preset["measure_cost"], bool):
-            raise ParameterError(f"measure_cost must be True or False, got {preset['measure_cost']!r}")
-        return PretrainedChapterSettings(
-            scale=scale, models=_names(preset["models"], "models"), max_layers=max_layers,
-            trained_scale=preset["trained_scale"], seeds=seeds, quantize=quantize,
-            large_models=() if not preset["large_models"] else _names(preset["large_models"], "large_models"),
-            measure_cost=preset["measure_cost"], overrides=overrides)
+    check_scale(values["trained_scale"])
+    max_layers = values["max_layers"]
+    if max_layers is not None and (isinstance(max_layers, bool) or not isinstance(max_layers, int) or max_layers < 2):
+        raise ParameterError(f"max_layers must be an integer >= 2 (continuity compares adjacent layers), "
+                             f"got {max_layers!r}")
+    quantize = _names(values["quantize"], "quantize")
+    known_types = {t.name for t in gguf.GGMLQuantizationType}
+    bad = [q for q in quantize if q not in known_types]
+    if bad:
+        raise ParameterError(f"unknown GGUF type(s) {bad}; valid choices include F16, Q8_0, Q4_1, Q4_0, Q5_0")
+    if not isinstance(values["measure_cost"], bool):
+        raise ParameterError(f"measure_cost must be True or False, got {values['measure_cost']!r}")
+    return PretrainedChapterSettings(
+        scale=scale, models=_names(values["models"], "models"), max_layers=max_layers,
+        trained_scale=values["trained_scale"], seeds=parse_seeds(values["seeds"]), quantize=quantize,
+        large_models=() if not values["large_models"] else _names(values["large_models"], "large_models"),
+        measure_cost=values["measure_cost"])
 
 
-def from_notebook(namespace: dict[str, Any]) -> PretrainedChapterSettings:
-    """:func:`configure` from the notebook's parameter variables (``globals()``); sets the figure theme."""
-    return configure_notebook(namespace, PARAMETERS, configure)
-
-
-def provenance(settings: PretrainedChapterSettings) -> Markdown:
+def describe(settings: PretrainedChapterSettings) -> dict[str, Any]:
+    """The provenance rows of the chapter."""
     trained_shape = settings.trained_configs()[0].shape
-    return Markdown(provenance_markdown(
-        notebook=NOTEBOOK, scale=settings.scale, overrides=settings.overrides, seeds=settings.seeds,
+    return dict(
+        seeds=settings.seeds,
         data="pretrained checkpoints: " + ", ".join(f"`{m}`" for m in settings.models)
              + (f" (first {settings.max_layers} layers)" if settings.max_layers else " (all layers)")
              + f"; trained models: the transformer chapter's `silu` variant at its `{settings.trained_scale}` scale",
         model=f"see the table below; trained: {trained_shape.n_layers} layers, d = {trained_shape.d_model}",
         training="none for the pretrained checkpoints (weights as published); trained models from the cache of the "
                  "transformer chapter (trained once if missing)",
-    ))
+    )
+
+
+CHAPTER = Chapter(name="pretrained_continuity", parameters=_PARAMETERS, presets=_PRESETS, build=build_settings,
+                  describe=describe, runs=PretrainedChapterSettings.trained_configs)
 
 
 _SPACE_COLUMNS = {"input": ("v1_cos", "v1_baseline"), "output": ("u1_cos", "u1_baseline")}
@@ -172,20 +156,6 @@ def layer_pair_estimate(table: pd.DataFrame, projection: str, space: str) -> Pai
     column, baseline = _SPACE_COLUMNS[space]
     rows = table[table["projection"] == projection]
     return PairEstimate(estimate(rows[column]), float(rows[baseline].iloc[0]) if len(rows) else math.nan)
-
-
-def continuity_overview(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """One row per (model, projection, space) of several analyzer tables: layer-pair mean and
-    sd, number of pairs, and the random baseline. ``tables`` maps a label to a table."""
-    rows = []
-    for label, table in tables.items():
-        for projection in table["projection"].cat.categories if hasattr(table["projection"], "cat") \
-                else table["projection"].unique():
-            for space in ("input", "output"):
-                ours, baseline = layer_pair_estimate(table, projection, space)
-                rows.append(dict(model=label, projection=projection, space=space, mean=ours.mean, sd=ours.std,
-                                 pairs=ours.n, baseline=baseline))
-    return pd.DataFrame(rows)
 
 
 @dataclass
@@ -252,74 +222,9 @@ def run(settings: PretrainedChapterSettings) -> Results:
                    effects=pd.concat(effects, ignore_index=True))
 
 
-def _describe(name: str, table: pd.DataFrame) -> dict[str, Any]:
-    first = table[table.layer == table.layer.min()].set_index("projection")
-    return dict(model=name, architecture=table.attrs["architecture"], layout=table.attrs["layout"],
-                layers=int(table.layer.max()) + 1, d_model=int(first.loc["q_proj", "in_dim"]),
-                ffn=int(first.loc["up_proj", "out_dim"]), parameters=f"{table.attrs['parameters'] / 1e6:.1f}M",
-                stored_as=", ".join(sorted(set(table["dtype"]))), source=table.attrs["source"])
-
-
-def overview_table(results: Results):
-    """One row per pretrained checkpoint: architecture, layout, size, storage type, source."""
-    return pd.DataFrame([_describe(name, table) for name, table in results.tables.items()]).style.hide(axis="index")
-
-
 def _slug(name: str) -> str:
     """``name`` in lower-case letters, digits and '-' (figure names and claim keys)."""
     return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()
-
-
-def depth_figures(results: Results) -> None:
-    """Per pretrained checkpoint: its per-projection summary table and its depth figure."""
-    names = list(results.tables)
-    display(Markdown("One table and one figure per model: "
-                     + ", ".join(f"{{numref}}`pretrained-depth-{_slug(n)}` ({n})" for n in names) + "."))
-    for name, table in results.tables.items():
-        description = OFFLINE_MODELS[name].description if name in OFFLINE_MODELS else name
-        display(Markdown(f"**{name}** ({description}; layout `{table.attrs['layout']}`). "
-                         "Mean over adjacent layer pairs, sd over pairs:"))
-        display(summary(table).reset_index().style.format(precision=3, na_rep="–").hide(axis="index"))
-        fig = plot_depth_continuity(table, title=name)
-        predicted = []
-        for projection, space, _ in PROJECTION_PREDICTIONS:
-            if projection in set(table.projection):
-                ours, baseline = layer_pair_estimate(table, projection, space)
-                predicted.append(f"{projection.replace('_proj', '')} {vector_name(space)} {ours} (random {baseline:.3f})")
-        v_in, _ = layer_pair_estimate(table, "v_proj", "input")
-        v_out, _ = layer_pair_estimate(table, "v_proj", "output")
-        show_figure(fig, f"pretrained-depth-{_slug(name)}", (
-            f"{name}: |cos| of each projection's leading singular vectors between adjacent layers (dotted: each "
-            "projection's random baseline). Predicted-continuous: " + "; ".join(predicted)
-            + f". V: v1 {v_in}, u1 {v_out}."))
-
-
-#: The projections of the Gemma-3 / Llama comparison, with the space each is compared in.
-_GEMMA_COMPARED = [("o_proj", "output"), ("down_proj", "output"), ("q_proj", "input"), ("k_proj", "input"),
-                   ("gate_proj", "input"), ("up_proj", "input")]
-
-
-def gemma_comparison(results: Results) -> list:
-    """Gemma-3 (post-norms) next to a Llama-layout model: a table and a sentence, or why not."""
-    llama, gemma_models, tables = results.llama_like, results.gemma, results.tables
-    if not (llama and gemma_models):
-        return [Markdown("This comparison needs a Llama-layout model and Gemma-3 (the `cpu` scale analyses both); "
-                         f"analysed here: {', '.join(results.settings.models)}.")]
-    rows = []
-    for projection, space in _GEMMA_COMPARED:
-        row = dict(projection=projection, space=space)
-        for model in llama + gemma_models:
-            ours, baseline = layer_pair_estimate(tables[model], projection, space)
-            row[model] = str(ours)
-            row[f"{model} baseline"] = round(baseline, 3)
-        rows.append(row)
-    lines = []
-    for projection in ("o_proj", "down_proj"):
-        g, _ = layer_pair_estimate(tables[gemma_models[0]], projection, "output")
-        l, _ = layer_pair_estimate(tables[llama[0]], projection, "output")
-        lines.append(f"{projection} u1: {gemma_models[0]} {g} vs {llama[0]} {l}")
-    return [pd.DataFrame(rows).style.hide(axis="index"),
-            Markdown("Output-space continuity of the writing projections: " + "; ".join(lines) + ".")]
 
 
 def gain_estimates(gains: dict[str, pd.DataFrame]) -> dict[tuple[str, str], tuple[Estimate, Estimate]]:
@@ -330,63 +235,6 @@ def gain_estimates(gains: dict[str, pd.DataFrame]) -> dict[tuple[str, str], tupl
             pairs = rows.dropna(subset=["u1_cos"])
             out[(model, projection)] = (estimate(pairs["u1_cos_gained"]), estimate(pairs["u1_cos_gain_only"]))
     return out
-
-
-def gain_tables(results: Results) -> list:
-    """The gain-scaled output continuity of each post-norm checkpoint, with its controls."""
-    rows = []
-    for model, table in results.gains.items():
-        for projection, group in table.groupby("projection", sort=False):
-            pairs = group.dropna(subset=["u1_cos"])
-            rows.append(dict(model=model, projection=projection, pairs=len(pairs),
-                             u1_cos=str(estimate(pairs["u1_cos"])),
-                             u1_cos_gain_scaled=str(estimate(pairs["u1_cos_gained"])),
-                             gain_only_control=str(estimate(pairs["u1_cos_gain_only"])),
-                             adjacent_gain_cos=str(estimate(pairs["gain_cos"])),
-                             top_coordinate_share=str(estimate(pairs["gain_top1_share"])),
-                             baseline=round(float(group["u1_baseline"].iloc[0]), 3)))
-    if not rows:
-        return [Markdown("No checkpoint with post-norms is analysed at this scale.")]
-    return [pd.DataFrame(rows).style.hide(axis="index"),
-            Markdown("Mean ± sd over adjacent layer pairs. `u1_cos`: the projection's own weights; "
-                     "`u1_cos_gain_scaled`: diag(g_l) W_l, what it writes into the stream; `gain_only_control`: "
-                     "diag(g_l) times a Gaussian matrix.")]
-
-
-def trained_seed_means(results: Results) -> pd.DataFrame:
-    """:func:`continuity_overview` of each trained transformer (column ``seed``)."""
-    label = f"trained ({results.settings.trained_scale})"
-    return pd.concat([continuity_overview({label: table}).assign(seed=seed)
-                      for seed, table in results.trained_tables.items()])
-
-
-def size_overview(results: Results) -> pd.DataFrame:
-    """Mean continuity per (model, projection, space) with the model's parameter count: the trained
-    transformers (mean ± sd over seeds of the per-seed layer-pair mean) first, then each checkpoint."""
-    params = {name: table.attrs["parameters"] for name, table in results.tables.items()}
-    overview = continuity_overview(results.tables).assign(parameters=lambda f: f["model"].map(params))
-    trained = (trained_seed_means(results).groupby(["model", "projection", "space"], sort=False)
-               .agg(mean=("mean", "mean"), sd=("mean", "std"), pairs=("pairs", "first"),
-                    baseline=("baseline", "first"))
-               .reset_index().assign(parameters=results.trained_parameters))
-    return pd.concat([trained, overview], ignore_index=True)
-
-
-def size_figure(results: Results) -> None:
-    """Every model's mean continuity per projection against its size: a wide table, then the figure."""
-    combined = size_overview(results)
-    fig = plot_continuity_vs_size(combined)
-    wide = combined.assign(vector=lambda f: f["space"].map({"input": "v1", "output": "u1"}))
-    wide["value"] = [f"{m:.2f} ± {s:.2f}" if not math.isnan(s) else f"{m:.2f}" for m, s in zip(wide["mean"], wide["sd"])]
-    wide = wide.pivot_table(index=["model", "parameters"], columns=["projection", "vector"], values="value",
-                            aggfunc="first", sort=False)
-    display(wide[[c for p in PROJECTIONS for c in wide.columns if c[0] == p]])
-    show_figure(fig, "pretrained-vs-size", (
-        f"Mean adjacent-layer continuity per projection against model size. The "
-        f"trained transformers ({len(results.trained_tables)} seed(s), {results.trained_parameters / 1e6:.2f}M "
-        "parameters) show mean ± sd over seeds of the per-seed layer-pair mean; each pretrained checkpoint shows its "
-        "mean ± sd over layer pairs. Black ticks: random baselines (they differ by dimension). V is drawn faded: it is "
-        "predicted low."))
 
 
 def quantization_shifts(effects: pd.DataFrame) -> pd.DataFrame:
@@ -420,45 +268,6 @@ def quantization_verdict(worst: float, limit: float = QUANTIZATION_LIMIT) -> str
     return "reproduced" if worst < limit else "not reproduced"
 
 
-def quantization_check(results: Results) -> list:
-    """The quantization check: the shift table per type and projection, and how it compares."""
-    formats = results.settings.quantize
-    shifts = quantization_shifts(results.effects)
-    table = (shifts.groupby(["format", "projection", "stored_as"], sort=False)
-             .agg(v1_shift_max=("v1_shift_max", "max"), v1_shift_mean=("v1_shift_mean", "mean"),
-                  u1_shift_max=("u1_shift_max", "max"), u1_shift_mean=("u1_shift_mean", "mean"),
-                  sigma1_rel_change_max=("sigma1_rel_change_max", "max")).reset_index())
-    changes = quantization_changes(shifts, formats)
-    seed_means = trained_seed_means(results)
-    predicted_space = {p: s for p, s, _ in PROJECTION_PREDICTIONS} | {"v_proj": "input"}
-    spread = {p: seed_means[(seed_means.projection == p) & (seed_means.space == predicted_space[p])]["mean"].std()
-              for p in PROJECTIONS}
-    return [table.style.format(precision=4, na_rep="–").hide(axis="index"), Markdown(
-        "Largest change of any v1/u1 |cos| over all quantized matrices, layer pairs and seeds: "
-        + "; ".join(f"{fmt} {changes[fmt].worst:.4f} (mean change {changes[fmt].typical:.4f})" for fmt in formats)
-        + ". For scale: the differences between projections that the paper's pattern is about are tenths of |cos|, "
-        "and the seed-to-seed sd of the trained models' layer means (v1 for Q/K/V/Gate/Up, u1 for O/Down) is "
-        + ", ".join(f"{p.replace('_proj', '')} {s:.3f}" for p, s in spread.items() if not math.isnan(s)) + ".")]
-
-
-def large_model_status(results: Results) -> list:
-    """Which large checkpoints were found here, and what to do where they were not."""
-    settings, out = results.settings, []
-    if results.large_status:
-        out.append(pd.DataFrame(results.large_status).style.hide(axis="index"))
-    missing = [s["model"] for s in results.large_status if s["status"] != "analysed"]
-    if not settings.large_models:
-        out.append(Markdown(f"The `{settings.scale}` scale looks for no large checkpoint; `cpu` and `paper` look for "
-                            "meta-llama/Llama-3.1-8B and meta-llama/Llama-3.1-70B."))
-    elif missing:
-        out.append(Markdown(
-            f"**Not available here:** {', '.join(missing)}. This machine has no network to Hugging Face and no local "
-            "copy, so the paper's large-model check is not reproduced in this rendering. Where they exist, run "
-            "`geocont analyze meta-llama/Llama-3.1-8B` or this chapter with `-p scale paper` (after "
-            "`huggingface-cli download`)."))
-    return out
-
-
 @dataclass(frozen=True)
 class LargeModelCost:
     """The measured analysis time of one Llama-3.1-8B-shaped layer, and per large model
@@ -488,62 +297,6 @@ def large_model_cost(settings: PretrainedChapterSettings) -> LargeModelCost | No
     return LargeModelCost(per_layer, pd.DataFrame(rows))
 
 
-def cost_display(settings: PretrainedChapterSettings, cost: LargeModelCost | None) -> list:
-    """The cost table and how it was measured, or where it is measured instead."""
-    if cost is None:
-        return [Markdown(f"The cost of the large models is measured at the `cpu` scale and by "
-                         f"`benchmarks/bench_analyzer.py` (not at `{settings.scale}`, to keep it short).")]
-    return [cost.table.style.hide(axis="index"), Markdown(
-        f"Measured in this run: two layers with Llama-3.1-8B's shapes (random weights with a planted leading "
-        f"direction, bf16 safetensors) took {cost.seconds_per_layer:.1f} s per layer on this machine; the 70B figure "
-        "scales that by parameters per layer. Memory stays bounded by two matrices of one projection (the analyzer "
-        "streams); `benchmarks/bench_analyzer.py` measures the peak resident memory and compares with exact SVD.")]
-
-
-def plot_continuity_vs_size(overview: pd.DataFrame, *, axes: Sequence[plt.Axes] | None = None) -> plt.Figure:
-    """Mean adjacent-layer continuity per projection against parameter count, one point per
-    model (``overview``: columns model, parameters, projection, space, mean, sd; error bars
-    are ``sd``), the predicted-continuous projections of each space in full colour.
-
-    Left: input space (v1) of Q, K, Gate, Up and V; right: output space (u1) of O, Down and V.
-    Each point's random baseline is drawn as a short black tick at the same x."""
-    if axes is None:
-        fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
-    else:
-        fig = axes[0].figure
-    colours = projection_colours()
-    panels = [("input", ["q_proj", "k_proj", "gate_proj", "up_proj", "v_proj"], "input space: v1 |cos|"),
-              ("output", ["o_proj", "down_proj", "v_proj"], "output space: u1 |cos|")]
-    models = list(dict.fromkeys(overview["model"]))
-    offsets = {p: 1.0 + 0.06 * (i - 3) for i, p in enumerate(colours)}  # spread projections sideways (log x)
-    for ax, (space, projections, title) in zip(axes, panels):
-        frame = overview[(overview["space"] == space) & overview["projection"].isin(projections)]
-        for projection in projections:
-            rows = frame[frame["projection"] == projection]
-            if rows.empty:
-                continue
-            x = rows["parameters"] * offsets[projection]
-            ax.errorbar(x, rows["mean"], yerr=rows["sd"].fillna(0), fmt="o", color=colours[projection], capsize=2,
-                        alpha=0.45 if projection == "v_proj" else 1.0, label=projection.replace("_proj", ""))
-            ax.scatter(x, rows["baseline"], marker="_", color="black", s=60, zorder=3)
-        ax.set_xscale("log")
-        ax.set(xlabel="parameters (log scale)", ylabel="|cos| with the next layer, mean over pairs", ylim=(0, 1.02),
-               title=title)
-        for model in models:
-            rows = overview[overview["model"] == model]
-            ax.annotate(model, (rows["parameters"].iloc[0], 0.97), rotation=90, fontsize="x-small", ha="center",
-                        va="top", color="0.3")
-    axes[0].scatter([], [], marker="_", color="black", label="random baseline")
-    handles = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, handle)
-    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), frameon=False,
-               bbox_to_anchor=(0.5, -0.02))
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    return fig
-
-
 def quantization_effect(module: torch.nn.Module, qtypes: Sequence[str] = ("Q8_0", "Q4_1"),
                         progress: bool = False) -> pd.DataFrame:
     """The analyzer's table of ``module`` in fp32 and after a GGUF round trip through each type.
@@ -554,7 +307,7 @@ def quantization_effect(module: torch.nn.Module, qtypes: Sequence[str] = ("Q8_0"
     """
     import tempfile
 
-    from ..checkpoints import export_gguf
+    from ...checkpoints import export_gguf
 
     tables = [analyze(module, progress=progress, use_cache=False).assign(format="fp32")]
     with tempfile.TemporaryDirectory(prefix="geocont-quant-") as directory:
@@ -671,7 +424,7 @@ def chapter_claims(tables: dict[str, pd.DataFrame], large_tables: dict[str, pd.D
     ``gains``: :func:`gain_estimates`; ``quantization``: :func:`quantization_changes`;
     ``large_status``: the large checkpoints looked for; ``n_trained``: trained models quantized.
     """
-    out = ClaimsBuilder(NAME)
+    out = ClaimsBuilder(CHAPTER.name)
     for label, table in {**tables, **large_tables}.items():
         _checkpoint_claims(out, label, table)
     llama, gemma_models = llama_like(tables), gemma(tables)
@@ -709,32 +462,3 @@ def claims(results: Results) -> pd.DataFrame:
     changes = quantization_changes(quantization_shifts(results.effects), results.settings.quantize)
     return chapter_claims(results.tables, results.large_tables, gain_estimates(results.gains), changes,
                           results.large_status, n_trained=len(results.trained_tables))
-
-
-def verdict_counts(settings: PretrainedChapterSettings, claims: pd.DataFrame) -> Markdown:
-    """How many claims got each verdict."""
-    counts = claims["verdict"].value_counts().to_dict()
-    return Markdown(f"At the `{settings.scale}` scale: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".")
-
-
-def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
-    """Per checkpoint, which of its claims were reproduced, partly, or not; and, per post-norm
-    projection, its own, gain-scaled and gain-only output continuity."""
-    lines = []
-    for label, table in {**results.tables, **results.large_tables}.items():
-        verdicts = [(claim(claims, key)["verdict"], short) for key, short, *_ in _checkpoint_claim_specs(label, table)]
-        by_verdict = {v: [short for got, short in verdicts if got == v]
-                      for v in ("reproduced", "partly reproduced", "not reproduced")}
-        lines.append(f"- **{label}**: " + "; ".join(f"{v}: {', '.join(c) if c else 'none'}"
-                                                   for v, c in by_verdict.items()))
-    for (model, projection), (gained, control) in gain_estimates(results.gains).items():
-        own, baseline = layer_pair_estimate(results.tables[model], projection, "output")
-        lines.append(f"- **{model} {projection}**: u1 continuity of the weights themselves {own}, of what they write "
-                     f"into the stream (diag(g) W) {gained}, of the gains alone (diag(g) G) {control}; "
-                     f"random {baseline:.3f}.")
-    return Markdown("What the checkpoints analysed here show:\n\n" + "\n".join(lines))
-
-
-def publish(settings: PretrainedChapterSettings, claims: pd.DataFrame) -> None:
-    """Publish the claims table for the book's closing chapter."""
-    book_claims.publish(claims, chapter=NAME, scale=settings.scale, overrides=settings.overrides)

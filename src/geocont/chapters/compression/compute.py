@@ -1,6 +1,4 @@
-"""Chapter "From continuity to compression": does the paper's guideline (share Q, K, Gate, Up in
-the input space, O and Down in the output space) hold at equal parameter budgets, and is pruning
-cheaper where continuity is higher? (``book/compression.ipynb``; the method is :mod:`geocont.sharing`.)"""
+"""compression: what the chapter computes (settings, runs, events, claims); no figures, no matplotlib."""
 
 from __future__ import annotations
 
@@ -8,34 +6,25 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-import matplotlib.pyplot as plt
-import matplotlib.ticker as mticker
 import pandas as pd
-import seaborn as sns
-from IPython.display import Markdown
 
-from .. import plotting, sweeps
-from ..book import claims as book_claims
-from ..book.chapter import ClaimsBuilder, claim, configure_notebook, verdict_list
-from ..book.figures import show_figure
-from ..book.provenance import provenance_markdown
-from ..config import DEVICES, LMRunConfig
-from ..layouts import PROJECTIONS
-from ..plotting import BASELINE_STYLE
-from ..scales import apply_overrides, check_scale, parameter_errors
-from ..lm import lm_job
-from ..sharing import (SHARINGS, Subject, base_job, continuity_job, grouping_job, pretrained_subject, pruning_job,
-                       sharing_job, trained_subject)
-from ..statistics import (Estimate, RankCorrelation, estimate, rank_correlation, verdict_for_difference,
-                          verdict_for_interval, verdict_for_value)
-from ..transformer import build_llama, parameter_count
-from .transformer_projections import LM_PRESET_SEEDS, LMChapterSettings, lm_chapter_settings
+from ... import sweeps
+from ...book.chapter import Chapter, ClaimsBuilder
+from ...config import DEVICES, LMRunConfig
+from ...layouts import PROJECTIONS
+from ...scales import parse_seeds
+from ...lm import lm_job
+from ...sharing import (Subject, base_job, continuity_job, grouping_job, pretrained_subject, pruning_job, sharing_job,
+                        trained_subject)
+from ...statistics import (Estimate, RankCorrelation, estimate, rank_correlation, verdict_for_difference,
+                           verdict_for_interval, verdict_for_value)
+from ...transformer import build_llama, parameter_count
+from .. import lm_runs
+from ..lm_runs import LM_PRESETS, LMChapterSettings
 
-NAME = "compression"
-NOTEBOOK = f"book/{NAME}.ipynb"
 
 #: The notebook's parameters, in the order of its ``parameters`` cell.
-PARAMETERS: dict[str, str] = {
+_PARAMETERS: dict[str, str] = {
     "scale": "smoke | cpu | paper: the whole preset, see geocont.chapters.compression",
     "seeds": "seeds of our trained transformers: an int n (0..n-1) or a list; None keeps the preset",
     "pretrained": '"smollm2-135m" (offline), a Hugging Face id / local dir, or "none" to skip; None keeps it',
@@ -47,20 +36,22 @@ PARAMETERS: dict[str, str] = {
     "projections": "a list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj",
 }
 
+
 #: The paper's guideline: the space each projection should share its basis in (None: neither).
 GUIDELINE: dict[str, str | None] = {
     "q_proj": "input", "k_proj": "input", "gate_proj": "input", "up_proj": "input",
     "o_proj": "output", "down_proj": "output", "v_proj": None,
 }
 
+
 #: Label of our trained transformers in the results (their seeds are in the ``seed`` column).
 OURS = "ours (silu)"
+
 
 #: Below this total (nats/token), both spaces' costs are negligible and their ratio is noise
 #: (it is the order of the paired window standard error of our small models' loss increases).
 NEGLIGIBLE_LOSS = 0.001
 
-# --------------------------------------------------------------------------- presets and settings
 
 #: The chapter's presets: a pretrained model (SmolLM2-135M offline; a Llama-3.1-8B id at
 #: ``paper``) and the transformer chapter's ``silu`` models (its seeds and its long, settled runs). ``budgets`` are fractions of
@@ -72,25 +63,25 @@ NEGLIGIBLE_LOSS = 0.001
 #: tokens/s on the 2-core machine, depending on the other load): at ``cpu`` one evaluation is
 #: 12 x 128 tokens (4-10 s), and the chapter runs 7 x 3 x 3 sharing + 30 pruning evaluations
 #: of it, 10-20 minutes in all with our models.
-_COMPRESSION_SCALES: dict[str, dict[str, Any]] = {
+_PRESETS: dict[str, dict[str, Any]] = {
     "smoke": dict(pretrained="smollm2-135m", sharing_layers=(12, 13, 14, 15), pruning_layers=(12, 13, 14, 15),
                   budgets=(0.25,), group_size=2,
                   projections=("q_proj", "v_proj", "o_proj"),
                   n_windows=4, window_length=64, batch_size=4, seeds=(0, 1), n_boot=500, device="cpu"),
     "cpu": dict(pretrained="smollm2-135m", sharing_layers=tuple(range(9, 21)), pruning_layers=None,
                 budgets=(0.25, 0.5, 0.75), group_size=2,
-                n_windows=12, window_length=128, batch_size=4, seeds=LM_PRESET_SEEDS["cpu"], n_boot=2000,
+                n_windows=12, window_length=128, batch_size=4, seeds=LM_PRESETS["cpu"]["seeds"], n_boot=2000,
                 device="cpu"),
     "paper": dict(pretrained="meta-llama/Llama-3.1-8B", sharing_layers=tuple(range(10, 22)), pruning_layers=None,
                   budgets=(0.25, 0.5, 0.75),
-                  group_size=2, n_windows=64, window_length=512, batch_size=4, seeds=LM_PRESET_SEEDS["paper"], n_boot=2000,
+                  group_size=2, n_windows=64, window_length=512, batch_size=4, seeds=LM_PRESETS["paper"]["seeds"], n_boot=2000,
                   device="auto"),
 }
 
 
 @dataclass(frozen=True)
 class CompressionSettings:
-    """What the compression chapter runs (see :data:`_COMPRESSION_SCALES`)."""
+    """What the compression chapter runs (see :data:`_PRESETS`)."""
 
     scale: str
     pretrained: str | None
@@ -108,24 +99,23 @@ class CompressionSettings:
     overrides: dict[str, Any] = field(default_factory=dict)
 
     def lm_configs(self) -> list[LMRunConfig]:
-        """The transformer chapter's ``silu`` model, one config per seed."""
-        return self.lm.configs()["silu"]
+        """The transformer chapter's reference (``silu``) model, one config per seed."""
+        return self.lm.configs()[self.lm.reference]
 
     @property
     def middle_budget(self) -> float:
         return sorted(self.budgets)[len(self.budgets) // 2]
 
 
-def compression_settings(scale: str, **overrides: Any) -> CompressionSettings:
-    """The chapter's settings at ``scale`` with any preset key overridden (None keeps it).
+def build_settings(scale: str, values: dict[str, Any]) -> CompressionSettings:
+    """The chapter's settings from its preset values (:data:`_PRESETS`, any of them replaced).
 
     ``pretrained`` may be "none" to skip the pretrained model, an offline short name, or a
     Hugging Face id / local directory; ``projections`` is a list of :data:`PROJECTIONS`;
-    ``seeds`` are those of our trained models.
+    ``seeds`` are those of our trained models. A bad value raises ``ValueError``.
     """
-    check_scale(scale)
-    valid = set(_COMPRESSION_SCALES[scale]) | {"projections"}
-    preset, seeds = apply_overrides(_COMPRESSION_SCALES[scale], overrides, valid)
+    preset = dict(values)
+    seeds = parse_seeds(preset.pop("seeds"))
     projections = tuple(preset.pop("projections", PROJECTIONS))
     unknown = [p for p in projections if p not in PROJECTIONS]
     if unknown or not projections:
@@ -147,27 +137,11 @@ def compression_settings(scale: str, **overrides: Any) -> CompressionSettings:
     device = preset.pop("device")
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; valid choices: {', '.join(DEVICES)}")
-    lm = lm_chapter_settings(scale, variants=["silu"], seeds=list(seeds))
+    lm = lm_runs.build_settings(scale, {**LM_PRESETS[scale], "variants": (lm_runs.REFERENCE,), "seeds": seeds})
     pretrained = preset.pop("pretrained")
     pretrained = None if pretrained in (None, "none") else str(pretrained)
     return CompressionSettings(scale=scale, pretrained=pretrained, **layers, budgets=budgets, projections=projections,
-                               lm=lm, device=device, **{k: int(v) for k, v in preset.items()},
-                               overrides={k: v for k, v in overrides.items() if v is not None})
-
-
-def configure(scale: str = "smoke", **params: Any) -> CompressionSettings:
-    """The chapter's settings at ``scale`` with the notebook's ``params`` overriding the preset."""
-    unknown = sorted(set(params) - set(PARAMETERS))
-    with parameter_errors():
-        if unknown:
-            raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(PARAMETERS)}")
-        return compression_settings(scale, **params)
-
-
-def from_notebook(namespace: dict[str, Any]) -> CompressionSettings:
-    """:func:`configure` from the notebook's parameter variables (``globals()``); sets the figure theme."""
-    warnings.filterwarnings("ignore", message=".*torch_dtype.*")  # transformers' GGUF loading
-    return configure_notebook(namespace, PARAMETERS, configure)
+                               lm=lm, device=device, **{k: int(v) for k, v in preset.items()})
 
 
 def _blocks(layers: Sequence[int] | None) -> str:
@@ -178,7 +152,8 @@ def _blocks(layers: Sequence[int] | None) -> str:
     return f"blocks {list(layers)}"
 
 
-def provenance(settings: CompressionSettings) -> Markdown:
+def describe(settings: CompressionSettings) -> dict[str, Any]:
+    """The provenance rows of the chapter."""
     lm = settings.lm.base
     if settings.pretrained is None:
         pretrained = "none"
@@ -188,8 +163,8 @@ def provenance(settings: CompressionSettings) -> Markdown:
     else:
         pretrained = f"`{settings.pretrained}`"
     layers = f"shares the weights of {_blocks(settings.sharing_layers)}, prunes {_blocks(settings.pruning_layers)}"
-    return Markdown(provenance_markdown(
-        notebook=NOTEBOOK, scale=settings.scale, overrides=settings.overrides, seeds=settings.lm.seeds,
+    return dict(
+        seeds=settings.lm.seeds,
         data=f"held-out split of `{lm.corpus}` (every tenth chapter); the pretrained model reads it with its own "
              f"tokenizer ({settings.n_windows} windows × {settings.window_length} tokens), our models with their BPE "
              f"tokenizer ({lm.eval_windows} windows × {lm.shape.max_seq_len} tokens, the windows of their validation "
@@ -200,10 +175,11 @@ def provenance(settings: CompressionSettings) -> Markdown:
         training=f"ours: {lm.steps} steps of {lm.batch_size} × {lm.shape.max_seq_len} tokens, {lm.optimizer.label}; "
                  f"compression: budgets {list(settings.budgets)} of the dense parameters, groups of "
                  f"{settings.group_size} adjacent layers; no fine-tuning after compression",
-    ))
+    )
 
 
-# --------------------------------------------------------------------------- summaries
+CHAPTER = Chapter(name="compression", parameters=_PARAMETERS, presets=_PRESETS, build=build_settings, describe=describe,
+                  runs=CompressionSettings.lm_configs)
 
 
 def sharing_summary(table: pd.DataFrame, by: Sequence[str] = ("model",)) -> pd.DataFrame:
@@ -273,9 +249,6 @@ def block_correlations(pruning: pd.DataFrame, n_boot: int) -> dict[str, RankCorr
     return correlations
 
 
-# --------------------------------------------------------------------------- the runs
-
-
 @dataclass
 class Results:
     """Everything the chapter shows: per-window tables, their summaries and the correlations."""
@@ -319,8 +292,9 @@ def run(settings: CompressionSettings, progress: bool = True, executor: str | No
     pruning of every block and the grouping control. Each job loads its model in the worker
     that runs it, so the tables are the same under every executor.
     """
+    warnings.filterwarnings("ignore", message=".*torch_dtype.*")  # transformers' GGUF loading
     subjects = _subjects(settings)
-    sweeps.run_jobs([lm_job(config, "silu") for config in settings.lm_configs()], executor, progress)
+    sweeps.run_jobs([lm_job(config, lm_runs.REFERENCE) for config in settings.lm_configs()], executor, progress)
     sweeps.run_jobs([job for subject, _, _, _, n_windows in subjects
                      for job in (base_job(subject, n_windows, settings.batch_size), continuity_job(subject))],
                     executor, progress)
@@ -344,209 +318,8 @@ def run(settings: CompressionSettings, progress: bool = True, executor: str | No
                    block_correlations(pruning_table, settings.n_boot))
 
 
-def evaluated_note(results: Results) -> Markdown:
-    return Markdown(f"Evaluated: {', '.join(results.models)}; {len(results.summary)} compressed configurations, "
-                    f"{results.pruning.groupby(['model', 'seed', 'layer']).ngroups} pruned models.")
-
-
-# --------------------------------------------------------------------------- tables
-
-
-def parameter_counts(results: Results) -> tuple[pd.DataFrame, Markdown]:
-    """Table 1: rank and stored parameters of each scheme, and how often the two spaces' budgets are equal."""
-    keys = ["model", "projection", "budget"]
-    counts = (results.summary.groupby([*keys, "sharing"], observed=True)
-              .agg(rank=("rank", "first"), parameters=("parameters", "first"), dense=("dense_parameters", "first"))
-              .reset_index())
-    counts["cell"] = counts["rank"].astype(str) + " / " + counts["parameters"].map("{:,}".format)
-    grid = counts.pivot_table(index=keys, columns="sharing", values="cell", aggfunc="first")
-    grid = grid[[s for s in SHARINGS if s in grid.columns]]
-    grid["dense"] = counts.groupby(keys)["dense"].first().map("{:,}".format)
-    equal = counts.pivot_table(index=keys, columns="sharing", values="parameters").eval("input == output")
-    caption = (f"**Table 1.** Rank *k* (per group) and stored parameters of each scheme, summed over the replaced "
-               f"layers. Input- and output-space sharing have exactly equal budgets in {int(equal.sum())} of "
-               f"{len(equal)} cases" + ("." if equal.all() else "; in the others they differ by less than one "
-                                        "rank's cost (see the counts)."))
-    return grid.rename(columns=lambda c: f"{c}: rank / params" if c != "dense" else "dense params"), Markdown(caption)
-
-
-def _mean_loss_by_scheme(results: Results) -> pd.DataFrame:
-    """Mean loss increase (over seeds) per model, projection and budget (rows) and sharing (columns)."""
-    means = results.summary.groupby(["model", "projection", "budget", "sharing"], observed=True)["loss_increase"].mean()
-    return means.unstack("sharing")
-
-
-def cheapest_schemes(results: Results) -> tuple[pd.DataFrame, Markdown]:
-    """Table 2: the scheme with the smallest loss increase per projection and budget."""
-    best = _mean_loss_by_scheme(results)
-    choice = best.idxmin(axis=1).unstack("budget")
-    choice = choice.loc[[(m, p) for m in results.models for p in results.projections if (m, p) in choice.index]]
-    wins = best.idxmin(axis=1).value_counts()
-    caption = ("**Table 2.** The cheapest scheme (smallest loss increase, mean over seeds) for each projection and "
-               "budget: what a practitioner would pick. Counts over all rows: "
-               + ", ".join(f"{k} {v}" for k, v in wins.items()) + ".")
-    return choice.rename(columns=lambda b: f"budget {b:g}"), Markdown(caption)
-
-
-def error_and_loss(results: Results) -> tuple[Any, Markdown]:
-    """Table 3: reconstruction error and loss increase per scheme at the middle budget."""
-    middle = results.settings.middle_budget
-    table = results.summary[results.summary["budget"] == middle]
-    errors = table.pivot_table(index=["model", "projection"], columns="sharing", values="relative_error", aggfunc="mean")
-    losses = table.pivot_table(index=["model", "projection"], columns="sharing", values="loss_increase", aggfunc="mean")
-    both = pd.concat({"relative reconstruction error": errors, "loss increase (nats/token)": losses}, axis=1)
-    agree = (errors["input"] < errors["output"]) == (losses["input"] < losses["output"])
-    caption = (f"**Table 3.** Reconstruction error ‖W − W̃‖/‖W‖ (over the replaced layers) and loss increase at "
-               f"budget {middle:g} (mean over seeds for our models). The space with the smaller reconstruction "
-               f"error is also the one with the smaller loss increase in {int(agree.sum())} of {len(agree)} rows.")
-    return both.style.format(precision=3), Markdown(caption)
-
-
-# --------------------------------------------------------------------------- figures
-
-#: Legend label and line style of each sharing scheme (fixed across the chapter's figures).
-SHARING_STYLE = {
-    "input": dict(label="input-space basis shared (V)", marker="o"),
-    "output": dict(label="output-space basis shared (U)", marker="s"),
-    "none": dict(label="no sharing (per-layer rank k)", marker="^", linestyle=":"),
-}
-
-
-def sharing_colours() -> dict[str, tuple]:
-    return dict(zip(SHARING_STYLE, sns.color_palette("colorblind", 3)))
-
-
 def _short(projection: str) -> str:
     return projection.replace("_proj", "")
-
-
-def plot_sharing_tradeoff(summary: pd.DataFrame, projections: Sequence[str], *, title: str = "",
-                          ncols: int = 4) -> plt.Figure:
-    """Per projection: loss increase (nats/token) against the parameters kept (% of dense),
-    one line per sharing scheme (mean over seeds; a band of ±1 sd where there are several);
-    the paper's recommended space is named in each panel's title."""
-    colours = sharing_colours()
-    nrows = -(-len(projections) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 3.1 * nrows), squeeze=False)
-    for ax, projection in zip(axes.flat, projections):
-        frame = summary[summary["projection"] == projection]
-        for sharing, style in SHARING_STYLE.items():
-            rows = frame[frame["sharing"] == sharing]
-            per_budget = rows.groupby("budget").agg(x=("budget_used", "mean"), y=("loss_increase", "mean"),
-                                                    sd=("loss_increase", "std")).reset_index()
-            x = 100 * per_budget["x"]
-            ax.plot(x, per_budget["y"], color=colours[sharing], label=style["label"], marker=style["marker"],
-                    linestyle=style.get("linestyle", "-"))
-            if rows["seed"].nunique() > 1:
-                ax.fill_between(x, per_budget["y"] - per_budget["sd"], per_budget["y"] + per_budget["sd"],
-                                color=colours[sharing], alpha=0.2)
-        ax.set_title(f"{_short(projection)} (paper: {GUIDELINE.get(projection) or 'neither'})", fontsize="medium")
-        ax.set_xlabel("parameters kept (% of dense)")
-        ax.set_ylabel("loss increase (nats/token)")
-        ax.axhline(0, **BASELINE_STYLE)
-    for ax in list(axes.flat)[len(projections):]:
-        ax.axis("off")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, frameon=False, bbox_to_anchor=(0.5, -0.01))
-    if title:
-        fig.suptitle(title, fontweight="bold")
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    return fig
-
-
-def tradeoff_figures(results: Results) -> None:
-    """One figure per model: loss increase against parameters kept, per projection and scheme."""
-    for number, model in enumerate(results.models, start=1):
-        frame = results.summary[results.summary["model"] == model]
-        fig = plot_sharing_tradeoff(frame, results.projections, title=model)
-        spread = "mean ± 1 sd over seeds" if frame["seed"].nunique() > 1 else "one model; the dots are budgets"
-        show_figure(fig, f"compression-tradeoff-{number}",
-                    f"{model}: loss increase on held-out text when one projection type is replaced in every group of "
-                    f"{results.settings.group_size} adjacent layers, against the parameters kept ({spread}). Lower is "
-                    "better; the panel title gives the paper's recommended space.")
-
-
-def advice_figure(results: Results) -> None:
-    """The input-space advantage per projection and model (bars: mean; dots: budgets x seeds)."""
-    advantage, projections = results.advantage, results.projections
-    fig, ax = plt.subplots(figsize=(12, 4.5))
-    plotting.grouped_bars(advantage, x="projection", hue="model", value="advantage", ax=ax, order=projections,
-                          hue_order=results.models)
-    ax.axhline(0, **BASELINE_STYLE)
-    ax.set_xticks(range(len(projections)),
-                  [f"{_short(p)}\n(paper: {GUIDELINE.get(p) or 'neither'})" for p in projections])
-    ax.set(xlabel="", ylim=(-1.05, 1.05), ylabel="input-space advantage\n(+: share input, −: share output)",
-           title="which space to share: input-space advantage at equal parameter budget")
-    fig.tight_layout()
-    lines = []
-    for model in results.models:
-        adv = advantage[advantage["model"] == model]
-        parts = [f"{_short(p)} {estimate(adv.loc[adv.projection == p, 'advantage'])}" for p in projections]
-        lines.append(f"{model}: " + ", ".join(parts))
-    show_figure(fig, "compression-advice",
-                "The practitioner's summary: for each projection, which space's shared basis loses less loss at the "
-                "same parameter budget (bar: mean; dots: each budget and seed; +1: only input-space sharing is cheap, "
-                "−1: only output-space). Input-space advantage, mean ± sd over budgets and seeds: "
-                + "; ".join(lines) + ".")
-
-
-def grouping_figure(results: Results) -> None:
-    """Per model: how much larger the reconstruction error is with distant groups, per projection and space."""
-    models, projections, colours = results.models, results.projections, sharing_colours()
-    fig, axes = plt.subplots(1, len(models), figsize=(6.5 * len(models), 4.2), squeeze=False, sharey=True)
-    parts = []
-    for ax, model in zip(axes[0], models):
-        frame = grouping_penalty(results.grouping[results.grouping["model"] == model])
-        bars = frame.assign(penalty=100 * frame["penalty"], scheme=frame["sharing"].map(
-            {s: SHARING_STYLE[s]["label"] for s in ("input", "output")}), projection=frame["projection"].map(_short))
-        plotting.grouped_bars(bars, x="projection", hue="scheme", value="penalty", ax=ax,
-                              order=[_short(p) for p in projections],
-                              hue_order=[SHARING_STYLE[s]["label"] for s in ("input", "output")],
-                              colours={SHARING_STYLE[s]["label"]: colours[s] for s in ("input", "output")})
-        ax.axhline(0, **BASELINE_STYLE)
-        ax.set(xlabel="", ylabel="reconstruction error, distant\nvs adjacent groups (% larger)")
-        ax.set_title(model, fontsize="medium")
-        by_space = frame.groupby(["projection", "sharing"])["penalty"].mean()
-        positive = int((by_space > 0).sum())
-        by_space = by_space.unstack("sharing")
-        guided = [p for p in by_space.index if GUIDELINE[p]]
-        agree = [_short(p) for p in guided if by_space.loc[p, GUIDELINE[p]] > by_space.loc[p].drop(GUIDELINE[p]).max()]
-        parts.append(f"{model}: distant groups reconstruct worse in {positive} of "
-                     f"{frame.groupby(['projection', 'sharing']).ngroups} projection × space cases, by "
-                     f"{100 * frame['penalty'].mean():+.1f}% of the error on average (largest "
-                     f"{100 * frame['penalty'].max():+.1f}%); adjacency helps more in the paper's space than in the "
-                     f"other for {len(agree)} of {len(guided)} projections ({', '.join(agree) or 'none'})")
-    fig.tight_layout()
-    show_figure(fig, "compression-grouping",
-                "Increase in relative reconstruction error when each shared basis serves distant instead of adjacent "
-                "layers (same parameters; bar: mean over seeds, dots: seeds). " + "; ".join(parts) + ".")
-
-
-def pruning_figure(results: Results) -> None:
-    """Per model: the loss increase of dropping each block against the block's continuity."""
-    models = list(dict.fromkeys(results.pruning["model"]))
-    fig, axes = plt.subplots(1, len(models), figsize=(6.5 * len(models), 4.5), squeeze=False)
-    for ax, (model, frame) in zip(axes[0], results.pruning.groupby("model", sort=False)):
-        per_layer = frame.groupby(["seed", "layer"])[["loss_increase", "continuity"]].mean().reset_index()
-        points = ax.scatter(per_layer["continuity"], per_layer["loss_increase"], c=per_layer["layer"], cmap="viridis",
-                            edgecolor="black", linewidth=0.4)
-        fig.colorbar(points, ax=ax, label="block index")
-        values = per_layer["loss_increase"].abs()
-        if values.max() > 30 * max(values.median(), 1e-3):  # one catastrophic block: show the rest too
-            ax.set_yscale("symlog", linthresh=float(max(values.median(), 1e-3)))
-            ax.yaxis.set_major_formatter(mticker.FormatStrFormatter("%g"))
-        ax.set_xlabel("block continuity (mean |cos| of v1/u1 with its neighbours)")
-        ax.set_ylabel("loss increase when dropped (nats/token)")
-        ax.set_title(f"{model}: {results.correlations[model]}", fontsize="medium")
-    fig.tight_layout()
-    show_figure(fig, "compression-pruning",
-                "Loss increase when one block is dropped against that block's continuity with its neighbours "
-                "(symmetric-log axis where one block dominates); colour: block index. "
-                + "; ".join(f"{m}: {c}" for m, c in results.correlations.items()) + ". Block 0 (one neighbour, "
-                "the largest cost) can drive a rank correlation on its own, so it is also reported without it.")
-
-
-# --------------------------------------------------------------------------- claims
 
 
 def model_key(model: str) -> str:
@@ -636,7 +409,7 @@ def compression_claims(advantage: pd.DataFrame, paired: pd.DataFrame, pruning: p
                        correlations: dict[str, RankCorrelation]) -> pd.DataFrame:
     """The chapter's claims, per model (in the order of ``pruning``): the sharing guideline per
     projection, pruning against continuity (also without block 0), adjacent against distant groups."""
-    out = ClaimsBuilder(NAME)
+    out = ClaimsBuilder(CHAPTER.name)
     for model, frame in pruning.groupby("model", sort=False):
         spread = "seeds" if model == OURS else "budgets"
         add_sharing_claims(out, advantage[advantage["model"] == model], model, spread,
@@ -656,32 +429,3 @@ def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims table."""
     return compression_claims(results.advantage, results.paired, results.pruning, results.grouping,
                               results.correlations)
-
-
-def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
-    return Markdown(verdict_list(claims, f"At the `{results.settings.scale}` scale:"))
-
-
-def in_short(results: Results, claims: pd.DataFrame) -> Markdown:
-    """Per model: where the paper's space was the cheaper one, and the cheapest scheme's counts."""
-    best = _mean_loss_by_scheme(results)
-    guided = [p for p in PROJECTIONS if GUIDELINE[p] and p in results.projections]
-    lines = []
-    for model in results.models:
-        signed = {_short(p): claim(claims, sharing_key(model, p))["ours_mean"] for p in guided}
-        right = [p for p, value in signed.items() if value > 0]
-        wrong = [p for p, value in signed.items() if value < 0]
-        cheapest = best.loc[model].idxmin(axis=1).value_counts()
-        lines.append(f"- **{model}**: the paper's space was the cheaper one on average for "
-                     f"{', '.join(right) or 'no projection'} and the more expensive one for "
-                     f"{', '.join(wrong) or 'no projection'}; over projections × budgets the cheapest scheme was "
-                     + ", ".join(f"{k} ({v}×)" for k, v in cheapest.items()) + ".")
-    return Markdown("**In short.**\n\n" + "\n".join(lines) + "\n\nA positive advantage that is not *reproduced* "
-                    "is a lean, not a result: it is smaller than the 0.10 margin or than two spreads. Sharing here is "
-                    "applied without fine-tuning; with fine-tuning every loss increase would shrink, and the ordering "
-                    "of the schemes might change.")
-
-
-def publish(settings: CompressionSettings, claims: pd.DataFrame) -> None:
-    """Publish the claims table for the book's closing chapter."""
-    book_claims.publish(claims, chapter=NAME, scale=settings.scale, overrides=settings.overrides)

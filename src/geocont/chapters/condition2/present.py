@@ -1,0 +1,271 @@
+"""condition2: what the chapter shows (figures, tables, computed prose), from :mod:`.compute`."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ... import instability
+from ...statistics import estimate
+from .compute import (BIMODAL_GAP, PAPER_LINEAR_WEIGHT, Results, _fmt, comparison_rows, explanations,
+                      half_verdicts, intervention_rows, modality, per_seed_final, run_summaries, seed_values,
+                      shared_axes, weight_decay_prediction)
+
+
+def comparison_table(results: Results) -> pd.DataFrame:
+    """The comparison as the chapter shows it: one row per dataset and condition."""
+    rows = comparison_rows(results)
+    shown = pd.DataFrame({
+        "dataset": rows["dataset"], "condition": rows["condition"],
+        "weight v1 final": [_fmt(m, s) for m, s in zip(rows["v1_final"], rows["v1_final_sd"])],
+        "weight v1 peak": [_fmt(m, s) for m, s in zip(rows["v1_peak"], rows["v1_peak_sd"])],
+        "gradient v1 final": [_fmt(m, s) for m, s in zip(rows["gradient_v1"], rows["gradient_v1_sd"])],
+        "train loss (final trace)": rows["train_loss"].map(lambda v: f"{v:.3g}"),
+        "test accuracy": rows["test_acc"].map(lambda v: f"{v:.3f}"),
+        "runs with events": [f"{e} of {n}" for e, n in zip(rows["runs_with_events"], rows["seeds"])],
+        "memorised runs": [f"{m} of {n}" for m, n in zip(rows["memorised_runs"], rows["seeds"])],
+        "diverged runs": rows["diverged"],
+    })
+    return shown.set_index(["dataset", "condition"])
+
+
+def _colours():
+    from ... import plotting
+
+    return plotting.condition_colours()
+
+
+def comparison_figure(results: Results) -> None:
+    """Every seed's final weight v1 per condition and dataset, the random baseline and the paper's 0.22."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from ... import plotting
+    from ...book.figures import show_figure
+
+    frame = pd.concat([per_seed_final(t).assign(dataset=d) for d, t in results.comparison.items()], ignore_index=True)
+    order = [c for c in results.settings.conditions]
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    sns.stripplot(data=frame, x="dataset", y="value", hue="condition", hue_order=order, dodge=True,
+                  palette=_colours(), size=6, ax=ax, jitter=0.15)
+    sns.pointplot(data=frame, x="dataset", y="value", hue="condition", hue_order=order, dodge=0.6,
+                  palette=_colours(), errorbar="sd", markers="_", linestyles="none", ax=ax, legend=False)
+    plotting.draw_baseline(ax, results.baseline)
+    ax.axhline(PAPER_LINEAR_WEIGHT, color="0.6", linestyle=":", label="paper's Res+None (0.22)")
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("dataset")
+    ax.set_ylabel("weight v1 |cos| at the end, mean over layer pairs")
+    plotting.figure_legend(fig, ax, ncol=3)
+    linear = comparison_rows(results).set_index(["dataset", "condition"])
+    headline = results.settings.headline
+    show_figure(fig, "c2-comparison",
+                f"Final weight v1 continuity of every seed (dots; bars: mean ± sd) after {results.settings.base.steps:,} "
+                f"steps on each dataset. On the headline dataset `{headline}` res-relu ends at "
+                f"{_fmt(linear.loc[(headline, 'res-relu'), 'v1_final'], linear.loc[(headline, 'res-relu'), 'v1_final_sd'])} "
+                f"and res-none at {_fmt(linear.loc[(headline, 'res-none'), 'v1_final'], linear.loc[(headline, 'res-none'), 'v1_final_sd'])}"
+                f"; dashed: the random baseline {results.baseline:.3f}.")
+
+
+def trace_figure(results: Results, dataset: str) -> None:
+    """Training loss (log scale) and weight v1 on one time axis, one seed per row, one condition per
+    column, on ``dataset``; instability events shaded, the memorised step marked."""
+    import matplotlib.pyplot as plt
+
+    from ...book.figures import show_figure
+
+    table = results.comparison[dataset]
+    series = instability.trace_series(table)
+    events = instability.instability_events(table)
+    summaries = run_summaries(table)
+    conditions = list(results.settings.conditions)
+    seeds = sorted(series["seed"].unique())
+    fig, axes = plt.subplots(len(seeds), len(conditions), figsize=(3.6 * len(conditions), 2.5 * len(seeds)),
+                             squeeze=False, sharex=True)
+    colours = _colours()
+    for row, seed in zip(axes, seeds):
+        for ax, condition in zip(row, conditions):
+            run = series[(series["seed"] == seed) & (series["condition"] == condition)]
+            ax.plot(run["step"], run["loss"], color="0.55", linewidth=0.8, label="train loss (left, log)")
+            ax.set_yscale("log")
+            twin = ax.twinx()
+            cos = run.dropna(subset=["v1"])
+            twin.plot(cos["step"], cos["v1"], color=colours[condition], linewidth=1.6, label="weight v1 (right)")
+            twin.set_ylim(0, 1)
+            twin.axhline(results.baseline, color="0.35", linestyle="--", linewidth=0.8)
+            mine = events[(events["seed"] == seed) & (events["condition"] == condition)]
+            for start, end in zip(mine["start"], mine["end"]):
+                ax.axvspan(start, end + results.settings.base.trace_every, color="tab:red", alpha=0.25, linewidth=0)
+            memorised = summaries.loc[(summaries["seed"] == seed) & (summaries["condition"] == condition),
+                                      "memorised_step"]
+            if len(memorised) and not math.isnan(memorised.iloc[0]):
+                ax.axvline(memorised.iloc[0], color="black", linestyle=":", linewidth=1)
+            ax.set_title(f"{condition}, seed {seed}", fontsize="small")
+            if ax is row[0]:
+                ax.set_ylabel("train loss (nats)")
+            if ax is row[-1]:
+                twin.set_ylabel("weight v1 |cos|")
+            else:
+                twin.set_yticklabels([])
+    for ax in axes[-1]:
+        ax.set_xlabel("training step")
+    fig.tight_layout()
+    counts = comparison_rows(results).set_index(["dataset", "condition"])
+    none = counts.loc[(dataset, "res-none")]
+    show_figure(fig, f"c2-trace-{dataset}",
+                f"`{dataset}`: the windowed training loss (grey, log scale, mean of the minibatch losses over "
+                f"{results.settings.base.trace_every} steps) and weight v1 continuity (colour, right axis) of every "
+                f"run; red bands are instability events (loss above {instability.INSTABILITY_FACTOR:g}x its running "
+                f"minimum), the dotted line is the step where the training loss first fell below "
+                f"{instability.MEMORISED_LOSS:g}. res-none: {none['runs_with_events']} of {none['seeds']} runs with "
+                f"events, {none['memorised_runs']} memorised.")
+
+
+def events_table(results: Results) -> pd.DataFrame:
+    """Per run on the headline dataset and under every intervention: instability events, the first one's step,
+    the memorised step, weight v1 at start / peak / end, and the change split across and between events."""
+    parts = []
+    for name, table in results.interventions.items():
+        parts.append(run_summaries(table).assign(intervention=name))
+    frame = pd.concat(parts, ignore_index=True)
+    columns = ["intervention", "condition", "seed", "events", "first_event", "memorised_step", "v1_start", "v1_peak",
+               "peak_step", "v1_final", "change_across_events", "change_between_events", "final_loss", "diverged_step"]
+    return frame[columns].set_index(["intervention", "condition", "seed"]).round(3)
+
+
+def intervention_table(results: Results) -> pd.DataFrame:
+    """The interventions at the horizon (headline dataset): the table the chapter's answer reads."""
+    rows = intervention_rows(results)
+    return pd.DataFrame({
+        "intervention": rows["intervention"], "condition": rows["condition"],
+        "weight v1 final": [_fmt(m, s) for m, s in zip(rows["v1_final"], rows["v1_final_sd"])],
+        "weight v1 peak": [_fmt(m, s) for m, s in zip(rows["v1_peak"], rows["v1_peak_sd"])],
+        "fall after peak per 1,000 steps": [_fmt(m, s) for m, s in zip(rows["fall_per_1000"], rows["fall_per_1000_sd"])],
+        "runs with events": [f"{e} of {n} ({t} events)" for e, n, t in
+                             zip(rows["runs_with_events"], rows["seeds"], rows["events"])],
+        "drift, stable windows (°/1,000 steps)": [_fmt(m, s) for m, s in zip(rows["drift_rate"], rows["drift_rate_sd"])],
+        "train loss (final trace)": rows["train_loss"].map(lambda v: f"{v:.3g}"),
+        "test accuracy": rows["test_acc"].map(lambda v: f"{v:.3f}"),
+    }).set_index(["intervention", "condition"])
+
+
+def intervention_figure(results: Results) -> None:
+    """Weight v1 over training under every intervention, by step and by steps since each run's peak."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from ... import plotting
+    from ...book.figures import show_figure
+
+    frames = []
+    for name, table in results.interventions.items():
+        series = instability.trace_series(table).dropna(subset=["v1"]).assign(intervention=name)
+        peaks = series.loc[series.groupby(["condition", "seed"])["v1"].idxmax(), ["condition", "seed", "step"]]
+        series = series.merge(peaks.rename(columns={"step": "peak_step"}), on=["condition", "seed"])
+        frames.append(series.assign(since_peak=series["step"] - series["peak_step"]))
+    frame = pd.concat(frames, ignore_index=True)
+    names = list(results.interventions)
+    colours = plotting.palette(names)
+    fig, axes = plt.subplots(2, 2, figsize=(12, 7.5), sharey=True)
+    for column, condition in enumerate(("res-none", "res-relu")):
+        one = frame[frame["condition"] == condition]
+        for row, x in enumerate(("step", "since_peak")):
+            ax = axes[row, column]
+            data = one if x == "step" else one[one["since_peak"] >= 0]
+            sns.lineplot(data=data, x=x, y="v1", hue="intervention", hue_order=names, palette=colours,
+                         errorbar="sd", ax=ax, legend=(row == 0 and column == 0))
+            plotting.draw_baseline(ax, results.baseline)
+            ax.set_ylim(0, 1)
+            ax.set_title(f"{condition}" + (", aligned at each run's peak" if x == "since_peak" else ""),
+                         fontsize="medium")
+            ax.set_xlabel("training step" if x == "step" else "steps since the run's peak of weight v1")
+            ax.set_ylabel("weight v1 |cos|, mean over layer pairs")
+    plotting.figure_legend(fig, axes[0, 0], ncol=len(names) + 1)
+    rows = intervention_rows(results).set_index(["intervention", "condition"])
+    text = "; ".join(f"{n} {_fmt(rows.loc[(n, 'res-none'), 'v1_final'], rows.loc[(n, 'res-none'), 'v1_final_sd'])}"
+                     for n in names)
+    show_figure(fig, "c2-interventions",
+                f"Weight v1 continuity on `{results.settings.headline}` under each intervention (seed mean ± sd), "
+                f"against the step (top) and against the steps since each run's own peak (bottom), so that runs "
+                f"that rise at different speeds are compared at equal progress. res-none at the end: {text}.")
+
+
+def seeds_figure(results: Results) -> None:
+    """Every seed's final weight v1 for the linear net and the baseline, under Adam and SGD."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from ... import plotting
+    from ...book.figures import show_figure
+
+    values = seed_values(results)
+    finite = values[~values["diverged"]]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    sns.swarmplot(data=finite, x="optimizer", y="value", hue="condition", hue_order=["res-relu", "res-none"],
+                  dodge=True, palette=_colours(), size=6, ax=ax)
+    sns.pointplot(data=finite, x="optimizer", y="value", hue="condition", hue_order=["res-relu", "res-none"],
+                  dodge=0.4, palette=_colours(), errorbar="sd", markers="_", linestyles="none", ax=ax, legend=False)
+    plotting.draw_baseline(ax, results.baseline)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("weight v1 |cos| at the end")
+    plotting.figure_legend(fig, ax, ncol=3)
+    diverged = values[values["diverged"]]
+    show_figure(fig, "c2-seeds",
+                f"Every seed's final weight v1 on `{results.settings.headline}` (dots; bars: mean ± sd). "
+                f"{len(diverged)} seed(s) diverged and are not drawn"
+                + (f" ({', '.join(f'{r.condition} {r.optimizer} seed {r.seed}' for r in diverged.itertuples())})"
+                   if len(diverged) else "") + ".")
+
+
+def seeds_sentences(results: Results) -> str:
+    """Whether each group of seeds is bimodal, and whether the verdicts hold on two disjoint halves."""
+    values = seed_values(results)
+    parts = []
+    for (condition, optimizer), group in values.groupby(["condition", "optimizer"]):
+        finite = group.loc[~group["diverged"], "value"]
+        shape = modality(finite)
+        diverged = int(group["diverged"].sum())
+        label = (f"bimodal (groups at {', '.join(f'{v:.2f}' for v in shape.low)} and "
+                 f"{', '.join(f'{v:.2f}' for v in shape.high)})" if shape.bimodal else
+                 ("not bimodal" if len(finite) >= 4 else "too few seeds to tell"))
+        parts.append(f"{condition} under {optimizer}: {estimate(finite)} over {len(finite)} seeds"
+                     + (f" ({diverged} diverged)" if diverged else "") + f", {label}")
+    halves = half_verdicts(results)
+    stable = []
+    for optimizer, group in halves.groupby("optimizer"):
+        low = set(group["low_verdict"])
+        above = set(group["relu_above_verdict"])
+        stable.append(f"under {optimizer} the halves give "
+                      + ("the same verdicts as all seeds" if len(low) == 1 and len(above) == 1 else
+                         "different verdicts (" + "; ".join(f"{r.seeds}: {r.mean:.2f}, {r.low_verdict} / {r.relu_above_verdict}"
+                                                          for r in group.itertuples()) + ")"))
+    return ("Final weight v1 of every seed: " + "; ".join(parts) + ". A group is called bimodal when its largest gap "
+            f"between sorted values is at least {BIMODAL_GAP:g} and more than 3 pooled within-group sds, with 2 or more "
+            "seeds on each side. Split into even and odd seeds, " + "; ".join(stable) + ".")
+
+
+def sgd_sentence(results: Results) -> str:
+    return results.sgd_choice.sentence(results.settings.sgd_probe_steps)
+
+
+def answer(results: Results):
+    """The section's answer: one bullet per explanation with its verdict and numbers, the weight-decay
+    prediction, and Adam's shared axes."""
+    from IPython.display import Markdown
+
+    lines = [f"- **{e.name}: {e.verdict}.** {e.evidence}" for e in explanations(results)]
+    verdict, with_decay, without = weight_decay_prediction(results)
+    lines.append(f"- **Weight decay (our prediction, not the paper's):** AdamW (decoupled decay 0.1) leaves res-none at "
+                 f"{with_decay}, Adam at {without}: the prediction that decay keeps more continuity is {verdict}.")
+    axes = shared_axes(results)
+    if axes is not None:
+        adam, rotated = axes
+        share = (adam.mean - rotated.mean) / (adam.mean - results.baseline) if adam.mean > results.baseline else math.nan
+        lines.append(f"- **Adam's shared axes:** res-relu ends at {adam} under Adam and at {rotated} when every layer "
+                     f"gets Adam in its own random frame, so Adam's per-coordinate axes, shared by all layers, supply "
+                     + ("n/a" if math.isnan(share) else f"{100 * share:.0f}%")
+                     + f" of the baseline's continuity above the random level ({results.baseline:.3f}); the paper "
+                     "does not discuss this.")
+    return Markdown("\n".join(lines))
+
+

@@ -1,0 +1,181 @@
+"""The language-model runs shared by the transformer chapters: shapes and presets per scale, the
+variants, the settings they build, and the paper's per-projection prediction.
+
+The transformer chapter trains every variant; the compression and pretrained-continuity chapters
+analyse its reference (``silu``) models through :func:`reference_configs`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import LMRunConfig, OptimizerConfig, TransformerShape, check_integer
+from ..scales import SCALES, ParameterError, parse_seeds
+
+#: Transformer sizes per scale. ``paper``: 8 layers, d = 512, SwiGLU width 1376, and an
+#: 8192-token BPE vocabulary (untied embeddings): about 33.7M parameters, the paper's
+#: "about 34M" (its tokenizer is not given; the vocabulary size is our choice).
+LM_SHAPES: dict[str, TransformerShape] = {
+    "smoke": TransformerShape(n_layers=2, d_model=32, n_heads=2, n_kv_heads=2, ffn_dim=88, vocab_size=512,
+                              max_seq_len=64),
+    "cpu": TransformerShape(n_layers=4, d_model=128, n_heads=4, n_kv_heads=4, ffn_dim=344, vocab_size=2048,
+                            max_seq_len=128),
+    "paper": TransformerShape(n_layers=8, d_model=512, n_heads=8, n_kv_heads=8, ffn_dim=1376, vocab_size=8192,
+                              max_seq_len=512),
+}
+
+#: The variants: (MLP activation, attention).
+LM_VARIANTS: dict[str, tuple[str, str]] = {
+    "silu": ("silu", "softmax"),
+    "none": ("none", "softmax"),
+    "relu": ("relu", "softmax"),
+    "silu, linear attention": ("silu", "linear"),
+}
+
+#: The variants run with ``seeds``; the others run with ``other_seeds``.
+MAIN_VARIANTS = ("silu", "none")
+
+#: The variant every claim is judged on (the others are ablations of it).
+REFERENCE = "silu"
+
+#: The size fields of :class:`TransformerShape` a preset sets (the variants set the other two).
+SHAPE_FIELDS = tuple(f.name for f in dataclasses.fields(TransformerShape) if f.name not in ("mlp_activation", "attention"))
+
+
+def _shape_values(shape: TransformerShape) -> dict[str, Any]:
+    return {name: getattr(shape, name) for name in SHAPE_FIELDS}
+
+
+#: Presets: the values of the settings per scale. ``steps`` is the horizon the verdicts are judged
+#: at; ``early_step`` a snapshot of every run, the earlier horizon every claim's early value is read
+#: at (the learning rate is constant, so a longer run passes through the same weights). Snapshots:
+#: ``n_snapshots`` log-spaced and ``n_late_snapshots`` evenly spaced
+#: (``geocont.recorder.log_and_linear_steps``), plus ``early_step``.
+LM_PRESETS: dict[str, dict[str, Any]] = {
+    "smoke": dict(corpus="kjv", steps=16, early_step=4, batch_size=4, n_snapshots=4, n_late_snapshots=3, seeds=(0, 1),
+                  other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_layers=3, depth_seeds=(0,), eval_windows=8,
+                  pretrained="smollm2-135m", **_shape_values(LM_SHAPES["smoke"])),
+    "cpu": dict(corpus="kjv", steps=4000, early_step=400, batch_size=16, n_snapshots=16, n_late_snapshots=12,
+                seeds=(0, 1, 2), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_layers=8, depth_seeds=(0,),
+                eval_windows=64, pretrained="smollm2-135m", **_shape_values(LM_SHAPES["cpu"])),
+    "paper": dict(corpus="wikitext-103", steps=20000, early_step=2000, batch_size=32, n_snapshots=24, n_late_snapshots=12,
+                  seeds=(0,), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_layers=16, depth_seeds=(),
+                  eval_windows=256, device="auto", pretrained="smollm2-135m", precision="bf16-autocast",
+                  **_shape_values(LM_SHAPES["paper"])),
+}
+assert set(LM_PRESETS) == set(SCALES)
+
+#: The paper's projection-specific prediction: (projection, space, why) that should be continuous.
+PROJECTION_PREDICTIONS = [
+    ("q_proj", "input", "reads the residual stream, followed by the softmax"),
+    ("k_proj", "input", "reads the residual stream, followed by the softmax"),
+    ("gate_proj", "input", "reads the residual stream, followed by the MLP activation"),
+    ("up_proj", "input", "reads the residual stream, multiplied by the activated gate"),
+    ("o_proj", "output", "writes to the residual stream after attention"),
+    ("down_proj", "output", "writes to the residual stream after the MLP nonlinearity"),
+]
+
+
+def optional_seeds(value: Any, name: str) -> tuple[int, ...]:
+    """Seeds as :func:`geocont.scales.parse_seeds`, where 0 or an empty list means none."""
+    if value in (0, (), []) and not isinstance(value, bool):
+        return ()
+    try:
+        return parse_seeds(value)
+    except ParameterError:
+        raise ParameterError(f"{name} must be a count, a list of distinct seeds, or 0 / [] for none; got {value!r}") \
+            from None
+
+
+@dataclass(frozen=True)
+class LMChapterSettings:
+    """What the transformer chapter runs: a base config, the variants and their seeds, and a deeper model."""
+
+    scale: str
+    base: LMRunConfig
+    seeds: tuple[int, ...]
+    variants: dict[str, tuple[str, str]] = field(default_factory=lambda: dict(LM_VARIANTS))
+    other_seeds: tuple[int, ...] = (0,)
+    depth_layers: int = 8
+    depth_seeds: tuple[int, ...] = ()
+    pretrained: str | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    #: the variant every claim is judged on
+    reference: str = REFERENCE
+
+    @property
+    def early_step(self) -> int:
+        return self.base.snapshot_steps[0] if self.base.snapshot_steps else self.base.steps
+
+    @property
+    def depth_label(self) -> str:
+        return f"{self.reference}, {self.depth_layers} layers"
+
+    def seeds_of(self, label: str) -> tuple[int, ...]:
+        if label == self.depth_label:
+            return self.depth_seeds
+        return self.seeds if label in MAIN_VARIANTS else self.other_seeds
+
+    def configs(self) -> dict[str, list[LMRunConfig]]:
+        """``{variant label: [config per seed]}``, the deeper model last (where it has seeds)."""
+        out = {}
+        for label, (activation, attention) in self.variants.items():
+            shape = dataclasses.replace(self.base.shape, mlp_activation=activation, attention=attention)
+            if self.seeds_of(label):
+                out[label] = [self.base.replace(shape=shape, seed=s) for s in self.seeds_of(label)]
+        if self.depth_seeds:
+            activation, attention = LM_VARIANTS[self.reference]
+            shape = dataclasses.replace(self.base.shape, n_layers=self.depth_layers, mlp_activation=activation,
+                                        attention=attention)
+            out[self.depth_label] = [self.base.replace(shape=shape, seed=s) for s in self.depth_seeds]
+        return out
+
+
+def build_settings(scale: str, values: dict[str, Any]) -> LMChapterSettings:
+    """The settings from a preset's values (:data:`LM_PRESETS`, any of them replaced): every
+    :class:`LMRunConfig` field, the :data:`SHAPE_FIELDS`, ``seeds``, ``variants`` (labels of
+    :data:`LM_VARIANTS`), ``lr``, ``early_step``, ``other_seeds``, ``depth_layers``,
+    ``depth_seeds``, ``pretrained`` and ``reference`` (default :data:`REFERENCE`); a bad value
+    raises ``ValueError``."""
+    values = dict(values)
+    seeds = parse_seeds(values.pop("seeds"))
+    labels = list(values.pop("variants"))
+    unknown_variants = [v for v in labels if v not in LM_VARIANTS]
+    if unknown_variants:
+        raise ValueError(f"unknown variant(s) {unknown_variants}; valid choices: {', '.join(LM_VARIANTS)}")
+    reference = values.pop("reference", REFERENCE)
+    if reference not in labels:
+        raise ValueError(f"variants must include {reference}, the reference every claim is judged on")
+    other_seeds = optional_seeds(values.pop("other_seeds"), "other_seeds")
+    depth_seeds = optional_seeds(values.pop("depth_seeds"), "depth_seeds")
+    depth_layers = values.pop("depth_layers")
+    early_step = values.pop("early_step")
+    pretrained = values.pop("pretrained")
+    shape = TransformerShape(**{name: values.pop(name) for name in SHAPE_FIELDS})
+    dataclasses.replace(shape, n_layers=depth_layers)  # validated like the base shape
+    optimizer = OptimizerConfig("adam", lr=values.pop("lr", 1e-3))
+    steps = check_integer("steps", values["steps"])
+    if isinstance(early_step, numbers.Integral) and not 0 < early_step < steps:
+        raise ValueError(f"early_step ({early_step}) must lie strictly between 0 and steps ({steps}); "
+                         "set early_step below steps")
+    base = LMRunConfig(shape=shape, optimizer=optimizer, snapshot_steps=(early_step,), **values)
+    if not 0 < base.snapshot_steps[0] < base.steps:
+        raise ValueError(f"early_step must lie strictly between 0 and steps ({base.steps}), got {early_step}")
+    return LMChapterSettings(scale=scale, base=base, seeds=seeds, variants={v: LM_VARIANTS[v] for v in labels},
+                             other_seeds=other_seeds, depth_layers=int(depth_layers), depth_seeds=depth_seeds,
+                             pretrained=None if pretrained in (None, "none") else str(pretrained), reference=reference)
+
+
+def run_configs(settings: LMChapterSettings) -> list[LMRunConfig]:
+    """Every run of the transformer chapter, variant by variant (the deeper model last)."""
+    return [config for configs in settings.configs().values() for config in configs]
+
+
+def reference_configs(scale: str, seeds: Any) -> list[LMRunConfig]:
+    """The reference variant's runs at ``scale``'s preset, one per seed: the trained models the
+    compression and pretrained-continuity chapters analyse."""
+    settings = build_settings(scale, {**LM_PRESETS[scale], "variants": (REFERENCE,), "seeds": seeds})
+    return settings.configs()[REFERENCE]

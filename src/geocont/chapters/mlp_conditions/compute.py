@@ -1,0 +1,141 @@
+"""mlp_conditions: what the chapter computes (settings, runs, events, claims); no figures, no matplotlib."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from ... import metrics
+from ...book.chapter import Chapter, ClaimsBuilder, with_early
+from ...mlp import CONDITIONS
+from ...statistics import (Estimate, final_estimate, peak_and_final, up_to_step, verdict_for_difference,
+                           verdict_for_value, weakest)
+from ...training import run_sweep
+from .. import mlp_runs
+from ..mlp_runs import MLPChapterSettings
+
+
+#: The conditions the chapter compares (the ``conditions`` parameter replaces them).
+CONDITIONS_COMPARED = ("res-relu", "res-gelu", "res-silu", "nores-relu", "res-none", "res-radial", "res-radial-tau")
+
+
+def describe(settings: MLPChapterSettings) -> dict[str, Any]:
+    """The provenance rows of the chapter."""
+    base = settings.base
+    return dict(
+        seeds=settings.seeds,
+        data=mlp_runs.data_description(settings) + "; data control: " + ", ".join(f"`{d}`" for d in settings.data_datasets),
+        model=f"residual MLP, {base.depth} hidden layers of width {base.width}, init_scale {base.init_scale}",
+        training=mlp_runs.training_description(settings),
+    )
+
+
+CHAPTER = Chapter(
+    name="mlp_conditions",
+    parameters=mlp_runs.parameters("scale", "seeds", "steps", "conditions", "width", "depth", "dataset",
+                                   "init_scale", "lr", "n_snapshots", "precision"),
+    presets=mlp_runs.mlp_presets(conditions=CONDITIONS_COMPARED),
+    build=mlp_runs.build_settings,
+    describe=describe,
+    runs=mlp_runs.all_run_configs,
+)
+
+
+@dataclass
+class Results:
+    """The chapter's run tables: the conditions, the optimizer and the init-scale sweeps."""
+
+    settings: MLPChapterSettings
+    table: pd.DataFrame
+    robustness: pd.DataFrame
+    init_table: pd.DataFrame
+    #: the data control: ``{dataset: sweep table}`` of the robustness conditions
+    data: dict[str, pd.DataFrame]
+    baseline: float
+    empirical: dict[str, metrics.MeanSd]
+
+    @property
+    def order(self) -> list[str]:
+        """The conditions in the book's fixed order."""
+        return [c for c in CONDITIONS if c in self.settings.conditions]
+
+
+def run(settings: MLPChapterSettings) -> Results:
+    """Train (or load from the cache) every run of the chapter."""
+    base = settings.base
+    return Results(
+        settings=settings,
+        table=run_sweep(settings.condition_configs()),
+        robustness=run_sweep(settings.robustness_configs()),
+        init_table=run_sweep(settings.init_configs()),
+        data=mlp_runs.run_data_sweep(settings),
+        baseline=metrics.random_abs_cos(base.width),
+        empirical=metrics.random_matrix_baseline((base.width, base.width), base.depth, n_draws=5),
+    )
+
+
+def claims(results: Results) -> pd.DataFrame:
+    """The chapter's claims table, judged at the end of training, each with its value after
+    ``early_steps`` (the same runs read at that snapshot) in the ``early`` column."""
+    early = results.settings.early_steps
+    at_end = condition_claims(results.table, results.robustness, results.baseline)
+    at_early = condition_claims(up_to_step(results.table, early), up_to_step(results.robustness, early),
+                                results.baseline)
+    return with_early(at_end, at_early, early)
+
+
+def condition_claims(table: pd.DataFrame, robustness: pd.DataFrame, baseline: float) -> pd.DataFrame:
+    """The claims of Conditions 1 and 2, from the condition sweep and the optimizer sweep."""
+    base_optimizer = table["optimizer"].iloc[0]
+    out = ClaimsBuilder(CHAPTER.name)
+
+    def final(metric: str, space: str, condition: str, frame: pd.DataFrame = table,
+              optimizer: str | None = None) -> Estimate:
+        return final_estimate(frame, metric, space, 1, condition=condition, optimizer=optimizer or base_optimizer)
+
+    for space, vector in (("input", "v1"), ("output", "u1")):
+        nores_grad = final("grad_cos", space, "nores-relu")
+        out.add(f"nores-gradient-{vector}", "Without residuals, gradient continuity falls to random level",
+                f"NoRes gradient {vector} |cos|", "~0.05", nores_grad, baseline, verdict_for_value(nores_grad, 0.05))
+    nores_weight = final("weight_cos", "input", "nores-relu")
+    out.add("nores-weight-v1", "Without residuals, weight continuity never forms", "NoRes weight v1 |cos|",
+            "random level", nores_weight, baseline, verdict_for_value(nores_weight, baseline))
+    none_grad = final("grad_cos", "input", "res-none")
+    out.add("linear-gradient-v1", "A linear residual net has high gradient continuity", "Res+None gradient v1 |cos|",
+            "0.93", none_grad, baseline, verdict_for_value(none_grad, 0.93))
+    none_weight = final("weight_cos", "input", "res-none")
+    out.add("linear-weight-v1", "... but low weight continuity (rotation drift)", "Res+None weight v1 |cos|",
+            "0.22", none_weight, baseline, verdict_for_value(none_weight, 0.22))
+    radial_weight = final("weight_cos", "input", "res-radial")
+    out.add("radial-weight-v1", "A rotation-equivariant nonlinearity fails too", "Res+Radial weight v1 |cos|",
+            "~0.22", radial_weight, baseline, verdict_for_value(radial_weight, 0.22))
+    for condition in ("res-relu", "res-gelu", "res-silu"):
+        if condition not in set(table["condition"]):
+            continue
+        ours = final("weight_cos", "input", condition)
+        out.add(f"{condition}-above-linear", "Element-wise activations keep weight continuity",
+                f"{condition} minus Res+None weight v1", "higher (no number)", ours.mean - none_weight.mean,
+                baseline, verdict_for_difference(ours, none_weight), note=f"{condition} {ours}; res-none {none_weight}",
+                std=ours.std, n=ours.n)
+    for condition in ("res-none", "res-radial"):
+        peak, last = peak_and_final(table, "weight_cos", "input", 1, condition=condition, optimizer=base_optimizer)
+        out.add(f"{condition}-rise-then-collapse", "Weight continuity first forms, then is lost to rotation drift",
+                f"{condition} weight v1: peak minus final", "rise, then collapse", peak.mean - last.mean, baseline,
+                verdict_for_difference(peak, last), note=f"peak {peak}, final {last}", n=peak.n)
+    optimizers = list(robustness["optimizer"].unique())
+    random_level = Estimate(baseline, 0.0, 1)
+    relu = {o: final("weight_cos", "input", "res-relu", robustness, o) for o in optimizers}
+    none = {o: final("weight_cos", "input", "res-none", robustness, o) for o in optimizers}
+    details = "; ".join(f"{o}: res-relu {relu[o]}, res-none {none[o]}" for o in optimizers)
+    out.add("continuity-every-optimizer",
+            "Continuity is not an optimizer artefact (Adam, SGD, Adam in random per-layer frames)",
+            "lowest res-relu weight v1 over optimizers", "present under every optimizer",
+            min(e.mean for e in relu.values()), baseline,
+            weakest(verdict_for_difference(relu[o], random_level) for o in optimizers), note=details, n=len(optimizers))
+    out.add("symmetry-breaking-every-optimizer", "Symmetry breaking matters under every optimizer",
+            "smallest (res-relu minus res-none) weight v1 over optimizers", "res-relu higher",
+            min(relu[o].mean - none[o].mean for o in optimizers), baseline,
+            weakest(verdict_for_difference(relu[o], none[o]) for o in optimizers), note=details, n=len(optimizers))
+    return out.table()

@@ -1,0 +1,348 @@
+"""timeline: what the chapter computes (settings, runs, events, claims); no figures, no matplotlib."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from ... import metrics
+from ...book.chapter import Chapter, ClaimsBuilder, with_early
+from ...config import MLPRunConfig
+from ...mlp import CONDITIONS
+from ...statistics import (Estimate, pooled_sd, at_final_step, drift_window_mean, estimate, per_run, rank_correlation,
+                           turn_rates, up_to_step, verdict_for_correlation, verdict_for_difference, verdict_for_value)
+from ...tables import RUN_KEYS, select
+from ...training import run_sweep
+from .. import mlp_runs
+from ..mlp_runs import MLPChapterSettings
+
+
+#: The conditions the chapter compares (the ``conditions`` parameter replaces them).
+CONDITIONS_COMPARED = ("res-relu", "nores-relu", "res-none", "res-radial", "res-radial-tau")
+
+
+#: The condition without residual connections the step-0 claim compares the reference condition with.
+NO_RESIDUAL = "nores-relu"
+
+
+#: The chapter sweeps the initialisation scale over two orders of magnitude on the baseline
+#: condition (``extra_init_scales``); that sweep is short (its events happen in the first few
+#: hundred steps) and snapshots it finely (this many log-spaced snapshots per scale), recording
+#: v1/u1 only (k = 1, which keeps it cheap).
+INIT_SWEEP_SNAPSHOTS = {"smoke": 12, "cpu": 32, "paper": 48}
+
+
+def describe(settings: MLPChapterSettings) -> dict[str, Any]:
+    """The provenance rows of the chapter."""
+    base = settings.base
+    return dict(
+        seeds=settings.seeds,
+        data=mlp_runs.data_description(settings),
+        model=f"residual MLP, {base.depth} hidden layers of width {base.width}; init scales "
+              f"{', '.join(f'{s:g}' for s in (base.init_scale, *settings.extra_init_scales))}",
+        training=mlp_runs.training_description(settings) + "; the optimizers below",
+    )
+
+
+CHAPTER = Chapter(
+    name="timeline",
+    parameters=mlp_runs.parameters("scale", "seeds", "steps", "conditions", "extra_init_scales", "width", "depth",
+                                   "dataset", "lr", "n_snapshots", "precision"),
+    presets=mlp_runs.mlp_presets({scale: dict(short_run=dict(n_snapshots=n, n_directions=1))
+                                  for scale, n in INIT_SWEEP_SNAPSHOTS.items()},
+                                 conditions=CONDITIONS_COMPARED, robustness_conditions=("res-relu",),
+                                 extra_init_scales=(0.03, 0.1, 0.3, 3.0)),
+    build=mlp_runs.build_settings,
+    describe=describe,
+    runs=lambda settings: [c for configs in sweep_configs(settings) for c in configs],
+)
+
+
+#: The crossing: ||W(t) - W(0)|| / ||W(0)|| (layer mean) reaches this value.
+CROSSING_LEVEL = 1.0
+
+
+#: The update/initial-weight ratios compared, by event column: the paper does not say which
+#: norm "||Delta W|| dominates ||W(0)||" means, so both the Frobenius norm (the whole
+#: matrix) and the spectral norm (its largest singular value) are tested.
+CROSSINGS = {"crossing_step": "rel_update", "spectral_crossing_step": "rel_update_spectral"}
+
+
+#: Metrics the timeline chapter needs in every run table (older cached runs lack them).
+TIMELINE_METRICS = ("rel_update_spectral", "turn", "co_rotation", "weight_cumgrad_cos")
+
+
+#: Weight continuity "rises" only if it gains at least this much |cos| over training;
+#: below that the rise step would time noise, and is left undefined (NaN).
+MIN_RISE = 0.10
+
+
+def _first_step_at_or_above(frame: pd.DataFrame, thresholds: pd.Series) -> pd.Series:
+    """Per run (index = RUN_KEYS), the first snapshot step whose value reaches the run's threshold."""
+    frame = frame.join(thresholds.rename("threshold"), on=RUN_KEYS)
+    reached = frame[frame["value"] >= frame["threshold"]]
+    first = reached.groupby(RUN_KEYS, observed=True)["step"].min()
+    return first.reindex(thresholds.index).astype(float)
+
+
+def transfer_events(table: pd.DataFrame, space: str = "input") -> pd.DataFrame:
+    """One row per run: when the update overtakes the initial weights, and when continuity rises.
+
+    * ``crossing_step``: first snapshot where the layer-mean ``||W(t) - W(0)||_F / ||W(0)||_F``
+      reaches :data:`CROSSING_LEVEL` (NaN if it never does); ``spectral_crossing_step``: the
+      same with spectral norms (NaN if the table has no ``rel_update_spectral``);
+    * ``rise_step``: first snapshot where layer-mean weight v1 (``space``) continuity has
+      covered half of its rise, ``initial + (final - initial) / 2``. It differs from "half
+      its final value" only by the initial value (random level, about 0.05 at d = 256).
+      NaN when continuity gained less than :data:`MIN_RISE`;
+    * ``rel_update_at_rise``: the layer-mean relative update at the rise step;
+    * the initial, peak and final weight continuity, the peak's step, the step-0 gradient
+      continuity, and the weight / cumulative-gradient alignment of each layer's leading
+      vector at the peak and at the end (before and after a fall).
+
+    Steps are snapshot steps, so they are resolved to the snapshot grid (log-spaced).
+    """
+    weight = per_run(table, "weight_cos", space, 1)
+    keyed = weight.set_index(RUN_KEYS)
+    initial = keyed[keyed["step"] == 0]["value"]
+    final = at_final_step(weight).set_index(RUN_KEYS)["value"]
+    update = per_run(table, "rel_update")
+    crossing_threshold = pd.Series(CROSSING_LEVEL, index=final.index)
+    grad = per_run(table, "grad_cos", space, 1)
+    events = pd.DataFrame({
+        column: _first_step_at_or_above(per_run(table, metric), crossing_threshold)
+        for column, metric in CROSSINGS.items()
+    })
+    events = events.assign(**{
+        "rise_step": _first_step_at_or_above(weight, initial + (final - initial) / 2),
+        "weight_v1_initial": initial,
+        "weight_v1_final": final,
+        "grad_v1_step0": grad[grad["step"] == 0].set_index(RUN_KEYS)["value"],
+        "rel_update_final": at_final_step(update).set_index(RUN_KEYS)["value"],
+        "weight_cumgrad_final": at_final_step(per_run(table, "weight_cumgrad_cos", space, 1)).set_index(RUN_KEYS)["value"],
+    })
+    peak_rows = weight.loc[weight.groupby(RUN_KEYS, observed=True)["value"].idxmax()]
+    peak_step = peak_rows.set_index(RUN_KEYS)["step"]
+    alignment = per_run(table, "weight_cumgrad_cos", space, 1).join(peak_step.rename("peak_step"), on=RUN_KEYS)
+    events["weight_v1_peak"] = peak_rows.set_index(RUN_KEYS)["value"]
+    events["peak_step"] = peak_step
+    events["weight_cumgrad_at_peak"] = (alignment[alignment["step"] == alignment["peak_step"]]
+                                        .set_index(RUN_KEYS)["value"])
+    events["rise"] = final - initial
+    events.loc[events["rise"] < MIN_RISE, "rise_step"] = math.nan
+    at_rise = update.join(events["rise_step"], on=RUN_KEYS)
+    events["rel_update_at_rise"] = at_rise[at_rise["step"] == at_rise["rise_step"]].set_index(RUN_KEYS)["value"]
+    for crossing in CROSSINGS:
+        events[_ratio_column(crossing)] = _log10_rise_over(events["rise_step"], events[crossing])
+    return events.reset_index()
+
+
+def _ratio_column(crossing: str) -> str:
+    """``crossing_step`` -> ``log10_rise_over_crossing``, and likewise for the spectral one."""
+    return "log10_rise_over_" + crossing.removesuffix("_step")
+
+
+def _log10_rise_over(rise: pd.Series, crossing: pd.Series) -> pd.Series:
+    """log10(rise / crossing) per run; -inf for a rise at step 0 or a rise without any
+    crossing (it precedes the crossing without bound); NaN where there was no rise."""
+    ratio = (rise / crossing).apply(lambda r: math.log10(r) if r > 0 else -math.inf)
+    ratio[crossing.isna()] = -math.inf
+    ratio[rise.isna()] = math.nan
+    return ratio
+
+
+#: The rise may precede the crossing by at most this factor (a third: 10**-0.48) and
+#: still count as "after the update dominates", given the snapshot grid and the spread.
+RISE_BEFORE_CROSSING_TOLERANCE_LOG10 = -0.48
+
+
+def verdict_for_order(events: pd.DataFrame, crossing: str = "crossing_step") -> str:
+    """Does weight continuity rise only once the update dominates (``crossing``: which
+    norm, see :data:`CROSSINGS`), in every run?
+
+    Runs whose continuity did not rise (``rise_step`` NaN) cannot tell and are left out.
+    "reproduced" if in every other run the rise is no earlier than a third of the
+    crossing step; "not reproduced" if in none (a run that rose but never crossed counts
+    against); "partly" otherwise.
+    """
+    ratios = events[_ratio_column(crossing)].dropna()
+    if ratios.empty:
+        return "not tested"
+    ok = ratios >= RISE_BEFORE_CROSSING_TOLERANCE_LOG10
+    if ok.all():
+        return "reproduced"
+    return "not reproduced" if not ok.any() else "partly reproduced"
+
+
+def _order_estimate(runs: pd.DataFrame, crossing: str = "crossing_step") -> tuple[Estimate, str]:
+    """Mean ± sd of log10(rise / crossing) over runs that both rose and crossed, and a note
+    on the runs left out of it."""
+    ratios = runs[_ratio_column(crossing)]
+    finite = ratios[ratios.apply(math.isfinite)]
+    note = (f"crossing step {estimate(runs[crossing])}, rise step {estimate(runs['rise_step'])}, "
+            f"‖ΔW‖/‖W(0)‖ at the rise {estimate(runs['rel_update_at_rise'])}; "
+            f"{int(ratios.isna().sum())} of {len(runs)} runs without a rise, "
+            f"{int((ratios == -math.inf).sum())} rose before any crossing")
+    return estimate(finite), note
+
+
+@dataclass
+class Results:
+    """The chapter's three sweeps (conditions, optimizers, init scales) and their transfer events."""
+
+    settings: MLPChapterSettings
+    table: pd.DataFrame
+    optimizer_table: pd.DataFrame
+    init_table: pd.DataFrame
+    baseline: float
+    events: pd.DataFrame
+    optimizer_events: pd.DataFrame
+    init_events: pd.DataFrame
+
+    @property
+    def order(self) -> list[str]:
+        """The conditions in the book's fixed order."""
+        return [c for c in CONDITIONS if c in self.settings.conditions]
+
+    @property
+    def reference(self) -> str:
+        """The baseline condition of the optimizer and init-scale sweeps."""
+        return self.settings.robustness_conditions[0]
+
+    def of(self, condition: str, column: str) -> Estimate:
+        """Mean ± sd over seeds of one events column for one condition."""
+        return estimate(self.events.loc[self.events["condition"] == condition, column])
+
+
+def sweep_configs(settings: MLPChapterSettings) -> tuple[list[MLPRunConfig], ...]:
+    """The three sweeps: the conditions, the optimizers (robustness), the initialisation scales."""
+    return settings.condition_configs(), settings.robustness_configs(), settings.init_configs()
+
+
+def run(settings: MLPChapterSettings) -> Results:
+    """Train (or load from the cache) the three sweeps; older cached runs without
+    :data:`TIMELINE_METRICS` are re-run."""
+    table, optimizer_table, init_table = (run_sweep(configs, require_metrics=TIMELINE_METRICS)
+                                          for configs in sweep_configs(settings))
+    return Results(settings=settings, table=table, optimizer_table=optimizer_table, init_table=init_table,
+                   baseline=metrics.random_abs_cos(settings.base.width), events=transfer_events(table),
+                   optimizer_events=transfer_events(optimizer_table), init_events=transfer_events(init_table))
+
+
+#: Rotation drift is averaged over the steps after this fraction of training: it leaves out
+#: the initial transient and covers the rise, the fall (if any) and the end.
+DRIFT_WINDOW_START = 0.1
+
+
+def drift(table: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per run, the input-space ``turn`` as a rate (degrees per 1,000 steps) or the
+    ``co_rotation`` (signed cos), time-averaged over the drift window (:data:`DRIFT_WINDOW_START`)."""
+    frame = turn_rates(table) if metric == "turn" else select(table, metric, "input", 1)
+    return drift_window_mean(frame, DRIFT_WINDOW_START)
+
+
+def claims(results: Results) -> pd.DataFrame:
+    """The chapter's claims table, judged at the end of training, with each claim's value after
+    ``early_steps`` in the ``early`` column (the init sweep is that long already)."""
+    early = results.settings.early_steps
+    at_end = timeline_claims(results.table, results.init_table, results.optimizer_table, results.baseline,
+                             results.reference)
+    at_early = timeline_claims(up_to_step(results.table, early), results.init_table,
+                               up_to_step(results.optimizer_table, early), results.baseline, results.reference)
+    return with_early(at_end, at_early, early)
+
+
+def _slug(label: str) -> str:
+    """``adam(beta2=0)`` -> ``adam-beta2-0``: an optimizer label as part of a claim key."""
+    return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
+
+
+#: The two norms of the crossing: (events column, name in the claims, part of the claim key).
+_NORMS = (("crossing_step", "Frobenius", "frobenius"), ("spectral_crossing_step", "spectral", "spectral"))
+
+
+def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimizers: pd.DataFrame,
+                    baseline: float, reference: str = "res-relu", no_residual: str = NO_RESIDUAL) -> pd.DataFrame:
+    """Claims table of the timeline chapter, from its three sweeps' run tables.
+
+    ``conditions``: the chapter's conditions under the base optimizer; ``init_sweep``: the
+    ``reference`` condition at several init scales; ``optimizers``: the ``reference`` condition
+    under each robustness optimizer. The step-0 claim compares ``reference`` with
+    ``no_residual``, its counterpart without residual connections.
+    """
+    events = transfer_events(conditions)
+    random_level = Estimate(baseline, 0.0, 1)
+    out = ClaimsBuilder(CHAPTER.name)
+
+    def of(condition: str, column: str) -> Estimate:
+        return estimate(events[events["condition"] == condition][column])
+
+    res, nores = of(reference, "grad_v1_step0"), of(no_residual, "grad_v1_step0")
+    out.add("step0-gradient-coherence", "Gradient coherence across layers exists at initialisation, before any update",
+            f"{reference} minus {no_residual} gradient v1 |cos| at step 0", "present at init (no number)",
+            res.mean - nores.mean, baseline, verdict_for_difference(res, nores),
+            note=f"{reference} {res}; {no_residual} {nores}", std=pooled_sd(res, nores), n=res.n)
+    relu_events = events[events["condition"] == reference]
+    for crossing, norm, key in _NORMS:
+        order, note = _order_estimate(relu_events, crossing)
+        out.add(f"order-{key}", "Weight continuity forms once the cumulative update dominates the initial weights",
+                f"{reference} log10(rise step / crossing step), {norm} norm", "rise after ‖ΔW‖ > ‖W(0)‖",
+                order, math.nan, verdict_for_order(relu_events, crossing), note=note)
+    aligned = of(reference, "weight_cumgrad_final")
+    out.add("weight-cumgrad-alignment", "... and the weights align with the cumulative gradient",
+            f"{reference} final |cos(v1(W), v1(ΣdL/dW))|", "aligned (no number)", aligned, baseline,
+            verdict_for_difference(aligned, random_level))
+    sweep = transfer_events(init_sweep)
+    never_crossed = int(sweep["crossing_step"].isna().sum())
+    crossing_rank = sweep["crossing_step"].fillna(math.inf)  # never crossed = later than any crossing
+    for values, label, key, left_out in (
+            (crossing_rank, "crossing", "crossing", f"{never_crossed} runs never crossed (ranked last)"),
+            (sweep["rise_step"], "continuity rise", "rise",
+             f"{int(sweep['rise_step'].isna().sum())} runs without a rise (left out)")):
+        correlation = rank_correlation(sweep["init_scale"], values)
+        out.add(f"init-moves-{key}", f"A smaller initialisation moves the {label} earlier",
+                f"Spearman ρ(init scale, {label} step)", "earlier (no number)", correlation.rho, math.nan,
+                verdict_for_correlation(correlation, +1), note=f"{correlation}; {left_out}", n=correlation.n)
+    for crossing, norm, key in _NORMS:
+        together = rank_correlation(sweep[crossing].fillna(math.inf), sweep["rise_step"])
+        out.add(f"init-rise-follows-{key}", "Across initialisations the rise follows the crossing",
+                f"Spearman ρ(crossing step, rise step), {norm} norm", "follows (no number)", together.rho, math.nan,
+                verdict_for_correlation(together, +1),
+                note=f"{together}; never crossed (ranked last): {int(sweep[crossing].isna().sum())}", n=together.n)
+    turn = drift(conditions, "turn")
+    relu_turn = estimate(turn[turn["condition"] == reference]["value"])
+    for condition in ("res-none", "res-radial", "res-radial-tau"):
+        if condition not in set(conditions["condition"]):
+            continue
+        rate = estimate(turn[turn["condition"] == condition]["value"])
+        out.add(f"{condition}-late-drift", "Without symmetry breaking, v1 keeps drifting",
+                f"{condition} minus {reference} v1 turn rate after {DRIFT_WINDOW_START:.0%} of training "
+                "(degrees per 1,000 steps)", "drift",
+                rate.mean - relu_turn.mean, math.nan, verdict_for_difference(rate, relu_turn, margin=1.0),
+                note=f"{condition} {rate}°; {reference} {relu_turn}°", std=pooled_sd(rate, relu_turn), n=rate.n)
+        decoupled = of(condition, "weight_cumgrad_final")
+        out.add(f"{condition}-decoupled", "... which decouples the weights from the cumulative gradient",
+                f"{reference} minus {condition} final weight/cum.-gradient v1 |cos|", "lower without",
+                aligned.mean - decoupled.mean, baseline, verdict_for_difference(aligned, decoupled),
+                note=f"{reference} {aligned}; {condition} {decoupled}", std=pooled_sd(aligned, decoupled),
+                n=decoupled.n)
+    co = drift(conditions, "co_rotation")
+    none_co = estimate(co[co["condition"] == "res-none"]["value"])
+    out.add("linear-independent-rotation", "In a linear residual net each layer rotates independently",
+            f"res-none co-rotation of adjacent v1 after {DRIFT_WINDOW_START:.0%} of training (signed cos)",
+            "independent (≈ 0)", none_co, baseline,
+            verdict_for_value(none_co, 0.0))
+    optimizer_events = transfer_events(optimizers)
+    for optimizer in optimizer_events["optimizer"].unique():
+        runs = optimizer_events[optimizer_events["optimizer"] == optimizer]
+        for crossing, norm, key in _NORMS:
+            order, note = _order_estimate(runs, crossing)
+            out.add(f"optimizer-{_slug(optimizer)}-order-{key}", "The order holds under other optimizers",
+                    f"{optimizer}: log10(rise step / crossing step), {norm} norm", "holds", order, math.nan,
+                    verdict_for_order(runs, crossing),
+                    note=f"step-0 gradient v1 {estimate(runs['grad_v1_step0'])}; {note}")
+    return out.table()
