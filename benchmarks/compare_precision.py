@@ -18,9 +18,12 @@ writes it as ``precision_comparison_<scale>.csv`` and ``.md`` under ``--output``
 
 At ``cpu`` this is 24 MLP runs of 9,360 steps and 8 transformer runs of 4,000 steps (the fp32 half
 is the chapters' own runs, cached when the book was built with fused optimizers): about 2 hours of
-this project's 2-core machine. ``--scale smoke`` (or ``--steps``/``--lm-steps``) checks the script.
+two cores whose processor multiplies bf16 natively (AVX-512 BF16 or AMX). Where it does not (``grep
+avx512_bf16 /proc/cpuinfo`` finds nothing), bf16 matrix products are emulated and about ten times
+slower than fp32, and the bf16 half takes a day: run it there on a GPU (``--device cuda``).
+``--scale smoke`` (or ``--steps``/``--lm-steps``) checks the script.
 Usage: python benchmarks/compare_precision.py [--scale cpu] [--seeds 3] [--lm-seeds 2]
-       [--steps N] [--lm-steps N] [--output _build/precision] [--executor local]
+       [--steps N] [--lm-steps N] [--device cpu] [--output _build/precision] [--executor local]
 """
 
 from __future__ import annotations
@@ -101,7 +104,7 @@ def markdown(frame: pd.DataFrame) -> str:
 
 
 def compare(scale: str, seeds: int, lm_seeds: int, steps: int | None = None, lm_steps: int | None = None,
-            executor: str | None = None, progress: bool = True) -> pd.DataFrame:
+            executor: str | None = None, progress: bool = True, device: str | None = None) -> pd.DataFrame:
     """The comparison table (one row per model x group x quantity), training what is not cached."""
     mlp_overrides = dict(steps=steps) if steps else {}  # a shorter run shortens the early horizon with it
     mlp = mlp_conditions.CHAPTER.configure(scale, conditions=MLP_CONDITIONS, seeds=seeds, **mlp_overrides)
@@ -110,9 +113,10 @@ def compare(scale: str, seeds: int, lm_seeds: int, steps: int | None = None, lm_
                                                    depth_seeds=0, **lm_overrides)
     mlp_tables, lm_tables = {}, {}
     for precision in PRECISIONS:
-        configs = [c.replace(precision=precision) for c in mlp.condition_configs()]
+        on_device = dict(device=device) if device else {}
+        configs = [c.replace(precision=precision, **on_device) for c in mlp.condition_configs()]
         mlp_tables[precision] = run_sweep(configs, progress=progress, executor=executor)
-        lm_configs = {label: [c.replace(precision=precision) for c in group]
+        lm_configs = {label: [c.replace(precision=precision, **on_device) for c in group]
                       for label, group in lm.configs().items() if label in LM_VARIANTS}
         lm_tables[precision] = run_lm_sweep(lm_configs, progress=progress, executor=executor)
     rows = comparison_rows(f"MLP {mlp.base.depth}x{mlp.base.width}, {mlp.base.steps:,} steps", mlp_tables,
@@ -130,9 +134,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, help="the MLP horizon (default: the scale's)")
     parser.add_argument("--lm-steps", type=int, help="the transformer horizon (default: the scale's)")
     parser.add_argument("--executor", help="as GEOCONT_EXECUTOR (default: it, else every local core)")
+    parser.add_argument("--device", help="cpu | cuda | auto (default: the scale's)")
     parser.add_argument("--output", type=Path, default=Path("_build/precision"))
     args = parser.parse_args()
-    frame = compare(args.scale, args.seeds, args.lm_seeds, args.steps, args.lm_steps, args.executor)
+    frame = compare(args.scale, args.seeds, args.lm_seeds, args.steps, args.lm_steps, args.executor,
+                    device=args.device)
     text = markdown(frame)
     args.output.mkdir(parents=True, exist_ok=True)
     frame.to_csv(args.output / f"precision_comparison_{args.scale}.csv", index=False)

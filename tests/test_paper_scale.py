@@ -3,13 +3,15 @@
 The ``paper`` scale runs on a GPU machine (``make paper-gpu``) that this project does not always
 have, so nothing else would notice when its path breaks. Here each chapter notebook's code cells
 run in this process at ``scale = "paper"``, with the presets' sizes kept (the 16 x 256 MLP, the
-8-layer d = 512 transformer with its 8,192-token vocabulary and 512-token windows, bf16 autocast)
-and only what needs a network or hours replaced: Fashion-MNIST from its Debian package for the
-60k-digit MNIST, the King James Bible for WikiText-103, SmolLM2-135M for Llama-3.1-8B, a few
-steps, one sequence per batch. Slow (several minutes): run with ``pytest -m slow``.
+8-layer d = 512 transformer with its 8,192-token vocabulary, bf16 autocast) and only what needs a
+network or hours replaced: Fashion-MNIST from its Debian package for the 60k-digit MNIST, the King
+James Bible for WikiText-103, SmolLM2-135M for Llama-3.1-8B, a few steps of one 64-token window
+(bf16 matrix products are ten times slower than fp32 on a CPU without AVX-512 BF16).
+Slow (several minutes): run with ``pytest -m slow``.
 """
 
 import ast
+import dataclasses
 import json
 from pathlib import Path
 
@@ -24,7 +26,9 @@ BOOK = Path(__file__).resolve().parents[1] / "book"
 
 #: What the dry run changes in the ``paper`` presets (the sizes stay).
 MLP_DRY_RUN = dict(dataset="fashion-mnist", steps=6, early_steps=3, n_snapshots=4, n_late_snapshots=2, seeds=(0, 1))
-LM_DRY_RUN = dict(corpus="kjv", steps=4, early_step=2, batch_size=1, n_snapshots=3, n_late_snapshots=2, eval_windows=2)
+LM_DRY_WINDOW = 64
+LM_DRY_RUN = dict(corpus="kjv", steps=4, early_step=2, batch_size=1, n_snapshots=3, n_late_snapshots=2, eval_windows=2,
+                  max_seq_len=LM_DRY_WINDOW)
 #: The Condition-2 chapter's dry run: its headline dataset offline, a few steps, two seeds.
 C2_DRY_RUN = dict(datasets=("fashion-mnist",), steps=6, early_steps=3, n_snapshots=4, n_late_snapshots=2, seeds=(0, 1),
                   many_seeds=2, sgd_probe_steps=3, trace_every=1)
