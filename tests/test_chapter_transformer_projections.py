@@ -37,7 +37,7 @@ def test_a_shape_parameter_replaces_its_preset_value():
 
 
 @pytest.mark.parametrize("params, message", [
-    (dict(early_step=16), "early_step must lie strictly between 0 and steps"),
+    (dict(early_step=16), r"early_step \(16\) must lie strictly between 0 and steps"),
     (dict(variants=["none"]), "must include silu"),
     (dict(depth_seeds="x"), "depth_seeds must be a count"),
     (dict(epochs=3), "unknown parameter.*epochs; valid choices: scale, seeds, steps"),

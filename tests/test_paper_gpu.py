@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from geocont.chapters.transformer_projections import LM_SHAPES
+from geocont.chapters.lm_runs import LM_SHAPES
 from geocont.flops import mlp_step_flops, transformer_step_flops
 from geocont.text import Corpus, load_corpus, save_corpus
 from geocont.transformer import build_llama
