@@ -59,6 +59,13 @@ def trace_series(table: pd.DataFrame, extra_keys: Sequence[str] = ()) -> pd.Data
     return pd.concat(parts, axis=1).reset_index().sort_values(keys + ["step"], ignore_index=True)
 
 
+def _rows_of_run(frame: pd.DataFrame, keys: list[str], key: tuple) -> pd.DataFrame:
+    """The rows of ``frame`` (say, the events) that belong to the run whose ``keys`` have the values ``key``."""
+    for column, value in zip(keys, key):
+        frame = frame[frame[column] == value]
+    return frame
+
+
 def _last_finite(values: np.ndarray) -> float:
     finite = values[np.isfinite(values)]
     return float(finite[-1]) if len(finite) else math.nan
@@ -120,9 +127,7 @@ def run_summary(table: pd.DataFrame, factor: float = INSTABILITY_FACTOR, floor: 
     rows = []
     for key, run in series.groupby(keys, observed=True, sort=False):
         key = key if isinstance(key, tuple) else (key,)
-        mine = events
-        for column, value in zip(keys, key):
-            mine = mine[mine[column] == value]
+        mine = _rows_of_run(events, keys, key)
         v1 = run["v1"].to_numpy()
         steps = run["step"].to_numpy()
         valid = np.isfinite(v1)
@@ -161,9 +166,7 @@ def stable_windows_turn_rate(table: pd.DataFrame, events: pd.DataFrame, start_fr
     rows = []
     for key, run in turns.groupby(keys, observed=True, sort=False):
         key = key if isinstance(key, tuple) else (key,)
-        mine = events
-        for column, value in zip(keys, key):
-            mine = mine[mine[column] == value]
+        mine = _rows_of_run(events, keys, key)
         run = run.sort_values("step")
         steps = run["step"].to_numpy()
         previous = np.concatenate([[np.nan], steps[:-1]])
