@@ -127,8 +127,8 @@ def main() -> None:
         peaks[dtype].append(matmul_peak(dtype, device, args.seconds))
     fp32, bf16 = (sum(peaks[d]) / 2 for d in (torch.float32, torch.bfloat16))
     print(f"{device.type}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}; 2048^2 matmul peak "
-          f"(before, after): fp32 {peaks[torch.float32][0]:.0f}, {peaks[torch.float32][1]:.0f} GFLOP/s; "
-          f"bf16 {peaks[torch.bfloat16][0]:.0f}, {peaks[torch.bfloat16][1]:.0f} GFLOP/s")
+          f"(before, after): fp32 {peaks[torch.float32][0]:.3g}, {peaks[torch.float32][1]:.3g} GFLOP/s; "
+          f"bf16 {peaks[torch.bfloat16][0]:.3g}, {peaks[torch.bfloat16][1]:.3g} GFLOP/s")
     print()
     print("| model | GFLOP/step | precision | optimizer | ms/step | GFLOP/s | of fp32 peak | of bf16 peak |")
     print("|---|---|---|---|---|---|---|---|")
