@@ -7,7 +7,7 @@ runs take it (:func:`geocont.training.make_optimizer`, :func:`geocont.training.p
 subnormals flushed), and measures the matmul peak of this process in fp32 and bf16 before and
 after, so that a busy machine lowers step and peak alike. FLOPs count the matrix products
 (:mod:`geocont.flops`).
-Usage: python benchmarks/bench_speed.py [--threads 1] [--scale cpu] [--device cpu] [--seconds 4]
+Usage: python benchmarks/bench_speed.py [--threads 1] [--scale cpu] [--device cpu] [--seconds 4] [--warmup 5] [--calls 5]
 """
 
 from __future__ import annotations
@@ -35,13 +35,18 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def timed(step: Callable[[], None], device: torch.device, seconds: float, warmup: int = 5) -> float:
-    """Mean seconds per call of ``step``, over at least ``seconds`` (and 5 calls) after ``warmup`` calls."""
-    for _ in range(warmup):
+#: Untimed calls before timing, and the fewest timed calls (``--warmup``, ``--calls``).
+WARMUP, CALLS = 5, 5
+
+
+def timed(step: Callable[[], None], device: torch.device, seconds: float) -> float:
+    """Mean seconds per call of ``step``, over at least ``seconds`` and :data:`CALLS` calls, after
+    :data:`WARMUP` untimed ones."""
+    for _ in range(WARMUP):
         step()
     synchronize(device)
     calls, start = 0, time.perf_counter()
-    while calls < 5 or time.perf_counter() - start < seconds:
+    while calls < CALLS or time.perf_counter() - start < seconds:
         step()
         calls += 1
     synchronize(device)
@@ -86,13 +91,17 @@ def lm_step(config, device: torch.device, precision: str, fused: bool) -> Callab
 
 
 def main() -> None:
+    global WARMUP, CALLS
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--scale", default="cpu", help="the scale whose model shapes are timed")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--seconds", type=float, default=4.0, help="timing per measurement")
     parser.add_argument("--deep-layers", type=int, default=8, help="layers of the deeper transformer")
+    parser.add_argument("--warmup", type=int, default=WARMUP, help="untimed calls first")
+    parser.add_argument("--calls", type=int, default=CALLS, help="the fewest timed calls")
     args = parser.parse_args()
+    WARMUP, CALLS = args.warmup, args.calls
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     torch.set_flush_denormal(True)
@@ -117,8 +126,8 @@ def main() -> None:
         peaks[dtype].append(matmul_peak(dtype, device, args.seconds))
     fp32, bf16 = (sum(peaks[d]) / 2 for d in (torch.float32, torch.bfloat16))
     print(f"{device.type}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}; 2048^2 matmul peak "
-          f"(before, after): fp32 {peaks[torch.float32][0]:.0f}, {peaks[torch.float32][1]:.0f} GFLOP/s; "
-          f"bf16 {peaks[torch.bfloat16][0]:.0f}, {peaks[torch.bfloat16][1]:.0f} GFLOP/s")
+          f"(before, after): fp32 {peaks[torch.float32][0]:.3g}, {peaks[torch.float32][1]:.3g} GFLOP/s; "
+          f"bf16 {peaks[torch.bfloat16][0]:.3g}, {peaks[torch.bfloat16][1]:.3g} GFLOP/s")
     print()
     print("| model | GFLOP/step | precision | optimizer | ms/step | GFLOP/s | of fp32 peak | of bf16 peak |")
     print("|---|---|---|---|---|---|---|---|")
