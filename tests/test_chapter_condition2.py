@@ -230,3 +230,11 @@ def test_the_claims_name_their_dataset_and_the_headline_keys_are_the_summarys():
     assert all(headline in q for q in produced.loc[produced["key"] == "linear-weight-v1", "quantity"])
     row = produced.set_index("key").loc["relu-above-linear"]
     assert row.verdict == "reproduced" and math.isclose(row.ours_mean, 0.9 - 0.3)
+
+
+def test_an_event_that_lasts_to_the_end_of_the_run_is_read_against_its_last_traced_value():
+    losses = [2.0, 1.0, 0.5, 0.2, 0.1, 0.09, 3.0, 4.0]
+    v1 = [0.1, 0.5, 0.6, 0.6, 0.6, 0.6, 0.4, 0.3]
+    summary = instability.run_summary(trace_table(losses, v1)).iloc[0]
+    assert summary.events == 1 and math.isclose(summary.change_across_events, 0.3 - 0.6)
+    assert math.isclose(summary.change_between_events, (0.3 - 0.1) - (0.3 - 0.6))

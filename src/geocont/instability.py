@@ -94,7 +94,9 @@ def _events_of_run(run: pd.DataFrame, factor: float, floor: float) -> list[dict]
         events.append(dict(
             event=len(events) + 1, start=int(steps[index]), end=int(steps[end]),
             peak_loss=float(loss[index:end + 1].max()), running_min=float(running_min[index]),
-            v1_before=_last_finite(v1[:index]), v1_after=_first_finite(v1[end + 1:]),
+            v1_before=_last_finite(v1[:index]),
+            # an event still under way at the end of the run: "after" is the run's last traced value
+            v1_after=_first_finite(v1[end + 1:]) if np.isfinite(v1[end + 1:]).any() else _last_finite(v1[index:]),
         ))
         index = end + 1
     return events
