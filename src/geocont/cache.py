@@ -267,7 +267,8 @@ def _owner() -> dict[str, Any]:
     return {"host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (one we may not signal counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -286,7 +287,7 @@ def _abandoned(owner_file: Path, fallback: Path) -> bool:
     try:
         owner = json.loads(owner_file.read_text())
         if owner.get("host") == socket.gethostname():
-            return not _pid_alive(int(owner["pid"]))
+            return not pid_alive(int(owner["pid"]))
         age = time.time() - owner_file.stat().st_mtime
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         try:
@@ -310,7 +311,7 @@ def _claim_stale(path: Path) -> bool:
         host, pid = owner["host"], int(owner["pid"])
     except (ValueError, KeyError, TypeError):
         return True
-    if host == socket.gethostname() and not _pid_alive(pid):
+    if host == socket.gethostname() and not pid_alive(pid):
         return True
     return time.time() - mtime > STALE_SECONDS
 

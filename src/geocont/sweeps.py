@@ -261,19 +261,9 @@ def _exit_when_gone(pid: int, poll: float = 1.0) -> None:
 
         select.select([descriptor], [], [])  # readable once the process has exited
     else:
-        while _pid_alive(pid):
+        while cache.pid_alive(pid):
             time.sleep(poll)
     os._exit(1)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _init_worker(threads: int, environment: dict[str, str], driver: int | None = None) -> None:
@@ -288,7 +278,7 @@ def _init_worker(threads: int, environment: dict[str, str], driver: int | None =
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _set_parent_death_signal()
     if driver is not None:
-        if not _pid_alive(driver):
+        if not cache.pid_alive(driver):
             os._exit(1)
         threading.Thread(target=_exit_when_gone, args=(driver,), daemon=True, name="driver-watch").start()
     os.environ.clear()
