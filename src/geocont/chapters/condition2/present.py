@@ -117,8 +117,8 @@ def trace_figure(results: Results, dataset: str) -> None:
                 f"{results.settings.base.trace_every} steps) and weight v1 continuity (colour, right axis) of every "
                 f"run; red bands are instability events (loss above {instability.INSTABILITY_FACTOR:g}x its running "
                 f"minimum), the dotted line is the step where the training loss first fell below "
-                f"{instability.MEMORISED_LOSS:g}. res-none: {none['runs_with_events']} of {none['seeds']} runs with "
-                f"events, {none['memorised_runs']} memorised.")
+                f"{instability.MEMORISED_LOSS:g}. res-none: {int(none['runs_with_events'])} of {int(none['seeds'])} runs with "
+                f"events, {int(none['memorised_runs'])} memorised.")
 
 
 def events_table(results: Results) -> pd.DataFrame:
