@@ -45,7 +45,7 @@ def main() -> None:
     print(f"{sum(len(r) for r in rows)} of {total} runs on `{settings.headline}` cached")
     if rows:
         columns = ["run", "condition", "seed", "v1_peak", "peak_step", "v1_final_snapshot", "gradient_v1", "events",
-                   "first_event", "change_across_events", "change_between_events", "memorised_step", "min_loss",
+                   "first_event", "fall_from_peak", "fall_across_events", "memorised_step", "min_loss",
                    "final_loss", "diverged_step"]
         with pd.option_context("display.width", 250, "display.max_columns", 30):
             print(pd.concat(rows, ignore_index=True)[columns].round(3).to_string(index=False))

@@ -60,6 +60,16 @@ def test_the_change_over_a_run_splits_into_across_and_between_events():
     assert (summary.v1_peak, summary.peak_step, summary.v1_final) == (0.8, 20, 0.4)
 
 
+def test_the_fall_from_the_peak_splits_into_across_and_between_events_that_follow_the_peak():
+    losses = [2.0, 30.0, 0.5, 0.1, 0.05, 2.0, 0.04, 0.03]  # an event before the peak (step 10), one after (50)
+    v1 = [0.1, 0.05, 0.6, 0.9, 0.8, 0.6, 0.5, 0.4]
+    summary = instability.run_summary(trace_table(losses, v1)).iloc[0]
+    assert summary.events == 2 and summary.peak_step == 30
+    assert math.isclose(summary.fall_from_peak, 0.9 - 0.4)
+    assert math.isclose(summary.fall_across_events, 0.8 - 0.5)  # the early event is not part of the fall
+    assert math.isclose(summary.fall_between_events, 0.5 - 0.3)
+
+
 def test_continuity_around_an_event_comes_from_the_nearest_traced_points():
     losses = [2.0, 1.0, 0.5, 0.2, 0.1, 0.09, 3.0, 0.08, 0.07, 0.06, 0.05, 0.04]
     v1 = [0.1, 0.5, 0.6, 0.3]  # at trace points 0, 3, 6, 9 (stride 3)

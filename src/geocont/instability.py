@@ -120,7 +120,9 @@ def run_summary(table: pd.DataFrame, factor: float = INSTABILITY_FACTOR, floor: 
                 extra_keys: Sequence[str] = ()) -> pd.DataFrame:
     """One row per run: its instability events (count, first step), its memorised step, and weight v1
     read off the trace: at the start, at its peak (value and step), at the end; the change over
-    the run split into the part across events and the part between them; the change before and
+    the run split into the part across events and the part between them; the fall from the peak
+    to the end split likewise (``fall_from_peak`` = ``fall_across_events`` of the events that start
+    after the peak + ``fall_between_events``; positive numbers are losses); the change before and
     after the memorised step; and ``diverged_step`` where the run diverged (NaN otherwise)."""
     series = trace_series(table, extra_keys)
     keys = _keys(series, extra_keys)
@@ -135,6 +137,9 @@ def run_summary(table: pd.DataFrame, factor: float = INSTABILITY_FACTOR, floor: 
         valid = np.isfinite(v1)
         peak_index = int(np.nanargmax(v1)) if valid.any() else 0
         across = float((mine["v1_after"] - mine["v1_before"]).sum(min_count=1)) if len(mine) else 0.0
+        after_peak = mine[mine["start"] > steps[peak_index]]
+        fall_across = float((after_peak["v1_before"] - after_peak["v1_after"]).sum(min_count=1)) if len(after_peak) else 0.0
+        fall = float(v1[peak_index] - v1[valid][-1]) if valid.any() else math.nan
         total = float(v1[valid][-1] - v1[valid][0]) if valid.any() else math.nan
         memorised = steps[run["loss"].to_numpy() < floor]
         memorised_step = int(memorised[0]) if len(memorised) else math.nan
@@ -145,6 +150,7 @@ def run_summary(table: pd.DataFrame, factor: float = INSTABILITY_FACTOR, floor: 
             memorised_step=memorised_step, v1_start=_first_finite(v1), v1_peak=float(v1[peak_index]),
             peak_step=int(steps[peak_index]), v1_final=float(v1[valid][-1]) if valid.any() else math.nan,
             change_total=total, change_across_events=across, change_between_events=total - across,
+            fall_from_peak=fall, fall_across_events=fall_across, fall_between_events=fall - fall_across,
             change_before_memorised=v1_at_memorised - float(v1[valid][0]) if valid.any() else math.nan,
             change_after_memorised=float(v1[valid][-1]) - v1_at_memorised if valid.any() else math.nan,
             final_loss=float(run["loss"].iloc[-1]), min_loss=float(run["loss"].min()),

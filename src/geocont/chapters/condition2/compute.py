@@ -519,8 +519,10 @@ def explanations(results: Results) -> list[Explanation]:
     base = rows.loc[("adam", "res-none")]
     headline = results.comparison[results.settings.headline]
     summaries = run_summaries(headline[headline["condition"] == "res-none"])
-    fall = base["v1_peak"] - base["v1_final"]
-    across = -float(summaries["change_across_events"].mean())
+    # the split of the fall is read off the trace, run by run: the fall from each run's peak to its end,
+    # and the part of it that happened across instability events
+    fall = float(summaries["fall_from_peak"].mean())
+    across = float(summaries["fall_across_events"].mean())
     share = across / fall if fall > 0 else math.nan
     stable = [name for name in rows.index.get_level_values(0).unique()
               if rows.loc[(name, "res-none"), "runs_with_events"] == 0]

@@ -123,13 +123,15 @@ def trace_figure(results: Results, dataset: str) -> None:
 
 def events_table(results: Results) -> pd.DataFrame:
     """Per run on the headline dataset and under every intervention: instability events, the first one's step,
-    the memorised step, weight v1 at start / peak / end, and the change split across and between events."""
+    the memorised step, weight v1 at start / peak / end, and its fall from the peak split into the part across
+    instability events and the part between them."""
     parts = []
     for name, table in results.interventions.items():
         parts.append(run_summaries(table).assign(intervention=name))
     frame = pd.concat(parts, ignore_index=True)
     columns = ["intervention", "condition", "seed", "events", "first_event", "memorised_step", "v1_start", "v1_peak",
-               "peak_step", "v1_final", "change_across_events", "change_between_events", "final_loss", "diverged_step"]
+               "peak_step", "v1_final", "fall_from_peak", "fall_across_events", "fall_between_events", "final_loss",
+               "diverged_step"]
     return frame[columns].set_index(["intervention", "condition", "seed"]).round(3)
 
 
