@@ -40,15 +40,17 @@ ROBUSTNESS_OPTIMIZERS: dict[str, OptimizerConfig] = {
 #: (the paper's: 20 epochs of 60,000 digits at batch 128 = 9,360 optimizer steps, at ``cpu`` too);
 #: snapshots are ``n_snapshots`` log-spaced plus ``n_late_snapshots`` evenly spaced, and
 #: ``early_steps`` (30 epochs of 4,000 digits) is snapshotted too, so that every verdict can show
-#: its early value. The initialisation sweeps train ``early_steps`` only. A chapter adds its own
+#: its early value. The initialisation sweeps train ``early_steps`` only. ``trace_every`` is the dense
+#: loss/continuity trace of :mod:`geocont.instability`; every MLP chapter records it, so that a run
+#: two chapters train (the Condition-2 chapter's and the conditions chapter's) is trained once. A chapter adds its own
 #: values (at least ``conditions``) with :func:`mlp_presets`.
 MLP_PRESETS: dict[str, dict[str, Any]] = {
     "smoke": dict(dataset="mnist-subset", max_train=1024, width=32, depth=16, steps=48, early_steps=16,
-                  batch_size=64, n_snapshots=8, n_late_snapshots=4, seeds=(0, 1)),
+                  batch_size=64, n_snapshots=8, n_late_snapshots=4, trace_every=2, seeds=(0, 1)),
     "cpu": dict(dataset="mnist-subset", max_train=None, width=256, depth=16, steps=9360, early_steps=930,
-                batch_size=128, n_snapshots=24, n_late_snapshots=16, seeds=(0, 1, 2)),
+                batch_size=128, n_snapshots=24, n_late_snapshots=16, trace_every=20, seeds=(0, 1, 2)),
     "paper": dict(dataset="mnist", max_train=None, width=256, depth=16, steps=9360, early_steps=930,
-                  batch_size=128, n_snapshots=32, n_late_snapshots=24, seeds=(0, 1, 2), device="auto",
+                  batch_size=128, n_snapshots=32, n_late_snapshots=24, trace_every=10, seeds=(0, 1, 2), device="auto",
                   precision="bf16-autocast"),
 }
 

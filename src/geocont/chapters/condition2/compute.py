@@ -19,6 +19,7 @@ from ...scales import parse_seeds
 from ...statistics import Estimate, estimate
 from ...tables import select
 from ...training import run_sweep
+from ..mlp_runs import MLP_PRESETS
 
 #: The Condition-2 core compared on every dataset: the element-wise baseline, the linear residual
 #: net, a rotation-equivariant nonlinearity that is nonlinear in practice, and no residual.
@@ -50,20 +51,19 @@ INTERVENTIONS: dict[str, dict[str, Any]] = {
 SGD_LEARNING_RATES = (0.03, 0.01, 0.003)
 SGD_MOMENTUM = 0.9
 
-#: The presets per scale (each parameter that is set replaces its value).
-_PRESETS: dict[str, dict[str, Any]] = {
-    "smoke": dict(datasets=("fashion-mnist", "mnist-subset"), max_train=1024, width=32, depth=16,
-                  steps=48, early_steps=16, batch_size=64, n_snapshots=8, n_late_snapshots=4, trace_every=2,
-                  seeds=(0, 1), many_seeds=4, sgd_probe_steps=8, device="cpu"),
-    "cpu": dict(datasets=("fashion-mnist", "mnist-10k", "mnist-subset"), max_train=None, width=256, depth=16,
-                steps=9360, early_steps=930, batch_size=128, n_snapshots=24, n_late_snapshots=16, trace_every=20,
-                seeds=(0, 1, 2), many_seeds=8, sgd_probe_steps=500, device="cpu"),
-    "paper": dict(datasets=("mnist", "fashion-mnist", "mnist-10k"), max_train=None, width=256, depth=16,
-                  steps=9360, early_steps=930, batch_size=128, n_snapshots=32, n_late_snapshots=24, trace_every=10,
-                  seeds=(0, 1, 2), many_seeds=16, sgd_probe_steps=500, device="auto", precision="bf16-autocast"),
+#: What the chapter adds to the MLP chapters' presets per scale (:data:`geocont.chapters.mlp_runs.MLP_PRESETS`,
+#: whose model, horizon, snapshots and trace it keeps, so that a run it shares with the conditions chapter is
+#: trained once): the datasets compared (the headline one first) and the seeds of the linear net's spread.
+_CHAPTER_VALUES: dict[str, dict[str, Any]] = {
+    "smoke": dict(datasets=("fashion-mnist", "mnist-subset"), many_seeds=4, sgd_probe_steps=8),
+    "cpu": dict(datasets=("fashion-mnist", "mnist-10k", "mnist-subset"), many_seeds=8, sgd_probe_steps=500),
+    "paper": dict(datasets=("mnist", "fashion-mnist", "mnist-10k"), many_seeds=16, sgd_probe_steps=500),
 }
-for _preset in _PRESETS.values():
-    _preset.update(conditions=CORE_CONDITIONS, interventions=tuple(INTERVENTIONS))
+_PRESETS: dict[str, dict[str, Any]] = {
+    scale: {**{k: v for k, v in MLP_PRESETS[scale].items() if k != "dataset"}, **values,
+            "conditions": CORE_CONDITIONS, "interventions": tuple(INTERVENTIONS)}
+    for scale, values in _CHAPTER_VALUES.items()
+}
 
 #: The notebook's parameters, in the order of its ``parameters`` cell.
 PARAMETERS: dict[str, str] = {
