@@ -248,3 +248,18 @@ def test_an_event_that_lasts_to_the_end_of_the_run_is_read_against_its_last_trac
     summary = instability.run_summary(trace_table(losses, v1)).iloc[0]
     assert summary.events == 1 and math.isclose(summary.change_across_events, 0.3 - 0.6)
     assert math.isclose(summary.change_between_events, (0.3 - 0.1) - (0.3 - 0.6))
+
+
+@pytest.mark.parametrize("given, expected", [
+    ("['fashion-mnist', 'mnist-10k']", ("fashion-mnist", "mnist-10k")),
+    ("mnist-10k", ("mnist-10k",)),
+    (["mnist-subset"], ("mnist-subset",)),
+])
+def test_a_list_parameter_given_as_text_by_plain_papermill_is_read_as_a_list(given, expected):
+    assert condition2.CHAPTER.configure("smoke", datasets=given).datasets == expected
+
+
+@pytest.mark.parametrize("given", ["['fashion-mnist'", "[1, 2"])
+def test_a_list_parameter_that_is_not_a_list_literal_is_a_one_line_error(given):
+    with pytest.raises(ParameterError, match="cannot read"):
+        condition2.CHAPTER.configure("smoke", datasets=given)

@@ -25,6 +25,7 @@ reader meets them and holds nothing but prose.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import math
 import types
@@ -90,7 +91,26 @@ def preset_values(presets: Mapping[str, Mapping[str, Any]], scale: str, params: 
     unknown = sorted(set(params) - set(parameters) - {"scale"})
     if unknown:
         raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(parameters)}")
-    return {**presets[scale], **{name: value for name, value in params.items() if value is not None}}
+    preset = presets[scale]
+    return {**preset, **{name: _as_list_if_listed(name, value, preset.get(name))
+                         for name, value in params.items() if value is not None}}
+
+
+def _as_list_if_listed(name: str, value: Any, preset_value: Any) -> Any:
+    """A parameter whose preset is a list, given as text (plain ``papermill -p`` passes text): a Python
+    list literal is read as the list, a bare name as a list of that one name."""
+    if not isinstance(value, str) or not isinstance(preset_value, (tuple, list)):
+        return value
+    text = value.strip()
+    if not text.startswith(("[", "(")):
+        return (text,)
+    try:
+        parsed = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise ParameterError(f"{name}: cannot read {value!r} as a list (write it like \"['a', 'b']\")") from None
+    if not isinstance(parsed, (tuple, list)):
+        raise ParameterError(f"{name}: {value!r} is not a list")
+    return parsed
 
 
 @dataclass(frozen=True)
