@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -30,18 +31,9 @@ from geocont.training import run_sweep
 
 def sweep(configs, threads: int, cache_dir: str | None = None) -> pd.DataFrame:
     """The sweep table of ``configs`` at ``threads`` torch threads per run (and in ``cache_dir``, if given)."""
-    saved = {name: os.environ.get(name) for name in ("GEOCONT_RUN_THREADS", "GEOCONT_CACHE_DIR")}
-    os.environ["GEOCONT_RUN_THREADS"] = str(threads)
-    if cache_dir:
-        os.environ["GEOCONT_CACHE_DIR"] = cache_dir
-    try:
+    environment = {"GEOCONT_RUN_THREADS": str(threads), **({"GEOCONT_CACHE_DIR": cache_dir} if cache_dir else {})}
+    with mock.patch.dict(os.environ, environment):
         return run_sweep(configs, executor=f"local:{max(1, (os.cpu_count() or 1) // threads)}")
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def finals(table: pd.DataFrame, label: str) -> pd.Series:
