@@ -263,3 +263,42 @@ def test_a_list_parameter_given_as_text_by_plain_papermill_is_read_as_a_list(giv
 def test_a_list_parameter_that_is_not_a_list_literal_is_a_one_line_error(given):
     with pytest.raises(ParameterError, match="cannot read"):
         condition2.CHAPTER.configure("smoke", datasets=given)
+
+
+def with_sgd(results, linear_v1, relu_v1):
+    """``results`` with its SGD runs replaced: the linear net's weight v1 follows ``linear_v1``, res-relu's ``relu_v1``."""
+    import dataclasses
+
+    sgd = sweep({"res-none": [run_rows(linear_v1, smooth_loss)] * len(results.settings.many_seeds),
+                 "res-relu": [run_rows(relu_v1, smooth_loss)] * len(results.settings.seeds)},
+                optimizer="sgd(momentum=0.9)")
+    return dataclasses.replace(results, sgd=sgd)
+
+
+def test_a_linear_net_that_never_rose_under_sgd_is_not_read_as_a_fall():
+    adam = make_results(rise(0.8, 0.3), smooth_loss, stable_linear_v1=rise(0.8, 0.3))
+    results = with_sgd(adam, linear_v1=lambda step: 0.07, relu_v1=rise(0.3, 0.3))
+    rows = condition2.formation_rows(results).set_index(["condition", "optimizer"])
+    assert not rows.loc[("res-none", "sgd"), "formed"] and rows.loc[("res-none", "adam"), "formed"]
+    assert rows.loc[("res-relu", "sgd"), "formed"]  # 0.30 is more than 0.10 above the random level 0.05
+    assert rows.loc[("res-none", "sgd"), "peak_max"] == pytest.approx(0.07)
+    text = condition2.formation_sentence(results)
+    assert "the linear net peaked at 0.07 over 6 seeds (Adam: 0.80 over 6 seeds)" in text
+    assert "never formed" in text and "say nothing about drift" in text
+    assert "peaked 0.60 lower than under Adam" in text
+
+
+def test_a_linear_net_that_rose_under_sgd_is_read_as_a_fall():
+    adam = make_results(rise(0.8, 0.3), smooth_loss, stable_linear_v1=rise(0.8, 0.3))
+    results = with_sgd(adam, linear_v1=rise(0.7, 0.2), relu_v1=rise(0.88, 0.88))
+    assert condition2.formation_rows(results)["formed"].all()
+    text = condition2.formation_sentence(results)
+    assert "did form continuity" in text and "never formed" not in text
+    assert "about as much continuity as under Adam" in text
+
+
+def test_a_baseline_that_peaked_higher_under_sgd_is_not_called_as_high_as_under_adam():
+    adam = make_results(rise(0.8, 0.3), smooth_loss, stable_linear_v1=rise(0.4, 0.4), relu_v1=rise(0.5, 0.5))
+    text = condition2.formation_sentence(with_sgd(adam, linear_v1=rise(0.7, 0.2), relu_v1=rise(0.9, 0.9)))
+    assert "The baseline peaked 0.40 higher under SGD than under Adam." in text
+    assert "about as much" not in text

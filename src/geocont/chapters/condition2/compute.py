@@ -304,13 +304,18 @@ def final_of(table: pd.DataFrame, condition: str, metric: str = "weight_cos", sp
     return estimate(values.loc[values["condition"] == condition, "value"])
 
 
-def peak_of(table: pd.DataFrame, condition: str) -> Estimate:
-    """Mean ± sd over the finite seeds of each seed's highest snapshot value of weight v1."""
+def peaks_per_seed(table: pd.DataFrame, condition: str) -> pd.Series:
+    """Each finite seed's highest snapshot value of weight v1 (layer-pair mean), indexed by seed."""
     from ...statistics import per_run
 
     finite, _ = finite_runs(table)
     frame = per_run(finite[finite["condition"] == condition], "weight_cos", "input", 1)
-    return estimate(frame.groupby("seed")["value"].max())
+    return frame.groupby("seed")["value"].max()
+
+
+def peak_of(table: pd.DataFrame, condition: str) -> Estimate:
+    """Mean ± sd over the finite seeds of each seed's highest snapshot value of weight v1."""
+    return estimate(peaks_per_seed(table, condition))
 
 
 def run_summaries(table: pd.DataFrame) -> pd.DataFrame:
@@ -388,6 +393,26 @@ def seed_values(results: Results) -> pd.DataFrame:
                              diverged=True))
     return pd.DataFrame(rows).drop_duplicates(["condition", "optimizer", "seed"]).sort_values(
         ["condition", "optimizer", "seed"], ignore_index=True)
+
+
+def formation_rows(results: Results) -> pd.DataFrame:
+    """Whether continuity formed at all, per condition and optimizer on the headline dataset: every finite
+    seed's peak of weight v1 (lowest, highest, mean) and final value, and ``formed``, whether the mean peak
+    rises :data:`FALL_MARGIN` or more above the random level (the book's margin for any difference)."""
+    headline = results.comparison[results.settings.headline]
+    groups = [("res-none", "adam", results.linear_seeds), ("res-relu", "adam", headline)]
+    if not results.sgd.empty:
+        groups += [("res-none", "sgd", results.sgd), ("res-relu", "sgd", results.sgd)]
+    rows = []
+    for condition, optimizer, table in groups:
+        peaks = peaks_per_seed(table, condition)
+        if peaks.empty:
+            continue
+        final = final_of(table, condition)
+        rows.append(dict(condition=condition, optimizer=optimizer, seeds=len(peaks), peak_min=float(peaks.min()),
+                         peak_max=float(peaks.max()), peak_mean=float(peaks.mean()), final_mean=final.mean,
+                         formed=bool(peaks.mean() >= results.baseline + FALL_MARGIN)))
+    return pd.DataFrame(rows)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ import pandas as pd
 
 from ... import instability
 from ...statistics import estimate
-from .compute import (BIMODAL_GAP, PAPER_LINEAR_WEIGHT, Results, _fmt, comparison_rows, explanations,
+from .compute import (BIMODAL_GAP, FALL_MARGIN, PAPER_LINEAR_WEIGHT, Results, _fmt, comparison_rows, explanations,
+                      formation_rows,
                       half_verdicts, intervention_rows, modality, per_seed_final, run_summaries, seed_values,
                       shared_axes, weight_decay_prediction)
 
@@ -248,6 +249,45 @@ def seeds_sentences(results: Results) -> str:
 
 def sgd_sentence(results: Results) -> str:
     return results.sgd_choice.sentence(results.settings.sgd_probe_steps)
+
+
+def formation_sentence(results: Results) -> str:
+    """What the SGD rows can say: whether continuity formed at all under SGD at the chosen rate (each seed's
+    peak beside Adam's), since a net that never rose has nothing to lose to drift."""
+    rows = formation_rows(results)
+    if rows.empty or "sgd" not in set(rows["optimizer"]):
+        return "No SGD run trained stably, so the chapter cannot say how SGD forms continuity."
+    by = rows.set_index(["condition", "optimizer"])
+
+    def peaks(condition: str, optimizer: str) -> str:
+        row = by.loc[(condition, optimizer)]
+        span = (f"{row.peak_min:.2f}" if round(row.peak_min, 2) == round(row.peak_max, 2)
+                else f"{row.peak_min:.2f}–{row.peak_max:.2f}")
+        return f"{span} over {row.seeds} seeds"
+
+    lr = results.sgd_choice.lr
+    text = (f"Whether continuity formed at all (each seed's peak weight v1; random level {results.baseline:.3f}): "
+            f"under SGD at lr {lr:g} the linear net peaked at {peaks('res-none', 'sgd')} "
+            f"(Adam: {peaks('res-none', 'adam')}) and res-relu at {peaks('res-relu', 'sgd')} "
+            f"(Adam: {peaks('res-relu', 'adam')}). A group counts as having formed continuity when its mean peak is "
+            f"at least {FALL_MARGIN:g} above the random level (the book's margin for any difference). ")
+    linear_formed = bool(by.loc[("res-none", "sgd"), "formed"])
+    relu_gap = by.loc[("res-relu", "adam"), "peak_mean"] - by.loc[("res-relu", "sgd"), "peak_mean"]
+    if not linear_formed:
+        text += ("Under SGD the linear net's continuity never formed, so its low final value there is not a fall: "
+                 "there was nothing for drift to remove, and the SGD rows say nothing about drift. ")
+    else:
+        text += ("Under SGD the linear net did form continuity, so its final value there is read against that "
+                 "peak, as under Adam. ")
+    if relu_gap >= FALL_MARGIN:
+        text += (f"The baseline too peaked {relu_gap:.2f} lower than under Adam: at this rate SGD forms continuity "
+                 "slowly for every net, so the SGD comparison is limited by its rate (the rule's larger rates "
+                 "diverged), not evidence that SGD removes continuity.")
+    elif relu_gap <= -FALL_MARGIN:
+        text += f"The baseline peaked {-relu_gap:.2f} higher under SGD than under Adam."
+    else:
+        text += "The baseline formed about as much continuity as under Adam (peaks within the margin)."
+    return text
 
 
 def answer(results: Results):
