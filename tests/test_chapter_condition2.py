@@ -302,3 +302,32 @@ def test_a_baseline_that_peaked_higher_under_sgd_is_not_called_as_high_as_under_
     text = condition2.formation_sentence(with_sgd(adam, linear_v1=rise(0.7, 0.2), relu_v1=rise(0.9, 0.9)))
     assert "The baseline peaked 0.40 higher under SGD than under Adam." in text
     assert "about as much" not in text
+
+
+def test_the_predicted_cold_time_adds_the_long_runs_the_probes_and_the_sgd_runs():
+    from geocont.chapters.mlp_runs import CPU_SECONDS_PER_MLP_STEP, ROTATED_STEP_FACTOR
+
+    settings = condition2.CHAPTER.configure("cpu", datasets=["fashion-mnist"], interventions=["adam-rotated"],
+                                            seeds=2, many_seeds=2, steps=1000)
+    run = 1000 * CPU_SECONDS_PER_MLP_STEP
+    # long runs: 4 conditions x 2 seeds (8 plain) and 2 x 2 adam-rotated (twice as long), on 2 workers;
+    # probes: 3 rates x (2 + 2) runs of 500 steps; SGD: 4 runs
+    long_runs = (8 * run + 4 * ROTATED_STEP_FACTOR * run) / 2
+    probes = 3 * 4 * (500 * CPU_SECONDS_PER_MLP_STEP) / 2
+    sgd = 4 * run / 2
+    assert condition2.predicted_minutes(settings) == pytest.approx((long_runs + probes + sgd) / 60)
+
+
+def test_the_budget_note_names_what_a_build_leaves_out_and_a_narrower_rerun():
+    full = condition2.budget_note(condition2.CHAPTER.configure("cpu")).data
+    assert "leaves out" not in full
+    assert "of the whole `cpu` book's 180-minute budget" in full
+    assert "-p datasets \"['fashion-mnist']\" -p interventions \"['clip 1.0', 'cosine']\"" in full
+    narrowed = condition2.budget_note(condition2.CHAPTER.configure("cpu", datasets=["fashion-mnist"], interventions=[],
+                                                                   many_seeds=3)).data
+    assert "1 dataset;" in narrowed and "no interventions" in narrowed
+    assert ("leaves out what the `cpu` preset runs: datasets mnist-10k, mnist-subset; interventions lr 3e-4, "
+            "clip 1.0, cosine, adamw 0.1, adam-rotated; linear-net seeds 3, 4, 5, 6, 7") in narrowed
+    assert "narrower re-run" not in narrowed  # this build is already narrower than the suggestion
+    smoke = condition2.budget_note(condition2.CHAPTER.configure("smoke")).data
+    assert "budget" not in smoke and " min" not in smoke  # the cost model is of the `cpu` machine

@@ -158,3 +158,14 @@ def test_runs_cached_by_code_of_other_numerics_are_not_read(serial_table, tmp_pa
     assert job.load() is not None and "numerics" not in job.key_config()
     monkeypatch.setattr(sweeps.cache, "NUMERICS_REVISION", 2)
     assert job.key_config()["numerics"] == 2 and job.load() is None
+
+
+@pytest.mark.parametrize("durations, workers, expected", [
+    ([3.0, 3.0], 2, 3.0),                 # one run each
+    ([4.0, 3.0, 3.0, 2.0], 2, 6.0),       # longest first: 4+2 and 3+3
+    ([5.0, 1.0, 1.0, 1.0], 2, 5.0),       # the longest run alone bounds the sweep
+    ([1.0, 2.0, 3.0], 1, 6.0),            # one worker: the sum
+    ([], 2, 0.0),
+])
+def test_a_sweeps_predicted_wall_time_is_the_longest_first_schedules_makespan(durations, workers, expected):
+    assert sweeps.predicted_wall_seconds(durations, workers) == pytest.approx(expected)

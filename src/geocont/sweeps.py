@@ -511,6 +511,15 @@ def run_job(job: Job, progress: bool = True) -> pd.DataFrame:
                             require_artifacts=job.require_artifacts)
 
 
+def predicted_wall_seconds(durations: Iterable[float], workers: int) -> float:
+    """Wall seconds of a sweep whose runs take ``durations`` seconds each on ``workers`` workers that each
+    take the next run as soon as they are free, longest run first (the makespan of that schedule)."""
+    loads = [0.0] * max(1, workers)
+    for seconds in sorted(durations, reverse=True):
+        loads[loads.index(min(loads))] += seconds
+    return max(loads)
+
+
 def tidy_sweep_table(tables: Sequence[pd.DataFrame], columns: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """Concatenate run tables, each with its run-key ``columns`` added; label columns as categories."""
     combined = pd.concat([table.assign(**extra) for table, extra in zip(tables, columns)], ignore_index=True)

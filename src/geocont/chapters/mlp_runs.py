@@ -55,6 +55,26 @@ MLP_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+#: One worker's wall seconds per MLP training step at ``cpu`` (16 x 256, batch 128, fp32, recording and the
+#: dense trace included) with two one-thread workers on this project's 2-core machine: the Condition-2
+#: chapter's sweep of 2026-12-02 (quiet machine, commit ``34a56de``) finished a 9,360-step run every
+#: 3.0 min per worker. On days the machine was shared the same runs took 4.4-4.9 min (0.028-0.031 s).
+CPU_SECONDS_PER_MLP_STEP = 0.0193
+
+#: ``adam-rotated`` (Adam in a random orthogonal frame per layer: two more 256 x 256 products per layer
+#: and step) costs about twice a plain step: 9 min against 4.4 min per run in one sweep (2026-12-02).
+ROTATED_STEP_FACTOR = 2.0
+
+#: The whole ``cpu`` book's time budget, cold, on this project's 2-core machine, in minutes.
+BOOK_BUDGET_MINUTES = 180
+
+
+def predicted_run_seconds(config: MLPRunConfig) -> float:
+    """Predicted wall seconds of one MLP run at ``cpu`` width on one of two one-thread workers."""
+    factor = ROTATED_STEP_FACTOR if config.optimizer.name == "adam-rotated" else 1.0
+    return config.steps * CPU_SECONDS_PER_MLP_STEP * factor
+
+
 #: The datasets of the data control (besides the chapter's own), at the same step count.
 DATA_CONTROL_DATASETS: tuple[str, ...] = ("mnist-10k", "fashion-mnist")
 

@@ -18,8 +18,9 @@ from ...book.chapter import Chapter, ClaimsBuilder
 from ...scales import parse_seeds
 from ...statistics import Estimate, estimate
 from ...tables import select
+from ...sweeps import predicted_wall_seconds
 from ...training import run_sweep
-from ..mlp_runs import MLP_PRESETS
+from ..mlp_runs import MLP_PRESETS, predicted_run_seconds
 
 #: The Condition-2 core compared on every dataset: the element-wise baseline, the linear residual
 #: net, a rotation-equivariant nonlinearity that is nonlinear in practice, and no residual.
@@ -185,10 +186,23 @@ def describe(settings: Condition2Settings) -> dict[str, Any]:
     )
 
 
+def probe_configs(settings: Condition2Settings) -> list[MLPRunConfig]:
+    """The SGD probes at every candidate rate (a build stops at the first rate with no diverged probe)."""
+    return [c for lr in SGD_LEARNING_RATES for c in settings.sgd_configs(lr, steps=settings.sgd_probe_steps)]
+
+
 def all_run_configs(settings: Condition2Settings) -> list[MLPRunConfig]:
     """Every run the chapter trains but the SGD runs to the horizon, whose learning rate the probes
     choose (they differ from the listed runs in the optimizer alone): the long runs, then the probes."""
-    return settings.run_configs() + [c for lr in SGD_LEARNING_RATES for c in settings.sgd_configs(lr, steps=settings.sgd_probe_steps)]
+    return settings.run_configs() + probe_configs(settings)
+
+
+def predicted_minutes(settings: Condition2Settings, workers: int = 2) -> float:
+    """Predicted cold wall minutes of the chapter run alone on ``workers`` one-thread workers
+    (:func:`geocont.chapters.mlp_runs.predicted_run_seconds`): its long runs as one sweep, then the SGD
+    probes at every candidate rate (an upper bound), then the SGD runs."""
+    phases = (settings.run_configs(), probe_configs(settings), settings.sgd_configs(SGD_LEARNING_RATES[-1]))
+    return sum(predicted_wall_seconds(map(predicted_run_seconds, phase), workers) for phase in phases) / 60
 
 
 CHAPTER = Chapter(name="condition2", parameters=PARAMETERS, presets=_PRESETS, build=build_settings, describe=describe,

@@ -8,10 +8,63 @@ import pandas as pd
 
 from ... import instability
 from ...statistics import estimate
-from .compute import (BIMODAL_GAP, FALL_MARGIN, PAPER_LINEAR_WEIGHT, Results, _fmt, comparison_rows, explanations,
-                      formation_rows,
+from ..mlp_runs import BOOK_BUDGET_MINUTES, CPU_SECONDS_PER_MLP_STEP, ROTATED_STEP_FACTOR
+from .compute import (BIMODAL_GAP, CHAPTER, FALL_MARGIN, PAPER_LINEAR_WEIGHT, SGD_LEARNING_RATES, Condition2Settings,
+                      Results, _fmt, comparison_rows, explanations, formation_rows, predicted_minutes, probe_configs,
                       half_verdicts, intervention_rows, modality, per_seed_final, run_summaries, seed_values,
                       shared_axes, weight_decay_prediction)
+
+
+#: The parameters that narrow the design (fewer runs) rather than change the runs.
+_BREADTH_PARAMETERS = ("seeds", "many_seeds", "datasets", "conditions", "interventions")
+
+#: A narrower ``cpu`` re-run: the headline dataset with two of the stabilising interventions, the horizon
+#: and every seed kept.
+NARROW_CPU_RERUN = dict(datasets=("fashion-mnist",), interventions=("clip 1.0", "cosine"))
+
+
+def budget_note(settings: Condition2Settings):
+    """What the chapter trains; at ``cpu`` also its predicted cold time against the book's budget, what this
+    build leaves out of the preset, and a narrower re-run."""
+    from IPython.display import Markdown
+
+    def count(n: int, noun: str) -> str:
+        return f"{n} {noun}{'' if n == 1 else 's'}"
+
+    seeds = count(len(settings.seeds), "seed")
+    interventions = (f"{count(len(settings.interventions), 'intervention')} × 2 conditions × {seeds}"
+                     if settings.interventions else "no interventions")
+    text = (f"**What runs here.** {count(len(settings.run_configs()), 'run')} of {settings.base.steps:,} steps (the "
+            f"comparison: {count(len(settings.conditions), 'condition')} × {seeds} on "
+            f"{count(len(settings.datasets), 'dataset')}; {interventions}; the linear net on "
+            f"{count(len(settings.many_seeds), 'seed')}; runs that coincide are trained once), then up to "
+            f"{len(probe_configs(settings))} SGD probe runs of {settings.sgd_probe_steps:,} steps and "
+            f"{len(settings.sgd_configs(SGD_LEARNING_RATES[-1]))} SGD runs to the horizon.")
+    if settings.scale != "cpu":
+        return Markdown(text)
+    minutes = predicted_minutes(settings)
+    text += (f" Run alone and cold on two one-thread workers it takes about **{minutes:.0f} min** "
+             f"({1000 * CPU_SECONDS_PER_MLP_STEP:.1f} ms per step and worker, measured on this project's 2-core machine "
+             f"when quiet; `adam-rotated` {ROTATED_STEP_FACTOR:g}× that), {minutes / BOOK_BUDGET_MINUTES:.0%} of the "
+             f"whole `cpu` book's {BOOK_BUDGET_MINUTES}-minute budget; a book build trains the runs it shares with the "
+             "conditions chapter once, there.")
+    kept = {k: v for k, v in settings.overrides.items() if k not in _BREADTH_PARAMETERS}
+    preset = CHAPTER.configure(settings.scale, **kept)
+    left_out = [f"{name} {', '.join(str(x) for x in missing)}" for name, missing in (
+        ("datasets", [d for d in preset.datasets if d not in settings.datasets]),
+        ("conditions", [c for c in preset.conditions if c not in settings.conditions]),
+        ("interventions", [i for i in preset.interventions if i not in settings.interventions]),
+        ("seeds", [s for s in preset.seeds if s not in settings.seeds]),
+        ("linear-net seeds", [s for s in preset.many_seeds if s not in settings.many_seeds])) if missing]
+    if left_out:
+        text += (f" This build leaves out what the `cpu` preset runs: {'; '.join(left_out)} (the preset takes about "
+                 f"{predicted_minutes(preset):.0f} min).")
+    narrow = CHAPTER.configure(settings.scale, **{**kept, **NARROW_CPU_RERUN})
+    if predicted_minutes(narrow) < minutes:
+        flags = " ".join(f'-p {name} "{list(value)!r}"' for name, value in NARROW_CPU_RERUN.items())
+        text += (f" A narrower re-run that keeps the horizon and every seed (`{flags}`) takes about "
+                 f"{predicted_minutes(narrow):.0f} min.")
+    return Markdown(text)
 
 
 def comparison_table(results: Results) -> pd.DataFrame:

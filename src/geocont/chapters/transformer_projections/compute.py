@@ -17,6 +17,7 @@ from ...metrics import random_abs_cos, vector_name
 from ...pretrained import ModelNotAvailable
 from ...statistics import (Estimate, at_final_step, change_over_last_per_run, estimate, holds_when,
                            verdict_for_difference)
+from ...sweeps import predicted_wall_seconds
 from ...tables import RUN_KEYS
 from ...transformer import build_llama, parameter_count, projection_dims
 from .. import lm_runs
@@ -104,10 +105,8 @@ def predicted_minutes(settings: LMChapterSettings, workers: int = 2) -> float:
     """Predicted cold wall time of the runs, in minutes, on ``workers`` one-thread workers: the
     longest-first schedule of the runs' predicted durations (:func:`_duration`), plus a minute for
     the tokenizer, the workers' start and the figures, and one for analysing the pretrained checkpoint."""
-    loads = [0.0] * workers
-    for seconds in sorted((_duration(c) for group in settings.configs().values() for c in group), reverse=True):
-        loads[loads.index(min(loads))] += seconds
-    return max(loads) / 60 + 1 + (1 if settings.pretrained else 0)
+    durations = (_duration(c) for group in settings.configs().values() for c in group)
+    return predicted_wall_seconds(durations, workers) / 60 + 1 + (1 if settings.pretrained else 0)
 
 
 def projection_values(table: pd.DataFrame, metric: str = "weight_cos", direction: int = 1) -> pd.DataFrame:
