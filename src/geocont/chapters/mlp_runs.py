@@ -57,7 +57,7 @@ MLP_PRESETS: dict[str, dict[str, Any]] = {
 
 #: One worker's wall seconds per MLP training step at ``cpu`` (16 x 256, batch 128, fp32, recording and the
 #: dense trace included) with two one-thread workers on this project's 2-core machine: the Condition-2
-#: chapter's sweep of 2026-12-02 (quiet machine, commit ``34a56de``) finished a 9,360-step run every
+#: chapter's sweep of 2026-12-02 (quiet machine, training code of ``250fb8c``) finished a 9,360-step run every
 #: 3.0 min per worker. On days the machine was shared the same runs took 4.4-4.9 min (0.028-0.031 s).
 CPU_SECONDS_PER_MLP_STEP = 0.0193
 
