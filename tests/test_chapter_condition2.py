@@ -331,3 +331,19 @@ def test_the_budget_note_names_what_a_build_leaves_out_and_a_narrower_rerun():
     assert "narrower re-run" not in narrowed  # this build is already narrower than the suggestion
     smoke = condition2.budget_note(condition2.CHAPTER.configure("smoke")).data
     assert "budget" not in smoke and " min" not in smoke  # the cost model is of the `cpu` machine
+
+
+def test_a_group_whose_every_sgd_run_diverged_is_named_not_a_key_error():
+    adam = make_results(rise(0.8, 0.3), smooth_loss, stable_linear_v1=rise(0.8, 0.3))
+    results = with_sgd(adam, linear_v1=lambda step: 0.07, relu_v1=rise(0.3, 0.3))
+    diverged = pd.DataFrame([(500, "model", MODEL_LAYER, "diverged", "", 0, 1.0)], columns=RUN_COLUMNS)
+    linear_runs = results.sgd["condition"] == "res-none"
+    relu_only = results.sgd[~linear_runs]
+    marks = pd.concat([diverged.assign(condition="res-none", optimizer="sgd(momentum=0.9)", init_scale=1.0, seed=s)
+                       for s in results.settings.many_seeds], ignore_index=True)
+    import dataclasses
+
+    text = condition2.formation_sentence(dataclasses.replace(results, sgd=pd.concat([relu_only, marks], ignore_index=True)))
+    assert "the linear net peaked at no seed (every run diverged)" in text
+    assert "Every SGD run of the linear net diverged" in text
+    assert "The baseline too peaked 0.60 lower than under Adam" in text

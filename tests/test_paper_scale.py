@@ -47,6 +47,8 @@ CHAPTER_PARAMETERS = {
 @pytest.fixture
 def paper_dry_run(monkeypatch, tmp_path):
     """The ``paper`` presets with :data:`MLP_DRY_RUN` and :data:`LM_DRY_RUN` applied; serial runs; claims in tmp."""
+    for name in CHAPTER_MODULES:  # imported first: a chapter builds its presets from the shared ones at import
+        chapter(name)
     for presets, dry_run in ((mlp_runs.MLP_PRESETS, MLP_DRY_RUN), (lm_runs.LM_PRESETS, LM_DRY_RUN)):
         monkeypatch.setitem(presets, "paper", {**presets["paper"], **dry_run})
     for name in CHAPTER_MODULES:  # each chapter's own copy of its presets

@@ -17,8 +17,8 @@ from ...mlp import block_spec
 from ...book.chapter import Chapter, ClaimsBuilder
 from ...scales import parse_seeds
 from ...statistics import Estimate, estimate
-from ...tables import select
 from ...sweeps import predicted_wall_seconds
+from ...tables import select
 from ...training import run_sweep
 from ..mlp_runs import MLP_PRESETS, predicted_run_seconds
 

@@ -312,11 +312,16 @@ def formation_sentence(results: Results) -> str:
         return "No SGD run trained stably, so the chapter cannot say how SGD forms continuity."
     by = rows.set_index(["condition", "optimizer"])
 
+    def row(condition: str, optimizer: str):
+        return by.loc[(condition, optimizer)] if (condition, optimizer) in by.index else None
+
     def peaks(condition: str, optimizer: str) -> str:
-        row = by.loc[(condition, optimizer)]
-        span = (f"{row.peak_min:.2f}" if round(row.peak_min, 2) == round(row.peak_max, 2)
-                else f"{row.peak_min:.2f}–{row.peak_max:.2f}")
-        return f"{span} over {row.seeds} seeds"
+        one = row(condition, optimizer)
+        if one is None:
+            return "no seed (every run diverged)"
+        span = (f"{one.peak_min:.2f}" if round(one.peak_min, 2) == round(one.peak_max, 2)
+                else f"{one.peak_min:.2f}–{one.peak_max:.2f}")
+        return f"{span} over {one.seeds} seeds"
 
     lr = results.sgd_choice.lr
     text = (f"Whether continuity formed at all (each seed's peak weight v1; random level {results.baseline:.3f}): "
@@ -324,14 +329,19 @@ def formation_sentence(results: Results) -> str:
             f"(Adam: {peaks('res-none', 'adam')}) and res-relu at {peaks('res-relu', 'sgd')} "
             f"(Adam: {peaks('res-relu', 'adam')}). A group counts as having formed continuity when its mean peak is "
             f"at least {FALL_MARGIN:g} above the random level (the book's margin for any difference). ")
-    linear_formed = bool(by.loc[("res-none", "sgd"), "formed"])
-    relu_gap = by.loc[("res-relu", "adam"), "peak_mean"] - by.loc[("res-relu", "sgd"), "peak_mean"]
-    if not linear_formed:
+    linear = row("res-none", "sgd")
+    if linear is None:
+        text += "Every SGD run of the linear net diverged, so the chapter cannot say whether it forms continuity. "
+    elif not linear.formed:
         text += ("Under SGD the linear net's continuity never formed, so its low final value there is not a fall: "
                  "there was nothing for drift to remove, and the SGD rows say nothing about drift. ")
     else:
         text += ("Under SGD the linear net did form continuity, so its final value there is read against that "
                  "peak, as under Adam. ")
+    relu_adam, relu_sgd = row("res-relu", "adam"), row("res-relu", "sgd")
+    if relu_adam is None or relu_sgd is None:
+        return text + "The baseline cannot be compared across optimizers: every run of one of them diverged."
+    relu_gap = relu_adam.peak_mean - relu_sgd.peak_mean
     if relu_gap >= FALL_MARGIN:
         text += (f"The baseline too peaked {relu_gap:.2f} lower than under Adam: at this rate SGD forms continuity "
                  "slowly for every net, so the SGD comparison is limited by its rate (the rule's larger rates "
