@@ -390,42 +390,41 @@ def intervention_rows(results: Results) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def seed_groups(results: Results) -> list[tuple[str, str, pd.DataFrame]]:
+    """The runs of every seed on the headline dataset, as (condition, optimizer, its runs): the linear net
+    and the baseline under Adam, and under SGD when some SGD run trained."""
+    headline = results.comparison[results.settings.headline]
+    groups = [("res-none", "adam", results.linear_seeds), ("res-relu", "adam", headline)]
+    if not results.sgd.empty:
+        groups += [("res-none", "sgd", results.sgd), ("res-relu", "sgd", results.sgd)]
+    return [(condition, optimizer, table[table["condition"] == condition]) for condition, optimizer, table in groups]
+
+
 def seed_values(results: Results) -> pd.DataFrame:
     """Every seed's final weight v1 on the headline dataset: the linear net and the baseline under Adam
     and under SGD (column ``optimizer``); diverged seeds are rows with ``diverged`` True and no value."""
-    headline = results.comparison[results.settings.headline]
-    parts = [(results.linear_seeds, "adam"), (headline[headline["condition"] == "res-relu"], "adam")]
-    if not results.sgd.empty:
-        parts.append((results.sgd, "sgd"))
     rows = []
-    for table, optimizer in parts:
+    for condition, optimizer, table in seed_groups(results):
         finals = per_seed_final(table)
-        rows += [dict(condition=r.condition, optimizer=optimizer, seed=int(r.seed), value=float(r.value),
+        rows += [dict(condition=condition, optimizer=optimizer, seed=int(r.seed), value=float(r.value),
                       diverged=False) for r in finals.itertuples()]
-        for r in select(table, "diverged").itertuples():
-            rows.append(dict(condition=r.condition, optimizer=optimizer, seed=int(r.seed), value=math.nan,
-                             diverged=True))
+        rows += [dict(condition=condition, optimizer=optimizer, seed=int(r.seed), value=math.nan, diverged=True)
+                 for r in select(table, "diverged").itertuples()]
     return pd.DataFrame(rows).drop_duplicates(["condition", "optimizer", "seed"]).sort_values(
         ["condition", "optimizer", "seed"], ignore_index=True)
 
 
 def formation_rows(results: Results) -> pd.DataFrame:
     """Whether continuity formed at all, per condition and optimizer on the headline dataset: every finite
-    seed's peak of weight v1 (lowest, highest, mean) and final value, and ``formed``, whether the mean peak
-    rises :data:`FALL_MARGIN` or more above the random level (the book's margin for any difference)."""
-    headline = results.comparison[results.settings.headline]
-    groups = [("res-none", "adam", results.linear_seeds), ("res-relu", "adam", headline)]
-    if not results.sgd.empty:
-        groups += [("res-none", "sgd", results.sgd), ("res-relu", "sgd", results.sgd)]
+    seed's peak of weight v1 (lowest, highest, mean), and ``formed``, whether the mean peak rises
+    :data:`FALL_MARGIN` or more above the random level (the book's margin for any difference)."""
     rows = []
-    for condition, optimizer, table in groups:
+    for condition, optimizer, table in seed_groups(results):
         peaks = peaks_per_seed(table, condition)
-        if peaks.empty:
-            continue
-        final = final_of(table, condition)
-        rows.append(dict(condition=condition, optimizer=optimizer, seeds=len(peaks), peak_min=float(peaks.min()),
-                         peak_max=float(peaks.max()), peak_mean=float(peaks.mean()), final_mean=final.mean,
-                         formed=bool(peaks.mean() >= results.baseline + FALL_MARGIN)))
+        if not peaks.empty:
+            rows.append(dict(condition=condition, optimizer=optimizer, seeds=len(peaks), peak_min=float(peaks.min()),
+                             peak_max=float(peaks.max()), peak_mean=float(peaks.mean()),
+                             formed=bool(peaks.mean() >= results.baseline + FALL_MARGIN)))
     return pd.DataFrame(rows)
 
 

@@ -59,11 +59,11 @@ def budget_note(settings: Condition2Settings):
     if left_out:
         text += (f" This build leaves out what the `cpu` preset runs: {'; '.join(left_out)} (the preset takes about "
                  f"{predicted_minutes(preset):.0f} min).")
-    narrow = CHAPTER.configure(settings.scale, **{**kept, **NARROW_CPU_RERUN})
-    if predicted_minutes(narrow) < minutes:
+    narrow_minutes = predicted_minutes(CHAPTER.configure(settings.scale, **{**kept, **NARROW_CPU_RERUN}))
+    if narrow_minutes < minutes:
         flags = " ".join(f'-p {name} "{list(value)!r}"' for name, value in NARROW_CPU_RERUN.items())
         text += (f" A narrower re-run that keeps the horizon and every seed (`{flags}`) takes about "
-                 f"{predicted_minutes(narrow):.0f} min.")
+                 f"{narrow_minutes:.0f} min.")
     return Markdown(text)
 
 
