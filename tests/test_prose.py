@@ -1,0 +1,62 @@
+"""Chapter prose as data (geocont.book.prose): the template files parse, every template a chapter's code
+renders exists, and every template in a file is rendered somewhere (no dead prose)."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from geocont.book import prose
+
+CHAPTERS = Path(__file__).resolve().parents[1] / "src" / "geocont" / "chapters"
+PROSE_FILES = sorted(CHAPTERS.glob(f"*/{prose.PROSE_FILE}"))
+#: ``render("name"`` and ``choose("choice"`` in a chapter's code
+_RENDERED = re.compile(r"\.(render|choose)\(\s*\"([^\"]+)\"")
+
+
+def test_parse_reads_headings_and_drops_comments():
+    text = "<!-- a note -->\n## a\nOne {x:.2f}\nline two.\n\n## b.yes\n{{literal}} {y}\n"
+    assert prose.parse(text) == {"a": "One {x:.2f}\nline two.", "b.yes": "{{literal}} {y}"}
+    assert prose.fields("One {x:.2f} {y[0]} {z.real}") == {"x", "y", "z"}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("stray\n## a\nx", "before the first"),
+    ("## a\nx\n## a\ny", "defined twice"),
+    ("## a\nan {unclosed", "not a valid format string"),
+])
+def test_parse_rejects_bad_files(text, message):
+    with pytest.raises(prose.ProseError, match=message):
+        prose.parse(text, "f.md")
+
+
+def test_render_names_missing_templates_and_values():
+    book = prose.Prose("f.md", {"a": "x {n:,}", "c.yes": "y", "c.no": "n"})
+    assert book.render("a", n=1234) == "x 1,234"
+    assert book.choose("c", "no") == "n"
+    assert book.variants("c") == ["yes", "no"]
+    with pytest.raises(prose.ProseError, match="no template 'b'; templates: a, c.yes, c.no"):
+        book.render("b")
+    with pytest.raises(prose.ProseError, match="needs n"):
+        book.render("a")
+
+
+def test_listing():
+    assert prose.listing([]) == "none"
+    assert prose.listing(["a"]) == "a"
+    assert prose.listing(["a", "b", "c"], last="or") == "a, b or c"
+
+
+@pytest.mark.parametrize("path", PROSE_FILES, ids=lambda p: p.parent.name)
+def test_each_chapter_renders_exactly_its_templates(path):
+    package = f"geocont.chapters.{path.parent.name}"
+    templates = prose.Prose.of(package).templates
+    code = "\n".join(p.read_text() for p in path.parent.glob("*.py"))
+    rendered = {(kind, name) for kind, name in _RENDERED.findall(code)}
+    names = {name for kind, name in rendered if kind == "render"}
+    choices = {name for kind, name in rendered if kind == "choose"}
+    missing = sorted(n for n in names if n not in templates) + sorted(
+        c for c in choices if not any(t.startswith(c + ".") for t in templates))
+    assert not missing, f"{path}: rendered but not defined: {missing}"
+    unused = sorted(t for t in templates if t not in names and t.rsplit(".", 1)[0] not in choices)
+    assert not unused, f"{path}: defined but never rendered: {unused}"
