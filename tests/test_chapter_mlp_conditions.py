@@ -110,7 +110,7 @@ def test_an_unknown_condition_is_rejected_with_the_valid_ones():
 
 
 def test_the_settings_builder_takes_any_run_config_field():
-    values = {**chapter.CHAPTER.presets["smoke"], "steps": None, "epochs": 2, "beta2": 0.0}
+    values = {**chapter.CHAPTER.presets("smoke"), "steps": None, "epochs": 2, "beta2": 0.0}
     settings = mlp_runs.build_settings("smoke", values)
     assert settings.base.epochs == 2 and settings.base.steps is None and settings.base.optimizer.beta2 == 0.0
 

@@ -114,7 +114,7 @@ def test_run_configs_are_the_three_sweeps():
 def test_the_settings_builder_rejects_an_unknown_robustness_condition():
     assert chapter.CHAPTER.configure("smoke", extra_init_scales=[0.5]).extra_init_scales == (0.5,)
     with pytest.raises(ValueError, match="valid choices"):
-        mlp_runs.build_settings("smoke", {**chapter.CHAPTER.presets["smoke"], "robustness_conditions": ["res-tanh"]})
+        mlp_runs.build_settings("smoke", {**chapter.CHAPTER.presets("smoke"), "robustness_conditions": ["res-tanh"]})
 
 
 def test_configure_rejects_bad_parameters_before_any_work():

@@ -132,7 +132,8 @@ def test_every_generated_part_has_its_place_in_a_page(tmp_path):
     parts = build.generated_markdown()
     build.fill_generated(pages, parts)
     text = (pages / "methods.md").read_text()
-    assert scales_markdown() in text and not any(marker in text for marker in parts)
+    assert all(part in text for part in parts.values()) and not any(marker in text for marker in parts)
+    assert scales_markdown().splitlines()[0] in text
 
 
 def test_a_generated_part_without_its_marker_stops_the_build(tmp_path):

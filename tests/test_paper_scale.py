@@ -28,15 +28,14 @@ BOOK = Path(__file__).resolve().parents[1] / "book"
 #: many times slower than fp32 on a CPU without native bf16 (AVX-512 BF16 or AMX), and its own path is
 #: tested in tests/test_training_speed.py; that the paper presets ask for bf16 is tested below.
 MLP_DRY_RUN = dict(dataset="fashion-mnist", steps=6, early_steps=3, n_snapshots=4, n_late_snapshots=2, seeds=(0, 1),
-                   precision="fp32")
+                   trace_every=1, precision="fp32")
 LM_DRY_WINDOW = 64
 LM_DRY_RUN = dict(corpus="kjv", steps=4, early_step=2, batch_size=1, n_snapshots=3, n_late_snapshots=2, eval_windows=2,
                   max_seq_len=LM_DRY_WINDOW, precision="fp32")
-#: The Condition-2 chapter's dry run: its headline dataset offline, a few steps, two seeds.
-C2_DRY_RUN = dict(datasets=("fashion-mnist",), steps=6, early_steps=3, n_snapshots=4, n_late_snapshots=2, seeds=(0, 1),
-                  many_seeds=2, sgd_probe_steps=3, trace_every=1, precision="fp32")
-#: Per chapter, notebook parameters set besides ``scale``: offline stand-ins and smaller analyses.
+#: Per chapter, notebook parameters set besides ``scale``: offline stand-ins and smaller analyses (the
+#: Condition-2 chapter: its headline dataset offline, two seeds of the linear net).
 CHAPTER_PARAMETERS = {
+    "condition2": dict(datasets=["fashion-mnist"], many_seeds=2),
     "pretrained_continuity": dict(models=["smollm2-135m"], max_layers=4, measure_cost=False, quantize=["Q8_0"],
                                   large_models=[]),
     "compression": dict(pretrained="smollm2-135m", sharing_layers=[12, 13, 14, 15], budgets=[0.25],
@@ -46,15 +45,9 @@ CHAPTER_PARAMETERS = {
 
 @pytest.fixture
 def paper_dry_run(monkeypatch, tmp_path):
-    """The ``paper`` presets with :data:`MLP_DRY_RUN` and :data:`LM_DRY_RUN` applied; serial runs; claims in tmp."""
-    for name in CHAPTER_MODULES:  # imported first: a chapter builds its presets from the shared ones at import
-        chapter(name)
+    """The ``paper`` presets with :data:`MLP_DRY_RUN` and :data:`LM_DRY_RUN` applied to the two shared
+    preset families (every chapter reads them when configured); serial runs; claims in tmp."""
     for presets, dry_run in ((mlp_runs.MLP_PRESETS, MLP_DRY_RUN), (lm_runs.LM_PRESETS, LM_DRY_RUN)):
-        monkeypatch.setitem(presets, "paper", {**presets["paper"], **dry_run})
-    for name in CHAPTER_MODULES:  # each chapter's own copy of its presets
-        presets = chapter(name).presets
-        dry_run = C2_DRY_RUN if "datasets" in presets["paper"] else (
-            MLP_DRY_RUN if "early_steps" in presets["paper"] else LM_DRY_RUN if "early_step" in presets["paper"] else {})
         monkeypatch.setitem(presets, "paper", {**presets["paper"], **dry_run})
     monkeypatch.setenv("GEOCONT_EXECUTOR", "serial")
     monkeypatch.setenv("GEOCONT_CLAIMS_DIR", str(tmp_path / "claims"))

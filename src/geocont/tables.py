@@ -79,10 +79,10 @@ Row = tuple[int, str, int, str, str, int, float]
 #: ``key`` is the claim's stable name within its chapter (prose and tests look claims up by it).
 #: ``early_mean``, ``early_sd``, ``early_n``, ``early_step`` and ``early_verdict``: the same claim
 #: judged after ``early_step`` steps (a chapter that judges it at a longer horizon), NaN/0/None/""
-#: where there is none.
+#: where there is none. ``headline``: one of the book's headline claims (the closing chapter summarises them first).
 CLAIM_COLUMNS = [
     "chapter", "key", "claim", "quantity", "paper", "ours_mean", "ours_std", "n_seeds",
-    "baseline", "verdict", "note", "early_mean", "early_sd", "early_n", "early_step", "early_verdict",
+    "baseline", "verdict", "note", "early_mean", "early_sd", "early_n", "early_step", "early_verdict", "headline",
 ]
 VERDICTS = ("reproduced", "partly reproduced", "inconclusive", "not reproduced", "not tested")
 
@@ -137,6 +137,7 @@ def claim_row(
     chapter: str, claim: str, quantity: str, paper: str, ours_mean: float, ours_std: float,
     n_seeds: int, baseline: float, verdict: str, note: str = "", *, key: str, early_mean: float = math.nan,
     early_sd: float = math.nan, early_n: int = 0, early_step: int | None = None, early_verdict: str = "",
+    headline: bool = False,
 ) -> dict[str, Any]:
     """One claims-table row; ``verdict`` must be one of :data:`VERDICTS`, ``key`` a stable
     lower-case name (letters, digits, ``-``) unique within the chapter. ``early_*``: the same
@@ -151,4 +152,5 @@ def claim_row(
         chapter=chapter, key=key, claim=claim, quantity=quantity, paper=paper, ours_mean=ours_mean,
         ours_std=ours_std, n_seeds=n_seeds, baseline=baseline, verdict=verdict, note=note, early_mean=early_mean,
         early_sd=early_sd, early_n=early_n, early_step=early_step, early_verdict=early_verdict,
+        headline=bool(headline),
     )

@@ -210,7 +210,8 @@ def generated_markdown() -> dict[str, str]:
     A page holds the marker (an HTML comment) on a line of its own where the part goes."""
     from ..chapters import scales_markdown
 
-    return {"<!-- generated: geocont.chapters.scales_markdown() -->": scales_markdown()}
+    order = [path.stem for path in chapters(repository_root())]  # the chapters' rows in the book's order
+    return {"<!-- generated: geocont.chapters.scales_markdown() -->": scales_markdown(order)}
 
 
 def fill_generated(pages: Path, parts: dict[str, str]) -> None:

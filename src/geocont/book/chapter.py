@@ -83,7 +83,30 @@ def _one_line_parameter_errors() -> None:
         shell.set_custom_exc((ParameterError,), show)
 
 
-def preset_values(presets: Mapping[str, Mapping[str, Any]], scale: str, params: Mapping[str, Any],
+#: A chapter's presets: a function of the scale that returns ``{setting: value}``, built by :func:`presets`.
+Presets = Callable[[str], dict[str, Any]]
+
+
+def presets(base: Presets | None = None, per_scale: Mapping[str, Mapping[str, Any]] | None = None, *,
+            keep: tuple[str, ...] | None = None, without: tuple[str, ...] = (), **values: Any) -> Presets:
+    """A chapter's presets, the one way every chapter builds them: the shared presets ``base(scale)``
+    (the MLP or language-model family's, read when the chapter is configured, so that a change there
+    reaches every chapter built on it), only the settings in ``keep`` (all if None) and none in
+    ``without``, then ``values`` (every scale) and ``per_scale[scale]`` added or replaced."""
+    per_scale = {scale: dict(v) for scale, v in (per_scale or {}).items()}
+    unknown = sorted(set(per_scale) - set(SCALES))
+    if unknown:
+        raise ValueError(f"presets for unknown scale(s) {', '.join(unknown)}; valid choices: {', '.join(SCALES)}")
+
+    def preset(scale: str) -> dict[str, Any]:
+        shared = dict(base(scale)) if base is not None else {}
+        shared = {k: v for k, v in shared.items() if (keep is None or k in keep) and k not in without}
+        return {**shared, **values, **per_scale.get(scale, {})}
+
+    return preset
+
+
+def preset_values(presets: Presets, scale: str, params: Mapping[str, Any],
                   parameters: Mapping[str, str]) -> dict[str, Any]:
     """The router every chapter shares: the preset of ``scale`` with each parameter that is set
     (not None) replacing its value. A name outside ``parameters`` raises :class:`ParameterError`."""
@@ -91,7 +114,7 @@ def preset_values(presets: Mapping[str, Mapping[str, Any]], scale: str, params: 
     unknown = sorted(set(params) - set(parameters) - {"scale"})
     if unknown:
         raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(parameters)}")
-    preset = presets[scale]
+    preset = presets(scale)
     return {**preset, **{name: _as_list_if_listed(name, value, preset.get(name))
                          for name, value in params.items() if value is not None}}
 
@@ -118,26 +141,30 @@ class Chapter:
     """One chapter of the book (see the module docstring): what it is called, what a reader may set,
     the values each scale sets, and how they become the chapter's settings.
 
+    ``presets(scale)`` gives the values of the chapter's settings at ``scale`` (:func:`presets`);
     ``build(scale, values)`` returns the settings (a frozen dataclass with ``scale`` and
     ``overrides`` fields) and raises ``ValueError``/``TypeError`` on a bad value; ``describe(settings)``
     returns the provenance rows ``seeds``, ``data``, ``model`` and ``training``; ``runs(settings)``
-    lists every run configuration the chapter trains (None: it trains none itself).
+    lists every run configuration the chapter trains (None: it trains none itself);
+    ``scale_rows(settings)`` gives the chapter's rows of the methods page's table of the scales,
+    ``[(setting, value at this scale)]`` (None: the chapter adds none).
     """
 
     name: str
     #: ``{parameter: one-line help}`` in the order of the notebook's parameters cell, ``scale`` first
     parameters: dict[str, str]
-    #: ``{scale: {setting: value}}``; a parameter that is set replaces its setting's value
-    presets: dict[str, dict[str, Any]]
+    #: ``scale -> {setting: value}`` (:func:`presets`); a parameter that is set replaces its setting's value
+    presets: Presets
     build: Callable[[str, dict[str, Any]], Any]
     describe: Callable[[Any], dict[str, Any]]
     runs: Callable[[Any], list] | None = None
+    scale_rows: Callable[[Any], list[tuple[str, str]]] | None = None
 
     def __post_init__(self) -> None:
         if next(iter(self.parameters), None) != "scale":
             raise ValueError(f"chapter {self.name!r}: its first parameter must be scale")
-        if set(self.presets) != set(SCALES):
-            raise ValueError(f"chapter {self.name!r} needs a preset for each scale: {', '.join(SCALES)}")
+        if not callable(self.presets):
+            raise TypeError(f"chapter {self.name!r}: presets must be a function of the scale (book.chapter.presets)")
 
     @property
     def notebook(self) -> str:
@@ -176,6 +203,23 @@ class Chapter:
         """Every run configuration the chapter will train (MLPRunConfig / LMRunConfig), in order."""
         return list(self.runs(settings)) if self.runs else []
 
+    def scales_table_rows(self) -> list[tuple[str, ...]]:
+        """The chapter's rows of the table of the scales: ``(setting, value at each scale, ...)``."""
+        if self.scale_rows is None:
+            return []
+        per_scale = [self.scale_rows(self.configure(scale)) for scale in SCALES]
+        labels = [label for label, _ in per_scale[0]]
+        for scale, rows in zip(SCALES, per_scale):
+            if [label for label, _ in rows] != labels:
+                raise ValueError(f"chapter {self.name!r}: its scale rows at {scale} differ from those at {SCALES[0]}")
+        return [(label, *(str(rows[i][1]) for rows in per_scale)) for i, label in enumerate(labels)]
+
+
+def seeds_text(seeds: Any) -> str:
+    """``3 (0, 1, 2)``: a count of seeds and the seeds (an int n means seeds 0..n-1)."""
+    seeds = tuple(range(seeds)) if isinstance(seeds, int) else tuple(seeds)
+    return f"{len(seeds)} ({', '.join(map(str, seeds))})"
+
 
 class ClaimsBuilder:
     """Collects one chapter's claims, each under a stable key, into a claims table."""
@@ -185,9 +229,11 @@ class ClaimsBuilder:
         self.rows: list[dict[str, Any]] = []
 
     def add(self, key: str, claim: str, quantity: str, paper: str, ours: Estimate | float, baseline: float,
-            verdict: str, note: str = "", *, std: float | None = None, n: int | None = None) -> None:
+            verdict: str, note: str = "", *, std: float | None = None, n: int | None = None,
+            headline: bool = False) -> None:
         """One claim. ``ours`` is an :class:`Estimate` (mean, sd, n) or a bare number, whose ``std``
-        and ``n`` are then given (``std`` and ``n`` also override an estimate's)."""
+        and ``n`` are then given (``std`` and ``n`` also override an estimate's). ``headline``: the
+        claim is one of the book's headline claims, which the closing chapter summarises first."""
         if any(row["key"] == key for row in self.rows):
             raise ValueError(f"claim key {key!r} is used twice in chapter {self.chapter!r}")
         if isinstance(ours, Estimate):
@@ -197,7 +243,7 @@ class ClaimsBuilder:
         else:
             mean, spread, count = float(ours), math.nan, 0
         self.rows.append(claim_row(self.chapter, claim, quantity, paper, mean, spread if std is None else std,
-                                   count if n is None else n, baseline, verdict, note, key=key))
+                                   count if n is None else n, baseline, verdict, note, key=key, headline=headline))
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows, columns=CLAIM_COLUMNS)
@@ -256,7 +302,7 @@ def changed_verdicts_sentence(claims: pd.DataFrame, steps: int) -> str:
 
 
 #: The claims columns a chapter's table shows no column of its own for (the early value is shown as one text column).
-_HIDDEN_CLAIM_COLUMNS = ["chapter", "early_mean", "early_sd", "early_n", "early_step", "early_verdict"]
+_HIDDEN_CLAIM_COLUMNS = ["chapter", "early_mean", "early_sd", "early_n", "early_step", "early_verdict", "headline"]
 
 
 def claims_display(claims: pd.DataFrame):

@@ -95,6 +95,7 @@ def read(path: Path) -> dict:
             {"ours_mean": float, "ours_std": float, "baseline": float})
         frame = frame.astype({"early_mean": float, "early_sd": float, "early_n": int, "early_step": "Int64"})
         frame["early_verdict"] = frame["early_verdict"].fillna("")
+        frame["headline"] = frame["headline"].fillna(False).astype(bool)
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise MissingClaims(f"cannot read the claims table {path}: {error}; re-run its chapter") from error
     _check(frame, payload["chapter"])

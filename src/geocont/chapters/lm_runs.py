@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import LMRunConfig, OptimizerConfig, TransformerShape, check_integer
+from ..book.chapter import seeds_text
 from ..scales import SCALES, ParameterError, parse_seeds
 
 #: Transformer sizes per scale. ``paper``: 8 layers, d = 512, SwiGLU width 1376, and an
@@ -77,6 +78,11 @@ PROJECTION_PREDICTIONS = [
     ("o_proj", "output", "writes to the residual stream after attention"),
     ("down_proj", "output", "writes to the residual stream after the MLP nonlinearity"),
 ]
+
+
+def lm_preset(scale: str) -> dict[str, Any]:
+    """The shared language-model presets at ``scale`` (:data:`LM_PRESETS`), read when a chapter is configured."""
+    return dict(LM_PRESETS[scale])
 
 
 def optional_seeds(value: Any, name: str) -> tuple[int, ...]:
@@ -169,13 +175,38 @@ def build_settings(scale: str, values: dict[str, Any]) -> LMChapterSettings:
                              pretrained=None if pretrained in (None, "none") else str(pretrained), reference=reference)
 
 
+def scale_rows(settings: LMChapterSettings) -> list[tuple[str, str]]:
+    """The transformer's rows of the methods page's table of the scales."""
+    base, shape = settings.base, settings.base.shape
+    others = [v for v in settings.variants if v not in MAIN_VARIANTS]
+    return [
+        ("transformer: corpus", f"`{base.corpus}`"),
+        ("transformer: layers × d_model (heads)", f"{shape.n_layers} × {shape.d_model} ({shape.n_heads})"),
+        ("transformer: SwiGLU width, vocabulary", f"{shape.ffn_dim}, {shape.vocab_size}"),
+        ("transformer: steps × batch × sequence", f"{base.steps} × {base.batch_size} × {shape.max_seq_len}"),
+        ("transformer: early horizon (a snapshot of every run)", str(settings.early_step)),
+        ("transformer: snapshots (log-spaced, evenly spaced; repeats merged)",
+         f"{len(base.schedule())} ({base.n_snapshots}, {base.n_late_snapshots})"),
+        (f"transformer: seeds of {' and '.join(MAIN_VARIANTS)}", seeds_text(settings.seeds)),
+        ("transformer: other variants; deeper model",
+         (", ".join(f"`{v}`" for v in others) + f" × {len(settings.other_seeds)} seed"
+          if settings.other_seeds and others else "not run")
+         + "; " + (f"{settings.depth_layers} layers × {len(settings.depth_seeds)} seed" if settings.depth_seeds
+                   else "not run")),
+    ]
+
+
 def run_configs(settings: LMChapterSettings) -> list[LMRunConfig]:
     """Every run of the transformer chapter, variant by variant (the deeper model last)."""
     return [config for configs in settings.configs().values() for config in configs]
 
 
+def reference_settings(scale: str, seeds: Any) -> LMChapterSettings:
+    """The settings of the reference variant alone at ``scale``'s preset, with ``seeds``: the trained
+    models the compression and pretrained-continuity chapters analyse."""
+    return build_settings(scale, {**lm_preset(scale), "variants": (REFERENCE,), "seeds": seeds})
+
+
 def reference_configs(scale: str, seeds: Any) -> list[LMRunConfig]:
-    """The reference variant's runs at ``scale``'s preset, one per seed: the trained models the
-    compression and pretrained-continuity chapters analyse."""
-    settings = build_settings(scale, {**LM_PRESETS[scale], "variants": (REFERENCE,), "seeds": seeds})
-    return settings.configs()[REFERENCE]
+    """The reference variant's runs at ``scale``'s preset (:func:`reference_settings`), one per seed."""
+    return reference_settings(scale, seeds).configs()[REFERENCE]

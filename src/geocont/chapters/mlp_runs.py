@@ -16,7 +16,7 @@ from IPython.display import Markdown
 from ..config import MLPRunConfig, OptimizerConfig, check_positive
 from ..data import check_dataset_name
 from ..mlp import CONDITIONS, block_spec
-from ..book.chapter import changed_verdicts_sentence, verdict_list
+from ..book.chapter import Presets, changed_verdicts_sentence, presets, seeds_text, verdict_list
 from ..scales import parse_seeds
 from ..statistics import (at_final_step, change_over_last, estimate, estimate_at_step, final_estimate,
                           final_per_run, per_run)
@@ -136,10 +136,16 @@ class MLPChapterSettings:
         ]
 
 
-def mlp_presets(per_scale: dict[str, dict[str, Any]] | None = None, **values: Any) -> dict[str, dict[str, Any]]:
-    """A chapter's presets: :data:`MLP_PRESETS` with ``values`` (every scale) and ``per_scale``
-    (``{scale: {setting: value}}``) added or replaced."""
-    return {scale: {**preset, **values, **(per_scale or {}).get(scale, {})} for scale, preset in MLP_PRESETS.items()}
+def mlp_preset(scale: str) -> dict[str, Any]:
+    """The shared MLP presets at ``scale`` (:data:`MLP_PRESETS`), read when a chapter is configured."""
+    return dict(MLP_PRESETS[scale])
+
+
+def mlp_presets(per_scale: dict[str, dict[str, Any]] | None = None, *, without: tuple[str, ...] = (),
+                **values: Any) -> Presets:
+    """An MLP chapter's presets (:func:`geocont.book.chapter.presets`): :data:`MLP_PRESETS` less
+    ``without``, with ``values`` (every scale) and ``per_scale`` (``{scale: {setting: value}}``) added or replaced."""
+    return presets(mlp_preset, per_scale, without=without, **values)
 
 
 #: The settings values that set the base optimizer (the others are MLPRunConfig fields or sweeps).
@@ -292,6 +298,20 @@ def training_description(settings: MLPChapterSettings, init_sweep: bool = True) 
         text += (f". The initialisation sweep trains {settings.early_steps:,} steps ({short.n_snapshots} log-spaced "
                  f"snapshots, k = {short.n_directions})")
     return text
+
+
+def scale_rows(settings: MLPChapterSettings) -> list[tuple[str, str]]:
+    """The MLP's rows of the methods page's table of the scales (:attr:`geocont.book.chapter.Chapter.scale_rows`)."""
+    base = settings.base
+    return [
+        ("MLP: data", f"`{base.dataset}`" + (f", first {base.max_train} training digits" if base.max_train else "")),
+        ("MLP: hidden layers × width", f"{base.depth} × {base.width}"),
+        ("MLP: optimizer steps × batch (every long run)", f"{base.steps:,} × {base.batch_size}"),
+        ("MLP: snapshots (log-spaced + evenly spaced + early)",
+         f"{base.n_snapshots} + {base.n_late_snapshots} + step {settings.early_steps:,}"),
+        ("MLP: seeds", seeds_text(settings.seeds)),
+        ("MLP init sweeps: steps", f"{settings.early_steps:,}"),
+    ]
 
 
 def data_description(settings: MLPChapterSettings) -> str:

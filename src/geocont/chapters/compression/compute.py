@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from ... import sweeps
-from ...book.chapter import Chapter, ClaimsBuilder
+from ...book.chapter import Chapter, ClaimsBuilder, presets
 from ...config import DEVICES, LMRunConfig
 from ...layouts import PROJECTIONS
 from ...scales import parse_seeds
@@ -20,7 +20,7 @@ from ...statistics import (Estimate, RankCorrelation, estimate, rank_correlation
                            verdict_for_interval, verdict_for_value)
 from ...transformer import build_llama, parameter_count
 from .. import lm_runs
-from ..lm_runs import LM_PRESETS, LMChapterSettings
+from ..lm_runs import LMChapterSettings
 
 
 #: The notebook's parameters, in the order of its ``parameters`` cell.
@@ -63,20 +63,22 @@ NEGLIGIBLE_LOSS = 0.001
 #: tokens/s on the 2-core machine, depending on the other load): at ``cpu`` one evaluation is
 #: 12 x 128 tokens (4-10 s), and the chapter runs 7 x 3 x 3 sharing + 30 pruning evaluations
 #: of it, 10-20 minutes in all with our models.
-_PRESETS: dict[str, dict[str, Any]] = {
+_PRESET_VALUES: dict[str, dict[str, Any]] = {
     "smoke": dict(pretrained="smollm2-135m", sharing_layers=(12, 13, 14, 15), pruning_layers=(12, 13, 14, 15),
                   budgets=(0.25,), group_size=2,
                   projections=("q_proj", "v_proj", "o_proj"),
                   n_windows=4, window_length=64, batch_size=4, seeds=(0, 1), n_boot=500, device="cpu"),
     "cpu": dict(pretrained="smollm2-135m", sharing_layers=tuple(range(9, 21)), pruning_layers=None,
                 budgets=(0.25, 0.5, 0.75), group_size=2,
-                n_windows=12, window_length=128, batch_size=4, seeds=LM_PRESETS["cpu"]["seeds"], n_boot=2000,
+                n_windows=12, window_length=128, batch_size=4, n_boot=2000,
                 device="cpu"),
     "paper": dict(pretrained="meta-llama/Llama-3.1-8B", sharing_layers=tuple(range(10, 22)), pruning_layers=None,
                   budgets=(0.25, 0.5, 0.75),
-                  group_size=2, n_windows=64, window_length=512, batch_size=4, seeds=LM_PRESETS["paper"]["seeds"], n_boot=2000,
+                  group_size=2, n_windows=64, window_length=512, batch_size=4, n_boot=2000,
                   device="auto"),
 }
+#: The seeds (of the transformer chapter's models) come from the language-model presets, except at ``smoke``.
+_PRESETS = presets(lm_runs.lm_preset, _PRESET_VALUES, keep=("seeds",))
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,7 @@ def build_settings(scale: str, values: dict[str, Any]) -> CompressionSettings:
     device = preset.pop("device")
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; valid choices: {', '.join(DEVICES)}")
-    lm = lm_runs.build_settings(scale, {**LM_PRESETS[scale], "variants": (lm_runs.REFERENCE,), "seeds": seeds})
+    lm = lm_runs.reference_settings(scale, seeds)
     pretrained = preset.pop("pretrained")
     pretrained = None if pretrained in (None, "none") else str(pretrained)
     return CompressionSettings(scale=scale, pretrained=pretrained, **layers, budgets=budgets, projections=projections,

@@ -20,7 +20,8 @@ from ...statistics import Estimate, estimate
 from ...sweeps import predicted_wall_seconds
 from ...tables import select
 from ...training import run_sweep
-from ..mlp_runs import MLP_PRESETS, predicted_run_seconds
+from .. import mlp_runs
+from ..mlp_runs import predicted_run_seconds
 
 #: The Condition-2 core compared on every dataset: the element-wise baseline, the linear residual
 #: net, a rotation-equivariant nonlinearity that is nonlinear in practice, and no residual.
@@ -60,11 +61,8 @@ _CHAPTER_VALUES: dict[str, dict[str, Any]] = {
     "cpu": dict(datasets=("fashion-mnist", "mnist-10k", "mnist-subset"), many_seeds=8, sgd_probe_steps=500),
     "paper": dict(datasets=("mnist", "fashion-mnist", "mnist-10k"), many_seeds=16, sgd_probe_steps=500),
 }
-_PRESETS: dict[str, dict[str, Any]] = {
-    scale: {**{k: v for k, v in MLP_PRESETS[scale].items() if k != "dataset"}, **values,
-            "conditions": CORE_CONDITIONS, "interventions": tuple(INTERVENTIONS)}
-    for scale, values in _CHAPTER_VALUES.items()
-}
+_PRESETS = mlp_runs.mlp_presets(_CHAPTER_VALUES, without=("dataset",), conditions=CORE_CONDITIONS,
+                                interventions=tuple(INTERVENTIONS))
 
 #: The notebook's parameters, in the order of its ``parameters`` cell.
 PARAMETERS: dict[str, str] = {
@@ -139,34 +137,31 @@ class Condition2Settings:
         return list(unique.values())
 
 
+#: The chapter's own settings, besides those of the shared MLP builder (:func:`geocont.chapters.mlp_runs.build_settings`).
+_OWN_VALUES = ("datasets", "many_seeds", "interventions", "sgd_probe_steps")
+
+
 def build_settings(scale: str, values: dict[str, Any]) -> Condition2Settings:
-    """The chapter's settings from its preset values (any of them replaced); a bad value raises ValueError."""
+    """The chapter's settings from its preset values (any of them replaced): the base run, seeds,
+    conditions and horizon are the shared MLP builder's (its checks included); a bad value raises ValueError."""
     values = dict(values)
-    seeds, many_seeds = parse_seeds(values.pop("seeds")), parse_seeds(values.pop("many_seeds"))
-    datasets = tuple(values.pop("datasets"))
-    conditions = tuple(values.pop("conditions"))
-    interventions = tuple(values.pop("interventions"))
-    for name, given in (("datasets", datasets), ("conditions", conditions)):
-        if not given:
-            raise ValueError(f"{name} must not be empty")
+    own = {name: values.pop(name) for name in _OWN_VALUES}
+    datasets, interventions = tuple(own["datasets"]), tuple(own["interventions"])
+    if not datasets:
+        raise ValueError("datasets must not be empty")
     for dataset in datasets:
         check_dataset_name(dataset)
-    for condition in conditions:
-        block_spec(condition)
     for name in interventions:
         if name not in INTERVENTIONS:
             raise ValueError(f"unknown intervention {name!r}; valid choices: {', '.join(INTERVENTIONS)}")
+    mlp = mlp_runs.build_settings(scale, {**values, "dataset": datasets[0]})
     for condition in ("res-none", "res-relu"):
-        if condition not in conditions:
+        if condition not in mlp.conditions:
             raise ValueError(f"conditions must include {condition} (the comparison is between them)")
-    steps = check_positive("steps", values["steps"])
-    early_steps = min(check_positive("early_steps", values.pop("early_steps")), steps)
-    probe_steps = min(check_positive("sgd_probe_steps", values.pop("sgd_probe_steps")), steps)
-    base = MLPRunConfig(dataset=datasets[0], optimizer=OptimizerConfig("adam", lr=1e-3),
-                        snapshot_steps=(early_steps,), **values)
-    return Condition2Settings(scale=scale, base=base, datasets=datasets, conditions=conditions, seeds=seeds,
-                              many_seeds=many_seeds, interventions=interventions, early_steps=early_steps,
-                              sgd_probe_steps=probe_steps)
+    probe_steps = min(check_positive("sgd_probe_steps", own["sgd_probe_steps"]), mlp.base.steps)
+    return Condition2Settings(scale=scale, base=mlp.base, datasets=datasets, conditions=mlp.conditions, seeds=mlp.seeds,
+                              many_seeds=parse_seeds(own["many_seeds"]), interventions=interventions,
+                              early_steps=mlp.early_steps, sgd_probe_steps=probe_steps)
 
 
 def describe(settings: Condition2Settings) -> dict[str, Any]:
@@ -205,8 +200,19 @@ def predicted_minutes(settings: Condition2Settings, workers: int = 2) -> float:
     return sum(predicted_wall_seconds(map(predicted_run_seconds, phase), workers) for phase in phases) / 60
 
 
+def scale_rows(settings: Condition2Settings) -> list[tuple[str, str]]:
+    """The chapter's rows of the methods page's table of the scales."""
+    return [
+        ("Condition 2: datasets (headline first)", ", ".join(f"`{d}`" for d in settings.datasets)),
+        ("Condition 2: seeds of the comparison; of the linear net under Adam and SGD",
+         f"{len(settings.seeds)}; {len(settings.many_seeds)}"),
+        ("Condition 2: trace point every (steps); SGD probe steps",
+         f"{settings.base.trace_every}; {settings.sgd_probe_steps:,}"),
+    ]
+
+
 CHAPTER = Chapter(name="condition2", parameters=PARAMETERS, presets=_PRESETS, build=build_settings, describe=describe,
-                  runs=all_run_configs)
+                  runs=all_run_configs, scale_rows=scale_rows)
 
 
 def _diverged_seeds(table: pd.DataFrame) -> pd.DataFrame:

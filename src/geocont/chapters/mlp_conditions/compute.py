@@ -40,6 +40,7 @@ CHAPTER = Chapter(
     build=mlp_runs.build_settings,
     describe=describe,
     runs=mlp_runs.all_run_configs,
+    scale_rows=mlp_runs.scale_rows,
 )
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 
 from ...analyzer import analyze, plan, triplet_method
-from ...book.chapter import Chapter, ClaimsBuilder
+from ...book.chapter import Chapter, ClaimsBuilder, presets
 from ...layouts import LAYOUTS
 from ...lm import trained_lm
 from ...metrics import abs_cos, random_abs_cos, top_singular_triplets, vector_name
@@ -22,7 +22,7 @@ from ...scales import ParameterError, check_scale, parse_seeds
 from ...statistics import Estimate, estimate, verdict_for_difference
 from ...synthetic import LARGE_MODELS, LLAMA_31_8B_LAYER, layer_parameters, write_spiked_checkpoint
 from ...transformer import parameter_count
-from ..lm_runs import LM_PRESETS, PROJECTION_PREDICTIONS, reference_configs
+from ..lm_runs import PROJECTION_PREDICTIONS, lm_preset, reference_configs
 
 if TYPE_CHECKING:
     from ...config import LMRunConfig
@@ -48,14 +48,16 @@ PRETRAINED_OFFLINE = ("smollm2-135m", "gemma3-270m", "all-minilm-l6")
 PRETRAINED_LARGE = ("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B")
 
 
-_PRESETS: dict[str, dict[str, Any]] = {
+_PRESET_VALUES: dict[str, dict[str, Any]] = {
     "smoke": dict(models=("smollm2-135m",), max_layers=6, trained_scale="smoke", seeds=(0,),
                   quantize=("Q8_0", "Q4_1"), large_models=(), measure_cost=False),
-    "cpu": dict(models=PRETRAINED_OFFLINE, max_layers=None, trained_scale="cpu", seeds=LM_PRESETS["cpu"]["seeds"],
+    "cpu": dict(models=PRETRAINED_OFFLINE, max_layers=None, trained_scale="cpu",
                 quantize=("Q8_0", "Q4_1"), large_models=PRETRAINED_LARGE, measure_cost=True),
     "paper": dict(models=PRETRAINED_OFFLINE, max_layers=None, trained_scale="paper", seeds=(0,),
                   quantize=("Q8_0", "Q4_1"), large_models=PRETRAINED_LARGE, measure_cost=True),
 }
+#: At ``cpu`` the trained models' seeds are the language-model presets' (``smoke`` and ``paper`` set one seed).
+_PRESETS = presets(lm_preset, _PRESET_VALUES, keep=("seeds",))
 
 
 #: The quantization check's rule: a GGUF type "keeps the metric" when no v1/u1 |cos| moves by this much.

@@ -59,6 +59,11 @@ CHAPTER = Chapter(
     build=mlp_runs.build_settings,
     describe=describe,
     runs=lambda settings: [c for configs in sweep_configs(settings) for c in configs],
+    scale_rows=lambda settings: [
+        ("MLP timeline init sweep: snapshots (v1/u1 only)", str(settings.short_base.n_snapshots)),
+        ("MLP timeline: init scales",
+         ", ".join(f"{x:g}" for x in sorted((settings.base.init_scale, *settings.extra_init_scales)))),
+    ],
 )
 
 

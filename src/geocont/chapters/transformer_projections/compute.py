@@ -21,7 +21,7 @@ from ...sweeps import predicted_wall_seconds
 from ...tables import RUN_KEYS
 from ...transformer import build_llama, parameter_count, projection_dims
 from .. import lm_runs
-from ..lm_runs import LM_PRESETS, LM_VARIANTS, MAIN_VARIANTS, PROJECTION_PREDICTIONS, LMChapterSettings
+from ..lm_runs import LM_VARIANTS, MAIN_VARIANTS, PROJECTION_PREDICTIONS, LMChapterSettings
 
 
 #: The notebook's parameters, in the order of its ``parameters`` cell.
@@ -90,8 +90,8 @@ def describe(settings: LMChapterSettings) -> dict[str, Any]:
     )
 
 
-CHAPTER = Chapter("transformer_projections", PARAMETERS, LM_PRESETS, lm_runs.build_settings, describe,
-                  lm_runs.run_configs)
+CHAPTER = Chapter("transformer_projections", PARAMETERS, lm_runs.lm_preset, lm_runs.build_settings, describe,
+                  lm_runs.run_configs, scale_rows=lm_runs.scale_rows)
 
 
 def _duration(config: LMRunConfig) -> float:
