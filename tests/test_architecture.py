@@ -71,6 +71,18 @@ def test_the_core_knows_no_chapter(path):
     assert not (set(CHAPTER_MODULES) & (names | strings)), f"{path.name} names a chapter"
 
 
+@pytest.mark.parametrize("path", [PACKAGE / "book" / "claims.py", PACKAGE / "chapters" / "__init__.py"],
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_book_layer_names_no_chapter(path):
+    """The claims page summarises what the chapters flag (``headline``); the scales table is the chapters' hooks."""
+    tree = ast.parse(path.read_text())
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    strings = " ".join(n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str))
+    named = {c for c in CHAPTER_MODULES if c in names or c in strings}
+    assert not named, f"{path.name} names chapter(s) {named}"
+
+
 def notebook(name: str) -> nbformat.NotebookNode:
     return nbformat.read(ROOT / "book" / f"{name}.ipynb", as_version=4)
 
@@ -126,6 +138,23 @@ def test_notebooks_only_call_the_library(name):
         assert "startswith" not in cell.source, f"{name}: claims are looked up by key, not by text"
     first = cells[0].source
     assert f"from geocont.chapters import {name} as chapter" in first and "chapter.CHAPTER.from_notebook(globals())" in first
+
+
+def test_the_closing_chapter_only_calls_the_library():
+    from geocont.book import claims
+
+    nb = notebook(claims.CLOSING_CHAPTER)
+    cell = parameters_cell(nb)
+    assert [node.targets[0].id for node in ast.parse(cell.source).body] == list(claims.PARAMETERS)
+    assert [line.split("#", 1)[1].strip() for line in cell.source.splitlines() if line.strip()] == list(
+        claims.PARAMETERS.values())
+    cells = [c for c in nb.cells if c.cell_type == "code" and c is not cell]
+    assert "claims.from_notebook(globals())" in cells[0].source
+    for one in cells:
+        tree = ast.parse(one.source)
+        assert len(tree.body) <= 2 and not [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Lambda))]
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) != "globals"]
+        assert len(calls) == 1 and ast.unparse(calls[0].func).startswith("claims."), one.source
 
 
 #: Import name -> distribution name, where they differ.

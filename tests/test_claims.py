@@ -198,24 +198,36 @@ def test_the_summary_counts_verdicts_per_chapter_with_a_total(claims_dir):
     ]
 
 
-def test_the_condition_two_headline_counts_its_verdicts_and_names_what_fell_short():
+def test_the_headline_is_the_flagged_claims_whatever_their_keys():
     rows = pd.DataFrame([
-        claim_row("condition2", "Linear gradients", "Res+None gradient v1 |cos|", "0.93", 0.91, 0.01, 3, 0.05,
-                  "reproduced", key="linear-gradient-v1"),
-        claim_row("condition2", "Linear weights", "Res+None weight v1 |cos|", "0.22", 0.61, 0.02, 3, 0.05,
-                  "not reproduced", key="linear-weight-v1"),
-        claim_row("condition2", "No residual", "NoRes weight v1 |cos|", "random level", 0.05, 0.0, 3, 0.05,
-                  "reproduced", key="nores-weight-v1"),
+        claim_row("c2", "Linear gradients", "Res+None gradient v1 |cos|", "0.93", 0.91, 0.01, 3, 0.05,
+                  "reproduced", key="linear-gradient-v1", headline=True),
+        claim_row("c2", "Linear weights", "Res+None weight v1 |cos|", "0.22", 0.61, 0.02, 3, 0.05,
+                  "not reproduced", key="renamed-key", headline=True),
+        claim_row("c2", "Elsewhere", "q (mnist-10k)", "0.22", 0.2, 0.0, 3, 0.05, "reproduced", key="linear-weight-v1-x"),
         claim_row("other", "Same key elsewhere", "q", "0.1", 0.1, 0.0, 3, 0.05, "not reproduced",
-                  key="linear-weight-v1"),
+                  key="linear-gradient-v1"),
     ])
-    titles = {"condition2": "What makes the linear net lose its continuity?"}
-    text = claims.condition_two_headline(rows, titles)
-    assert "of its 2 claims ({doc}`What makes the linear net lose its continuity? <condition2>`), 1 reproduced and 1 not reproduced." in text
-    assert text.endswith("Short of reproduced: Res+None weight v1 |cos| (not reproduced: ours 0.61, paper 0.22).")
-    assert claims.condition_two_headline(rows.iloc[[0]], titles).endswith("Every one is reproduced.")
-    with pytest.raises(KeyError, match="no Condition-2 claim"):
-        claims.condition_two_headline(rows.iloc[[2]], titles)
+    assert list(claims.headline_claims(rows)["key"]) == ["linear-gradient-v1", "renamed-key"]
+    titles = {"c2": "What makes the linear net lose its continuity?"}
+    text = claims.headline_summary(rows, titles)
+    assert "1 reproduced and 1 not reproduced" in text and "{doc}`What makes the linear net lose its continuity? <c2>`" in text
+    assert "Res+None weight v1 |cos| (not reproduced: ours 0.61, paper 0.22)" in text
+    assert "gradient" not in text.split("Short of reproduced")[1]
+    assert claims.headline_summary(rows.iloc[[0]], titles) != claims.headline_summary(rows.iloc[[0, 1]], titles)
+    assert claims.headline_summary(rows.iloc[[2, 3]], titles) == claims._PROSE.render("headline-none")
+
+
+def test_the_closing_chapter_rejects_an_unknown_parameter_and_collects_the_tables(tmp_path, monkeypatch):
+    from geocont.scales import ParameterError
+
+    monkeypatch.setenv("GEOCONT_CLAIMS_DIR", str(tmp_path))
+    with pytest.raises(ParameterError, match="unknown parameter.*scael"):
+        claims.from_notebook({"scale": "smoke", "scael": "cpu"})
+    with pytest.raises(claims.MissingClaims, match="no published claims table"):
+        claims.from_notebook({"scale": "smoke"})
+
+
 def test_a_chapter_shows_the_early_value_formatted_in_one_column():
     from geocont.book.chapter import claims_display
 

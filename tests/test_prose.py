@@ -8,8 +8,9 @@ import pytest
 
 from geocont.book import prose
 
-CHAPTERS = Path(__file__).resolve().parents[1] / "src" / "geocont" / "chapters"
-PROSE_FILES = sorted(CHAPTERS.glob(f"*/{prose.PROSE_FILE}"))
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "geocont"
+#: Every chapter's templates, and the closing chapter's (``geocont/book/prose.md``).
+PROSE_FILES = sorted(PACKAGE.glob(f"chapters/*/{prose.PROSE_FILE}")) + [PACKAGE / "book" / prose.PROSE_FILE]
 #: ``render("name"`` and ``choose("choice"`` in a chapter's code
 _RENDERED = re.compile(r"\.(render|choose)\(\s*\"([^\"]+)\"")
 
@@ -49,7 +50,7 @@ def test_listing():
 
 @pytest.mark.parametrize("path", PROSE_FILES, ids=lambda p: p.parent.name)
 def test_each_chapter_renders_exactly_its_templates(path):
-    package = f"geocont.chapters.{path.parent.name}"
+    package = ".".join(path.parent.relative_to(PACKAGE.parent).parts)
     templates = prose.Prose.of(package).templates
     code = "\n".join(p.read_text() for p in path.parent.glob("*.py"))
     rendered = {(kind, name) for kind, name in _RENDERED.findall(code)}

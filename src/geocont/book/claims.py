@@ -3,7 +3,7 @@
 A chapter ends with::
 
     from geocont.book.claims import publish
-    publish(claims, chapter="mlp_conditions", scale=scale, overrides=overrides)
+    publish(claims, chapter="<name>", scale=scale, overrides=overrides)
 
 which writes ``<claims directory>/<chapter>.json`` (the rows, in :data:`geocont.tables.CLAIM_COLUMNS`
 format, with the scale and parameter overrides that produced them). The closing chapter calls
@@ -26,10 +26,17 @@ import math
 import os
 from pathlib import Path
 
+from dataclasses import dataclass
+
 import pandas as pd
 
 from ..tables import CLAIM_COLUMNS, VERDICTS
+from .notebook import notebook_parameters, one_line_parameter_errors
 from .paths import CLAIMS_ENV, chapters, repository_root
+from .prose import Prose, listing
+
+#: The closing chapter's words (``src/geocont/book/prose.md``).
+_PROSE = Prose.of(__package__)
 #: The closing chapter: it reads the others' tables and publishes none itself.
 CLOSING_CHAPTER = "claims"
 
@@ -231,43 +238,99 @@ def counts_markdown(claims: pd.DataFrame, titles: dict[str, str] | None = None) 
     return "\n".join(lines)
 
 
-#: The claims about Condition 2 (symmetry breaking keeps the continuity that residual connections
-#: start), by chapter and claim key; keys a run did not produce (say, a condition left out) are skipped.
-CONDITION_TWO_KEYS: dict[str, tuple[str, ...]] = {
-    # the Condition-2 chapter's claims on its headline dataset (the paper's training-set size)
-    "condition2": ("linear-weight-v1", "linear-gradient-v1", "relu-above-linear", "radial-tau-low",
-                   "relu-above-radial-tau", "nores-gradient-v1", "linear-rise-then-fall"),
-}
-
-
-def condition_two_claims(claims: pd.DataFrame, keys: dict[str, tuple[str, ...]] = CONDITION_TWO_KEYS) -> pd.DataFrame:
-    """The rows of ``claims`` about Condition 2 (:data:`CONDITION_TWO_KEYS`), in table order."""
-    wanted = {(chapter, key) for chapter, chapter_keys in keys.items() for key in chapter_keys}
-    return claims[[pair in wanted for pair in zip(claims["chapter"], claims["key"])]]
+def headline_claims(claims: pd.DataFrame) -> pd.DataFrame:
+    """The book's headline claims: the rows a chapter marked ``headline`` (``ClaimsBuilder.add(headline=True)``)."""
+    return claims[claims["headline"].astype(bool)]
 
 
 def _counted(counts: pd.Series) -> str:
-    parts = [f"{counts[v]} {v}" for v in VERDICTS if counts.get(v, 0)]
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return listing(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v, 0))
 
 
 def _ours_against_paper(row) -> str:
     return f"{row.quantity} ({row.verdict}: ours {_number(row.ours_mean)}, paper {row.paper})"
 
 
-def condition_two_headline(claims: pd.DataFrame, titles: dict[str, str] | None = None,
-                           keys: dict[str, tuple[str, ...]] = CONDITION_TWO_KEYS) -> str:
-    """Condition 2 in two sentences: its claims' verdict counts, then the ones short of reproduced."""
+def headline_summary(claims: pd.DataFrame, titles: dict[str, str] | None = None) -> str:
+    """The headline claims in two sentences: their verdict counts, then the ones short of reproduced."""
     titles = titles if titles is not None else chapter_titles()
-    rows = condition_two_claims(claims, keys)
+    rows = headline_claims(claims)
     if rows.empty:
-        raise KeyError(f"no Condition-2 claim among the collected claims; looked for {keys}")
-    chapters = ", ".join(_link(c, titles) for c in dict.fromkeys(rows["chapter"]))
-    first = (f"**Condition 2** (symmetry breaking keeps the continuity that residual connections start): "
-             f"of its {len(rows)} claims ({chapters}), {_counted(rows['verdict'].value_counts())}.")
+        return _PROSE.render("headline-none")
+    first = _PROSE.render("headline-counts", n=len(rows), chapters=listing(_link(c, titles) for c in dict.fromkeys(rows["chapter"])),
+                          counts=_counted(rows["verdict"].value_counts()))
     short = rows[rows["verdict"] != "reproduced"]
     if short.empty:
-        return first + " Every one is reproduced."
+        return first + " " + _PROSE.render("headline-all-reproduced")
     order = {verdict: rank for rank, verdict in enumerate(VERDICTS)}
     short = short.sort_values("verdict", key=lambda v: v.map(order), kind="stable")
-    return first + " Short of reproduced: " + "; ".join(_ours_against_paper(r) for r in short.itertuples()) + "."
+    return first + " " + _PROSE.render("headline-short", short="; ".join(_ours_against_paper(r) for r in short.itertuples()))
+
+
+# ---------------------------------------------------------------------------------------------
+# The closing chapter (book/claims.ipynb): one call per result, as in every chapter
+# ---------------------------------------------------------------------------------------------
+
+#: The closing chapter's parameters, in the order of its ``parameters`` cell.
+PARAMETERS = {"scale": "smoke | cpu | paper: the scale whose published claims are collected"}
+
+
+@dataclass(frozen=True)
+class ClaimsPage:
+    """What the closing chapter shows: every chapter's published claims at ``scale``, and the chapters' titles."""
+
+    scale: str
+    table: pd.DataFrame
+    titles: dict[str, str]
+
+    @property
+    def other_scales(self) -> list[str]:
+        """The scales, besides the page's own, at which some chapter's published table was produced."""
+        return sorted(set(self.table.groupby("chapter", sort=False)["scale"].first()) - {self.scale})
+
+
+def from_notebook(namespace) -> ClaimsPage:
+    """The closing chapter's one configure call: its parameters checked by name, the tables collected
+    (:func:`collect`, which names any chapter whose table is missing)."""
+    from ..scales import check_scale, parameter_errors
+
+    one_line_parameter_errors()
+    with parameter_errors():
+        scale = notebook_parameters(namespace, PARAMETERS)["scale"]
+        check_scale(scale)
+    return ClaimsPage(scale, collect(scale), chapter_titles())
+
+
+def at_a_glance(page: ClaimsPage):
+    """The summary: a warning where chapters ran at other scales, the headline claims, the verdict counts."""
+    from IPython.display import Markdown
+
+    parts = [_PROSE.render("mixed-scales", scale=page.scale, others=", ".join(page.other_scales))] if page.other_scales else []
+    parts += [headline_summary(page.table, page.titles), counts_markdown(page.table, page.titles)]
+    return Markdown("\n\n".join(parts))
+
+
+def tables(page: ClaimsPage):
+    """Every claim, one block per chapter, under a sentence that says how many."""
+    from IPython.display import Markdown
+
+    chapters = page.table["chapter"].nunique()
+    return Markdown(_PROSE.render("tables-intro", claims=len(page.table), chapters=chapters) + "\n\n"
+                    + markdown_table(page.table, page.titles))
+
+
+def details(page: ClaimsPage):
+    """Both sides of each comparison (the claims' notes), in a dropdown."""
+    from IPython.display import Markdown
+
+    lines = [f"- {r.claim} ({r.quantity}): {r.note}" for r in page.table.itertuples() if r.note]
+    return Markdown("````{dropdown} " + _PROSE.render("details-title") + "\n" + "\n".join(lines) + "\n````")
+
+
+def rerun(page: ClaimsPage):
+    """The box with the command that re-runs this page."""
+    from IPython.display import Markdown
+
+    from .provenance import rerun_box
+
+    return Markdown(rerun_box(f"book/{CLOSING_CHAPTER}.ipynb", page.scale))

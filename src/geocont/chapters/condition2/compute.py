@@ -483,8 +483,8 @@ PAPER_LINEAR_GRADIENT = 0.93
 
 def comparison_claims(results: Results, builder: ClaimsBuilder) -> None:
     """The Condition-2 claims on every dataset, into ``builder``. On the headline dataset a claim's key is its
-    plain name (``linear-weight-v1``), elsewhere the name and the dataset (``linear-weight-v1-mnist-10k``),
-    so that the book's summary finds the headline verdicts whatever the headline dataset is."""
+    plain name (``linear-weight-v1``) and it is one of the book's headline claims (``headline=True``), elsewhere
+    its key is the name and the dataset (``linear-weight-v1-mnist-10k``)."""
     from ...statistics import verdict_for_difference, verdict_for_value
 
     for dataset, table in results.comparison.items():
@@ -500,33 +500,33 @@ def comparison_claims(results: Results, builder: ClaimsBuilder) -> None:
         none, relu = final("res-none"), final("res-relu")
         builder.add(key("linear-weight-v1"), "A linear residual net has low weight continuity",
                     f"Res+None weight v1 |cos| {tag}", f"{PAPER_LINEAR_WEIGHT}", none, results.baseline,
-                    verdict_for_value(none, PAPER_LINEAR_WEIGHT))
+                    verdict_for_value(none, PAPER_LINEAR_WEIGHT), headline=headline)
         gradient = final("res-none", "grad_cos")
         builder.add(key("linear-gradient-v1"), "... yet high gradient continuity",
                     f"Res+None gradient v1 |cos| {tag}", f"{PAPER_LINEAR_GRADIENT}", gradient, results.baseline,
-                    verdict_for_value(gradient, PAPER_LINEAR_GRADIENT))
+                    verdict_for_value(gradient, PAPER_LINEAR_GRADIENT), headline=headline)
         builder.add(key("relu-above-linear"), "An element-wise activation keeps weight continuity",
                     f"res-relu minus res-none weight v1 {tag}", "higher (no number)", relu.mean - none.mean,
                     results.baseline, verdict_for_difference(relu, none), note=f"res-relu {relu}; res-none {none}",
-                    std=relu.std, n=relu.n)
+                    std=relu.std, n=relu.n, headline=headline)
         if "res-radial-tau" in results.settings.conditions:
             radial = final("res-radial-tau")
             builder.add(key("radial-tau-low"), "A rotation-equivariant nonlinearity fails too",
                         f"res-radial-tau weight v1 |cos| {tag}", "~0.22", radial, results.baseline,
-                        verdict_for_value(radial, PAPER_LINEAR_WEIGHT))
+                        verdict_for_value(radial, PAPER_LINEAR_WEIGHT), headline=headline)
             builder.add(key("relu-above-radial-tau"), "Symmetry breaking, not nonlinearity, keeps continuity",
                         f"res-relu minus res-radial-tau weight v1 {tag}", "higher (no number)",
                         relu.mean - radial.mean, results.baseline, verdict_for_difference(relu, radial),
-                        note=f"res-relu {relu}; res-radial-tau {radial}", std=relu.std, n=relu.n)
+                        note=f"res-relu {relu}; res-radial-tau {radial}", std=relu.std, n=relu.n, headline=headline)
         if "nores-relu" in results.settings.conditions:
             nores = final("nores-relu", "grad_cos")
             builder.add(key("nores-gradient-v1"), "Without residuals, gradient continuity is at random level",
                         f"NoRes gradient v1 |cos| {tag}", "~0.05", nores, results.baseline,
-                        verdict_for_value(nores, 0.05))
+                        verdict_for_value(nores, 0.05), headline=headline)
         peak = peak_of(table, "res-none")
         builder.add(key("linear-rise-then-fall"), "Weight continuity first forms, then is lost",
                     f"res-none weight v1: peak minus final {tag}", "rise, then collapse", peak.mean - none.mean,
-                    results.baseline, verdict_for_difference(peak, none), note=f"peak {peak}, final {none}", n=peak.n)
+                    results.baseline, verdict_for_difference(peak, none), note=f"peak {peak}, final {none}", n=peak.n, headline=headline)
 
 
 @dataclass(frozen=True)
