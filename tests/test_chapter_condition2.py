@@ -286,26 +286,24 @@ def test_a_linear_net_that_never_rose_under_sgd_is_not_read_as_a_fall():
     assert not rows.loc[("res-none", "sgd"), "formed"] and rows.loc[("res-none", "adam"), "formed"]
     assert rows.loc[("res-relu", "sgd"), "formed"]  # 0.30 is more than 0.10 above the random level 0.05
     assert rows.loc[("res-none", "sgd"), "peak_max"] == pytest.approx(0.07)
-    text = condition2.formation_sentence(results)
-    assert "the linear net peaked at 0.07 over 6 seeds (Adam: 0.80 over 6 seeds)" in text
-    assert "never formed" in text and "say nothing about drift" in text
-    assert "peaked 0.60 lower than under Adam" in text
+    found = condition2.formation(results)
+    assert (found.linear, found.baseline) == ("never-formed", "lower-under-sgd")
+    assert found.relu_gap == pytest.approx(0.6)
+    assert "0.07 over 6 seeds" in condition2.formation_sentence(results)  # it renders, with the numbers
 
 
 def test_a_linear_net_that_rose_under_sgd_is_read_as_a_fall():
     adam = make_results(rise(0.8, 0.3), smooth_loss, stable_linear_v1=rise(0.8, 0.3))
     results = with_sgd(adam, linear_v1=rise(0.7, 0.2), relu_v1=rise(0.88, 0.88))
     assert condition2.formation_rows(results)["formed"].all()
-    text = condition2.formation_sentence(results)
-    assert "did form continuity" in text and "never formed" not in text
-    assert "about as much continuity as under Adam" in text
+    found = condition2.formation(results)
+    assert (found.linear, found.baseline) == ("formed", "alike")
 
 
 def test_a_baseline_that_peaked_higher_under_sgd_is_not_called_as_high_as_under_adam():
     adam = make_results(rise(0.8, 0.3), smooth_loss, stable_linear_v1=rise(0.4, 0.4), relu_v1=rise(0.5, 0.5))
-    text = condition2.formation_sentence(with_sgd(adam, linear_v1=rise(0.7, 0.2), relu_v1=rise(0.9, 0.9)))
-    assert "The baseline peaked 0.40 higher under SGD than under Adam." in text
-    assert "about as much" not in text
+    found = condition2.formation(with_sgd(adam, linear_v1=rise(0.7, 0.2), relu_v1=rise(0.9, 0.9)))
+    assert found.baseline == "higher-under-sgd" and found.relu_gap == pytest.approx(-0.4)
 
 
 def test_the_predicted_cold_time_adds_the_long_runs_the_probes_and_the_sgd_runs():
@@ -322,19 +320,20 @@ def test_the_predicted_cold_time_adds_the_long_runs_the_probes_and_the_sgd_runs(
     assert condition2.predicted_minutes(settings) == pytest.approx((long_runs + probes + sgd) / 60)
 
 
-def test_the_budget_note_names_what_a_build_leaves_out_and_a_narrower_rerun():
-    full = condition2.budget_note(condition2.CHAPTER.configure("cpu")).data
-    assert "leaves out" not in full
-    assert "of the whole `cpu` book's 180-minute budget" in full
-    assert "-p datasets \"['fashion-mnist']\" -p interventions \"['clip 1.0', 'cosine']\"" in full
-    narrowed = condition2.budget_note(condition2.CHAPTER.configure("cpu", datasets=["fashion-mnist"], interventions=[],
-                                                                   many_seeds=3)).data
-    assert "1 dataset;" in narrowed and "no interventions" in narrowed
-    assert ("leaves out what the `cpu` preset runs: datasets mnist-10k, mnist-subset; interventions lr 3e-4, "
-            "clip 1.0, cosine, adamw 0.1, adam-rotated; linear-net seeds 3, 4, 5, 6, 7") in narrowed
-    assert "narrower re-run" not in narrowed  # this build is already narrower than the suggestion
-    smoke = condition2.budget_note(condition2.CHAPTER.configure("smoke")).data
-    assert "budget" not in smoke and " min" not in smoke  # the cost model is of the `cpu` machine
+def test_the_budget_names_what_a_build_leaves_out_and_a_narrower_rerun():
+    full = condition2.budget(condition2.CHAPTER.configure("cpu"))
+    assert not full.left_out and full.narrow_minutes is not None and full.narrow_minutes < full.minutes
+    narrowed = condition2.budget(condition2.CHAPTER.configure("cpu", datasets=["fashion-mnist"], interventions=[],
+                                                              many_seeds=3))
+    assert narrowed.left_out == {"datasets": ["mnist-10k", "mnist-subset"],
+                                 "interventions": ["lr 3e-4", "clip 1.0", "cosine", "adamw 0.1", "adam-rotated"],
+                                 "linear-net seeds": [3, 4, 5, 6, 7]}
+    assert narrowed.preset_minutes == pytest.approx(full.minutes)
+    assert narrowed.narrow_minutes is None  # this build is already narrower than the suggestion
+    smoke = condition2.budget(condition2.CHAPTER.configure("smoke"))
+    assert smoke.minutes is None and smoke.runs > 0  # the cost model is of the `cpu` machine
+    note = condition2.budget_note(condition2.CHAPTER.configure("cpu")).data
+    assert f"{full.minutes:.0f} min" in note and "-p datasets \"['fashion-mnist']\"" in note  # it renders
 
 
 def test_a_group_whose_every_sgd_run_diverged_is_named_not_a_key_error():
@@ -347,7 +346,19 @@ def test_a_group_whose_every_sgd_run_diverged_is_named_not_a_key_error():
                        for s in results.settings.many_seeds], ignore_index=True)
     import dataclasses
 
-    text = condition2.formation_sentence(dataclasses.replace(results, sgd=pd.concat([relu_only, marks], ignore_index=True)))
-    assert "the linear net peaked at no seed (every run diverged)" in text
-    assert "Every SGD run of the linear net diverged" in text
-    assert "The baseline too peaked 0.60 lower than under Adam" in text
+    results = dataclasses.replace(results, sgd=pd.concat([relu_only, marks], ignore_index=True))
+    found = condition2.formation(results)
+    assert (found.linear, found.baseline) == ("all-diverged", "lower-under-sgd")
+    assert "no seed (every run diverged)" in condition2.formation_sentence(results)
+
+
+def test_the_seed_groups_and_the_answer_are_computed_then_worded():
+    results = with_sgd(make_results(rise(0.8, 0.3), smooth_loss, stable_linear_v1=rise(0.8, 0.3)),
+                       linear_v1=rise(0.7, 0.2), relu_v1=rise(0.88, 0.88))
+    groups = {(g.condition, g.optimizer): g for g in condition2.seed_groups_found(results)}
+    assert groups[("res-none", "adam")].value.mean == pytest.approx(0.3) and not groups[("res-none", "adam")].shape.bimodal
+    assert set(condition2.halves_agree(results).values()) == {True}
+    assert "res-none under adam: 0.30" in condition2.seeds_sentences(results)  # each renders, with its numbers
+    assert "lr 0.01 was chosen" in condition2.sgd_sentence(results)
+    answer = condition2.answer(results).data
+    assert all(f"**{e.name}: {e.verdict}.**" in answer for e in condition2.explanations(results))

@@ -25,20 +25,55 @@ or per event, keyed by :data:`geocont.tables.RUN_KEYS` and any extra key columns
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from .statistics import per_run
+from .statistics import Estimate, estimate, final_estimate, per_run
 from .tables import RUN_KEYS, select
 
 #: A trace point is unstable when its loss exceeds this factor times the running minimum of the
 #: earlier trace points (and the memorisation threshold): see the module docstring.
 INSTABILITY_FACTOR = 10.0
 
-#: The training loss (mean minibatch cross-entropy, nats) below which the training set counts as memorised.
+#: The training loss (cross-entropy, nats) below which the training set counts as memorised: the
+#: trace's mean minibatch loss here, the snapshots' training-set loss in :func:`memorised_steps`.
 MEMORISED_LOSS = 0.01
+
+#: A run's training-set loss "rose again" (training became unstable) when its final value exceeds its
+#: minimum over training by this factor (and the set is not memorised at the end).
+LOSS_RISE_FACTOR = 2.0
+
+
+def memorised_steps(table: pd.DataFrame, metric: str = "train_set_loss") -> pd.Series:
+    """Per seed (the index), the first snapshot whose ``metric`` (a loss) is below :data:`MEMORISED_LOSS`;
+    seeds that never get there are absent."""
+    loss = per_run(table, metric)
+    return loss[loss["value"] < MEMORISED_LOSS].groupby("seed")["step"].min()
+
+
+@dataclass(frozen=True)
+class LossCourse:
+    """A group of runs' training-set loss: its final value and its lowest value over training (means
+    over seeds), whether the set ends memorised, and whether the loss rose again (:data:`LOSS_RISE_FACTOR`)."""
+
+    final: Estimate
+    lowest: Estimate
+
+    @property
+    def memorised(self) -> bool:
+        return self.final.mean < MEMORISED_LOSS
+
+    @property
+    def rose(self) -> bool:
+        return self.final.mean > LOSS_RISE_FACTOR * self.lowest.mean and self.final.mean >= MEMORISED_LOSS
+
+
+def loss_course(table: pd.DataFrame, metric: str = "train_set_loss") -> LossCourse:
+    """The :class:`LossCourse` of the runs in ``table`` (diverged runs left out of the final value)."""
+    return LossCourse(final_estimate(table, metric), estimate(per_run(table, metric).groupby("seed")["value"].min()))
 
 EVENT_COLUMNS = ["event", "start", "end", "peak_loss", "running_min", "v1_before", "v1_after"]
 

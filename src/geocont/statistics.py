@@ -176,20 +176,31 @@ class PeakAndFinal(NamedTuple):
     final: Estimate
 
 
-def peak_and_final(table: pd.DataFrame, metric: str, space: str, direction: int, **equal) -> PeakAndFinal:
-    """Per seed, the maximum over training and the final value of a layer-mean metric (diverged runs
-    left out of both and counted)."""
+def peaks_per_seed(table: pd.DataFrame, metric: str, space: str, direction: int, **equal) -> pd.Series:
+    """Per seed (the index), the maximum over training of a layer-mean metric; diverged runs left out."""
     frame = per_run(table, metric, space, direction)
     for column, value in equal.items():
         frame = frame[frame[column] == value]
-    diverged = _diverged_of(table, equal)
-    frame = without_runs(frame, diverged)
-    peaks = frame.groupby("seed")["value"].max()
-    finals = at_final_step(frame).set_index("seed")["value"]
-    return PeakAndFinal(estimate(peaks, len(diverged)), estimate(finals, len(diverged)))
+    return without_runs(frame, _diverged_of(table, equal)).groupby("seed")["value"].max()
 
 
-def verdict_for_value(ours: Estimate, paper: float, tolerance: float = 0.10) -> str:
+def peak_and_final(table: pd.DataFrame, metric: str, space: str, direction: int, **equal) -> PeakAndFinal:
+    """Per seed, the maximum over training and the final value of a layer-mean metric (diverged runs
+    left out of both and counted)."""
+    n_diverged = len(_diverged_of(table, equal))
+    return PeakAndFinal(estimate(peaks_per_seed(table, metric, space, direction, **equal), n_diverged),
+                        final_estimate(table, metric, space, direction, **equal))
+
+
+#: The book's margin for any difference (a fall, a gap between conditions, a rise above the random
+#: level): the smallest change of a |cos| that a verdict calls real, besides the seed-to-seed spread.
+DIFFERENCE_MARGIN = 0.10
+
+#: How close our mean must be to the paper's number for "reproduced" ("partly": 2.5 times as far).
+VALUE_TOLERANCE = 0.10
+
+
+def verdict_for_value(ours: Estimate, paper: float, tolerance: float = VALUE_TOLERANCE) -> str:
     """"reproduced" within ``tolerance`` of the paper's number, "partly" within 2.5x that."""
     if math.isnan(ours.mean):
         return "not tested"
@@ -204,7 +215,7 @@ def pooled_sd(*estimates: Estimate) -> float:
     return math.sqrt(sum((e.std if e.n > 1 and not math.isnan(e.std) else 0.0) ** 2 for e in estimates) / len(estimates))
 
 
-def verdict_for_difference(high: Estimate, low: Estimate, margin: float = 0.10) -> str:
+def verdict_for_difference(high: Estimate, low: Estimate, margin: float = DIFFERENCE_MARGIN) -> str:
     """Does ``high`` exceed ``low``?
 
     "reproduced" if the difference exceeds both ``margin`` and two pooled seed sds;
@@ -218,6 +229,47 @@ def verdict_for_difference(high: Estimate, low: Estimate, margin: float = 0.10) 
     if difference > max(margin, 2 * pooled):
         return "reproduced"
     return "partly reproduced" if difference > max(margin / 2, pooled) else "not reproduced"
+
+
+@dataclass(frozen=True)
+class Fall:
+    """How far a quantity fell from its peak to its end (the fall rule, the one every chapter uses).
+
+    ``verdict`` is :func:`verdict_for_difference` (peak above final); ``falls``: a clear fall, the
+    verdict "reproduced" (more than :data:`DIFFERENCE_MARGIN` and two pooled seed sds); ``holds``:
+    the seed-mean fall is below the margin (it kept what it formed).
+    """
+
+    peak: Estimate
+    final: Estimate
+
+    @property
+    def amount(self) -> float:
+        return self.peak.mean - self.final.mean
+
+    @property
+    def verdict(self) -> str:
+        return verdict_for_difference(self.peak, self.final)
+
+    @property
+    def falls(self) -> bool:
+        return self.verdict == "reproduced"
+
+    @property
+    def holds(self) -> bool:
+        return not math.isnan(self.amount) and self.amount < DIFFERENCE_MARGIN
+
+
+def fall_from_peak(table: pd.DataFrame, metric: str = "weight_cos", space: str = "input", direction: int = 1,
+                   **equal) -> Fall:
+    """The :class:`Fall` of a layer-mean metric from its peak over training to its final value."""
+    return Fall(*peak_and_final(table, metric, space, direction, **equal))
+
+
+def formed(peak: Estimate, baseline: float) -> bool:
+    """The formation rule: continuity formed when its mean peak over the seeds rises at least
+    :data:`DIFFERENCE_MARGIN` above the random level ``baseline``."""
+    return not math.isnan(peak.mean) and peak.mean >= baseline + DIFFERENCE_MARGIN
 
 
 def verdict_for_interval(low: float, high: float, expected_sign: int) -> str:
@@ -236,7 +288,7 @@ def verdict_for_interval(low: float, high: float, expected_sign: int) -> str:
     return "not reproduced" if high < 0 else "inconclusive"
 
 
-def closer_to(value: Estimate, target: Estimate, other: Estimate, margin: float = 0.10) -> str:
+def closer_to(value: Estimate, target: Estimate, other: Estimate, margin: float = DIFFERENCE_MARGIN) -> str:
     """Is ``value`` nearer ``target`` than ``other``?
 
     "reproduced" if it is nearer ``target`` by more than the pooled seed sd of the three

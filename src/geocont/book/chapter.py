@@ -28,7 +28,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import math
-import types
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 

@@ -3,7 +3,6 @@ no figures, no matplotlib."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,12 +12,12 @@ import pandas as pd
 from ... import instability, metrics
 from ...config import MLPRunConfig, OptimizerConfig, check_positive
 from ...data import check_dataset_name
-from ...mlp import block_spec
 from ...book.chapter import Chapter, ClaimsBuilder
 from ...scales import parse_seeds
-from ...statistics import Estimate, estimate
+from ...statistics import (Estimate, Fall, estimate, final_estimate, final_per_run, formed,
+                           peak_and_final, peaks_per_seed, verdict_for_difference, verdict_for_value)
 from ...sweeps import predicted_wall_seconds
-from ...tables import select
+from ...tables import diverged_runs, select
 from ...training import run_sweep
 from .. import mlp_runs
 from ..mlp_runs import predicted_run_seconds
@@ -215,6 +214,50 @@ CHAPTER = Chapter(name="condition2", parameters=PARAMETERS, presets=_PRESETS, bu
                   runs=all_run_configs, scale_rows=scale_rows)
 
 
+#: The parameters that narrow the design (fewer runs) rather than change the runs.
+_BREADTH_PARAMETERS = ("seeds", "many_seeds", "datasets", "conditions", "interventions")
+
+#: A narrower ``cpu`` re-run: the headline dataset with two of the stabilising interventions, the horizon
+#: and every seed kept.
+NARROW_CPU_RERUN = dict(datasets=("fashion-mnist",), interventions=("clip 1.0", "cosine"))
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What the chapter trains and, at ``cpu``, its predicted cold minutes (None elsewhere), what this build
+    leaves out of the preset (``{setting: [left out]}``) and the preset's minutes, and a narrower re-run's
+    minutes (None where it is not narrower)."""
+
+    runs: int
+    probes: int
+    sgd_runs: int
+    minutes: float | None = None
+    left_out: dict[str, list] = field(default_factory=dict)
+    preset_minutes: float | None = None
+    narrow_minutes: float | None = None
+
+
+def budget(settings: Condition2Settings) -> Budget:
+    """The :class:`Budget` of ``settings`` (:func:`predicted_minutes`)."""
+    counts = dict(runs=len(settings.run_configs()), probes=len(probe_configs(settings)),
+                  sgd_runs=len(settings.sgd_configs(SGD_LEARNING_RATES[-1])))
+    if settings.scale != "cpu":
+        return Budget(**counts)
+    minutes = predicted_minutes(settings)
+    kept = {k: v for k, v in settings.overrides.items() if k not in _BREADTH_PARAMETERS}
+    preset = CHAPTER.configure(settings.scale, **kept)
+    left_out = {name: missing for name, missing in (
+        ("datasets", [d for d in preset.datasets if d not in settings.datasets]),
+        ("conditions", [c for c in preset.conditions if c not in settings.conditions]),
+        ("interventions", [i for i in preset.interventions if i not in settings.interventions]),
+        ("seeds", [s for s in preset.seeds if s not in settings.seeds]),
+        ("linear-net seeds", [s for s in preset.many_seeds if s not in settings.many_seeds])) if missing}
+    narrow = predicted_minutes(CHAPTER.configure(settings.scale, **{**kept, **NARROW_CPU_RERUN}))
+    return Budget(**counts, minutes=minutes, left_out=left_out,
+                  preset_minutes=predicted_minutes(preset) if left_out else None,
+                  narrow_minutes=narrow if narrow < minutes else None)
+
+
 def _diverged_seeds(table: pd.DataFrame) -> pd.DataFrame:
     rows = select(table, "diverged")
     return rows[["condition", "seed", "step"]]
@@ -227,12 +270,6 @@ class SGDChoice:
     lr: float | None
     #: per probed rate: how many probe runs diverged, of how many
     probes: dict[float, tuple[int, int]]
-
-    def sentence(self, probe_steps: int) -> str:
-        tried = "; ".join(f"lr {lr:g}: {bad} of {n} probe runs diverged" for lr, (bad, n) in self.probes.items())
-        chosen = f"lr {self.lr:g} was chosen" if self.lr is not None else "no candidate rate trained stably"
-        return (f"SGD (momentum {SGD_MOMENTUM:g}) gets the largest of {', '.join(f'{x:g}' for x in SGD_LEARNING_RATES)} "
-                f"with no seed diverging within its first {probe_steps:,} steps: {tried}; {chosen}.")
 
 
 def choose_sgd_lr(settings: Condition2Settings, executor: str | None = None) -> tuple[SGDChoice, pd.DataFrame]:
@@ -288,82 +325,41 @@ def run(settings: Condition2Settings, executor: str | None = None) -> Results:
 # Numbers: every quantity the chapter reports, and its claims (no plotting here)
 # ---------------------------------------------------------------------------------------------
 
-#: A fall of weight v1 (peak minus final, seed mean) at least this large counts as a fall; the
-#: margin of every difference verdict in the book (:func:`geocont.statistics.verdict_for_difference`).
-FALL_MARGIN = 0.10
-
 #: Seeds' final values are called bimodal when the largest gap between consecutive sorted values
 #: is at least this large, exceeds 3 x the pooled sd within the two groups it separates, and each
 #: group holds at least 2 seeds (a rule stated before the seeds were run).
 BIMODAL_GAP = 0.15
 
 
-def finite_runs(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
-    """The rows of the runs that did not diverge, and how many runs did."""
-    diverged = select(table, "diverged")[["condition", "optimizer", "init_scale", "seed"]]
-    if diverged.empty:
-        return table, 0
-    key = pd.MultiIndex.from_frame(table[["condition", "optimizer", "init_scale", "seed"]].astype(object))
-    bad = pd.MultiIndex.from_frame(diverged.astype(object))
-    return table[~key.isin(bad)], len(diverged)
+def weight_v1(table: pd.DataFrame, condition: str, metric: str = "weight_cos", space: str = "input",
+              direction: int = 1) -> Estimate:
+    """``condition``'s final value of a layer-mean metric (weight v1 by default): mean ± sd over its
+    finite seeds, diverged seeds counted (:func:`geocont.statistics.final_estimate`)."""
+    return final_estimate(table, metric, space, direction, condition=condition)
 
 
-def per_seed_final(table: pd.DataFrame, metric: str = "weight_cos", space: str = "input",
-                   direction: int = 1) -> pd.DataFrame:
-    """One row per finite run: condition, seed and the layer-pair mean of a metric at its last snapshot."""
-    from ...statistics import at_final_step, per_run
-
-    finite, _ = finite_runs(table)
-    return at_final_step(per_run(finite, metric, space, direction))[["condition", "seed", "value"]]
-
-
-def final_of(table: pd.DataFrame, condition: str, metric: str = "weight_cos", space: str = "input",
-             direction: int = 1) -> Estimate:
-    """Mean ± sd over the finite seeds of ``condition``."""
-    values = per_seed_final(table, metric, space, direction)
-    return estimate(values.loc[values["condition"] == condition, "value"])
-
-
-def peaks_per_seed(table: pd.DataFrame, condition: str) -> pd.Series:
-    """Each finite seed's highest snapshot value of weight v1 (layer-pair mean), indexed by seed."""
-    from ...statistics import per_run
-
-    finite, _ = finite_runs(table)
-    frame = per_run(finite[finite["condition"] == condition], "weight_cos", "input", 1)
-    return frame.groupby("seed")["value"].max()
-
-
-def peak_of(table: pd.DataFrame, condition: str) -> Estimate:
-    """Mean ± sd over the finite seeds of each seed's highest snapshot value of weight v1."""
-    return estimate(peaks_per_seed(table, condition))
-
-
-def run_summaries(table: pd.DataFrame) -> pd.DataFrame:
-    """:func:`geocont.instability.run_summary` of every run of a sweep table."""
-    return instability.run_summary(table)
-
-
-def summary_estimate(summaries: pd.DataFrame, condition: str, column: str) -> Estimate:
-    return estimate(summaries.loc[summaries["condition"] == condition, column].astype(float))
+def weight_v1_fall(table: pd.DataFrame, condition: str) -> Fall:
+    """``condition``'s weight v1 from its peak to its end (the book's fall rule, :class:`geocont.statistics.Fall`)."""
+    return Fall(*peak_and_final(table, "weight_cos", "input", 1, condition=condition))
 
 
 def comparison_rows(results: Results) -> pd.DataFrame:
-    """Per dataset and condition, as numbers: weight v1 final / peak (mean, sd), gradient v1 final, the
-    final trace loss, test accuracy, runs with instability events, events, memorised and diverged runs."""
+    """Per dataset and condition, as numbers: weight v1 final / peak (mean, sd) and whether it falls (the fall
+    rule), gradient v1 final, the final trace loss, test accuracy, runs with instability events, events,
+    memorised and diverged runs."""
     rows = []
     for dataset, table in results.comparison.items():
-        summaries = run_summaries(table)
+        summaries = instability.run_summary(table)
         for condition in results.settings.conditions:
             one = table[table["condition"] == condition]
             mine = summaries[summaries["condition"] == condition]
-            _, diverged = finite_runs(one)
-            final, peak = final_of(one, condition), peak_of(one, condition)
-            gradient = final_of(one, condition, "grad_cos")
+            fall = weight_v1_fall(one, condition)
+            gradient = weight_v1(one, condition, "grad_cos")
             rows.append(dict(
-                dataset=dataset, condition=condition, seeds=one["seed"].nunique(), diverged=diverged,
-                v1_final=final.mean, v1_final_sd=final.std, v1_peak=peak.mean, v1_peak_sd=peak.std,
-                gradient_v1=gradient.mean, gradient_v1_sd=gradient.std,
-                train_loss=float(mine["final_loss"].mean()), test_acc=final_of(one, condition, "test_acc", "", 0).mean,
+                dataset=dataset, condition=condition, seeds=one["seed"].nunique(), diverged=len(diverged_runs(one)),
+                v1_final=fall.final.mean, v1_final_sd=fall.final.std, v1_peak=fall.peak.mean, v1_peak_sd=fall.peak.std,
+                falls=fall.falls, gradient_v1=gradient.mean, gradient_v1_sd=gradient.std,
+                train_loss=float(mine["final_loss"].mean()), test_acc=weight_v1(one, condition, "test_acc", "", 0).mean,
                 runs_with_events=int((mine["events"] > 0).sum()), events=int(mine["events"].sum()),
                 memorised_runs=int(mine["memorised_step"].notna().sum()),
             ))
@@ -371,27 +367,29 @@ def comparison_rows(results: Results) -> pd.DataFrame:
 
 
 def intervention_rows(results: Results) -> pd.DataFrame:
-    """Per intervention ("adam" = none) and condition, as numbers: weight v1 final and peak, its fall
-    per 1,000 steps after the peak, instability events, the stable-window drift rate (degrees per
-    1,000 steps), final trace loss and test accuracy (means and sds over seeds)."""
+    """Per intervention ("adam" = none) and condition, as numbers: weight v1 final and peak, its fall (and the
+    fall rule's ``falls`` / ``holds``), its fall per 1,000 steps after the peak, instability events, the
+    stable-window drift rate (degrees per 1,000 steps), final trace loss and test accuracy (means and sds
+    over seeds)."""
     rows = []
     for name, table in results.interventions.items():
-        summaries = run_summaries(table)
+        summaries = instability.run_summary(table)
         summaries["fall_rate"] = instability.fall_rate_after_peak(summaries)
         events = instability.instability_events(table)
         drift = instability.stable_windows_turn_rate(table, events)
         for condition in ("res-none", "res-relu"):
             mine = summaries[summaries["condition"] == condition]
-            final, peak = final_of(table, condition), peak_of(table, condition)
+            fall = weight_v1_fall(table, condition)
             rate = estimate(drift.loc[drift["condition"] == condition, "turn_rate"])
-            fall = estimate(mine["fall_rate"])
+            fall_rate = estimate(mine["fall_rate"])
             rows.append(dict(
                 intervention=name, condition=condition, seeds=len(mine),
-                v1_final=final.mean, v1_final_sd=final.std, v1_peak=peak.mean, v1_peak_sd=peak.std,
-                fall=peak.mean - final.mean, fall_per_1000=fall.mean, fall_per_1000_sd=fall.std,
+                v1_final=fall.final.mean, v1_final_sd=fall.final.std, v1_peak=fall.peak.mean, v1_peak_sd=fall.peak.std,
+                fall=fall.amount, falls=fall.falls, holds=fall.holds,
+                fall_per_1000=fall_rate.mean, fall_per_1000_sd=fall_rate.std,
                 runs_with_events=int((mine["events"] > 0).sum()), events=int(mine["events"].sum()),
                 drift_rate=rate.mean, drift_rate_sd=rate.std,
-                train_loss=float(mine["final_loss"].mean()), test_acc=final_of(table, condition, "test_acc", "", 0).mean,
+                train_loss=float(mine["final_loss"].mean()), test_acc=weight_v1(table, condition, "test_acc", "", 0).mean,
             ))
     return pd.DataFrame(rows)
 
@@ -411,7 +409,7 @@ def seed_values(results: Results) -> pd.DataFrame:
     and under SGD (column ``optimizer``); diverged seeds are rows with ``diverged`` True and no value."""
     rows = []
     for condition, optimizer, table in seed_groups(results):
-        finals = per_seed_final(table)
+        finals = final_per_run(table, "weight_cos", "input", 1)
         rows += [dict(condition=condition, optimizer=optimizer, seed=int(r.seed), value=float(r.value),
                       diverged=False) for r in finals.itertuples()]
         rows += [dict(condition=condition, optimizer=optimizer, seed=int(r.seed), value=math.nan, diverged=True)
@@ -422,15 +420,16 @@ def seed_values(results: Results) -> pd.DataFrame:
 
 def formation_rows(results: Results) -> pd.DataFrame:
     """Whether continuity formed at all, per condition and optimizer on the headline dataset: every finite
-    seed's peak of weight v1 (lowest, highest, mean), and ``formed``, whether the mean peak rises
-    :data:`FALL_MARGIN` or more above the random level (the book's margin for any difference)."""
+    seed's peak of weight v1 (lowest, highest, mean, sd), and ``formed`` (the formation rule,
+    :func:`geocont.statistics.formed`)."""
     rows = []
     for condition, optimizer, table in seed_groups(results):
-        peaks = peaks_per_seed(table, condition)
+        peaks = peaks_per_seed(table, "weight_cos", "input", 1, condition=condition)
         if not peaks.empty:
+            peak = estimate(peaks)
             rows.append(dict(condition=condition, optimizer=optimizer, seeds=len(peaks), peak_min=float(peaks.min()),
-                             peak_max=float(peaks.max()), peak_mean=float(peaks.mean()),
-                             formed=bool(peaks.mean() >= results.baseline + FALL_MARGIN)))
+                             peak_max=float(peaks.max()), peak_mean=peak.mean, peak_sd=peak.std,
+                             formed=formed(peak, results.baseline)))
     return pd.DataFrame(rows)
 
 
@@ -460,8 +459,6 @@ def modality(values: pd.Series) -> Modality:
 def half_verdicts(results: Results) -> pd.DataFrame:
     """The linear net's weight-v1 claims judged on two disjoint halves of its seeds (even and odd
     seeds), for each optimizer: the verdict is stable when both halves give the one of all seeds."""
-    from ...statistics import verdict_for_difference, verdict_for_value
-
     values = seed_values(results)
     rows = []
     for optimizer, group in values.groupby("optimizer"):
@@ -485,8 +482,6 @@ def comparison_claims(results: Results, builder: ClaimsBuilder) -> None:
     """The Condition-2 claims on every dataset, into ``builder``. On the headline dataset a claim's key is its
     plain name (``linear-weight-v1``) and it is one of the book's headline claims (``headline=True``), elsewhere
     its key is the name and the dataset (``linear-weight-v1-mnist-10k``)."""
-    from ...statistics import verdict_for_difference, verdict_for_value
-
     for dataset, table in results.comparison.items():
         headline = dataset == results.settings.headline
         tag = f"({dataset}{', headline' if headline else ''})"
@@ -495,7 +490,7 @@ def comparison_claims(results: Results, builder: ClaimsBuilder) -> None:
             return name if headline else f"{name}-{dataset}"
 
         def final(condition: str, metric: str = "weight_cos") -> Estimate:
-            return final_of(table, condition, metric)
+            return weight_v1(table, condition, metric)
 
         none, relu = final("res-none"), final("res-relu")
         builder.add(key("linear-weight-v1"), "A linear residual net has low weight continuity",
@@ -523,7 +518,7 @@ def comparison_claims(results: Results, builder: ClaimsBuilder) -> None:
             builder.add(key("nores-gradient-v1"), "Without residuals, gradient continuity is at random level",
                         f"NoRes gradient v1 |cos| {tag}", "~0.05", nores, results.baseline,
                         verdict_for_value(nores, 0.05), headline=headline)
-        peak = peak_of(table, "res-none")
+        peak = weight_v1_fall(table, "res-none").peak
         builder.add(key("linear-rise-then-fall"), "Weight continuity first forms, then is lost",
                     f"res-none weight v1: peak minus final {tag}", "rise, then collapse", peak.mean - none.mean,
                     results.baseline, verdict_for_difference(peak, none), note=f"peak {peak}, final {none}", n=peak.n, headline=headline)
@@ -531,30 +526,26 @@ def comparison_claims(results: Results, builder: ClaimsBuilder) -> None:
 
 @dataclass(frozen=True)
 class Explanation:
-    """One candidate explanation of the linear net's fall, with its computed verdict and the numbers."""
+    """One candidate explanation of the linear net's fall: its computed verdict ("supported", "not supported"
+    or "inconclusive") and the numbers it rests on (the chapter's prose words them)."""
 
     name: str
-    verdict: str  # "supported", "not supported" or "inconclusive"
-    evidence: str
-
-
-def _fmt(value: float, sd: float = math.nan) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return f"{value:.2f}" + (f" ± {sd:.2f}" if isinstance(sd, float) and not math.isnan(sd) else "")
+    verdict: str
+    numbers: dict[str, Any]
 
 
 def explanations(results: Results) -> list[Explanation]:
     """Instability, drift and memorisation judged by the rules stated in the chapter (module docstrings
-    of :mod:`geocont.instability` and the rules below), each with its numbers.
+    of :mod:`geocont.instability` and the rules below), each with its numbers. A fall is the book's
+    fall rule (:class:`geocont.statistics.Fall`: ``falls``, a clear fall; ``holds``, less than the margin).
 
     * instability is supported when at least half of res-none's fall (peak to final, headline, Adam)
-      happens across instability events and no intervention without events falls by
-      :data:`FALL_MARGIN`; not supported when an intervention whose runs had no event still falls
-      by that much while less than half the Adam fall happened across events;
-    * drift is supported when some intervention without events keeps res-none's fall (at least
-      :data:`FALL_MARGIN`) while res-relu under it does not fall, and res-none's drift rate in stable
-      windows exceeds res-relu's; not supported when no event-free run of res-none falls;
+      happens across instability events and no intervention without events makes res-none fall;
+      not supported when an intervention whose runs had no event still makes it fall while less
+      than half the Adam fall happened across events;
+    * drift is supported when some intervention without events makes res-none fall while res-relu
+      under it holds, and res-none's drift rate in stable windows exceeds res-relu's; not supported
+      when no event-free run of res-none falls;
     * memorisation is supported when every dataset on which res-none falls has every run memorised
       and most of the headline fall comes after the memorised step; not supported when res-none
       falls on a dataset where no run memorised its training set.
@@ -562,7 +553,7 @@ def explanations(results: Results) -> list[Explanation]:
     rows = intervention_rows(results).set_index(["intervention", "condition"])
     base = rows.loc[("adam", "res-none")]
     headline = results.comparison[results.settings.headline]
-    summaries = run_summaries(headline[headline["condition"] == "res-none"])
+    summaries = instability.run_summary(headline[headline["condition"] == "res-none"])
     # the split of the fall is read off the trace, run by run: the fall from each run's peak to its end,
     # and the part of it that happened across instability events
     fall = float(summaries["fall_from_peak"].mean())
@@ -570,70 +561,146 @@ def explanations(results: Results) -> list[Explanation]:
     share = across / fall if fall > 0 else math.nan
     stable = [name for name in rows.index.get_level_values(0).unique()
               if rows.loc[(name, "res-none"), "runs_with_events"] == 0]
-    stable_falls = {name: rows.loc[(name, "res-none"), "fall"] for name in stable}
-    falls_without_events = [name for name, value in stable_falls.items() if value >= FALL_MARGIN]
-    stable_text = ("; ".join(f"{name}: res-none falls {_fmt(value)} from its peak (res-relu "
-                             f"{_fmt(rows.loc[(name, 'res-relu'), 'fall'])})" for name, value in stable_falls.items())
-                   or "no intervention kept every res-none seed free of events")
-    events_text = (f"under Adam on `{results.settings.headline}`, {int(base['runs_with_events'])} of {int(base['seeds'])} "
-                   f"res-none runs had instability events ({int(base['events'])} in all); weight v1 fell "
-                   f"{_fmt(fall)} from its peak, {_fmt(across)} of it across events "
-                   f"({'n/a' if math.isnan(share) else f'{100 * share:.0f}%'})")
+    falls_without_events = [name for name in stable if rows.loc[(name, "res-none"), "falls"]]
     if not math.isnan(share) and share >= 0.5 and not falls_without_events:
         instability_verdict = "supported"
     elif falls_without_events and (math.isnan(share) or share < 0.5):
         instability_verdict = "not supported"
     else:
         instability_verdict = "inconclusive"
-    out = [Explanation("instability", instability_verdict, f"{events_text}. Without events: {stable_text}.")]
+    out = [Explanation("instability", instability_verdict, dict(
+        headline=results.settings.headline, runs_with_events=int(base["runs_with_events"]), runs=int(base["seeds"]),
+        events=int(base["events"]), fall=fall, across=across, share=share,
+        without_events=[(name, float(rows.loc[(name, "res-none"), "fall"]), float(rows.loc[(name, "res-relu"), "fall"]))
+                        for name in stable]))]
 
     relu_rate, none_rate = rows.loc[("adam", "res-relu"), "drift_rate"], base["drift_rate"]
-    kept = [name for name in falls_without_events if rows.loc[(name, "res-relu"), "fall"] < FALL_MARGIN]
-    drift_text = (f"drift in stable windows (degrees per 1,000 steps, Adam): res-none {_fmt(none_rate, base['drift_rate_sd'])}, "
-                  f"res-relu {_fmt(relu_rate, rows.loc[('adam', 'res-relu'), 'drift_rate_sd'])}; interventions without "
-                  f"events that keep res-none's fall while res-relu holds: {', '.join(kept) or 'none'}")
+    kept = [name for name in falls_without_events if rows.loc[(name, "res-relu"), "holds"]]
     if kept and none_rate > relu_rate:
         drift_verdict = "supported"
     elif stable and not falls_without_events:
         drift_verdict = "not supported"
     else:
         drift_verdict = "inconclusive"
-    out.append(Explanation("rotation drift", drift_verdict, drift_text + "."))
+    out.append(Explanation("rotation drift", drift_verdict, dict(
+        none_rate=float(none_rate), none_rate_sd=float(base["drift_rate_sd"]), relu_rate=float(relu_rate),
+        relu_rate_sd=float(rows.loc[("adam", "res-relu"), "drift_rate_sd"]), kept=kept)))
 
     comparison = comparison_rows(results)
     linear = comparison[comparison["condition"] == "res-none"].set_index("dataset")
-    falling = linear[(linear["v1_peak"] - linear["v1_final"]) >= FALL_MARGIN]
+    falling = linear[linear["falls"].astype(bool)]
     unmemorised_falls = [d for d, r in falling.iterrows() if r["memorised_runs"] == 0]
     after = -float(summaries["change_after_memorised"].mean())
-    memorisation_text = "; ".join(
-        f"`{d}`: fall {_fmt(r['v1_peak'] - r['v1_final'])}, {int(r['memorised_runs'])} of {int(r['seeds'])} runs "
-        f"memorised" for d, r in linear.iterrows())
     if unmemorised_falls:
         memorisation_verdict = "not supported"
     elif len(falling) and (falling["memorised_runs"] == falling["seeds"]).all() and fall > 0 and after >= 0.5 * fall:
         memorisation_verdict = "supported"
     else:
         memorisation_verdict = "inconclusive"
-    out.append(Explanation("memorisation", memorisation_verdict, memorisation_text + "."))
+    out.append(Explanation("memorisation", memorisation_verdict, dict(
+        datasets=[(d, float(r["v1_peak"] - r["v1_final"]), int(r["memorised_runs"]), int(r["seeds"]))
+                  for d, r in linear.iterrows()])))
     return out
 
 
-def shared_axes(results: Results) -> tuple[Estimate, Estimate] | None:
-    """res-relu's final weight v1 under Adam and under Adam in random per-layer frames (None if not run)."""
+@dataclass(frozen=True)
+class SharedAxes:
+    """res-relu's final weight v1 under Adam and under Adam in random per-layer frames, and the share of its
+    continuity above the random level that Adam's shared axes supply (NaN where Adam's is not above it)."""
+
+    adam: Estimate
+    rotated: Estimate
+    share: float
+
+
+def shared_axes(results: Results) -> SharedAxes | None:
+    """What Adam's per-coordinate axes, shared by all layers, supply of res-relu's continuity (None if not run)."""
     if "adam-rotated" not in results.interventions:
         return None
-    return final_of(results.interventions["adam"], "res-relu"), final_of(results.interventions["adam-rotated"], "res-relu")
+    adam = weight_v1(results.interventions["adam"], "res-relu")
+    rotated = weight_v1(results.interventions["adam-rotated"], "res-relu")
+    share = (adam.mean - rotated.mean) / (adam.mean - results.baseline) if adam.mean > results.baseline else math.nan
+    return SharedAxes(adam, rotated, share)
 
 
 def weight_decay_prediction(results: Results) -> tuple[str, Estimate, Estimate]:
     """Our prediction (not the paper's): weight decay keeps more of res-none's continuity than Adam."""
-    from ...statistics import verdict_for_difference
-
     if "adamw 0.1" not in results.interventions:
         return "not tested", Estimate(math.nan, math.nan, 0), Estimate(math.nan, math.nan, 0)
-    with_decay = final_of(results.interventions["adamw 0.1"], "res-none")
-    without = final_of(results.interventions["adam"], "res-none")
+    with_decay = weight_v1(results.interventions["adamw 0.1"], "res-none")
+    without = weight_v1(results.interventions["adam"], "res-none")
     return verdict_for_difference(with_decay, without), with_decay, without
+
+
+@dataclass(frozen=True)
+class Formation:
+    """Whether continuity formed at all under SGD, beside Adam (what the SGD rows can say).
+
+    ``linear``: "no-sgd" (no SGD run trained), "all-diverged", "never-formed" or "formed"
+    (:func:`geocont.statistics.formed`); ``baseline``: how res-relu's peaks compare across the optimizers,
+    "not-comparable", "lower-under-sgd" / "higher-under-sgd" (a difference by the book's rule) or "alike".
+    """
+
+    lr: float | None
+    rows: pd.DataFrame
+    linear: str
+    baseline: str
+    relu_gap: float
+
+
+def formation(results: Results) -> Formation:
+    """The :class:`Formation` finding from :func:`formation_rows`."""
+    rows = formation_rows(results)
+    if rows.empty or "sgd" not in set(rows["optimizer"]):
+        return Formation(results.sgd_choice.lr, rows, "no-sgd", "not-comparable", math.nan)
+    by = rows.set_index(["condition", "optimizer"])
+
+    def peak(condition: str, optimizer: str) -> Estimate | None:
+        if (condition, optimizer) not in by.index:
+            return None
+        one = by.loc[(condition, optimizer)]
+        return Estimate(one.peak_mean, one.peak_sd, int(one.seeds))
+
+    if ("res-none", "sgd") not in by.index:
+        linear = "all-diverged"
+    else:
+        linear = "formed" if by.loc[("res-none", "sgd"), "formed"] else "never-formed"
+    adam, sgd = peak("res-relu", "adam"), peak("res-relu", "sgd")
+    if adam is None or sgd is None:
+        return Formation(results.sgd_choice.lr, rows, linear, "not-comparable", math.nan)
+    if verdict_for_difference(adam, sgd) == "reproduced":
+        baseline = "lower-under-sgd"
+    elif verdict_for_difference(sgd, adam) == "reproduced":
+        baseline = "higher-under-sgd"
+    else:
+        baseline = "alike"
+    return Formation(results.sgd_choice.lr, rows, linear, baseline, adam.mean - sgd.mean)
+
+
+@dataclass(frozen=True)
+class SeedGroup:
+    """One group of seeds' final weight v1 (headline dataset): its estimate, diverged seeds, and its shape."""
+
+    condition: str
+    optimizer: str
+    value: Estimate
+    diverged: int
+    shape: Modality
+
+
+def seed_groups_found(results: Results) -> list[SeedGroup]:
+    """Every group of :func:`seed_values`, with whether it is bimodal (:func:`modality`)."""
+    out = []
+    for (condition, optimizer), group in seed_values(results).groupby(["condition", "optimizer"]):
+        finite = group.loc[~group["diverged"], "value"]
+        out.append(SeedGroup(condition, optimizer, estimate(finite), int(group["diverged"].sum()), modality(finite)))
+    return out
+
+
+def halves_agree(results: Results) -> dict[str, bool]:
+    """Per optimizer: whether both halves of the linear net's seeds give the verdicts of all its seeds."""
+    return {optimizer: group["low_verdict"].nunique() == 1 and group["relu_above_verdict"].nunique() == 1
+            for optimizer, group in half_verdicts(results).groupby("optimizer")}
 
 
 def claims(results: Results) -> pd.DataFrame:

@@ -1,4 +1,5 @@
-"""condition2: what the chapter shows (figures, tables, computed prose), from :mod:`.compute`."""
+"""condition2: what the chapter shows (figures, tables, and its findings worded from ``prose.md``), from
+:mod:`.compute`. Nothing here decides a finding: :mod:`.compute` does, and this module words it."""
 
 from __future__ import annotations
 
@@ -7,64 +8,52 @@ import math
 import pandas as pd
 
 from ... import instability
-from ...statistics import estimate
+from ...book.prose import Prose
+from ...statistics import DIFFERENCE_MARGIN, final_per_run
 from ..mlp_runs import BOOK_BUDGET_MINUTES, CPU_SECONDS_PER_MLP_STEP, ROTATED_STEP_FACTOR
-from .compute import (BIMODAL_GAP, CHAPTER, FALL_MARGIN, PAPER_LINEAR_WEIGHT, SGD_LEARNING_RATES, Condition2Settings,
-                      Results, _fmt, comparison_rows, explanations, formation_rows, predicted_minutes, probe_configs,
-                      half_verdicts, intervention_rows, modality, per_seed_final, run_summaries, seed_values,
-                      shared_axes, weight_decay_prediction)
+from .compute import (BIMODAL_GAP, NARROW_CPU_RERUN, PAPER_LINEAR_WEIGHT, SGD_LEARNING_RATES, SGD_MOMENTUM,
+                      Condition2Settings, Results, budget, comparison_rows, explanations, formation,
+                      intervention_rows, seed_groups_found, halves_agree, half_verdicts, seed_values, shared_axes,
+                      weight_decay_prediction)
+
+PROSE = Prose.of(__package__)
 
 
-#: The parameters that narrow the design (fewer runs) rather than change the runs.
-_BREADTH_PARAMETERS = ("seeds", "many_seeds", "datasets", "conditions", "interventions")
+def _fmt(value: float, sd: float = math.nan) -> str:
+    """``0.42 ± 0.03`` (``n/a`` for an undefined value, no ± where the spread is undefined)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:.2f}" + (f" ± {sd:.2f}" if isinstance(sd, float) and not math.isnan(sd) else "")
 
-#: A narrower ``cpu`` re-run: the headline dataset with two of the stabilising interventions, the horizon
-#: and every seed kept.
-NARROW_CPU_RERUN = dict(datasets=("fashion-mnist",), interventions=("clip 1.0", "cosine"))
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def budget_note(settings: Condition2Settings):
     """What the chapter trains; at ``cpu`` also its predicted cold time against the book's budget, what this
-    build leaves out of the preset, and a narrower re-run."""
+    build leaves out of the preset, and a narrower re-run (:func:`.compute.budget`)."""
     from IPython.display import Markdown
 
-    def count(n: int, noun: str) -> str:
-        return f"{n} {noun}{'' if n == 1 else 's'}"
-
-    seeds = count(len(settings.seeds), "seed")
-    interventions = (f"{count(len(settings.interventions), 'intervention')} × 2 conditions × {seeds}"
-                     if settings.interventions else "no interventions")
-    text = (f"**What runs here.** {count(len(settings.run_configs()), 'run')} of {settings.base.steps:,} steps (the "
-            f"comparison: {count(len(settings.conditions), 'condition')} × {seeds} on "
-            f"{count(len(settings.datasets), 'dataset')}; {interventions}; the linear net on "
-            f"{count(len(settings.many_seeds), 'seed')}; runs that coincide are trained once), then up to "
-            f"{len(probe_configs(settings))} SGD probe runs of {settings.sgd_probe_steps:,} steps and "
-            f"{len(settings.sgd_configs(SGD_LEARNING_RATES[-1]))} SGD runs to the horizon.")
-    if settings.scale != "cpu":
-        return Markdown(text)
-    minutes = predicted_minutes(settings)
-    text += (f" Run alone and cold on two one-thread workers it takes about **{minutes:.0f} min** "
-             f"({1000 * CPU_SECONDS_PER_MLP_STEP:.1f} ms per step and worker, measured on this project's 2-core machine "
-             f"when quiet; `adam-rotated` {ROTATED_STEP_FACTOR:g}× that), {minutes / BOOK_BUDGET_MINUTES:.0%} of the "
-             f"whole `cpu` book's {BOOK_BUDGET_MINUTES}-minute budget; a book build trains the runs it shares with the "
-             "conditions chapter once, there.")
-    kept = {k: v for k, v in settings.overrides.items() if k not in _BREADTH_PARAMETERS}
-    preset = CHAPTER.configure(settings.scale, **kept)
-    left_out = [f"{name} {', '.join(str(x) for x in missing)}" for name, missing in (
-        ("datasets", [d for d in preset.datasets if d not in settings.datasets]),
-        ("conditions", [c for c in preset.conditions if c not in settings.conditions]),
-        ("interventions", [i for i in preset.interventions if i not in settings.interventions]),
-        ("seeds", [s for s in preset.seeds if s not in settings.seeds]),
-        ("linear-net seeds", [s for s in preset.many_seeds if s not in settings.many_seeds])) if missing]
-    if left_out:
-        text += (f" This build leaves out what the `cpu` preset runs: {'; '.join(left_out)} (the preset takes about "
-                 f"{predicted_minutes(preset):.0f} min).")
-    narrow_minutes = predicted_minutes(CHAPTER.configure(settings.scale, **{**kept, **NARROW_CPU_RERUN}))
-    if narrow_minutes < minutes:
+    found, seeds = budget(settings), _count(len(settings.seeds), "seed")
+    interventions = (PROSE.render("budget.interventions", interventions=_count(len(settings.interventions), "intervention"),
+                                  seeds=seeds) if settings.interventions else PROSE.render("budget.no-interventions"))
+    parts = [PROSE.render("budget.runs", runs=_count(found.runs, "run"), steps=settings.base.steps,
+                          conditions=_count(len(settings.conditions), "condition"), seeds=seeds,
+                          datasets=_count(len(settings.datasets), "dataset"), interventions=interventions,
+                          many_seeds=_count(len(settings.many_seeds), "seed"), probes=found.probes,
+                          probe_steps=settings.sgd_probe_steps, sgd_runs=found.sgd_runs)]
+    if found.minutes is not None:
+        parts.append(PROSE.render("budget.cost", minutes=found.minutes, step_ms=1000 * CPU_SECONDS_PER_MLP_STEP,
+                                  rotated=ROTATED_STEP_FACTOR, share=found.minutes / BOOK_BUDGET_MINUTES,
+                                  budget=BOOK_BUDGET_MINUTES))
+    if found.left_out:
+        parts.append(PROSE.render("budget.left-out", preset_minutes=found.preset_minutes, left_out="; ".join(
+            f"{name} {', '.join(str(x) for x in missing)}" for name, missing in found.left_out.items())))
+    if found.narrow_minutes is not None:
         flags = " ".join(f'-p {name} "{list(value)!r}"' for name, value in NARROW_CPU_RERUN.items())
-        text += (f" A narrower re-run that keeps the horizon and every seed (`{flags}`) takes about "
-                 f"{narrow_minutes:.0f} min.")
-    return Markdown(text)
+        parts.append(PROSE.render("budget.narrower", flags=flags, minutes=found.narrow_minutes))
+    return Markdown(" ".join(parts))
 
 
 def comparison_table(results: Results) -> pd.DataFrame:
@@ -98,7 +87,8 @@ def comparison_figure(results: Results) -> None:
     from ... import plotting
     from ...book.figures import show_figure
 
-    frame = pd.concat([per_seed_final(t).assign(dataset=d) for d, t in results.comparison.items()], ignore_index=True)
+    frame = pd.concat([final_per_run(t, "weight_cos", "input", 1).assign(dataset=d) for d, t in results.comparison.items()],
+                      ignore_index=True)
     order = [c for c in results.settings.conditions]
     fig, ax = plt.subplots(figsize=(9, 4.2))
     sns.stripplot(data=frame, x="dataset", y="value", hue="condition", hue_order=order, dodge=True,
@@ -113,12 +103,10 @@ def comparison_figure(results: Results) -> None:
     plotting.figure_legend(fig, ax, ncol=3)
     linear = comparison_rows(results).set_index(["dataset", "condition"])
     headline = results.settings.headline
-    show_figure(fig, "c2-comparison",
-                f"Final weight v1 continuity of every seed (dots; bars: mean ± sd) after {results.settings.base.steps:,} "
-                f"steps on each dataset. On the headline dataset `{headline}` res-relu ends at "
-                f"{_fmt(linear.loc[(headline, 'res-relu'), 'v1_final'], linear.loc[(headline, 'res-relu'), 'v1_final_sd'])} "
-                f"and res-none at {_fmt(linear.loc[(headline, 'res-none'), 'v1_final'], linear.loc[(headline, 'res-none'), 'v1_final_sd'])}"
-                f"; dashed: the random baseline {results.baseline:.3f}.")
+    show_figure(fig, "c2-comparison", PROSE.render(
+        "comparison-caption", steps=results.settings.base.steps, headline=headline, baseline=results.baseline,
+        relu=_fmt(linear.loc[(headline, "res-relu"), "v1_final"], linear.loc[(headline, "res-relu"), "v1_final_sd"]),
+        none=_fmt(linear.loc[(headline, "res-none"), "v1_final"], linear.loc[(headline, "res-none"), "v1_final_sd"])))
 
 
 def trace_figure(results: Results, dataset: str) -> None:
@@ -131,7 +119,7 @@ def trace_figure(results: Results, dataset: str) -> None:
     table = results.comparison[dataset]
     series = instability.trace_series(table)
     events = instability.instability_events(table)
-    summaries = run_summaries(table)
+    summaries = instability.run_summary(table)
     conditions = list(results.settings.conditions)
     seeds = sorted(series["seed"].unique())
     fig, axes = plt.subplots(len(seeds), len(conditions), figsize=(3.6 * len(conditions), 2.5 * len(seeds)),
@@ -166,13 +154,10 @@ def trace_figure(results: Results, dataset: str) -> None:
     fig.tight_layout()
     counts = comparison_rows(results).set_index(["dataset", "condition"])
     none = counts.loc[(dataset, "res-none")]
-    show_figure(fig, f"c2-trace-{dataset}",
-                f"`{dataset}`: the windowed training loss (grey, log scale, mean of the minibatch losses over "
-                f"{results.settings.base.trace_every} steps) and weight v1 continuity (colour, right axis) of every "
-                f"run; red bands are instability events (loss above {instability.INSTABILITY_FACTOR:g}x its running "
-                f"minimum), the dotted line is the step where the training loss first fell below "
-                f"{instability.MEMORISED_LOSS:g}. res-none: {int(none['runs_with_events'])} of {int(none['seeds'])} runs with "
-                f"events, {int(none['memorised_runs'])} memorised.")
+    show_figure(fig, f"c2-trace-{dataset}", PROSE.render(
+        "trace-caption", dataset=dataset, trace_every=results.settings.base.trace_every,
+        factor=instability.INSTABILITY_FACTOR, memorised_loss=instability.MEMORISED_LOSS,
+        runs_with_events=int(none["runs_with_events"]), runs=int(none["seeds"]), memorised=int(none["memorised_runs"])))
 
 
 def events_table(results: Results) -> pd.DataFrame:
@@ -181,7 +166,7 @@ def events_table(results: Results) -> pd.DataFrame:
     instability events and the part between them."""
     parts = []
     for name, table in results.interventions.items():
-        parts.append(run_summaries(table).assign(intervention=name))
+        parts.append(instability.run_summary(table).assign(intervention=name))
     frame = pd.concat(parts, ignore_index=True)
     columns = ["intervention", "condition", "seed", "events", "first_event", "memorised_step", "v1_start", "v1_peak",
                "peak_step", "v1_final", "fall_from_peak", "fall_across_events", "fall_between_events", "final_loss",
@@ -238,12 +223,10 @@ def intervention_figure(results: Results) -> None:
             ax.set_ylabel("weight v1 |cos|, mean over layer pairs")
     plotting.figure_legend(fig, axes[0, 0], ncol=len(names) + 1)
     rows = intervention_rows(results).set_index(["intervention", "condition"])
-    text = "; ".join(f"{n} {_fmt(rows.loc[(n, 'res-none'), 'v1_final'], rows.loc[(n, 'res-none'), 'v1_final_sd'])}"
-                     for n in names)
-    show_figure(fig, "c2-interventions",
-                f"Weight v1 continuity on `{results.settings.headline}` under each intervention (seed mean ± sd), "
-                f"against the step (top) and against the steps since each run's own peak (bottom), so that runs "
-                f"that rise at different speeds are compared at equal progress. res-none at the end: {text}.")
+    finals = "; ".join(f"{n} {_fmt(rows.loc[(n, 'res-none'), 'v1_final'], rows.loc[(n, 'res-none'), 'v1_final_sd'])}"
+                       for n in names)
+    show_figure(fig, "c2-interventions", PROSE.render("interventions-caption", headline=results.settings.headline,
+                                                      finals=finals))
 
 
 def seeds_figure(results: Results) -> None:
@@ -266,91 +249,83 @@ def seeds_figure(results: Results) -> None:
     ax.set_ylabel("weight v1 |cos| at the end")
     plotting.figure_legend(fig, ax, ncol=3)
     diverged = values[values["diverged"]]
-    show_figure(fig, "c2-seeds",
-                f"Every seed's final weight v1 on `{results.settings.headline}` (dots; bars: mean ± sd). "
-                f"{len(diverged)} seed(s) diverged and are not drawn"
-                + (f" ({', '.join(f'{r.condition} {r.optimizer} seed {r.seed}' for r in diverged.itertuples())})"
-                   if len(diverged) else "") + ".")
+    which = (" (" + ", ".join(f"{r.condition} {r.optimizer} seed {r.seed}" for r in diverged.itertuples()) + ")"
+             if len(diverged) else "")
+    show_figure(fig, "c2-seeds", PROSE.render("seeds-caption", headline=results.settings.headline,
+                                              diverged=len(diverged), which=which))
 
 
 def seeds_sentences(results: Results) -> str:
     """Whether each group of seeds is bimodal, and whether the verdicts hold on two disjoint halves."""
-    values = seed_values(results)
-    parts = []
-    for (condition, optimizer), group in values.groupby(["condition", "optimizer"]):
-        finite = group.loc[~group["diverged"], "value"]
-        shape = modality(finite)
-        diverged = int(group["diverged"].sum())
-        label = (f"bimodal (groups at {', '.join(f'{v:.2f}' for v in shape.low)} and "
-                 f"{', '.join(f'{v:.2f}' for v in shape.high)})" if shape.bimodal else
-                 ("not bimodal" if len(finite) >= 4 else "too few seeds to tell"))
-        parts.append(f"{condition} under {optimizer}: {estimate(finite)} over {len(finite)} seeds"
-                     + (f" ({diverged} diverged)" if diverged else "") + f", {label}")
+    groups = []
+    for group in seed_groups_found(results):
+        shape = group.shape
+        if shape.bimodal:
+            label = PROSE.choose("seeds-shape", "bimodal", low=", ".join(f"{v:.2f}" for v in shape.low),
+                                 high=", ".join(f"{v:.2f}" for v in shape.high))
+        else:
+            label = PROSE.choose("seeds-shape", "not-bimodal" if group.value.n >= 4 else "too-few")
+        groups.append(PROSE.render("seeds-group", condition=group.condition, optimizer=group.optimizer,
+                                   value=group.value, n=group.value.n, shape=label,
+                                   diverged=f" ({group.diverged} diverged)" if group.diverged else ""))
     halves = half_verdicts(results)
     stable = []
-    for optimizer, group in halves.groupby("optimizer"):
-        low = set(group["low_verdict"])
-        above = set(group["relu_above_verdict"])
-        stable.append(f"under {optimizer} the halves give "
-                      + ("the same verdicts as all seeds" if len(low) == 1 and len(above) == 1 else
-                         "different verdicts (" + "; ".join(f"{r.seeds}: {r.mean:.2f}, {r.low_verdict} / {r.relu_above_verdict}"
-                                                          for r in group.itertuples()) + ")"))
-    return ("Final weight v1 of every seed: " + "; ".join(parts) + ". A group is called bimodal when its largest gap "
-            f"between sorted values is at least {BIMODAL_GAP:g} and more than 3 pooled within-group sds, with 2 or more "
-            "seeds on each side. Split into even and odd seeds, " + "; ".join(stable) + ".")
+    for optimizer, agree in halves_agree(results).items():
+        rows = halves[halves["optimizer"] == optimizer]
+        stable.append(PROSE.choose("seeds-halves", "agree" if agree else "differ", optimizer=optimizer, halves="; ".join(
+            f"{r.seeds}: {r.mean:.2f}, {r.low_verdict} / {r.relu_above_verdict}" for r in rows.itertuples())))
+    return PROSE.render("seeds", groups="; ".join(groups), gap=BIMODAL_GAP, halves="; ".join(stable))
 
 
 def sgd_sentence(results: Results) -> str:
-    return results.sgd_choice.sentence(results.settings.sgd_probe_steps)
+    """How SGD's learning rate was chosen (the probes)."""
+    choice = results.sgd_choice
+    tried = "; ".join(f"lr {lr:g}: {bad} of {n} probe runs diverged" for lr, (bad, n) in choice.probes.items())
+    chosen = f"lr {choice.lr:g} was chosen" if choice.lr is not None else "no candidate rate trained stably"
+    return PROSE.render("sgd-choice", momentum=SGD_MOMENTUM, candidates=", ".join(f"{x:g}" for x in SGD_LEARNING_RATES),
+                        probe_steps=results.settings.sgd_probe_steps, tried=tried, chosen=chosen)
 
 
 def formation_sentence(results: Results) -> str:
     """What the SGD rows can say: whether continuity formed at all under SGD at the chosen rate (each seed's
-    peak beside Adam's), since a net that never rose has nothing to lose to drift."""
-    rows = formation_rows(results)
-    if rows.empty or "sgd" not in set(rows["optimizer"]):
-        return "No SGD run trained stably, so the chapter cannot say how SGD forms continuity."
-    by = rows.set_index(["condition", "optimizer"])
-
-    def row(condition: str, optimizer: str):
-        return by.loc[(condition, optimizer)] if (condition, optimizer) in by.index else None
+    peak beside Adam's), since a net that never rose has nothing to lose to drift (:func:`.compute.formation`)."""
+    found = formation(results)
+    if found.linear == "no-sgd":
+        return PROSE.choose("formation", "no-sgd")
+    by = found.rows.set_index(["condition", "optimizer"])
 
     def peaks(condition: str, optimizer: str) -> str:
-        one = row(condition, optimizer)
-        if one is None:
+        if (condition, optimizer) not in by.index:
             return "no seed (every run diverged)"
+        one = by.loc[(condition, optimizer)]
         span = (f"{one.peak_min:.2f}" if round(one.peak_min, 2) == round(one.peak_max, 2)
                 else f"{one.peak_min:.2f}–{one.peak_max:.2f}")
         return f"{span} over {one.seeds} seeds"
 
-    lr = results.sgd_choice.lr
-    text = (f"Whether continuity formed at all (each seed's peak weight v1; random level {results.baseline:.3f}): "
-            f"under SGD at lr {lr:g} the linear net peaked at {peaks('res-none', 'sgd')} "
-            f"(Adam: {peaks('res-none', 'adam')}) and res-relu at {peaks('res-relu', 'sgd')} "
-            f"(Adam: {peaks('res-relu', 'adam')}). A group counts as having formed continuity when its mean peak is "
-            f"at least {FALL_MARGIN:g} above the random level (the book's margin for any difference). ")
-    linear = row("res-none", "sgd")
-    if linear is None:
-        text += "Every SGD run of the linear net diverged, so the chapter cannot say whether it forms continuity. "
-    elif not linear.formed:
-        text += ("Under SGD the linear net's continuity never formed, so its low final value there is not a fall: "
-                 "there was nothing for drift to remove, and the SGD rows say nothing about drift. ")
-    else:
-        text += ("Under SGD the linear net did form continuity, so its final value there is read against that "
-                 "peak, as under Adam. ")
-    relu_adam, relu_sgd = row("res-relu", "adam"), row("res-relu", "sgd")
-    if relu_adam is None or relu_sgd is None:
-        return text + "The baseline cannot be compared across optimizers: every run of one of them diverged."
-    relu_gap = relu_adam.peak_mean - relu_sgd.peak_mean
-    if relu_gap >= FALL_MARGIN:
-        text += (f"The baseline too peaked {relu_gap:.2f} lower than under Adam: at this rate SGD forms continuity "
-                 "slowly for every net, so the SGD comparison is limited by its rate (the rule's larger rates "
-                 "diverged), not evidence that SGD removes continuity.")
-    elif relu_gap <= -FALL_MARGIN:
-        text += f"The baseline peaked {-relu_gap:.2f} higher under SGD than under Adam."
-    else:
-        text += "The baseline formed about as much continuity as under Adam (peaks within the margin)."
-    return text
+    text = PROSE.render("formation-peaks", baseline=results.baseline, lr=found.lr, margin=DIFFERENCE_MARGIN,
+                        none_sgd=peaks("res-none", "sgd"), none_adam=peaks("res-none", "adam"),
+                        relu_sgd=peaks("res-relu", "sgd"), relu_adam=peaks("res-relu", "adam"))
+    return " ".join([text, PROSE.choose("formation", found.linear),
+                     PROSE.choose("formation-baseline", found.baseline, gap=abs(found.relu_gap))])
+
+
+def _evidence(explanation) -> str:
+    numbers = explanation.numbers
+    if explanation.name == "instability":
+        without = [PROSE.render("explanation-without-events", name=name, none=_fmt(none), relu=_fmt(relu))
+                   for name, none, relu in numbers["without_events"]]
+        return PROSE.render("explanation-instability", headline=numbers["headline"],
+                            runs_with_events=numbers["runs_with_events"], runs=numbers["runs"], events=numbers["events"],
+                            fall=_fmt(numbers["fall"]), across=_fmt(numbers["across"]),
+                            share="n/a" if math.isnan(numbers["share"]) else f"{100 * numbers['share']:.0f}%",
+                            without_events="; ".join(without) or PROSE.render("explanation-no-stable-intervention"))
+    if explanation.name == "rotation drift":
+        return PROSE.render("explanation-rotation-drift", none_rate=_fmt(numbers["none_rate"], numbers["none_rate_sd"]),
+                            relu_rate=_fmt(numbers["relu_rate"], numbers["relu_rate_sd"]),
+                            kept=", ".join(numbers["kept"]) or "none")
+    return PROSE.render("explanation-memorisation", datasets="; ".join(
+        PROSE.render("explanation-memorisation-dataset", dataset=d, fall=_fmt(fall), memorised=m, runs=n)
+        for d, fall, m, n in numbers["datasets"]))
 
 
 def answer(results: Results):
@@ -358,19 +333,12 @@ def answer(results: Results):
     prediction, and Adam's shared axes."""
     from IPython.display import Markdown
 
-    lines = [f"- **{e.name}: {e.verdict}.** {e.evidence}" for e in explanations(results)]
+    lines = [PROSE.render("explanation", name=e.name, verdict=e.verdict, evidence=_evidence(e))
+             for e in explanations(results)]
     verdict, with_decay, without = weight_decay_prediction(results)
-    lines.append(f"- **Weight decay (our prediction, not the paper's):** AdamW (decoupled decay 0.1) leaves res-none at "
-                 f"{with_decay}, Adam at {without}: the prediction that decay keeps more continuity is {verdict}.")
+    lines.append(PROSE.render("weight-decay", with_decay=with_decay, without=without, verdict=verdict))
     axes = shared_axes(results)
     if axes is not None:
-        adam, rotated = axes
-        share = (adam.mean - rotated.mean) / (adam.mean - results.baseline) if adam.mean > results.baseline else math.nan
-        lines.append(f"- **Adam's shared axes:** res-relu ends at {adam} under Adam and at {rotated} when every layer "
-                     f"gets Adam in its own random frame, so Adam's per-coordinate axes, shared by all layers, supply "
-                     + ("n/a" if math.isnan(share) else f"{100 * share:.0f}%")
-                     + f" of the baseline's continuity above the random level ({results.baseline:.3f}); the paper "
-                     "does not discuss this.")
+        lines.append(PROSE.render("shared-axes", adam=axes.adam, rotated=axes.rotated, baseline=results.baseline,
+                                  share="n/a" if math.isnan(axes.share) else f"{100 * axes.share:.0f}%"))
     return Markdown("\n".join(lines))
-
-
