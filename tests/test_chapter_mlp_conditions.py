@@ -152,3 +152,49 @@ def test_claims_are_judged_at_the_horizon_with_the_early_value_beside():
     from geocont.book.chapter import changed_verdicts
     changed = set(changed_verdicts(claims)["key"])
     assert "res-none-rise-then-collapse" in changed  # no collapse yet at step 10, a collapse at the end
+
+
+def loss_sweep(weight_peak: float, weight_final: float, losses: tuple[float, float, float]) -> pd.DataFrame:
+    """The linear net's runs with a weight v1 peak and a training-set loss at steps 0, 10, 20."""
+    frame = sweep({"res-none": finals(0.9, weight_final)}, peaks={"res-none": weight_peak})
+    loss = pd.concat([rows_to_frame([make_row(step, "model", -1, "train_set_loss", "", 0, value)
+                                     for step, value in zip((0, 10, 20), losses)]).assign(
+        condition="res-none", optimizer="adam", init_scale=1.0, seed=seed) for seed in range(3)], ignore_index=True)
+    return pd.concat([frame, loss], ignore_index=True)
+
+
+def data_results(data: dict) -> chapter.Results:
+    settings = chapter.CHAPTER.configure("smoke")
+    return chapter.Results(settings=settings, table=pd.DataFrame(), robustness=pd.DataFrame(), init_table=pd.DataFrame(),
+                           data=data, baseline=BASELINE, empirical={})
+
+
+@pytest.mark.parametrize("data, case, clean", [
+    # a fall where the set is neither memorised nor unstable: not only memorisation
+    ({"a": loss_sweep(0.8, 0.3, (2.0, 0.5, 0.4)), "b": loss_sweep(0.8, 0.8, (2.0, 0.001, 0.001))}, "clean-fall", ["a"]),
+    # the only fall comes with a memorised set
+    ({"a": loss_sweep(0.8, 0.3, (2.0, 0.001, 0.001)), "b": loss_sweep(0.8, 0.8, (2.0, 0.5, 0.4))}, "confounded", []),
+    # the only fall comes with a loss that rose again (0.1 -> 0.5)
+    ({"a": loss_sweep(0.8, 0.3, (2.0, 0.1, 0.5))}, "confounded", []),
+    ({"a": loss_sweep(0.8, 0.78, (2.0, 0.5, 0.4))}, "no-fall", []),
+])
+def test_the_data_control_finding(data, case, clean):
+    found = chapter.data_control(data_results(data))
+    assert found.case == case and found.clean_falls == clean
+    assert chapter.data_sentences(data_results(data)).startswith("On `a`")  # it renders
+
+
+def test_the_optimizer_finding_names_the_optimizers_under_which_the_linear_net_keeps_less():
+    robustness = pd.concat([
+        sweep({"res-relu": finals(0.9, 0.90), "res-none": finals(0.9, 0.60)}, optimizer="adam"),
+        sweep({"res-relu": finals(0.9, 0.85), "res-none": finals(0.9, 0.20)}, optimizer="sgd"),
+    ], ignore_index=True)
+    init_table = sweep({"res-none": finals(0.9, 0.5)})
+    settings = chapter.CHAPTER.configure("smoke")
+    results = chapter.Results(settings=settings, table=pd.DataFrame(), robustness=robustness, init_table=init_table,
+                              data={}, baseline=BASELINE, empirical={})
+    found = chapter.optimizer_finding(results)
+    assert found.base_optimizer == "adam" and found.adam_pins == ["sgd"] and found.relu_everywhere
+    assert found.weight[("res-none", "sgd")].mean == pytest.approx(0.20)
+    assert list(found.by_init) == [1.0]
+    assert "`sgd`" in chapter.condition_two_note(results).data  # it renders

@@ -7,11 +7,11 @@ from typing import Any
 
 import pandas as pd
 
-from ... import metrics
+from ... import instability, metrics
 from ...book.chapter import Chapter, ClaimsBuilder, with_early
 from ...mlp import CONDITIONS
-from ...statistics import (Estimate, final_estimate, peak_and_final, up_to_step, verdict_for_difference,
-                           verdict_for_value, weakest)
+from ...statistics import (Estimate, Fall, fall_from_peak, final_estimate, peak_and_final, up_to_step,
+                           verdict_for_difference, verdict_for_value, weakest)
 from ...training import run_sweep
 from .. import mlp_runs
 from ..mlp_runs import MLPChapterSettings
@@ -140,3 +140,142 @@ def condition_claims(table: pd.DataFrame, robustness: pd.DataFrame, baseline: fl
             min(relu[o].mean - none[o].mean for o in optimizers), baseline,
             weakest(verdict_for_difference(relu[o], none[o]) for o in optimizers), note=details, n=len(optimizers))
     return out.table()
+
+
+# ---------------------------------------------------------------------------------------------
+# Findings: what the chapter's prose words (present.py), computed here
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DatasetFall:
+    """The linear net on one dataset of the data control: its weight v1 fall (the book's fall rule) and its
+    training-set loss (memorised, or rising again: :class:`geocont.instability.LossCourse`)."""
+
+    dataset: str
+    fall: Fall
+    loss: instability.LossCourse
+
+
+@dataclass(frozen=True)
+class DataControl:
+    """On which datasets the linear net's weight continuity falls, and whether those are the ones whose
+    training set is memorised or whose training became unstable. ``case``: "clean-fall" (a fall on a
+    dataset neither memorised nor unstable), "confounded" (every fall comes with one of them), "no-fall"."""
+
+    datasets: list[DatasetFall]
+    case: str
+
+    @property
+    def falls(self) -> list[str]:
+        return [d.dataset for d in self.datasets if d.fall.falls]
+
+    @property
+    def clean_falls(self) -> list[str]:
+        return [d.dataset for d in self.datasets if d.fall.falls and not d.loss.memorised and not d.loss.rose]
+
+
+def data_control(results: Results) -> DataControl | None:
+    """The :class:`DataControl` finding (None where the data control did not run the linear net)."""
+    datasets = []
+    for dataset, table in results.data.items():
+        one = table[table.condition == "res-none"]
+        if one.empty:
+            return None
+        datasets.append(DatasetFall(dataset, fall_from_peak(one), instability.loss_course(one)))
+    found = DataControl(datasets, "no-fall")
+    case = "clean-fall" if found.clean_falls else "confounded" if found.falls else "no-fall"
+    return DataControl(datasets, case)
+
+
+@dataclass(frozen=True)
+class OptimizerFinding:
+    """Is Adam the symmetry breaker? Final weight v1 per (condition, optimizer), res-none's gradient v1 per
+    optimizer; whether res-relu stays above the random level under every optimizer (``relu_everywhere``),
+    the optimizers under which the linear net keeps clearly less than under the base one (``adam_pins``),
+    and res-none under the base optimizer at each initialisation scale (short runs)."""
+
+    base_optimizer: str
+    weight: dict[tuple[str, str], Estimate]
+    gradient: dict[str, Estimate]
+    relu_everywhere: bool
+    adam_pins: list[str]
+    by_init: dict[float, Estimate]
+
+
+def optimizer_finding(results: Results) -> OptimizerFinding | None:
+    """The :class:`OptimizerFinding` (None where the optimizer sweep lacks res-relu or res-none)."""
+    robustness, init_table = results.robustness, results.init_table
+    optimizers = list(robustness["optimizer"].unique())
+    base_optimizer = results.settings.base.optimizer.label
+    random_level = Estimate(results.baseline, 0.0, 1)
+
+    def final(table: pd.DataFrame, metric: str, condition: str, **equal) -> Estimate:
+        return final_estimate(table, metric, "input", 1, condition=condition, **equal)
+
+    weight = {(c, o): final(robustness, "weight_cos", c, optimizer=o)
+              for c in results.settings.robustness_conditions for o in optimizers}
+    if ("res-none", base_optimizer) not in weight or ("res-relu", base_optimizer) not in weight:
+        return None
+    gradient = {o: final(robustness, "grad_cos", "res-none", optimizer=o) for o in optimizers}
+    relu_everywhere = all(verdict_for_difference(weight[("res-relu", o)], random_level) == "reproduced"
+                          for o in optimizers)
+    adam_pins = [o for o in optimizers if o != base_optimizer and verdict_for_difference(
+        weight[("res-none", base_optimizer)], weight[("res-none", o)]) == "reproduced"]
+    by_init = {float(i): final(init_table, "weight_cos", "res-none", init_scale=i)
+               for i in sorted(init_table["init_scale"].unique())}
+    return OptimizerFinding(base_optimizer, weight, gradient, relu_everywhere, adam_pins, by_init)
+
+
+#: sigma_rad(z) = z tanh(||z||) is within 1% of the identity for ||z|| above this (tanh(2.65) = 0.99).
+RADIAL_NEAR_IDENTITY_NORM = 2.65
+
+#: A radial activation is called linear in practice when at least this percentage of its pre-activations
+#: lie where it is within 1% of the identity.
+NEAR_LINEAR_SHARE = 90.0
+
+
+@dataclass(frozen=True)
+class RadialLinearity:
+    """How nonlinear the two radial activations are at initialisation, on ``probe`` training images: the
+    pre-activation norms of ``res-radial`` (median, 5th percentile) and the percentage of them where
+    σ_rad is within 1% of the identity; ``res-radial-tau``'s τ over layers and the same percentage."""
+
+    probe: int
+    median: float
+    low: float
+    near_identity: float
+    tau_min: float
+    tau_max: float
+    tau_near_identity: float
+
+    @property
+    def radial_is_linear(self) -> bool:
+        return self.near_identity >= NEAR_LINEAR_SHARE
+
+
+def radial_linearity(settings: MLPChapterSettings, n_probe: int = 512) -> RadialLinearity:
+    """The :class:`RadialLinearity` of the chapter's model at initialisation (seed ``settings.seeds[0]``)."""
+    import torch
+
+    from ...data import load_image_data
+    from ...mlp import ResidualMLP, preactivation_norms
+
+    base = settings.base
+    data = load_image_data(base.dataset, max_train=base.max_train)
+    probe = data.x_train[:n_probe]
+
+    def model(condition: str) -> ResidualMLP:
+        torch.manual_seed(settings.seeds[0])
+        return ResidualMLP(condition, in_features=data.n_features, width=base.width, depth=base.depth,
+                           n_classes=data.n_classes, init_scale=base.init_scale)
+
+    norms = preactivation_norms(model("res-radial"), probe)
+    scaled = model("res-radial-tau")
+    with torch.no_grad():
+        scaled_norms = preactivation_norms(scaled, probe)  # its first forward pass fixes every layer's tau
+    taus = torch.stack([block.activation.tau for block in scaled.blocks])
+    return RadialLinearity(
+        probe=len(probe), median=float(norms.median()), low=float(norms.quantile(0.05)),
+        near_identity=float(100 * (norms > RADIAL_NEAR_IDENTITY_NORM).float().mean()),
+        tau_min=float(taus.min()), tau_max=float(taus.max()),
+        tau_near_identity=float(100 * (scaled_norms / taus[:, None] > RADIAL_NEAR_IDENTITY_NORM).float().mean()))

@@ -1,4 +1,5 @@
-"""mlp_conditions: what the chapter shows (figures, tables, computed prose), from :mod:`.compute`."""
+"""mlp_conditions: what the chapter shows (figures, tables, and its findings worded from ``prose.md``), from
+:mod:`.compute`. Nothing here decides a finding: :mod:`.compute` does, and this module words it."""
 
 from __future__ import annotations
 
@@ -7,30 +8,28 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
-import torch
 from IPython.display import Markdown
 
-from ... import plotting
+from ... import instability, plotting
 from ...book.chapter import claim, undefined_sentence
 from ...book.figures import show_figure
-from ...data import load_image_data
-from ...mlp import ResidualMLP, preactivation_norms
-from ...statistics import (Estimate, change_over_last, estimate, estimate_at_step, final_estimate, peak_and_final,
-                           per_run, verdict_for_difference)
+from ...book.prose import Prose, listing
+from ...statistics import Estimate, change_over_last, estimate, estimate_at_step, final_estimate, peak_and_final, per_run
 from .. import mlp_runs
 from ..mlp_runs import MLPChapterSettings, final_summary
-from .compute import Results, claims
+from .compute import (RADIAL_NEAR_IDENTITY_NORM, NEAR_LINEAR_SHARE, Results, claims, data_control, optimizer_finding,
+                      radial_linearity)
+
+PROSE = Prose.of(__package__)
 
 
 def baseline_note(results: Results) -> Markdown:
-    width, empirical = results.settings.base.width, results.empirical
-    return Markdown(
-        f"Random baseline at d = {width}: analytic E|cos| = **{results.baseline:.3f}**; "
-        f"measured on independent Gaussian {width}×{width} matrices: v1 {empirical['v_cos'].mean:.3f} ± "
-        f"{empirical['v_cos'].sd:.3f}, u1 {empirical['u_cos'].mean:.3f} ± {empirical['u_cos'].sd:.3f} (sd over pairs), "
-        f"σ²-alignment {empirical['align_input'].mean:+.3f} ± {empirical['align_input'].sd:.3f}. "
-        + undefined_sentence(results.table)
-    )
+    empirical = results.empirical
+    return Markdown(PROSE.render(
+        "baseline", width=results.settings.base.width, baseline=results.baseline,
+        v_mean=empirical["v_cos"].mean, v_sd=empirical["v_cos"].sd, u_mean=empirical["u_cos"].mean,
+        u_sd=empirical["u_cos"].sd, align_mean=empirical["align_input"].mean, align_sd=empirical["align_input"].sd,
+        undefined=undefined_sentence(results.table)))
 
 
 def _final(table: pd.DataFrame, metric: str, space: str, condition: str, **equal: Any) -> Estimate:
@@ -52,14 +51,10 @@ def continuity_figure(results: Results) -> None:
     def at_start(space: str, condition: str) -> Estimate:
         return estimate_at_step(table, 0, "grad_cos", space, 1, condition=condition)
 
-    show_figure(fig, "mlp-continuity-over-training",
-        "Adjacent-layer continuity during training (top: weights, bottom: gradients). "
-        "At the end, weight v1 continuity is "
-        + ", ".join(f"{c} {_final(table, 'weight_cos', 'input', c)}" for c in order)
-        + f". Before any update (step 0), gradient v1 / u1 continuity is {at_start('input', 'res-relu')} / "
-        f"{at_start('output', 'res-relu')} with residuals (res-relu) and {at_start('input', 'nores-relu')} / "
-        f"{at_start('output', 'nores-relu')} without (nores-relu); the random baseline is {baseline:.3f}."
-    )
+    show_figure(fig, "mlp-continuity-over-training", PROSE.render(
+        "continuity-caption", finals=", ".join(f"{c} {_final(table, 'weight_cos', 'input', c)}" for c in order),
+        relu_in=at_start("input", "res-relu"), relu_out=at_start("output", "res-relu"),
+        nores_in=at_start("input", "nores-relu"), nores_out=at_start("output", "nores-relu"), baseline=baseline))
 
 
 #: The paper's numbers marked in the horizon figure: (panel metric, space) -> [(value, label)].
@@ -88,14 +83,12 @@ def horizon_figure(results: Results) -> None:
             ax.set_ylim(0, 1.02)
     plotting.figure_legend(fig, axes.flat[-1])
     end = mlp_runs.last_step(table)
-    lines = [f"{c} {estimate_at_step(table, early, 'weight_cos', 'input', 1, condition=c)} → "
-             f"{_final(table, 'weight_cos', 'input', c)} (last third: "
-             f"{change_over_last(table, 'weight_cos', 'input', 1, condition=c)})" for c in order]
-    show_figure(fig, "mlp-horizon",
-                f"Continuity and relative update to step {end:,} (linear axis; lines: seed mean, bands: ±1 sd; "
-                f"dashed grey: step {early:,}, the previous horizon; dotted: the paper's numbers; dashed: random "
-                f"baseline {baseline:.3f}). Weight v1 at step {early:,} → at the end (change over the last third "
-                "of training): " + "; ".join(lines) + ".")
+    lines = [PROSE.render("horizon-line", condition=c,
+                          early=estimate_at_step(table, early, "weight_cos", "input", 1, condition=c),
+                          final=_final(table, "weight_cos", "input", c),
+                          change=change_over_last(table, "weight_cos", "input", 1, condition=c)) for c in order]
+    show_figure(fig, "mlp-horizon", PROSE.render("horizon-caption", end=end, early=early, baseline=baseline,
+                                                 lines="; ".join(lines)))
 
 
 def horizon_summary(results: Results) -> pd.DataFrame:
@@ -103,16 +96,10 @@ def horizon_summary(results: Results) -> pd.DataFrame:
     return mlp_runs.horizon_table(results.table, results.settings.early_steps, order=results.order)
 
 
-#: The training-set loss below which we call the training set memorised.
-MEMORISED_LOSS = 0.01
-
-
 def _memorised_step(one: pd.DataFrame) -> Estimate:
-    """Per seed, the first snapshot whose training-set loss is below :data:`MEMORISED_LOSS`
-    (runs that never get there count as missing; ``n`` says how many did)."""
-    loss = per_run(one, "train_set_loss")
-    steps = loss[loss["value"] < MEMORISED_LOSS].groupby("seed")["step"].min()
-    return estimate(steps.astype(float))
+    """Per seed, the first snapshot whose training-set loss is below the memorisation threshold
+    (:func:`geocont.instability.memorised_steps`; runs that never get there count as missing, ``n`` says how many did)."""
+    return estimate(instability.memorised_steps(one).astype(float))
 
 
 def data_figure(results: Results) -> None:
@@ -136,15 +123,12 @@ def data_figure(results: Results) -> None:
             else:
                 ax.set_yscale("log")
     fig.tight_layout()
-    show_figure(fig, "mlp-data-control",
-                "The data control: the same runs (same step count, seeds and optimizer) on each dataset. "
-                "Left: weight v1 continuity; middle: cross-entropy on (at most) 4,096 training examples (log axis); "
-                "right: layer-mean Frobenius norm of the minibatch gradient (log axis). " + data_sentences(results))
+    show_figure(fig, "mlp-data-control", PROSE.render("data-caption", sentences=data_sentences(results)))
 
 
 def data_table(results: Results) -> pd.DataFrame:
     """Per dataset and condition: weight v1 early / peak / final, gradient v1, the training-set loss
-    and when it falls below :data:`MEMORISED_LOSS`, and test accuracy (mean ± sd over seeds)."""
+    and when it falls below :data:`geocont.instability.MEMORISED_LOSS`, and test accuracy (mean ± sd over seeds)."""
     early, rows = results.settings.early_steps, {}
     for dataset, table in results.data.items():
         for condition in results.settings.data_conditions:
@@ -157,7 +141,7 @@ def data_table(results: Results) -> pd.DataFrame:
                 "gradient v1 final": str(final_estimate(one, "grad_cos", "input", 1)),
                 f"train-set loss at {early:,}": str(estimate_at_step(one, early, "train_set_loss")),
                 "train-set loss final": str(final_estimate(one, "train_set_loss")),
-                f"first step with train-set loss < {MEMORISED_LOSS:g}":
+                f"first step with train-set loss < {instability.MEMORISED_LOSS:g}":
                     f"{memorised} ({memorised.n} of {one.seed.nunique()} seeds)" if memorised.n else "never",
                 "test accuracy final": str(final_estimate(one, "test_acc")),
             }
@@ -166,43 +150,23 @@ def data_table(results: Results) -> pd.DataFrame:
     return out
 
 
-#: The training-set loss "rose again" (training became unstable) when its final value exceeds
-#: its minimum over training by this factor.
-UNSTABLE_LOSS_RISE = 2.0
-
-
 def data_sentences(results: Results) -> str:
     """Computed prose: on which datasets the linear net's weight continuity falls, and whether
-    those are the ones whose training set is memorised, or whose training became unstable."""
-    falls, memorised, unstable, parts = [], [], [], []
-    for dataset, table in results.data.items():
-        one = table[table.condition == "res-none"]
-        if one.empty:
-            return ""
-        peak, last = peak_and_final(one, "weight_cos", "input", 1)
-        loss = final_estimate(one, "train_set_loss")
-        lowest = estimate(per_run(one, "train_set_loss").groupby("seed")["value"].min())
-        fell = verdict_for_difference(peak, last) == "reproduced"
-        falls += [dataset] if fell else []
-        memorised += [dataset] if loss.mean < MEMORISED_LOSS else []
-        rose = loss.mean > UNSTABLE_LOSS_RISE * lowest.mean and loss.mean >= MEMORISED_LOSS
-        unstable += [dataset] if rose else []
-        parts.append(f"on `{dataset}` res-none's weight v1 goes from peak {peak} to final {last} "
-                     f"({'a fall' if fell else 'no clear fall'}); its training-set loss ends at {loss}"
-                     + (f", up from a minimum of {lowest} during training (the training became unstable)" if rose else ""))
+    those are the ones whose training set is memorised, or whose training became unstable
+    (:func:`.compute.data_control`)."""
+    found = data_control(results)
+    if found is None:
+        return ""
+    parts = [PROSE.render("data-dataset", dataset=d.dataset, peak=d.fall.peak, final=d.fall.final, loss=d.loss.final,
+                          fell=PROSE.choose("data-fell", "yes" if d.fall.falls else "no"),
+                          rose=PROSE.render("data-rose", lowest=d.loss.lowest) if d.loss.rose else "")
+             for d in found.datasets]
     text = "; ".join(parts) + ". "
     text = text[0].upper() + text[1:]
-    clean_falls = [d for d in falls if d not in memorised and d not in unstable]
-    if clean_falls:
-        text += ("The fall also happens where the training set is neither memorised nor unstable ("
-                 + ", ".join(clean_falls) + "), so it is not only a memorisation effect.")
-    elif falls:
-        text += ("Every fall here comes with a memorised training set (" + (", ".join(d for d in falls if d in memorised) or "none")
-                 + ") or with unstable training (" + (", ".join(d for d in falls if d in unstable) or "none")
-                 + "): this control cannot tell rotation drift apart from those.")
-    else:
-        text += "No dataset shows a clear fall."
-    return text
+    memorised = [d.dataset for d in found.datasets if d.fall.falls and d.loss.memorised]
+    unstable = [d.dataset for d in found.datasets if d.fall.falls and d.loss.rose]
+    return text + PROSE.choose("data", found.case, datasets=", ".join(found.clean_falls),
+                               memorised=", ".join(memorised) or "none", unstable=", ".join(unstable) or "none")
 
 
 def optimizer_over_training_figure(results: Results) -> None:
@@ -220,9 +184,7 @@ def optimizer_over_training_figure(results: Results) -> None:
     changes = "; ".join(
         f"{c} under {o}: last third {change_over_last(results.robustness, 'weight_cos', 'input', 1, condition=c, optimizer=o)}"
         for c in conditions for o in optimizers)
-    show_figure(fig, "mlp-optimizers-over-training",
-                "Weight v1 continuity over training under each optimizer (lines: seed mean; bands ±1 sd). "
-                f"Change over the last third of training: {changes}.")
+    show_figure(fig, "mlp-optimizers-over-training", PROSE.render("optimizers-over-training-caption", changes=changes))
 
 
 def layer_heatmap(results: Results) -> None:
@@ -232,7 +194,7 @@ def layer_heatmap(results: Results) -> None:
         plotting.plot_layer_heatmap(results.table, metric, space, 1, row_order=results.order, ax=ax)
         ax.tick_params(axis="x", labelrotation=90, labelsize=7)
     fig.tight_layout()
-    show_figure(fig, "mlp-layer-heatmap", "Final adjacent-pair |cos| per layer pair and condition (seed mean).")
+    show_figure(fig, "mlp-layer-heatmap", PROSE.render("heatmap-caption"))
 
 
 def summary_table(results: Results) -> pd.DataFrame:
@@ -261,8 +223,7 @@ def rise_and_collapse_figure(results: Results) -> None:
     for condition in drift_conditions:
         peak, last = peak_and_final(table, "weight_cos", "input", 1, condition=condition)
         lines.append(f"{condition}: peak {peak}, final {last}")
-    show_figure(fig, "mlp-rise-and-collapse",
-                "Weight v1 continuity per seed, and relative update size. " + "; ".join(lines) + ".")
+    show_figure(fig, "mlp-rise-and-collapse", PROSE.render("rise-and-collapse-caption", lines="; ".join(lines)))
 
 
 def optimizer_figure(results: Results, claims: pd.DataFrame) -> None:
@@ -278,9 +239,8 @@ def optimizer_figure(results: Results, claims: pd.DataFrame) -> None:
     for ax in axes.flat:
         if ax.get_legend() is not None:
             ax.get_legend().remove()
-    show_figure(fig, "mlp-optimizers", "Final values per optimizer (bars: seed mean; dots: seeds); ‖W(t) − W(0)‖/‖W(0)‖ "
-                "is the layer-mean relative update. Weight v1 continuity: "
-                + claim(claims, "symmetry-breaking-every-optimizer")["note"] + ".")
+    show_figure(fig, "mlp-optimizers", PROSE.render(
+        "optimizers-caption", details=claim(claims, "symmetry-breaking-every-optimizer")["note"]))
 
 
 def init_scale_figure(results: Results) -> None:
@@ -298,8 +258,8 @@ def init_scale_figure(results: Results) -> None:
     lines = [f"{c} at init_scale {i:g}: weight v1 {_final(init_table, 'weight_cos', 'input', c, init_scale=i)}, "
              f"relative update {final_estimate(init_table, 'rel_update', '', 0, condition=c, init_scale=i)}"
              for c in robust_order for i in init_order]
-    show_figure(fig, "mlp-init-scale", "Final weight v1 continuity and relative update at two initialisation "
-                f"scales (short runs, {results.settings.early_steps:,} steps). " + "; ".join(lines) + ".")
+    show_figure(fig, "mlp-init-scale", PROSE.render("init-scale-caption", steps=results.settings.early_steps,
+                                                    lines="; ".join(lines)))
 
 
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
@@ -308,72 +268,29 @@ def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
 
 
 def condition_two_note(results: Results) -> Markdown:
-    """Where Condition 2 stands: is Adam the symmetry breaker? Final weight v1 per optimizer, computed."""
-    robustness, init_table = results.robustness, results.init_table
-    optimizers = list(robustness["optimizer"].unique())
-    base_optimizer = results.settings.base.optimizer.label
-    random_level = Estimate(results.baseline, 0.0, 1)
-    weight = {(c, o): _final(robustness, "weight_cos", "input", c, optimizer=o)
-              for c in results.settings.robustness_conditions for o in optimizers}
-    grad = {o: _final(robustness, "grad_cos", "input", "res-none", optimizer=o) for o in optimizers}
-    if ("res-none", base_optimizer) not in weight or ("res-relu", base_optimizer) not in weight:
+    """Where Condition 2 stands: is Adam the symmetry breaker? Final weight v1 per optimizer
+    (:func:`.compute.optimizer_finding`)."""
+    found = optimizer_finding(results)
+    if found is None:
         return Markdown("")
-    lines = [f"- `{o}`: res-relu {weight[('res-relu', o)]}, res-none {weight[('res-none', o)]} "
-             f"(res-none gradient v1 {grad[o]})" for o in optimizers]
-    relu_everywhere = all(verdict_for_difference(weight[("res-relu", o)], random_level) == "reproduced"
-                          for o in optimizers)
-    others = [o for o in optimizers if o != base_optimizer]
-    adam_pins = [o for o in others
-                 if verdict_for_difference(weight[("res-none", base_optimizer)], weight[("res-none", o)]) == "reproduced"]
-    if adam_pins:
-        finding = (f"Under `{base_optimizer}` the linear net keeps more weight continuity than under "
-                   + ", ".join(f"`{o}`" for o in adam_pins)
-                   + ": Adam's per-coordinate axes shared by all layers act as a symmetry breaker of their own.")
-    else:
-        finding = (f"The linear net's weight continuity under `{base_optimizer}` is not clearly above the other "
-                   "optimizers': Adam's coordinate axes are not what keeps it.")
-    by_init = ", ".join(f"init_scale {i:g}: {_final(init_table, 'weight_cos', 'input', 'res-none', init_scale=i)}"
-                        for i in sorted(init_table["init_scale"].unique()))
-    return Markdown(
-        "**Is Adam the symmetry breaker?** Final weight v1 continuity (input space) per optimizer, "
-        f"after {mlp_runs.horizon_text(results.settings)}:\n\n" + "\n".join(lines) + "\n\n"
-        + ("`res-relu` keeps its continuity well above the random level under every optimizer, as the mechanism "
-           "predicts. " if relu_everywhere else
-           "`res-relu` does **not** keep its continuity clearly above the random level under every optimizer. ")
-        + finding + f" The paper's Res+None weight continuity is 0.22. Under `{base_optimizer}` at other "
-        f"initialisation scales (short runs, {results.settings.early_steps:,} steps), res-none ends at {by_init}."
-    )
+    optimizers = list(found.gradient)
+    lines = [PROSE.render("optimizer-line", optimizer=o, relu=found.weight[("res-relu", o)],
+                          none=found.weight[("res-none", o)], gradient=found.gradient[o]) for o in optimizers]
+    return Markdown(PROSE.render(
+        "optimizer-note", horizon=mlp_runs.horizon_text(results.settings), lines="\n".join(lines),
+        relu=PROSE.choose("optimizer-relu", "everywhere" if found.relu_everywhere else "not-everywhere"),
+        finding=PROSE.choose("optimizer-pins", "yes" if found.adam_pins else "no", base=found.base_optimizer,
+                             pins=listing(f"`{o}`" for o in found.adam_pins)),
+        base=found.base_optimizer, steps=results.settings.early_steps,
+        by_init=", ".join(f"init_scale {i:g}: {e}" for i, e in found.by_init.items())))
 
 
-#: sigma_rad(z) = z tanh(||z||) is within 1% of the identity for ||z|| above this (tanh(2.65) = 0.99).
-RADIAL_NEAR_IDENTITY_NORM = 2.65
-
-
-def radial_linearity_note(settings: MLPChapterSettings, n_probe: int = 512) -> Markdown:
-    """How nonlinear the two radial activations are at initialisation, on training images."""
-    base = settings.base
-    data = load_image_data(base.dataset, max_train=base.max_train)
-    probe = data.x_train[:n_probe]
-
-    def model(condition: str) -> ResidualMLP:
-        torch.manual_seed(settings.seeds[0])
-        return ResidualMLP(condition, in_features=data.n_features, width=base.width, depth=base.depth,
-                           n_classes=data.n_classes, init_scale=base.init_scale)
-
-    norms = preactivation_norms(model("res-radial"), probe)
-    share = 100 * (norms > RADIAL_NEAR_IDENTITY_NORM).float().mean()
-    scaled = model("res-radial-tau")
-    with torch.no_grad():
-        scaled_norms = preactivation_norms(scaled, probe)  # its first forward pass fixes every layer's tau
-    taus = torch.stack([block.activation.tau for block in scaled.blocks])
-    scaled_share = 100 * (scaled_norms / taus[:, None] > RADIAL_NEAR_IDENTITY_NORM).float().mean()
-    return Markdown(
-        f"**How nonlinear are the radial activations here?** At initialisation, on {len(probe)} training images, the "
-        f"pre-activation norms ‖W h + b‖ of `res-radial` have median {norms.median():.2f} (5th percentile "
-        f"{norms.quantile(0.05):.2f}); σ_rad(z) = z·tanh(‖z‖) is within 1% of the identity for ‖z‖ > "
-        f"{RADIAL_NEAR_IDENTITY_NORM}, which holds for {share:.1f}% of them: `res-radial` is the linear net in "
-        f"disguise. `res-radial-tau` uses z·tanh(‖z‖/τ), τ fixed per layer from the median norm of the first "
-        f"training batch (here τ = {taus.min():.2f} to {taus.max():.2f} over layers); it is within 1% of the "
-        f"identity for {scaled_share:.1f}% of the pre-activations, and shrinks the median one by tanh(1) = 0.76. "
-        "Both are rotation-equivariant (tested in `tests/test_mlp_radial_tau.py`). Measured at initialisation only."
-    )
+def radial_linearity_note(settings: MLPChapterSettings) -> Markdown:
+    """How nonlinear the two radial activations are at initialisation, on training images
+    (:func:`.compute.radial_linearity`)."""
+    found = radial_linearity(settings)
+    return Markdown(PROSE.render(
+        "radial", probe=found.probe, median=found.median, low=found.low, threshold=RADIAL_NEAR_IDENTITY_NORM,
+        near_identity=found.near_identity, tau_min=found.tau_min, tau_max=found.tau_max,
+        tau_near_identity=found.tau_near_identity,
+        verdict=PROSE.choose("radial-verdict", "linear" if found.radial_is_linear else "nonlinear", share=NEAR_LINEAR_SHARE)))
