@@ -56,13 +56,12 @@ MLP_PRESETS: dict[str, dict[str, Any]] = {
 
 
 #: One worker's wall seconds per MLP training step at ``cpu`` (16 x 256, batch 128, fp32, recording and the
-#: dense trace included) with two one-thread workers on this project's 2-core machine: the Condition-2
-#: chapter's sweep of 2026-12-02 (quiet machine, training code of ``250fb8c``) finished a 9,360-step run every
-#: 3.0 min per worker. On days the machine was shared the same runs took 4.4-4.9 min (0.028-0.031 s).
+#: dense trace included) with two one-thread workers on this project's 2-core machine when it is quiet
+#: (benchmarks/README.md gives the measurements; on a shared machine the same runs take 1.5x as long).
 CPU_SECONDS_PER_MLP_STEP = 0.0193
 
 #: ``adam-rotated`` (Adam in a random orthogonal frame per layer: two more 256 x 256 products per layer
-#: and step) costs about twice a plain step: 9 min against 4.4 min per run in one sweep (2026-12-02).
+#: and step) costs about twice a plain step (benchmarks/README.md).
 ROTATED_STEP_FACTOR = 2.0
 
 #: The whole ``cpu`` book's time budget, cold, on this project's 2-core machine, in minutes.
