@@ -142,7 +142,7 @@ class Condition2Settings:
 def build_settings(scale: str, values: dict[str, Any]) -> Condition2Settings:
     """The chapter's settings from its preset values (any of them replaced); a bad value raises ValueError."""
     values = dict(values)
-    seeds, many_seeds = parse_seeds(values.pop("seeds")), parse_seeds(values.pop("many_seeds"))
+    seeds, many_seeds = parse_seeds(values.pop("seeds")), parse_seeds(values.pop("many_seeds"), "many_seeds")
     datasets = tuple(values.pop("datasets"))
     conditions = tuple(values.pop("conditions"))
     interventions = tuple(values.pop("interventions"))

@@ -1,0 +1,57 @@
+"""The faults of the 121-case probe (issue 35), each reproduced: one line, within seconds, or a correct recovery.
+
+Nothing here waits more than a few seconds: time-outs are set small through parameters, and the Ray
+cases use listeners on the loopback address only.
+"""
+
+import time
+from pathlib import Path
+
+import pytest
+
+from geocont.chapters import mlp_conditions, transformer_projections
+from geocont.scales import MAX_SEEDS, ParameterError, parse_seeds
+
+from test_preflight import run_error
+
+MLP = mlp_conditions.CHAPTER
+LM = transformer_projections.CHAPTER
+
+
+# --------------------------------------------------------------------------- 4 and 6: seeds
+
+
+def test_non_integer_seeds_are_refused_not_truncated(monkeypatch):
+    message = run_error(monkeypatch, "-p", "scale", "smoke", "-p", "seeds", "[1.5, 2.5]")
+    assert message.startswith("error: seeds must be a positive count n (seeds 0..n-1) or a list of distinct non-negative "
+                              "integer seeds, got [1.5, 2.5] (1.5 is not an integer)")
+    for bad in ([1.0, 2.0], ["1"], 2.5, "x", [True]):
+        with pytest.raises(ParameterError, match="^seeds must be"):
+            parse_seeds(bad)
+    assert parse_seeds([3, 1]) == (3, 1) and parse_seeds(range(2)) == (0, 1)
+
+
+def test_a_huge_seed_count_is_refused_at_once(monkeypatch):
+    start = time.monotonic()
+    assert run_error(monkeypatch, "-p", "scale", "smoke", "-p", "seeds", "100000000") == (
+        f"error: seeds: at most {MAX_SEEDS} seeds, got a count of 100000000")
+    assert "at most" in run_error(monkeypatch, "-p", "scale", "smoke", "-p", "seeds", "100000")
+    with pytest.raises(ParameterError, match=f"^seeds: at most {MAX_SEEDS} seeds, got a list of {MAX_SEEDS + 1}"):
+        parse_seeds(list(range(MAX_SEEDS + 1)))
+    assert time.monotonic() - start < 5  # no hundred-million-element tuple is ever built
+    assert len(parse_seeds(MAX_SEEDS)) == MAX_SEEDS
+
+
+def test_seeds_given_as_text_mean_what_the_number_means():
+    """One meaning: ``-p seeds 3`` and ``-p seeds "'3'"`` (or plain papermill's text "3") are seeds 0, 1, 2."""
+    assert MLP.configure("smoke", seeds="3").seeds == MLP.configure("smoke", seeds=3).seeds == (0, 1, 2)
+    assert MLP.configure("smoke", seeds="[3]").seeds == (3,)
+    assert LM.configure("smoke", other_seeds="0").other_seeds == ()  # 0: none, as the number 0
+
+
+def test_a_single_value_for_a_list_parameter_names_the_parameter(monkeypatch):
+    message = run_error(monkeypatch, "-p", "scale", "smoke", "-p", "conditions", "5")
+    assert message.startswith("error: unknown condition 5; valid choices: res-relu")
+    assert MLP.configure("smoke", conditions="res-none").conditions == ("res-none",)
+    with pytest.raises(ParameterError, match=r"^unknown variant\(s\) \[5\]"):
+        LM.configure("smoke", variants=5)
