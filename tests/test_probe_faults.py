@@ -18,6 +18,16 @@ MLP = mlp_conditions.CHAPTER
 LM = transformer_projections.CHAPTER
 
 
+# --------------------------------------------------------------------------- 2: an odd head dimension
+
+
+def test_an_odd_head_dimension_is_a_parameter_error_naming_d_model_and_the_heads(monkeypatch):
+    message = run_error(monkeypatch, "book/transformer_projections.ipynb", "-p", "scale", "smoke", "-p", "d_model", "130")
+    assert message == ("error: d_model (130) / n_heads (2) gives a head dimension of 65; the rotary position embedding "
+                       "needs an even one: choose d_model a multiple of 2 x n_heads = 4 (e.g. 128 or 132)")
+    assert LM.configure("smoke", d_model=132).base.shape.d_model == 132  # an even head dimension trains
+
+
 # --------------------------------------------------------------------------- 4 and 6: seeds
 
 
