@@ -65,3 +65,33 @@ def test_a_single_value_for_a_list_parameter_names_the_parameter(monkeypatch):
     assert MLP.configure("smoke", conditions="res-none").conditions == ("res-none",)
     with pytest.raises(ParameterError, match=r"^unknown variant\(s\) \[5\]"):
         LM.configure("smoke", variants=5)
+
+
+# --------------------------------------------------------------------------- 5: a corrupt saved corpus
+
+
+@pytest.mark.parametrize("content, why", [
+    ("{x", "JSONDecodeError"), ("[1, 2]", "a JSON list, not an object"), ('{"name": "kjv"}', "TypeError"),
+    ('{"name": "kjv", "train": 1, "validation": "", "source": ""}', "field(s) train not text"),
+    ('{"name": "wikitext-103", "train": "t", "validation": "v", "source": "s"}', "corpus 'wikitext-103'"),
+])
+def test_a_corrupt_saved_corpus_is_one_preflight_line_naming_the_file(tmp_path, monkeypatch, content, why):
+    from geocont import text
+
+    saved = tmp_path / "kjv.json"
+    saved.write_text(content)
+    monkeypatch.setenv("GEOCONT_CORPUS_DIR", str(tmp_path))
+    message = run_error(monkeypatch, "book/transformer_projections.ipynb", "-p", "scale", "smoke")
+    assert message.startswith(f"error: the saved corpus {saved} is unreadable (") and why in message
+    assert "delete it" in message and "scripts/paper_gpu.py prepare DIR` writes DIR/corpora/kjv.json" in message
+    with pytest.raises(text.CorpusNotAvailable, match=f"the saved corpus {saved} is unreadable"):
+        text.load_corpus("kjv")  # a run that skips the preflight says the same
+
+
+def test_a_valid_saved_corpus_needs_no_debian_package(tmp_path, monkeypatch):
+    from geocont import preflight, text
+
+    text.save_corpus(text.Corpus("kjv", "train text", "held out", "test"), tmp_path)
+    monkeypatch.setenv("GEOCONT_CORPUS_DIR", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `bible` program
+    assert preflight.corpus_problem("kjv") is None

@@ -79,9 +79,19 @@ def dataset_problem(name: str) -> str | None:
 
 
 def corpus_problem(name: str) -> str | None:
-    """Why corpus ``name`` cannot be loaded on this machine, or None."""
+    """Why corpus ``name`` cannot be loaded on this machine, or None. A copy saved in ``$GEOCONT_CORPUS_DIR``
+    (read first, :func:`geocont.text.load_corpus`) is read and checked whole (a few MB: milliseconds)."""
     import shutil
 
+    from .text import CorpusNotAvailable, read_saved_corpus, saved_corpus_path
+
+    saved = saved_corpus_path(name)
+    if saved is not None and saved.exists():
+        try:
+            read_saved_corpus(saved, name)
+        except CorpusNotAvailable as error:
+            return str(error)
+        return None
     if name == "kjv":
         if shutil.which("bible") is None:
             return ("corpus kjv needs the Debian packages bible-kjv and bible-kjv-text: "
