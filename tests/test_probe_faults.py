@@ -95,3 +95,66 @@ def test_a_valid_saved_corpus_needs_no_debian_package(tmp_path, monkeypatch):
     monkeypatch.setenv("GEOCONT_CORPUS_DIR", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))  # no `bible` program
     assert preflight.corpus_problem("kjv") is None
+
+
+# --------------------------------------------------------------------------- 3: the analyzer cache keys by content
+
+
+def _two_checkpoints(tmp_path):
+    """Two safetensors files of the same size and tensor names whose continuity differs."""
+    import torch
+    from safetensors.torch import save_file
+
+    generator = torch.Generator().manual_seed(0)
+    shared = torch.randn(16, 16, generator=generator)
+    paths = []
+    for name, tensors in (("a", [shared, shared + 0.01 * torch.randn(16, 16, generator=generator), shared.clone()]),
+                          ("b", [torch.randn(16, 16, generator=generator) for _ in range(3)])):
+        path = tmp_path / f"{name}.safetensors"
+        save_file({f"model.layers.{i}.self_attn.q_proj.weight": w for i, w in enumerate(tensors)}, str(path))
+        paths.append(path)
+    return paths
+
+
+def test_a_file_replaced_with_the_same_size_and_mtime_is_never_served_the_old_table(tmp_path):
+    import os
+    import shutil
+
+    from geocont import analyzer
+
+    first, second = _two_checkpoints(tmp_path)
+    assert first.stat().st_size == second.stat().st_size
+    target = tmp_path / "model.safetensors"
+    shutil.copy2(first, target)
+    table_a = analyzer.analyze(target, progress=False)
+    stat = target.stat()
+    shutil.copy2(second, target)  # cp -p: the other file's bytes, then the old mtime set back
+    os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert (target.stat().st_size, target.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
+    table_b = analyzer.analyze(target, progress=False)
+    fresh = analyzer.analyze(target, progress=False, use_cache=False)
+    assert table_b["v1_cos"].equals(fresh["v1_cos"])
+    assert not table_b["v1_cos"].equals(table_a["v1_cos"])
+
+
+def test_a_remembered_digest_is_used_only_for_the_untouched_file(tmp_path, monkeypatch):
+    import os
+    import shutil
+
+    from geocont import cache, checkpoints
+
+    first, second = _two_checkpoints(tmp_path)
+    monkeypatch.setattr(checkpoints, "DIGEST_SETTLE_SECONDS", -1.0)  # remember at once (else after 2 s unchanged)
+    target = tmp_path / "model.safetensors"
+    shutil.copy2(first, target)
+    digest = checkpoints.content_digest(target)
+    assert list((cache.cache_root() / "digests").glob("*.json"))  # remembered
+    opened = []
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda *a, **k: opened.append(a[0]) or real_open(*a, **k))
+    assert checkpoints.content_digest(target) == digest and target not in opened  # not read again
+    monkeypatch.setattr("builtins.open", real_open)
+    stat = target.stat()
+    shutil.copy2(second, target)
+    os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # the same size and mtime, a new ctime
+    assert checkpoints.content_digest(target) == checkpoints.content_digest(second) != digest
