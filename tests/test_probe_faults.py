@@ -158,3 +158,96 @@ def test_a_remembered_digest_is_used_only_for_the_untouched_file(tmp_path, monke
     shutil.copy2(second, target)
     os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # the same size and mtime, a new ctime
     assert checkpoints.content_digest(target) == checkpoints.content_digest(second) != digest
+
+
+# --------------------------------------------------------------------------- 7: claims of reused pids, other hosts
+
+
+def _table_of(value: float):
+    import pandas as pd
+
+    return pd.DataFrame({"metric": ["m"], "value": [value]})
+
+
+@pytest.fixture
+def unrelated_process():
+    """A live process of this host that is no geocont process (what a reused pid points at)."""
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.parametrize("recorded", ["start", "time only"])
+def test_a_claim_naming_a_reused_pid_is_broken_at_once(unrelated_process, capsys, recorded):
+    import json
+    import socket
+
+    from geocont import cache
+
+    config = {"value": 7.0}
+    folder = cache.key_path("demo", config)
+    folder.mkdir(parents=True)
+    started = cache.process_start(unrelated_process.pid)
+    assert started is not None and cache.pid_alive(unrelated_process.pid)
+    owner = {"host": socket.gethostname(), "pid": unrelated_process.pid, "time": started - 60}
+    if recorded == "start":
+        owner["start"] = started - 61  # the claimer started before the process that has its pid now
+    (folder / cache.CLAIM).write_text(json.dumps(owner))
+    start = time.monotonic()
+    table, stored = cache.ensure("demo", config, lambda: _table_of(7.0))
+    assert time.monotonic() - start < 3 and stored and table["value"].item() == 7.0
+    assert "waiting" not in capsys.readouterr().err
+
+
+def test_a_live_claimers_own_start_time_keeps_its_claim(unrelated_process):
+    import socket
+
+    from geocont import cache
+
+    owner = {"host": socket.gethostname(), "pid": unrelated_process.pid, "time": time.time(),
+             "start": cache.process_start(unrelated_process.pid)}
+    assert not cache.owner_gone(owner)
+    assert cache.owner_gone({**owner, "pid": 2 ** 22 + 12345})  # no such process
+
+
+def test_another_hosts_fresh_claim_is_said_once_with_the_wait(monkeypatch, capsys):
+    import json
+
+    from geocont import cache
+
+    monkeypatch.setattr(cache, "STALE_SECONDS", 1.0)  # the real wait is 600 s without a heartbeat
+    config = {"value": 8.0}
+    folder = cache.key_path("demo", config)
+    folder.mkdir(parents=True)
+    (folder / cache.CLAIM).write_text(json.dumps({"host": "elsewhere", "pid": 4242, "time": time.time()}))
+    start = time.monotonic()
+    table, stored = cache.ensure("demo", config, lambda: _table_of(8.0))
+    assert 0.9 < time.monotonic() - start < 4 and stored  # taken over once the heartbeat was 1 s old
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"waiting for the demo run {folder.name}, computed by pid 4242 on host elsewhere")
+    assert "once the heartbeat has stopped for 1 s" in lines[0]
+
+
+def test_a_sweep_says_once_which_holder_its_runs_wait_for(monkeypatch, capsys):
+    import json
+
+    from geocont import cache, sweeps
+
+    monkeypatch.setattr(cache, "STALE_SECONDS", 1.0)
+    jobs = [sweeps.Job("demo", {"value": v}, _table_of, v, label=f"run {v}") for v in (1.0, 2.0)]
+    for job in jobs:
+        folder = cache.key_path(job.kind, job.key_config())
+        folder.mkdir(parents=True)
+        (folder / cache.CLAIM).write_text(json.dumps({"host": "elsewhere", "pid": 4242, "time": time.time()}))
+    tables = sweeps.run_jobs(jobs, executor="serial", progress=False)
+    assert [t["value"].item() for t in tables] == [1.0, 2.0]
+    lines = [line for line in capsys.readouterr().err.splitlines() if "pid 4242" in line]
+    assert len(lines) == 1 and lines[0].startswith("2 runs of this sweep (run 1.0, run 2.0) are computed by pid 4242 "
+                                                   "on host elsewhere"), lines

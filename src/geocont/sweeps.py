@@ -219,7 +219,7 @@ def execute(job: Job, threads: int, environment: dict[str, str] | None = None) -
             with pinned_threads(threads):
                 table, stored = cache.ensure(job.kind, job.key_config(), lambda: job.compute(job.argument),
                                              job.require_metrics, require_artifacts=job.require_artifacts,
-                                             warn=False)  # the driver warned about a stale entry already
+                                             warn=False, announce=False)  # the driver said both already
             outcome = Outcome(table=None if stored else table)
         except Exception:  # noqa: BLE001 - reported with the job's configuration by the driver
             outcome = Outcome(error=traceback.format_exc())
@@ -456,6 +456,7 @@ def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = 
         if tables[index] is None:
             todo.setdefault(cache.cache_key(job.kind, job.key_config()), []).append(index)
     unique = [indices[0] for indices in todo.values()]
+    announce_claims([jobs[index] for index in unique])
     failures: list[tuple[str, dict[str, Any], str]] = []
     cached: list[int] = []  # runs of this sweep whose entry the cache now holds
     bar = tqdm(total=len(jobs), initial=len(jobs) - sum(map(len, todo.values())), desc="runs",
@@ -495,6 +496,24 @@ def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = 
     if failures:
         raise SweepFailed(failures, len(unique), len(cached))
     return tables  # type: ignore[return-value]
+
+
+def announce_claims(jobs: Sequence[Job]) -> list[str]:
+    """Say on stderr, once per holder, which of ``jobs`` another live process has claimed (its workers will
+    wait for it: :func:`geocont.cache.claim`) and for how long; the lines said."""
+    held: dict[tuple[Any, Any], list[tuple[Job, dict[str, Any]]]] = {}
+    for job in jobs:
+        holder = cache.claim_holder(job.kind, job.key_config())
+        if holder is not None and (holder.get("host"), holder.get("pid")) != (socket.gethostname(), os.getpid()):
+            held.setdefault((holder.get("host"), holder.get("pid")), []).append((job, holder))
+    lines = []
+    for runs in held.values():
+        labels = ", ".join(job.label or job.kind for job, _ in runs[:3]) + (", ..." if len(runs) > 3 else "")
+        lines.append(f"{len(runs)} run{'s' if len(runs) > 1 else ''} of this sweep ({labels}) "
+                     f"{'are' if len(runs) > 1 else 'is'} computed by {cache.holder_text(runs[0][1])}")
+    for line in lines:
+        tqdm.write(line, file=sys.stderr)
+    return lines
 
 
 def run_job(job: Job, progress: bool = True) -> pd.DataFrame:
