@@ -251,3 +251,92 @@ def test_a_sweep_says_once_which_holder_its_runs_wait_for(monkeypatch, capsys):
     lines = [line for line in capsys.readouterr().err.splitlines() if "pid 4242" in line]
     assert len(lines) == 1 and lines[0].startswith("2 runs of this sweep (run 1.0, run 2.0) are computed by pid 4242 "
                                                    "on host elsewhere"), lines
+
+
+# --------------------------------------------------------------------------- 1: a Ray address that is not Ray
+
+
+class _Listener:
+    """A TCP listener on 127.0.0.1 (loopback only) that answers each connection with ``reply(request bytes)``
+    (None: never answers; empty: closes the connection), in a thread."""
+
+    def __init__(self, reply):
+        import socket
+        import threading
+
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        self.reply, self.open = reply, []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                connection, _ = self.socket.accept()
+            except OSError:
+                return
+            self.open.append(connection)
+            connection.settimeout(2)
+            try:
+                answer = self.reply(connection.recv(65536))
+                if answer is not None:
+                    connection.sendall(answer)
+                if answer == b"":
+                    connection.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self.socket.close()
+        for connection in self.open:
+            connection.close()
+
+
+def _frame(kind, flags, stream, payload=b""):
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def _fake_gcs(request):
+    """What a Ray GCS answers the probe (checked against a real `ray start --head` of ray 2.60: None in 18 ms)."""
+    assert request.startswith(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") and b"NodeInfoGcsService/GetClusterId" in request
+    reply = b"\x12\x1c" + bytes(28)  # a GetClusterIdReply: a cluster id of 28 bytes
+    return (_frame(4, 0, 0) + _frame(1, 4, 1, b"\x88") + _frame(0, 0, 1, b"\x00" + len(reply).to_bytes(4, "big") + reply)
+            + _frame(1, 5, 1, b"\x00"))
+
+
+def _other_grpc(request):
+    return _frame(4, 0, 0) + _frame(1, 5, 1, b"\x88")  # trailers only: a status (UNIMPLEMENTED), no reply
+
+
+@pytest.mark.parametrize("reply, why", [
+    (lambda request: b"HTTP/1.0 505 Invalid HTTP version\r\n\r\n", "it answered b'HTTP/1.0 505"),
+    (lambda request: None, "no answer to a gRPC call within 0.5 s"),
+    (lambda request: b"", "it closed the connection instead of answering a gRPC call"),
+    (_other_grpc, "it speaks gRPC but has no Ray GCS service"),
+])
+def test_a_ray_address_that_accepts_tcp_but_is_not_ray_is_one_line_within_seconds(monkeypatch, reply, why):
+    pytest.importorskip("ray")
+    from geocont import sweeps
+
+    monkeypatch.setattr(sweeps, "CONNECT_TIMEOUT", 0.5)  # 3 s in use
+    listener = _Listener(reply)
+    try:
+        monkeypatch.setenv("GEOCONT_EXECUTOR", f"ray:127.0.0.1:{listener.port}")
+        start = time.monotonic()
+        message = run_error(monkeypatch, "-p", "scale", "smoke")
+        assert time.monotonic() - start < 3
+    finally:
+        listener.close()
+    assert message.startswith(f"error: 127.0.0.1:{listener.port} accepts connections but is not a Ray cluster ({why}")
+    assert message.endswith("give the address `ray start --head` printed (its GCS port, default 6379), or choose "
+                            "another executor")
+
+
+def test_a_ray_gcs_answer_passes_the_handshake():
+    from geocont import sweeps
+
+    listener = _Listener(_fake_gcs)
+    try:
+        assert sweeps.ray_gcs_problem("127.0.0.1", listener.port, timeout=1.0) is None
+    finally:
+        listener.close()
