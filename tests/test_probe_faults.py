@@ -340,3 +340,27 @@ def test_a_ray_gcs_answer_passes_the_handshake():
         assert sweeps.ray_gcs_problem("127.0.0.1", listener.port, timeout=1.0) is None
     finally:
         listener.close()
+
+
+# --------------------------------------------------------------------------- the minor cases
+
+
+def test_a_cache_dir_that_is_a_file_is_an_early_error(tmp_path, monkeypatch):
+    blocker = tmp_path / "cache-file"
+    blocker.write_text("")
+    monkeypatch.setenv("GEOCONT_CACHE_DIR", str(blocker))
+    assert run_error(monkeypatch, "-p", "scale", "smoke") == (
+        f"error: the run cache {blocker} (GEOCONT_CACHE_DIR) is a file, not a folder: every run would be trained "
+        "again and not cached; point GEOCONT_CACHE_DIR at a folder")
+    monkeypatch.setenv("GEOCONT_CACHE_DIR", str(blocker / "runs"))
+    assert f"lies under {blocker}, which is a file" in run_error(monkeypatch, "-p", "scale", "smoke")
+
+
+def test_an_empty_cache_dir_means_the_default(tmp_path, monkeypatch):
+    from geocont import cache, data
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for variable in ("GEOCONT_CACHE_DIR", "GEOCONT_DATA_DIR"):
+        monkeypatch.setenv(variable, "")
+    assert cache.cache_root() == tmp_path / ".cache" / "geocont" / "runs"  # not the working directory
+    assert data.data_root() == tmp_path / ".cache" / "geocont" / "data"

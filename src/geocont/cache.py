@@ -119,8 +119,29 @@ class Computed:
 
 
 def cache_root() -> Path:
-    """``$GEOCONT_CACHE_DIR``, or ``~/.cache/geocont/runs``."""
-    return Path(os.environ.get("GEOCONT_CACHE_DIR", Path.home() / ".cache" / "geocont" / "runs"))
+    """``$GEOCONT_CACHE_DIR``, or ``~/.cache/geocont/runs`` (where it is unset or empty)."""
+    return Path(os.environ.get("GEOCONT_CACHE_DIR") or Path.home() / ".cache" / "geocont" / "runs")
+
+
+def cache_root_problem() -> str | None:
+    """Why :func:`cache_root` cannot hold the cache at all (it, or a folder it would be created in, is a file), or
+    None. A cache that exists but cannot be written is no problem here: its stores warn and the results are still
+    returned."""
+    root = cache_root()
+    existing = root
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing.is_dir():
+        return None
+    source = "GEOCONT_CACHE_DIR" if os.environ.get("GEOCONT_CACHE_DIR") else "the default run cache"
+    where = "is a file" if existing == root else f"lies under {existing}, which is a file"
+    return (f"the run cache {root} ({source}) {where}, not a folder: every run would be trained again and not "
+            "cached; point GEOCONT_CACHE_DIR at a folder")
+
+
+def has_entry(kind: str, config: dict[str, Any]) -> bool:
+    """Whether the key has a stored entry (its pointer exists; nothing is read or checked)."""
+    return _current(key_path(kind, config)) is not None
 
 
 def cache_key(kind: str, config: dict[str, Any]) -> str:

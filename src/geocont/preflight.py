@@ -215,10 +215,11 @@ def check_run_configs(configs: Iterable[Any], executor: str | None = None, model
     """Check every input the runs of ``configs`` (MLP and LM run configurations, in any nesting
     of lists and dicts) need, the executor and the ``models`` to analyse; raise
     :class:`PreflightError` with one line at the first problem. Takes seconds at most."""
+    from .cache import cache_root_problem
     from .config import LMRunConfig, RunConfig
 
     configs = [c for c in _flatten(list(configs)) if isinstance(c, RunConfig)]
-    problem = executor_problem(executor)
+    problem = executor_problem(executor) or cache_root_problem()
     if problem:
         raise PreflightError(problem)
     for name in sorted({c.dataset for c in configs if not isinstance(c, LMRunConfig)}):
