@@ -364,3 +364,36 @@ def test_an_empty_cache_dir_means_the_default(tmp_path, monkeypatch):
         monkeypatch.setenv(variable, "")
     assert cache.cache_root() == tmp_path / ".cache" / "geocont" / "runs"  # not the working directory
     assert data.data_root() == tmp_path / ".cache" / "geocont" / "data"
+
+
+def test_more_run_threads_than_cores_is_warned_once(monkeypatch, capsys):
+    import os
+
+    from geocont import preflight
+
+    monkeypatch.setenv("GEOCONT_RUN_THREADS", str((os.cpu_count() or 1) + 1))
+    preflight.check_run_configs([], executor="serial")
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"warning: GEOCONT_RUN_THREADS={(os.cpu_count() or 1) + 1} is more "
+                                                   f"than the {os.cpu_count()} cores of this machine")
+    monkeypatch.setenv("GEOCONT_RUN_THREADS", "1")
+    preflight.check_run_configs([], executor="serial")
+    assert capsys.readouterr().err == ""
+
+
+def test_a_horizon_of_years_is_said_before_training(monkeypatch, capsys):
+    from geocont import cache, preflight, sweeps
+
+    monkeypatch.setattr(preflight, "dataset_problem", lambda name: None)
+    long = MLP.run_configs(MLP.configure("smoke", steps=10 ** 12))
+    preflight.check_run_configs(long, executor="local:2")
+    note = capsys.readouterr().err.strip()
+    assert note.startswith(f"note: the {len(set(long))} runs not in the cache are predicted to take about ")
+    assert " years on 2 workers" in note and "the longest, 1,000,000,000,000 steps of depth 16 x width 32" in note
+    assert preflight.time_note(MLP.run_configs(MLP.configure("smoke")), executor="local:2") is None  # a minute
+    cpu = MLP.run_configs(MLP.configure("cpu"))
+    assert "about 3 min" in preflight.time_note(cpu, executor="local:2")  # a 9,360-step run, as measured
+    for config in cpu:  # once cached, nothing is predicted
+        job = sweeps.Job("mlp", config.to_dict(), print)
+        cache.store("mlp", job.key_config(), _table_of(0.0))
+    assert preflight.time_note(cpu, executor="local:2") is None
