@@ -397,3 +397,21 @@ def test_a_horizon_of_years_is_said_before_training(monkeypatch, capsys):
         job = sweeps.Job("mlp", config.to_dict(), print)
         cache.store("mlp", job.key_config(), _table_of(0.0))
     assert preflight.time_note(cpu, executor="local:2") is None
+
+
+def test_a_failed_chapter_says_where_its_partial_notebook_is(tmp_path, monkeypatch, capsys):
+    import papermill
+
+    from geocont.book import build, paths
+
+    def fail(source, output, **kwargs):
+        Path(output).write_text("{}")
+        raise RuntimeError("the kernel failed")
+
+    monkeypatch.setattr(papermill, "execute_notebook", fail)
+    layout = paths.Layout(tmp_path)
+    with pytest.raises(RuntimeError, match="the kernel failed"):
+        build.execute(Path(__file__).resolve().parents[1], Path("book/mlp_conditions.ipynb"), {"scale": "smoke"}, layout)
+    partial = layout.executed / "book" / "mlp_conditions.partial.ipynb"
+    assert capsys.readouterr().err.strip() == (f"book/mlp_conditions.ipynb failed; the notebook as far as it ran, with "
+                                               f"the error, is {partial}")
