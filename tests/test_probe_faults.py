@@ -335,6 +335,8 @@ def test_a_ray_address_that_accepts_tcp_but_is_not_ray_is_one_line_within_second
 def test_a_ray_gcs_answer_passes_the_handshake():
     from geocont import sweeps
 
+    assert sweeps._hpack_integer(10, 5) == b"\x0a" and sweeps._hpack_integer(1337, 5) == b"\x1f\x9a\x0a"  # RFC 7541
+    assert sweeps._hpack_literal(31, "application/grpc")[:3] == b"\x0f\x10\x10"  # content-type, 16 bytes
     listener = _Listener(_fake_gcs)
     try:
         assert sweeps.ray_gcs_problem("127.0.0.1", listener.port, timeout=1.0) is None

@@ -48,8 +48,9 @@ every :data:`HEARTBEAT_SECONDS` and removes the claim when its body ends, whethe
 store succeeded. A claim whose process is gone (same host; a pid now held by a process that started
 later, a reused pid, counts as gone, :func:`owner_gone`), whose heartbeat is older than
 :data:`STALE_SECONDS` (any host), or that names no owner (left by an older version) is broken
-at once. A waiter says once which holder it waits for and for how long (:func:`holder_text`). Breaking a stale claim has a small window in which two waiters can both take over;
-the cost is a duplicated computation, never a broken entry.
+at once. A waiter says once which holder it waits for and for how long (:func:`holder_text`).
+Breaking a stale claim has a small window in which two waiters can both take over; the cost is a
+duplicated computation, never a broken entry.
 
 A store that fails (read-only directory, disk full) warns and the computed table is still
 returned. Shared storage: ``GEOCONT_CACHE_DIR`` may point at NFS or another shared file

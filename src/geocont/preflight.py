@@ -283,11 +283,11 @@ def time_note(configs: Sequence[Any], executor: str | None = None) -> str | None
     longest = max(todo, key=durations.get)
     return (f"the {len(todo):,} runs not in the cache are predicted to take about {_duration_text(wall)} on "
             f"{workers} worker{'s' if workers > 1 else ''} (their FLOPs at the rate of this project's 2-core "
-            f"machine); the longest, {run_steps_text(longest)}, about "
+            f"machine); the longest, {_steps_text(longest)}, about "
             f"{_duration_text(durations[longest])}")
 
 
-def run_steps_text(config: Any) -> str:
+def _steps_text(config: Any) -> str:
     from .flops import run_steps
 
     return f"{run_steps(config):,} steps of {_describe(config)}"

@@ -572,13 +572,22 @@ def _h2_frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes
     return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
 
 
+def _hpack_integer(value: int, prefix_bits: int) -> bytes:
+    """HPACK's integer with an N-bit prefix (RFC 7541, 5.1), the other bits of the first byte zero."""
+    limit = (1 << prefix_bits) - 1
+    if value < limit:
+        return bytes([value])
+    out, value = [limit], value - limit
+    while value >= 128:
+        out.append(value % 128 + 128)
+        value //= 128
+    return bytes(out + [value])
+
+
 def _hpack_literal(index: int, value: str) -> bytes:
     """A header field "literal without indexing" whose name is entry ``index`` of HPACK's static table."""
-    name = bytes([index]) if index < 15 else bytes([15, index - 15])
     data = value.encode()
-    if len(data) > 126:
-        raise ValueError(f"header value too long for this encoder: {value!r}")
-    return name + bytes([len(data)]) + data
+    return _hpack_integer(index, 4) + _hpack_integer(len(data), 7) + data
 
 
 def ray_gcs_problem(host: str, port: int, timeout: float = CONNECT_TIMEOUT) -> str | None:
