@@ -36,15 +36,12 @@ from pathlib import Path
 from geocont import sweeps
 from geocont.chapters import mlp_conditions, transformer_projections
 from geocont.chapters.lm_runs import MAIN_VARIANTS
-from geocont.config import LMRunConfig, MLPRunConfig
-from geocont.flops import mlp_step_flops, transformer_step_flops
+from geocont.flops import run_flops
 from geocont.lm import lm_job
 from geocont.training import mlp_job
 
 #: The MLP conditions the paper's Condition 2 turns on, first after the transformers.
 CONDITION_2_CORE = ("res-relu", "res-none", "res-radial", "res-radial-tau", "nores-relu")
-#: Input features and classes of the 28 x 28 image datasets.
-IMAGE_FEATURES, IMAGE_CLASSES = 784, 10
 #: Assumed sustained bf16 throughput of one H200 on these small models (TFLOP/s): a fifth of its
 #: dense bf16 peak (989), until a run has been timed.
 ASSUMED_TFLOPS = 200.0
@@ -62,13 +59,6 @@ class PlannedRun:
 
     def predicted_minutes(self, tflops: float, floor_ms: float) -> float:
         return max(self.flops / (tflops * 1e12), self.steps * floor_ms / 1e3) / 60
-
-
-def run_flops(config: MLPRunConfig | LMRunConfig) -> float:
-    """Training FLOPs of a run (the evaluations at snapshots are a few per cent more)."""
-    if isinstance(config, LMRunConfig):
-        return config.steps * transformer_step_flops(config.shape, config.batch_size)
-    return config.steps * mlp_step_flops(config.depth, config.width, config.batch_size, IMAGE_FEATURES, IMAGE_CLASSES)
 
 
 def plan(corpus: str, dataset: str) -> list[PlannedRun]:

@@ -186,8 +186,8 @@ def analyze(
     matrices with a side above :data:`AUTO_ALIGNMENT_MAX_DIM` to its iterative method
     (which has a convergence check and falls back to exact SVD).
 
-    File-backed sources are cached (:mod:`geocont.cache`) by file identity (path, size,
-    mtime), layout and settings. The table's ``attrs`` hold the source, layout,
+    File-backed sources are cached (:mod:`geocont.cache`) by content (the sha256 of every file,
+    :func:`geocont.checkpoints.content_digest`), layout and settings. The table's ``attrs`` hold the source, layout,
     architecture and the checkpoint's parameter count (every tensor it stores).
     """
     check_method(method)

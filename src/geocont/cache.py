@@ -45,10 +45,12 @@ is then hard-linked to ``CLAIM`` (the link fails if ``CLAIM`` exists, like ``O_E
 reader ever sees a claim without its owner; where the owner cannot be written (a full disk)
 nothing is claimed and the run goes ahead unclaimed. The holder refreshes the file's mtime
 every :data:`HEARTBEAT_SECONDS` and removes the claim when its body ends, whether or not the
-store succeeded. A claim whose process is gone (same host), whose heartbeat is older than
+store succeeded. A claim whose process is gone (same host; a pid now held by a process that started
+later, a reused pid, counts as gone, :func:`owner_gone`), whose heartbeat is older than
 :data:`STALE_SECONDS` (any host), or that names no owner (left by an older version) is broken
-at once. Breaking a stale claim has a small window in which two waiters can both take over;
-the cost is a duplicated computation, never a broken entry.
+at once. A waiter says once which holder it waits for and for how long (:func:`holder_text`).
+Breaking a stale claim has a small window in which two waiters can both take over; the cost is a
+duplicated computation, never a broken entry.
 
 A store that fails (read-only directory, disk full) warns and the computed table is still
 returned. Shared storage: ``GEOCONT_CACHE_DIR`` may point at NFS or another shared file
@@ -67,6 +69,7 @@ import json
 import os
 import shutil
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -117,8 +120,29 @@ class Computed:
 
 
 def cache_root() -> Path:
-    """``$GEOCONT_CACHE_DIR``, or ``~/.cache/geocont/runs``."""
-    return Path(os.environ.get("GEOCONT_CACHE_DIR", Path.home() / ".cache" / "geocont" / "runs"))
+    """``$GEOCONT_CACHE_DIR``, or ``~/.cache/geocont/runs`` (where it is unset or empty)."""
+    return Path(os.environ.get("GEOCONT_CACHE_DIR") or Path.home() / ".cache" / "geocont" / "runs")
+
+
+def cache_root_problem() -> str | None:
+    """Why :func:`cache_root` cannot hold the cache at all (it, or a folder it would be created in, is a file), or
+    None. A cache that exists but cannot be written is no problem here: its stores warn and the results are still
+    returned."""
+    root = cache_root()
+    existing = root
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing.is_dir():
+        return None
+    source = "GEOCONT_CACHE_DIR" if os.environ.get("GEOCONT_CACHE_DIR") else "the default run cache"
+    where = "is a file" if existing == root else f"lies under {existing}, which is a file"
+    return (f"the run cache {root} ({source}) {where}, not a folder: every run would be trained again and not "
+            "cached; point GEOCONT_CACHE_DIR at a folder")
+
+
+def has_entry(kind: str, config: dict[str, Any]) -> bool:
+    """Whether the key has a stored entry (its pointer exists; nothing is read or checked)."""
+    return _current(key_path(kind, config)) is not None
 
 
 def cache_key(kind: str, config: dict[str, Any]) -> str:
@@ -264,7 +288,42 @@ def artifact_path(kind: str, config: dict[str, Any], name: str) -> Path | None:
 
 
 def _owner() -> dict[str, Any]:
-    return {"host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}
+    return {"host": socket.gethostname(), "pid": os.getpid(), "time": time.time(), "start": process_start(os.getpid())}
+
+
+_BOOT_TIME: list[float] = []
+
+
+def process_start(pid: int) -> float | None:
+    """When process ``pid`` of this host started, in seconds since the epoch (Linux ``/proc``), or None where
+    that cannot be read. Two readings of one process agree to well under a second."""
+    try:
+        if not _BOOT_TIME:
+            _BOOT_TIME.append(next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                                   if line.startswith("btime ")))
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        ticks = int(stat[stat.rindex(")") + 2:].split()[19])  # field 22, starttime: clock ticks after boot
+        return _BOOT_TIME[0] + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def owner_gone(owner: Mapping[str, Any]) -> bool:
+    """Whether the process named by an owner record of this host (a claim, a staging folder) is gone: no
+    process has its pid, or the process that has it started after the record's process did (its ``start``) or,
+    for a record without one, after the record was written (``time``): the pid was reused by another program,
+    which never removes the record."""
+    pid = int(owner["pid"])
+    if not pid_alive(pid):
+        return True
+    started = process_start(pid)
+    if started is None:
+        return False
+    recorded = owner.get("start")
+    if isinstance(recorded, (int, float)):
+        return abs(started - recorded) > 1.0
+    written = owner.get("time")
+    return isinstance(written, (int, float)) and started > written + 1.0
 
 
 def pid_alive(pid: int) -> bool:
@@ -287,7 +346,7 @@ def _abandoned(owner_file: Path, fallback: Path) -> bool:
     try:
         owner = json.loads(owner_file.read_text())
         if owner.get("host") == socket.gethostname():
-            return not pid_alive(int(owner["pid"]))
+            return owner_gone(owner)
         age = time.time() - owner_file.stat().st_mtime
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         try:
@@ -299,8 +358,9 @@ def _abandoned(owner_file: Path, fallback: Path) -> bool:
 
 def _claim_stale(path: Path) -> bool:
     """Whether the claim at ``path`` can be broken: its owner is unnamed (no pid and host: a claim
-    is always created with them, so this one was left half-written), gone (same host), or its
-    heartbeat is older than :data:`STALE_SECONDS`. False if the claim vanished meanwhile."""
+    is always created with them, so this one was left half-written), gone (same host, :func:`owner_gone`:
+    a pid now held by another program included), or its heartbeat is older than :data:`STALE_SECONDS`.
+    False if the claim vanished meanwhile."""
     try:
         text = path.read_text()
         mtime = path.stat().st_mtime
@@ -308,12 +368,37 @@ def _claim_stale(path: Path) -> bool:
         return False
     try:
         owner = json.loads(text)
-        host, pid = owner["host"], int(owner["pid"])
-    except (ValueError, KeyError, TypeError):
-        return True
-    if host == socket.gethostname() and not pid_alive(pid):
+        host, _ = owner["host"], int(owner["pid"])
+        if host == socket.gethostname() and owner_gone(owner):
+            return True
+    except (ValueError, KeyError, TypeError, AttributeError):
         return True
     return time.time() - mtime > STALE_SECONDS
+
+
+def claim_holder(kind: str, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The owner of the key's claim where a live process holds it (one a waiter would wait for), with
+    ``heartbeat_age`` (seconds since its last heartbeat) added; None where there is no such claim."""
+    path = key_path(kind, config) / CLAIM
+    if not path.exists() or _claim_stale(path):
+        return None
+    owner = _claim_owner(path)
+    try:
+        return {**owner, "heartbeat_age": max(0.0, time.time() - path.stat().st_mtime)} if owner else None
+    except OSError:
+        return None
+
+
+def holder_text(owner: Mapping[str, Any]) -> str:
+    """Who holds a claim and how long a waiter waits for it, in words (:func:`claim_holder`'s record)."""
+    here = owner.get("host") == socket.gethostname()
+    who = f"pid {owner.get('pid')} on {'this host' if here else 'host ' + str(owner.get('host'))}"
+    since = owner.get("time")
+    age = f", claimed {time.time() - since:.0f} s ago" if isinstance(since, (int, float)) else ""
+    left = max(0.0, STALE_SECONDS - owner.get("heartbeat_age", 0.0))
+    return (f"{who}{age}, heartbeat {owner.get('heartbeat_age', 0.0):.0f} s ago; waiting until it stores the run, "
+            f"or takes it over once the heartbeat has stopped for {STALE_SECONDS:.0f} s (in {left:.0f} s if it "
+            "has stopped now)")
 
 
 def _clean_key(folder: Path) -> None:
@@ -463,12 +548,13 @@ def _create_claim(folder: Path, path: Path, owner: dict[str, Any]) -> bool | Non
 
 
 @contextlib.contextmanager
-def claim(kind: str, config: dict[str, Any], poll: float = 0.2) -> Iterator[bool]:
+def claim(kind: str, config: dict[str, Any], poll: float = 0.2, announce: bool = True) -> Iterator[bool]:
     """Hold the key's claim while the body runs; wait while another live process holds it.
 
     Yields True when the claim is held, False when it cannot be created at all (an
     unwritable or full cache: the body then runs unclaimed, and its store will warn). The
-    claim is removed when the body ends, however it ends.
+    claim is removed when the body ends, however it ends. ``announce``: say once, on stderr, which
+    holder it waits for and for how long (a sweep's driver says it for its workers, which pass False).
     """
     folder = key_path(kind, config)
     path = folder / CLAIM
@@ -481,6 +567,12 @@ def claim(kind: str, config: dict[str, Any], poll: float = 0.2) -> Iterator[bool
             with contextlib.suppress(OSError):
                 os.rename(path, folder / f".discarded-{uuid.uuid4().hex}")
             continue
+        if announce:
+            holder = claim_holder(kind, config)
+            if holder is not None:
+                print(f"waiting for the {kind} run {folder.name}, computed by {holder_text(holder)}", file=sys.stderr,
+                      flush=True)
+                announce = False
         time.sleep(poll)
         poll = min(2.0, poll * 1.5)
     if created is None:
@@ -508,16 +600,17 @@ def claim(kind: str, config: dict[str, Any], poll: float = 0.2) -> Iterator[bool
 
 def ensure(kind: str, config: dict[str, Any], compute: Callable[[], pd.DataFrame | Computed],
            require_metrics: Iterable[str] = (), *, require_artifacts: Iterable[str] = (),
-           warn: bool = True) -> tuple[pd.DataFrame, bool]:
+           warn: bool = True, announce: bool = True) -> tuple[pd.DataFrame, bool]:
     """:func:`cached`, also saying whether the table is now in the cache (False: its store failed).
 
-    ``warn=False``: no warning about a stale entry (the caller has warned already).
+    ``warn=False``: no warning about a stale entry (the caller has warned already); ``announce=False``: no
+    line about a claim it waits for (:func:`claim`; the caller has said it).
     """
     require_metrics, require_artifacts = tuple(require_metrics), tuple(require_artifacts)
     table = load(kind, config, require_metrics, require_artifacts=require_artifacts, warn=warn)
     if table is not None:
         return table, True
-    with claim(kind, config):
+    with claim(kind, config, announce=announce):
         table = load(kind, config, require_metrics, require_artifacts=require_artifacts, warn=False)
         if table is not None:  # another process computed it while we waited for the claim
             return table, True

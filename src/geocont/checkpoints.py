@@ -28,10 +28,12 @@ tensor data (a flipped mantissa bit, a zeroed block) cannot be told from real we
 
 from __future__ import annotations
 
+import hashlib
 import json
 import mmap
 import os
 import re
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Protocol
@@ -98,9 +100,53 @@ def _bounded_gguf_reader(path: Path):
         raise CorruptCheckpoint(f"{path}: not a readable GGUF file ({type(error).__name__}: {error})") from error
 
 
+#: A file whose mtime or ctime is younger than this many seconds has its digest computed but not remembered
+#: (:func:`content_digest`): file timestamps advance in ticks of milliseconds, so a file rewritten twice within
+#: one tick keeps its stat, and a digest remembered in between would be stale ("racy git").
+DIGEST_SETTLE_SECONDS = 2.0
+
+
+def _signature(stat: os.stat_result) -> list[int]:
+    return [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns]
+
+
+def content_digest(path: Path) -> str:
+    """The sha256 of the file's bytes: what the analyzer's cache keys a checkpoint file by, so that a file replaced by
+    another of the same size and mtime (``cp -p``, ``rsync -t``, ``tar``, ``touch -r``) is never served the old table.
+
+    Hashing reads the whole file (about 0.2-0.45 s for the 98 MB SmolLM2-135M GGUF on this project's machine). The
+    digest is therefore remembered under the run cache (``digests/``) by the file's path and its whole stat: device,
+    inode, size, mtime and ctime in ns. Any write, rename onto it or metadata change (``touch -r`` included) sets a
+    new ctime, which no user tool can set back, so a remembered digest is used only for the very same, untouched file.
+    """
+    from . import cache
+
+    resolved = path.resolve()
+    stat = resolved.stat()
+    signature = _signature(stat)
+    memo = cache.cache_root() / "digests" / f"{hashlib.sha256(str(resolved).encode()).hexdigest()[:24]}.json"
+    try:
+        remembered = json.loads(memo.read_text())
+        if remembered["path"] == str(resolved) and remembered["stat"] == signature:
+            return remembered["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    with open(resolved, "rb") as handle:
+        digest = hashlib.file_digest(handle, "sha256").hexdigest()
+    if time.time() - max(stat.st_mtime, stat.st_ctime) > DIGEST_SETTLE_SECONDS and _signature(resolved.stat()) == signature:
+        try:
+            memo.parent.mkdir(parents=True, exist_ok=True)
+            partial = memo.with_name(f".{memo.name}.{os.getpid()}.partial")
+            partial.write_text(json.dumps({"path": str(resolved), "stat": signature, "sha256": digest}))
+            os.replace(partial, memo)
+        except OSError:
+            pass  # an unwritable cache: the digest is computed again next time
+    return digest
+
+
 def _file_identity(path: Path) -> dict[str, Any]:
-    stat = path.stat()
-    return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    """A checkpoint file's content (:func:`content_digest`) and size; its path and mtime are not part of it."""
+    return {"sha256": content_digest(path), "size": path.stat().st_size}
 
 
 class GGUFSource:

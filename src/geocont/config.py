@@ -261,7 +261,15 @@ class TransformerShape:
         if self.n_layers < 2:
             raise ValueError(f"n_layers must be >= 2 to have adjacent layers, got {self.n_layers}")
         if self.d_model % self.n_heads or self.n_heads % self.n_kv_heads:
-            raise ValueError("d_model must divide by n_heads, and n_heads by n_kv_heads")
+            raise ValueError(f"d_model ({self.d_model}) must divide by n_heads ({self.n_heads}), and n_heads by "
+                             f"n_kv_heads ({self.n_kv_heads})")
+        head_dim = self.d_model // self.n_heads
+        if head_dim % 2:  # Llama's rotary position embedding turns pairs of coordinates of every head
+            step = 2 * self.n_heads
+            below, above = self.d_model // step * step, (self.d_model // step + 1) * step
+            raise ValueError(f"d_model ({self.d_model}) / n_heads ({self.n_heads}) gives a head dimension of {head_dim}; "
+                             f"the rotary position embedding needs an even one: choose d_model a multiple of "
+                             f"2 x n_heads = {step}" + (f" (e.g. {below} or {above})" if below else f" (e.g. {above})"))
 
     @property
     def smallest_matrix_side(self) -> int:

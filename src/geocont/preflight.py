@@ -9,7 +9,13 @@ inside the sweep after minutes (once per run, with a traceback):
 * the size: a run's memory (parameters, gradients, optimizer state and activations,
   :func:`run_memory_bytes`) against the memory of the machine (or the GPU) it runs on;
 * the executor (``GEOCONT_EXECUTOR``), the per-run thread count (``GEOCONT_RUN_THREADS``)
-  and, for ``ray:ADDRESS``, that the cluster answers within :data:`CONNECT_TIMEOUT` seconds.
+  and, for ``ray:ADDRESS``, that the cluster answers a Ray GCS call within :data:`CONNECT_TIMEOUT`
+  seconds (:func:`geocont.sweeps.ray_gcs_problem`);
+* the run cache (``GEOCONT_CACHE_DIR``): a file where its folder should be is an error.
+
+Two things are said (on stderr) without stopping: a per-run thread count above the machine's cores
+(:func:`threads_note`), and the predicted time of the runs not yet cached where it is over an hour
+(:func:`time_note`: their FLOPs at :data:`CPU_FLOPS_PER_RUN`).
 
 Each problem raises :class:`PreflightError` (a :class:`geocont.scales.ParameterError`, so the
 book's command line prints it as one line). :func:`check_settings` checks a chapter's run
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -79,9 +86,19 @@ def dataset_problem(name: str) -> str | None:
 
 
 def corpus_problem(name: str) -> str | None:
-    """Why corpus ``name`` cannot be loaded on this machine, or None."""
+    """Why corpus ``name`` cannot be loaded on this machine, or None. A copy saved in ``$GEOCONT_CORPUS_DIR``
+    (read first, :func:`geocont.text.load_corpus`) is read and checked whole (a few MB: milliseconds)."""
     import shutil
 
+    from .text import CorpusNotAvailable, read_saved_corpus, saved_corpus_path
+
+    saved = saved_corpus_path(name)
+    if saved is not None and saved.exists():
+        try:
+            read_saved_corpus(saved, name)
+        except CorpusNotAvailable as error:
+            return str(error)
+        return None
     if name == "kjv":
         if shutil.which("bible") is None:
             return ("corpus kjv needs the Debian packages bible-kjv and bible-kjv-text: "
@@ -187,7 +204,105 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
-# --------------------------------------------------------------------------- executor
+# --------------------------------------------------------------------------- time
+
+
+#: Sustained FLOP/s of one one-thread training run on this project's 2-core machine (MLP runs, LM runs), from the
+#: measured steps the chapters' budget notes use: the ``cpu`` MLP's (16 x 256, batch 128: 0.96 GFLOP,
+#: :mod:`geocont.flops`) in 19.3 ms (``geocont.chapters.mlp_runs.CPU_SECONDS_PER_MLP_STEP``), and the 4-layer
+#: ``cpu`` transformer's (13.3 GFLOP) in 189 ms (the transformer chapter's ``CPU_SECONDS_PER_STEP``).
+CPU_FLOPS_PER_RUN = {"mlp": 50e9, "lm": 70e9}
+#: The least time of one training step, whatever its FLOPs (recording, the optimizer, Python): a small model's
+#: step is not bound by its FLOPs.
+MIN_STEP_SECONDS = 1e-3
+#: The predicted time of the runs not yet cached is said before training when it is longer than this.
+LONG_SWEEP_SECONDS = 3600.0
+
+
+def run_seconds(config: Any) -> float | None:
+    """Predicted seconds of one run on one CPU worker (:data:`CPU_FLOPS_PER_RUN`, at least
+    :data:`MIN_STEP_SECONDS` per step); None where its steps are not known before its data are loaded."""
+    from .flops import run_flops, run_steps
+
+    flops, steps = run_flops(config), run_steps(config)
+    if flops is None or steps is None:
+        return None
+    return max(flops / CPU_FLOPS_PER_RUN[_kind(config)], steps * MIN_STEP_SECONDS)
+
+
+def _kind(config: Any) -> str:
+    """The cache kind of a run configuration (:func:`geocont.lm.lm_job`, :func:`geocont.training.mlp_job`)."""
+    from .config import LMRunConfig
+
+    return "lm" if isinstance(config, LMRunConfig) else "mlp"
+
+
+def _duration_text(seconds: float) -> str:
+    hours, years = seconds / 3600, seconds / (3600 * 24 * 365.25)
+    if hours < 1:
+        return f"{seconds / 60:.0f} min"
+    if hours < 48:
+        return f"{hours:.1f} h"
+    if years < 2:
+        return f"{hours / 24:.0f} days"
+    return f"{years:,.0f} years" if years < 1e6 else f"{years:.2g} years"
+
+
+def _cached(config: Any) -> bool:
+    from . import cache
+    from .sweeps import Job
+
+    kind = _kind(config)
+    return cache.has_entry(kind, Job(kind, config.to_dict(), print).key_config())
+
+
+def time_note(configs: Sequence[Any], executor: str | None = None) -> str | None:
+    """One line giving the predicted time of the runs of ``configs`` that are not cached, where it is longer
+    than :data:`LONG_SWEEP_SECONDS` on this machine's CPU workers; None otherwise (or where it cannot be
+    predicted here: runs on a GPU, a Ray cluster elsewhere)."""
+    from .sweeps import predicted_wall_seconds, resolve_executor, run_threads
+
+    spec = resolve_executor(executor)
+    if spec.name == "ray" and spec.address:
+        return None
+    workers = spec.workers if spec.name == "local" else 1 if spec.name == "serial" else \
+        max(1, (os.cpu_count() or 1) // run_threads())
+    if any(c.device != "cpu" for c in configs) and machine_memory_bytes("cuda")[1].startswith("GPU"):
+        return None
+    durations = {config: run_seconds(config) for config in dict.fromkeys(configs)}
+    if not durations or any(seconds is None for seconds in durations.values()):
+        return None
+    if sum(durations.values()) / workers + max(durations.values()) < LONG_SWEEP_SECONDS:  # no cache look-up needed
+        return None
+    todo = [config for config in durations if not _cached(config)]
+    if not todo:
+        return None
+    wall = predicted_wall_seconds((durations[c] for c in todo), workers)
+    if wall < LONG_SWEEP_SECONDS:
+        return None
+    longest = max(todo, key=durations.get)
+    return (f"the {len(todo):,} runs not in the cache are predicted to take about {_duration_text(wall)} on "
+            f"{workers} worker{'s' if workers > 1 else ''} (their FLOPs at the rate of this project's 2-core "
+            f"machine); the longest, {_steps_text(longest)}, about "
+            f"{_duration_text(durations[longest])}")
+
+
+def _steps_text(config: Any) -> str:
+    from .flops import run_steps
+
+    return f"{run_steps(config):,} steps of {_describe(config)}"
+
+
+def threads_note(executor: str | None = None) -> str | None:
+    """A warning where each local run would use more torch threads than the machine has cores."""
+    from .sweeps import resolve_executor, run_threads
+
+    threads, cores = run_threads(), os.cpu_count() or 1
+    if threads <= cores or resolve_executor(executor).name == "ray":
+        return None
+    return (f"GEOCONT_RUN_THREADS={threads} is more than the {cores} cores of this machine: every run oversubscribes "
+            f"them (slower, not faster), and runs at {threads} threads are cached under their own keys; "
+            f"set it to at most {cores} (1, the default, is the fastest use of every core)")
 
 
 # --------------------------------------------------------------------------- entry points
@@ -205,10 +320,11 @@ def check_run_configs(configs: Iterable[Any], executor: str | None = None, model
     """Check every input the runs of ``configs`` (MLP and LM run configurations, in any nesting
     of lists and dicts) need, the executor and the ``models`` to analyse; raise
     :class:`PreflightError` with one line at the first problem. Takes seconds at most."""
+    from .cache import cache_root_problem
     from .config import LMRunConfig, RunConfig
 
     configs = [c for c in _flatten(list(configs)) if isinstance(c, RunConfig)]
-    problem = executor_problem(executor)
+    problem = executor_problem(executor) or cache_root_problem()
     if problem:
         raise PreflightError(problem)
     for name in sorted({c.dataset for c in configs if not isinstance(c, LMRunConfig)}):
@@ -231,6 +347,9 @@ def check_run_configs(configs: Iterable[Any], executor: str | None = None, model
             raise PreflightError(
                 f"one run needs about {_gib(need)} (parameters, gradients, optimizer state and activations; "
                 f"{_describe(largest)}) but this machine has {_gib(have)} of {what}; choose a smaller model")
+    for prefix, note in (("warning", threads_note(executor)), ("note", time_note(configs, executor))):
+        if note:
+            print(f"{prefix}: {note}", file=sys.stderr, flush=True)
 
 
 def _describe(config: Any) -> str:

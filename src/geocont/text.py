@@ -112,12 +112,34 @@ def save_corpus(corpus: Corpus, directory: Path) -> Path:
     return path
 
 
+def read_saved_corpus(path: Path, name: str) -> Corpus:
+    """The corpus ``name`` saved at ``path`` by :func:`save_corpus`; where the file is not one (unreadable, not
+    JSON, fields missing or not text, another corpus, no training text), a :class:`CorpusNotAvailable` naming
+    the file and how to rebuild it."""
+    try:
+        fields = json.loads(path.read_text())
+        corpus = Corpus(**fields) if isinstance(fields, dict) else None
+        if corpus is None:
+            raise ValueError(f"a JSON {type(fields).__name__}, not an object")
+        wrong = [f.name for f in dataclasses.fields(Corpus) if not isinstance(getattr(corpus, f.name), str)]
+        if wrong:
+            raise ValueError(f"field(s) {', '.join(wrong)} not text")
+        if corpus.name != name or not corpus.train:
+            raise ValueError(f"corpus {corpus.name!r}" if corpus.name != name else "no training text")
+    except (OSError, ValueError, TypeError) as error:
+        raise CorpusNotAvailable(
+            f"the saved corpus {path} is unreadable ({type(error).__name__}: {error}); delete it (corpus {name} is "
+            f"then read from its source), or rebuild it where the corpus exists: `env -u GEOCONT_CORPUS_DIR python "
+            f"scripts/paper_gpu.py prepare DIR` writes DIR/corpora/{name}.json") from None
+    return corpus
+
+
 def load_corpus(name: str) -> Corpus:
     """A corpus by name, split into training and validation text (a saved copy first, see above)."""
     check_corpus_name(name)
     saved = saved_corpus_path(name)
     if saved is not None and saved.exists():
-        return Corpus(**json.loads(saved.read_text()))
+        return read_saved_corpus(saved, name)
     return _load_kjv() if name == "kjv" else _load_wikitext()
 
 

@@ -132,10 +132,16 @@ def execute(root: Path, notebook: Path, parameters: dict, layout: Layout | None 
         state["claims_sha256"] = _claims_inputs_sha256(layout, root)
     print(f"executing {notebook} with {parameters}", flush=True)
     with _environment(**{BOOK_ENV: "1", CLAIMS_ENV: str(layout.claims.resolve())}):
-        papermill.execute_notebook(
-            str(root / notebook), str(partial), parameters=parameters, cwd=str(root), progress_bar=True,
-            kernel_name="python3",
-        )
+        try:
+            papermill.execute_notebook(
+                str(root / notebook), str(partial), parameters=parameters, cwd=str(root), progress_bar=True,
+                kernel_name="python3",
+            )
+        except BaseException:  # kept for reading (the failing cell's output); the next run replaces it
+            if partial.exists():
+                print(f"{notebook} failed; the notebook as far as it ran, with the error, is {partial}",
+                      file=sys.stderr, flush=True)
+            raise
     executed = nbformat.read(partial, as_version=4)
     executed.metadata["geocont"] = state
     nbformat.write(executed, partial)

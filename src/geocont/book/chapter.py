@@ -79,20 +79,31 @@ def preset_values(presets: Presets, scale: str, params: Mapping[str, Any],
 
 
 def _as_list_if_listed(name: str, value: Any, preset_value: Any) -> Any:
-    """A parameter whose preset is a list, given as text (plain ``papermill -p`` passes text): a Python
-    list literal is read as the list, a bare name as a list of that one name."""
-    if not isinstance(value, str) or not isinstance(preset_value, (tuple, list)):
+    """A parameter whose preset is a list. Text (plain ``papermill -p`` passes text) is read as the book's
+    command line reads it: a Python list literal as the list, a number as that number, other text as a name.
+    One value that is not a list is then a list of that one value (``-p conditions res-none``), except for a
+    seed parameter (its name ends in ``seeds``), where a whole number n is a count, seeds 0..n-1
+    (:func:`geocont.scales.parse_seeds`): ``-p seeds 3`` and ``-p seeds "'3'"`` both mean seeds 0, 1, 2."""
+    if not isinstance(preset_value, (tuple, list)):
         return value
-    text = value.strip()
-    if not text.startswith(("[", "(")):
-        return (text,)
-    try:
-        parsed = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        raise ParameterError(f"{name}: cannot read {value!r} as a list (write it like \"['a', 'b']\")") from None
-    if not isinstance(parsed, (tuple, list)):
-        raise ParameterError(f"{name}: {value!r} is not a list")
-    return parsed
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            parsed = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            parsed = None
+        if text.startswith(("[", "(")):
+            if parsed is None:
+                raise ParameterError(f"{name}: cannot read {value!r} as a list (write it like \"['a', 'b']\")")
+            if not isinstance(parsed, (tuple, list)):
+                raise ParameterError(f"{name}: {value!r} is not a list")
+            return parsed
+        if not isinstance(parsed, (int, float)) or isinstance(parsed, bool):
+            return (text,)
+        value = parsed
+    if name.endswith("seeds") or (hasattr(value, "__iter__") and not isinstance(value, (str, bytes))):
+        return value
+    return (value,)
 
 
 @dataclass(frozen=True)

@@ -159,7 +159,7 @@ def build_settings(scale: str, values: dict[str, Any]) -> Condition2Settings:
             raise ValueError(f"conditions must include {condition} (the comparison is between them)")
     probe_steps = min(check_positive("sgd_probe_steps", own["sgd_probe_steps"]), mlp.base.steps)
     return Condition2Settings(scale=scale, base=mlp.base, datasets=datasets, conditions=mlp.conditions, seeds=mlp.seeds,
-                              many_seeds=parse_seeds(own["many_seeds"]), interventions=interventions,
+                              many_seeds=parse_seeds(own["many_seeds"], "many_seeds"), interventions=interventions,
                               early_steps=mlp.early_steps, sgd_probe_steps=probe_steps)
 
 
