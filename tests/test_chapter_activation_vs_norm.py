@@ -1,4 +1,5 @@
-"""The activation-versus-LayerNorm chapter: direction profiles, concentration, claims, configure."""
+"""The activation-versus-LayerNorm chapter: direction profiles, concentration, claims and the findings its
+prose words, configure."""
 
 import pandas as pd
 import pytest
@@ -42,6 +43,7 @@ def test_claims_reproduced_when_the_activation_concentrates_and_layernorm_spread
     assert list(claims["key"]) == KEYS
     assert set(claims["verdict"]) == {"reproduced"}
     assert claims.set_index("key").loc["activation-concentrates-v1", "ours_mean"] == pytest.approx(0.8)
+    assert chapter.centring_finding(claims) == chapter.Centring("centring-breaks", claim_note(claims))
     assert chapter.rms_note(claims) is None
 
 
@@ -51,7 +53,9 @@ def test_claims_not_reproduced_when_the_roles_are_swapped():
                        {"res-ln": 0.0, "res-none": 0.6, "res-rms": 0.6})
     claims = chapter.norm_claims(table, baseline=0.05)
     assert set(claims["verdict"]) == {"not reproduced"}
-    assert "RMSNorm behaves like LayerNorm" in chapter.rms_note(claims).data
+    assert chapter.centring_finding(claims) == chapter.Centring("like-layernorm", claim_note(claims))
+    note = chapter.rms_note(claims).data  # the one smoke check of the note: it renders, with the claim's numbers
+    assert claim_note(claims) in note
 
 
 def test_claims_without_rmsnorm_leave_out_our_own_claim():
@@ -59,7 +63,45 @@ def test_claims_without_rmsnorm_leave_out_our_own_claim():
                        {"res-ln": 0.6, "res-none": 0.0})
     claims = chapter.norm_claims(table, baseline=0.05)
     assert list(claims["key"]) == KEYS[:-1]
+    assert chapter.centring_finding(claims) == chapter.Centring("absent", "")
     assert chapter.rms_note(claims) is None
+
+
+def claim_note(claims: pd.DataFrame) -> str:
+    """The note of the centring claim: the sigma^2-alignment of res-ln, res-rms and res-none."""
+    return claims.set_index("key").loc["centring-breaks-symmetry", "note"]
+
+
+def results_of(table: pd.DataFrame, conditions: list[str]):
+    """The chapter's results (``chapter.Results``) on a synthetic run table, as ``chapter.run`` builds them."""
+    settings = chapter.CHAPTER.configure("smoke", conditions=conditions, n_directions=3, seeds=3)
+    profile_in = chapter.final_direction_profile(table, "weight_cos", "input")
+    return chapter.Results(settings=settings, table=table, baseline=0.05, profile_in=profile_in,
+                           profile_out=profile_in, shape=chapter.concentration(profile_in))
+
+
+def test_the_condition_shapes_the_captions_state():
+    table = norm_table({"res-relu": PEAKED, "res-ln": FLAT}, {"res-relu": 0.1, "res-ln": 0.6})
+    results = results_of(table, ["res-relu", "res-ln"])
+    summary = chapter.run_summary(results)
+    assert (summary.conditions, summary.seeds, summary.baseline) == (2, 3, 0.05)
+    shapes = chapter.condition_shapes(results)
+    assert shapes.k == 3 and shapes.baseline == 0.05
+    relu, ln = shapes.conditions
+    assert (relu.condition, ln.condition) == ("res-relu", "res-ln")
+    # each value + 0.01 per seed (mean 0.01) + 0.01 on the second layer pair (mean 0.005)
+    assert relu.lead.mean == pytest.approx(0.915) and relu.rest.mean == pytest.approx(0.115)
+    assert relu.concentration.mean == pytest.approx(0.8) and ln.concentration.mean == pytest.approx(0.0, abs=1e-12)
+    assert relu.v1.mean == pytest.approx(0.915) and ln.alignment.mean == pytest.approx(0.6)
+
+
+def test_the_captions_render():
+    """One smoke check per caption builder and the run note: each fills its template."""
+    table = norm_table({"res-relu": PEAKED, "res-ln": FLAT}, {"res-relu": 0.1, "res-ln": 0.6})
+    results = results_of(table, ["res-relu", "res-ln"])
+    for text in (chapter.run_note(results).data, chapter.direction_profile_caption(results),
+                 chapter.alignment_caption(results), chapter.concentration_caption(results)):
+        assert text.strip() and "{" not in text, text
 
 
 def test_parameters_replace_their_preset_values_and_are_recorded():

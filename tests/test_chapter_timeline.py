@@ -1,4 +1,5 @@
-"""The timeline chapter: transfer events, rank correlations, claims on synthetic sweeps, configure."""
+"""The timeline chapter: transfer events, rank correlations, claims and the findings its prose words, on
+synthetic sweeps; configure."""
 
 import math
 
@@ -136,3 +137,108 @@ def test_the_claims_follow_the_reference_condition_they_are_given():
     assert list(as_gelu["verdict"]) == list(as_relu["verdict"])
     assert not as_gelu["quantity"].str.contains(r"(?<!no)res-relu").any()
     assert as_gelu["quantity"].str.contains("res-gelu").any()
+
+
+def results_of(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimizers: pd.DataFrame,
+               names=("res-relu", "nores-relu", "res-none", "res-radial")):
+    """The chapter's results (``chapter.Results``) on synthetic sweeps, with the conditions ``names``."""
+    settings = chapter.CHAPTER.configure("smoke", conditions=list(names))
+    conditions = conditions[conditions["condition"].isin(names)]
+    return chapter.Results(settings=settings, table=conditions, optimizer_table=optimizers, init_table=init_sweep,
+                           baseline=0.05, events=chapter.transfer_events(conditions),
+                           optimizer_events=chapter.transfer_events(optimizers),
+                           init_events=chapter.transfer_events(init_sweep))
+
+
+NEVER_CROSSING = [0, 0.01, 0.02, 0.05, 0.08, 0.09]  # spectral: at most 0.9, so no norm crosses
+
+
+@pytest.fixture(scope="module")
+def following():
+    """Results and claims of a synthetic sweep that follows the paper (claims take a while: bootstraps)."""
+    conditions, init_sweep, relu = sweeps(STEPS_UPDATE, nores_grad=0.05, init_later=True)
+    results = results_of(conditions, init_sweep, relu)
+    return results, chapter.timeline_claims(results.table, init_sweep, relu, 0.05)
+
+
+def test_findings_on_a_sweep_that_follows_the_paper(following):
+    results, claims = following
+    summary = chapter.run_summary(results)
+    assert (summary.width, summary.runs, summary.snapshots) == (results.settings.base.width, 12 + 3 + 12, 6)
+    start = chapter.step_zero(results)
+    assert start.case == "compared" and (start.reference, start.no_residual) == ("res-relu", "nores-relu")
+    assert start.reference_v1.mean == pytest.approx(0.9) and start.no_residual_v1.mean == pytest.approx(0.05)
+    assert [c.condition for c in start.conditions] == results.order
+    assert start.conditions[0].v1.mean == pytest.approx(0.9)
+    follow = chapter.weights_follow(results, claims)
+    assert follow.case == "crossed" and (follow.never_crossed, follow.runs) == (0, 3)
+    assert follow.crossing_step.mean == 10 and follow.spectral_crossing_step.mean == 1
+    assert follow.rise_step.mean == 10 and follow.rel_update_at_rise.mean == pytest.approx(1.2)
+    assert follow.frobenius_verdict == follow.spectral_verdict == "reproduced"
+    relu_summary = chapter.condition_summaries(results)[0]
+    assert relu_summary.label == "res-relu" and len(relu_summary.seeds) == 3
+    assert relu_summary.seeds[0] == chapter.SeedEvents(chapter.EventStep("at", 10.0), chapter.EventStep("at", 1.0),
+                                                       chapter.EventStep("at", 10.0))
+    assert relu_summary.weight_v1_final.mean == pytest.approx(0.85)
+    assert [s.label for s in chapter.optimizer_summaries(results)] == ["adam"]
+    rise = chapter.rise_against_prediction(results)
+    assert rise.predicted == pytest.approx(2 / math.sqrt(results.settings.base.width))
+    assert [c.condition for c in rise.conditions] == results.order
+    init = chapter.init_scale_events(results)
+    assert init.case == "all-crossed" and init.never_crossed == ()
+    assert [s.init_scale for s in init.scales] == [0.1, 0.3, 1.0, 3.0]
+    assert [s.rise_step.mean for s in init.scales] == [1, 3, 10, 30]  # a larger init rises later
+    drift = chapter.rotation_drift(results)
+    assert drift.window_start == chapter.DRIFT_WINDOW_START and [c.condition for c in drift.conditions] == results.order
+    assert drift.conditions[0].cumgrad_final.mean == pytest.approx(0.8)
+    assert math.isnan(drift.conditions[0].turn.mean)  # the synthetic runs record no rotation
+
+
+def test_findings_on_a_sweep_that_never_crosses():
+    conditions, init_sweep, relu = sweeps(NEVER_CROSSING, nores_grad=0.9, init_later=False)
+    # one more init run whose update never outgrows the initial weights
+    init_sweep = pd.concat([init_sweep, timeline_run("res-relu", 0, 10.0, NEVER_CROSSING, [0.05] * 6)],
+                           ignore_index=True)
+    results = results_of(conditions, init_sweep, relu)
+    claims = chapter.timeline_claims(results.table, init_sweep, relu, 0.05)
+    follow = chapter.weights_follow(results, claims)
+    assert follow.case == "never-crossed" and (follow.never_crossed, follow.runs) == (3, 3)
+    assert math.isnan(follow.crossing_step.mean) and follow.rise_step.mean == 10
+    assert follow.frobenius_verdict == follow.spectral_verdict == "not reproduced"
+    seed = chapter.condition_summaries(results)[0].seeds[0]
+    assert (seed.crossing.case, seed.spectral_crossing.case, seed.rise.case) == ("never", "never", "at")
+    init = chapter.init_scale_events(results)
+    assert init.case == "some-never-crossed" and init.never_crossed == ((10.0, 0),)
+    assert chapter.step_zero(results).no_residual_v1.mean == pytest.approx(0.9)
+
+
+def test_the_step0_reading_needs_the_no_residual_control():
+    conditions, init_sweep, relu = sweeps(STEPS_UPDATE, nores_grad=0.05, init_later=True)
+    results = results_of(conditions, init_sweep, relu, names=("res-relu", "res-none", "res-radial"))
+    assert chapter.step_zero(results).case == "no-control"
+
+
+@pytest.mark.parametrize("verdicts, case", [
+    (["not reproduced"] * 3, "not-faster"),
+    (["reproduced"] * 3, "faster"),
+    (["reproduced", "not reproduced", "not tested"], "mixed"),
+    (["not reproduced"], "not-faster"),  # only the conditions that ran
+])
+def test_drift_verdicts(verdicts, case):
+    conditions = chapter.DRIFT_CONDITIONS[:len(verdicts)]
+    claims = pd.DataFrame({"key": ["order-frobenius", *(f"{c}-late-drift" for c in conditions)],
+                           "verdict": ["reproduced", *verdicts]})
+    finding = chapter.drift_verdicts(claims)
+    assert finding.case == case and finding.verdicts == tuple(zip(conditions, verdicts))
+
+
+def test_the_sentence_builders_render(following):
+    """One smoke check per sentence builder: it fills its templates (the words are prose.md's)."""
+    results, claims = following
+    summary = chapter.condition_summaries(results)[0]
+    texts = [chapter.run_note(results).data, chapter.step0_caption(results), chapter.condition_timeline_caption(summary),
+             chapter.optimizer_timeline_caption(results, chapter.optimizer_summaries(results)[0]),
+             chapter.rise_note(results).data, chapter.EVENTS_TABLE_NOTE.data, chapter.init_scale_caption(results),
+             chapter.rotation_caption(results), chapter.reading(results, claims).data]
+    for text in texts:
+        assert text.strip() and "{" not in text, text

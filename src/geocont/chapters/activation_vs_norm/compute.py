@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from ... import metrics
-from ...book.chapter import Chapter, ClaimsBuilder, with_early
+from ...book.chapter import Chapter, ClaimsBuilder, claim, with_early
 from ...statistics import Estimate, closer_to, estimate, final_estimate, up_to_step, verdict_for_difference
 from ...tables import RUN_KEYS, select
 from ...training import run_sweep
@@ -138,3 +138,81 @@ def norm_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
                 0.0, verdict_for_difference(ln_align, rms_align),
                 note=f"res-ln {ln_align}, res-rms {rms_align}, res-none {none_align}", n=ln_align.n)
     return out.table()
+
+
+# Findings: what the chapter's computed prose states, as values. ``present.py`` words each one from
+# the templates in ``prose.md``; which case applies is decided here, never there.
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The run note: how many conditions and seeds, and the random baseline at the width."""
+
+    conditions: int
+    seeds: int
+    width: int
+    baseline: float
+
+
+def run_summary(results: Results) -> RunSummary:
+    """The numbers of the run note."""
+    settings = results.settings
+    return RunSummary(conditions=len(results.order), seeds=len(settings.seeds), width=settings.base.width,
+                      baseline=results.baseline)
+
+
+@dataclass(frozen=True)
+class ConditionShape:
+    """One condition's final continuity, over seeds: of v1 (``lead``) and of v2..vk (``rest``, mean)
+    from the direction profile, their difference (``concentration``); v1 continuity and the
+    σ²-weighted alignment (input space) from the run table."""
+
+    condition: str
+    lead: Estimate
+    rest: Estimate
+    concentration: Estimate
+    v1: Estimate
+    alignment: Estimate
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """The numbers of the chapter's figure captions: ``k`` directions compared, the random level, and
+    each condition's :class:`ConditionShape`."""
+
+    k: int
+    baseline: float
+    conditions: tuple[ConditionShape, ...]
+
+
+def condition_shapes(results: Results) -> Shapes:
+    """Each condition's lead, rest, concentration, final v1 continuity and σ²-alignment."""
+    table = results.table
+    return Shapes(k=results.settings.base.n_directions, baseline=results.baseline, conditions=tuple(
+        ConditionShape(c, results.of_shape("lead", c), results.of_shape("rest", c),
+                       results.of_shape("concentration", c),
+                       final_estimate(table, "weight_cos", "input", 1, condition=c),
+                       final_estimate(table, "weight_align", "input", 0, condition=c)) for c in results.order))
+
+
+@dataclass(frozen=True)
+class Centring:
+    """What our centring claim (``centring-breaks-symmetry``) found.
+
+    ``case``: "absent" when the claims hold no such claim (``res-rms`` did not run); "centring-breaks"
+    when it is reproduced (LayerNorm's alignment above RMSNorm's); "like-layernorm" otherwise (RMSNorm,
+    rotation-equivariant, is not below LayerNorm). ``alignment``: the claim's note, the σ²-alignment
+    of res-ln, res-rms and res-none ("" when absent).
+    """
+
+    case: str
+    alignment: str
+
+
+def centring_finding(claims: pd.DataFrame) -> Centring:
+    """The :class:`Centring` finding of a claims table (:func:`norm_claims`)."""
+    if "centring-breaks-symmetry" not in set(claims["key"]):
+        return Centring(case="absent", alignment="")
+    row = claim(claims, "centring-breaks-symmetry")
+    return Centring(case="centring-breaks" if row["verdict"] == "reproduced" else "like-layernorm",
+                    alignment=row["note"])

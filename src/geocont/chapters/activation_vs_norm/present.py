@@ -1,4 +1,7 @@
-"""activation_vs_norm: what the chapter shows (figures, tables, computed prose), from :mod:`.compute`."""
+"""activation_vs_norm: what the chapter shows (figures, tables, computed prose), from :mod:`.compute`.
+
+The computed prose is worded from the templates in ``prose.md`` (:mod:`geocont.book.prose`); what
+it states, and which case applies, is computed in :mod:`.compute` (the findings)."""
 
 from __future__ import annotations
 
@@ -10,18 +13,29 @@ import seaborn as sns
 from IPython.display import Markdown
 
 from ... import plotting
-from ...book.chapter import claim, undefined_sentence
+from ...book.chapter import undefined_sentence
 from ...book.figures import show_figure
+from ...book.prose import Prose
 from ...plotting import draw_baseline, palette
-from ...statistics import final_estimate
 from .. import mlp_runs
-from .compute import Results, claims
+from .compute import Results, centring_finding, claims, condition_shapes, run_summary
+
+
+def _prose() -> Prose:
+    """The chapter's templates (``prose.md``)."""
+    return Prose.of(__package__)
 
 
 def run_note(results: Results) -> Markdown:
-    settings = results.settings
-    return Markdown(f"{len(results.order)} conditions × {len(settings.seeds)} seeds; random baseline at "
-                    f"d = {settings.base.width}: E|cos| = **{results.baseline:.3f}**. " + undefined_sentence(results.table))
+    return Markdown(_prose().render("run-note", **vars(run_summary(results)),
+                                    undefined=undefined_sentence(results.table)))
+
+
+def direction_profile_caption(results: Results) -> str:
+    """The caption of the direction-profile figure (the finding: :func:`.compute.condition_shapes`)."""
+    finding, prose = condition_shapes(results), _prose()
+    conditions = "; ".join(prose.render("direction-profile-item", **vars(c), k=finding.k) for c in finding.conditions)
+    return prose.render("direction-profile-caption", conditions=conditions)
 
 
 def direction_profile_figure(results: Results) -> None:
@@ -34,10 +48,14 @@ def direction_profile_figure(results: Results) -> None:
                                title=title)
     plotting.figure_legend(fig, axes[0])
     axes[1].get_legend().remove()
-    lines = [f"{c}: v1 {results.of_shape('lead', c)}, v2..v{results.settings.base.n_directions} "
-             f"{results.of_shape('rest', c)}" for c in order]
-    show_figure(fig, "norm-direction-profile", "Final adjacent-layer continuity of the i-th singular direction "
-                "(seed mean ± 1 sd). " + "; ".join(lines) + ".")
+    show_figure(fig, "norm-direction-profile", direction_profile_caption(results))
+
+
+def alignment_caption(results: Results) -> str:
+    """The caption of the v1-versus-alignment figure."""
+    finding, prose = condition_shapes(results), _prose()
+    conditions = "; ".join(prose.render("alignment-item", **vars(c)) for c in finding.conditions)
+    return prose.render("alignment-caption", baseline=finding.baseline, conditions=conditions)
 
 
 def alignment_figure(results: Results) -> None:
@@ -53,11 +71,14 @@ def alignment_figure(results: Results) -> None:
         ax.get_legend().remove()
         ax.tick_params(axis="x", labelrotation=20)
     fig.tight_layout()
-    lines = [f"{c}: v1 {final_estimate(table, 'weight_cos', 'input', 1, condition=c)}, "
-             f"σ²-alignment {final_estimate(table, 'weight_align', 'input', 0, condition=c)}" for c in order]
-    show_figure(fig, "norm-v1-versus-alignment", "Final v1 continuity and σ²-weighted alignment (top; bars: seed "
-                f"mean, dots: seeds; dashed: random level, {baseline:.3f} for |cos| and 0 for the alignment) and "
-                "their course over training (bottom). " + "; ".join(lines) + ".")
+    show_figure(fig, "norm-v1-versus-alignment", alignment_caption(results))
+
+
+def concentration_caption(results: Results) -> str:
+    """The caption of the concentration figure."""
+    finding, prose = condition_shapes(results), _prose()
+    conditions = "; ".join(prose.render("concentration-item", **vars(c)) for c in finding.conditions)
+    return prose.render("concentration-caption", conditions=conditions)
 
 
 def concentration_figure(results: Results) -> None:
@@ -71,8 +92,7 @@ def concentration_figure(results: Results) -> None:
     ax.set_ylabel(f"v1 |cos| minus mean of v2..v{results.settings.base.n_directions}")
     ax.tick_params(axis="x", labelrotation=20)
     fig.tight_layout()
-    show_figure(fig, "norm-concentration", "Concentration of continuity in the leading direction (bars: seed mean; "
-                "dots: seeds). " + "; ".join(f"{c} {results.of_shape('concentration', c)}" for c in order) + ".")
+    show_figure(fig, "norm-concentration", concentration_caption(results))
 
 
 def horizon_summary(results: Results) -> pd.DataFrame:
@@ -86,20 +106,11 @@ def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
 
 
 def rms_note(claims: pd.DataFrame) -> Markdown | None:
-    """What it means that RMSNorm is not below LayerNorm (None when the centring claim holds or is absent)."""
-    if "centring-breaks-symmetry" not in set(claims["key"]):
-        return None
-    rms = claim(claims, "centring-breaks-symmetry")
-    if rms["verdict"] == "reproduced":
-        return None
-    return Markdown(
-        "**RMSNorm behaves like LayerNorm here.** RMSNorm without a gain is rotation-equivariant, so by the "
-        "paper's argument it should leave the SO(d) symmetry intact and look like the linear control; instead "
-        f"its whole-spectrum alignment is {rms['note']}. Either the symmetry is broken somewhere else "
-        "in the training set-up (Adam's coordinate-wise update is one candidate: the previous chapter found "
-        "the linear control far more continuous under Adam than under Adam with β₂ = 0), or the symmetry is "
-        "not what decides continuity here. This chapter does not separate the two."
-    )
+    """What it means that RMSNorm is not below LayerNorm (the finding: :func:`.compute.centring_finding`);
+    None where the chosen variant says nothing (the centring claim holds, or is absent)."""
+    finding = centring_finding(claims)
+    text = _prose().choose("rms-note", finding.case, alignment=finding.alignment)
+    return Markdown(text) if text else None
 
 
 def plot_direction_profile(

@@ -1,8 +1,9 @@
-"""timeline: what the chapter shows (figures, tables, computed prose), from :mod:`.compute`."""
+"""timeline: what the chapter shows (figures, tables, computed prose), from :mod:`.compute`.
+
+The computed prose is worded from the templates in ``prose.md`` (:mod:`geocont.book.prose`); what
+it states, and which case applies, is computed in :mod:`.compute` (the findings)."""
 
 from __future__ import annotations
-
-import math
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -10,21 +11,33 @@ import seaborn as sns
 from IPython.display import Markdown
 
 from ... import metrics, plotting
-from ...book.chapter import claim, undefined_sentence
+from ...book.chapter import undefined_sentence
 from ...book.figures import show_figure
+from ...book.prose import Prose
 from ...plotting import draw_baseline
-from ...statistics import Estimate, estimate, estimate_at_step, per_run, turn_rates
-from ...tables import RUN_KEYS
+from ...statistics import per_run, turn_rates
 from .. import mlp_runs
-from .compute import CROSSINGS, CROSSING_LEVEL, DRIFT_WINDOW_START, NO_RESIDUAL, Results, _NORMS, claims, drift
+from .compute import (CROSSINGS, CROSSING_LEVEL, EventStep, Results, TransferSummary, claims, condition_summaries,
+                      drift_verdicts, init_scale_events, optimizer_summaries, rise_against_prediction, rotation_drift,
+                      run_summary, step_zero, weights_follow)
+
+
+def _prose() -> Prose:
+    """The chapter's templates (``prose.md``)."""
+    return Prose.of(__package__)
 
 
 def run_note(results: Results) -> Markdown:
-    n_runs = sum(frame.groupby(RUN_KEYS, observed=True).ngroups
-                 for frame in (results.table, results.optimizer_table, results.init_table))
-    return Markdown(f"Random baseline at d = {results.settings.base.width}: E|cos| = **{results.baseline:.3f}**. "
-                    f"{n_runs} runs (some shared between the sweeps), {results.table['step'].nunique()} snapshots each. "
-                    + undefined_sentence(results.table))
+    summary = run_summary(results)
+    return Markdown(_prose().render("run-note", **vars(summary), undefined=undefined_sentence(results.table)))
+
+
+def step0_caption(results: Results) -> str:
+    """The caption of the step-0 figure (the finding: :func:`.compute.step_zero`)."""
+    finding = step_zero(results)
+    prose = _prose()
+    conditions = "; ".join(prose.render("step0-item", **vars(c)) for c in finding.conditions)
+    return prose.render("step0-caption", baseline=finding.baseline, conditions=conditions)
 
 
 def step0_figure(results: Results) -> None:
@@ -38,53 +51,53 @@ def step0_figure(results: Results) -> None:
         ax.set_ylim(0, 1.02)
         ax.get_legend().remove()
     fig.tight_layout()
-
-    def at_start(space: str, condition: str) -> Estimate:
-        return estimate_at_step(table, 0, "grad_cos", space, 1, condition=condition)
-
-    show_figure(fig, "timeline-step0", "Gradient continuity at step 0 (bars: seed mean; dots: seeds; dashed: "
-                f"random baseline {baseline:.3f}). v1 / u1: "
-                + "; ".join(f"{c} {at_start('input', c)} / {at_start('output', c)}" for c in order) + ".")
+    show_figure(fig, "timeline-step0", step0_caption(results))
 
 
-def _step_text(step: float, missing: str) -> str:
-    return missing if math.isnan(step) else f"{step:g}"
-
-
-def _seed_events(runs: pd.DataFrame) -> str:
+def _seed_events(summary: TransferSummary) -> str:
     """Each seed's crossing steps (Frobenius / spectral), then each seed's rise step."""
-    crossings = ", ".join(f"{_step_text(f, 'never')} / {_step_text(s, 'never')}"
-                          for f, s in zip(runs["crossing_step"], runs["spectral_crossing_step"]))
-    rises = ", ".join(_step_text(s, "none") for s in runs["rise_step"])
-    return f"crossing step per seed (Frobenius / spectral) {crossings}; rise step per seed {rises}"
+    prose = _prose()
+
+    def crossing(event: EventStep) -> str:
+        return prose.choose("crossing-step", event.case, step=event.step)
+
+    crossings = ", ".join(prose.render("seed-crossings-item", frobenius=crossing(s.crossing),
+                                       spectral=crossing(s.spectral_crossing)) for s in summary.seeds)
+    rises = ", ".join(prose.choose("rise-step", s.rise.case, step=s.rise.step) for s in summary.seeds)
+    return prose.render("seed-events", crossings=crossings, rises=rises)
+
+
+def condition_timeline_caption(summary: TransferSummary) -> str:
+    """The caption of one condition's transfer timeline."""
+    return _prose().render("condition-timeline-caption", **vars(summary), condition=summary.label,
+                           seed_events=_seed_events(summary))
 
 
 def condition_timelines(results: Results) -> None:
     """One transfer-timeline figure per condition."""
-    for condition in results.order:
-        runs = results.events[results.events["condition"] == condition]
-        fig = plot_transfer_timeline(results.table[results.table["condition"] == condition], runs,
+    for summary in condition_summaries(results):
+        condition = summary.label
+        fig = plot_transfer_timeline(results.table[results.table["condition"] == condition],
+                                     results.events[results.events["condition"] == condition],
                                      baseline=results.baseline, title=condition)
-        show_figure(fig, f"timeline-{condition}",
-                    f"Transfer timeline of `{condition}`: {_seed_events(runs)}; final weight v1 "
-                    f"{estimate(runs['weight_v1_final'])}, final weight/cumulative-gradient alignment "
-                    f"{estimate(runs['weight_cumgrad_final'])}, final relative update "
-                    f"{estimate(runs['rel_update_final'])}; ‖ΔW‖_F/‖W(0)‖_F at the rise "
-                    f"{estimate(runs['rel_update_at_rise'])}.")
+        show_figure(fig, f"timeline-{condition}", condition_timeline_caption(summary))
+
+
+def _per_condition(items) -> str:
+    """``c1 x; c2 y``: (condition, value) pairs as a list of ``condition-item``."""
+    prose = _prose()
+    return "; ".join(prose.render("condition-item", condition=c, value=v) for c, v in items)
 
 
 def rise_note(results: Results) -> Markdown:
     """The relative update at the rise against 2/sqrt(n), and the spectral crossing against the rise."""
-    width, order = results.settings.base.width, results.order
-
-    def per_condition(column: str) -> str:
-        return "; ".join(f"{c} {results.of(c, column)}" for c in order)
-
-    return Markdown(
-        f"Predicted from the initial spectrum: 2/√{width} = **{2 / math.sqrt(width):.3f}**. Measured "
-        "‖ΔW‖_F/‖W(0)‖_F at the rise (seed mean ± sd; on the snapshot grid): " + per_condition("rel_update_at_rise")
-        + ". Spectral crossing step (mean ± sd): " + per_condition("spectral_crossing_step")
-        + ", against the rise step: " + per_condition("rise_step") + ".")
+    finding = rise_against_prediction(results)
+    conditions = finding.conditions
+    return Markdown(_prose().render(
+        "rise-note", width=finding.width, predicted=finding.predicted,
+        rel_update_at_rise=_per_condition((c.condition, c.rel_update_at_rise) for c in conditions),
+        spectral_crossing_step=_per_condition((c.condition, c.spectral_crossing_step) for c in conditions),
+        rise_step=_per_condition((c.condition, c.rise_step) for c in conditions)))
 
 
 #: The events table's columns and their headings.
@@ -96,14 +109,23 @@ EVENT_COLUMNS = {
 }
 
 
-EVENTS_TABLE_NOTE = Markdown("Event steps and final values per run (the steps are snapshot steps; "
-                             "`NaN` = never crossed / no rise; −∞ = rose before any crossing).")
+EVENTS_TABLE_NOTE = Markdown(_prose().render("events-table-note"))
 
 
 def events_table(results: Results):
     """Event steps and final values per run (a pandas Styler), conditions in the book's order."""
     frame = results.events.set_index(["condition", "seed"])[list(EVENT_COLUMNS)].rename(columns=EVENT_COLUMNS)
     return frame.loc[results.order].style.format(precision=2, na_rep="–")
+
+
+def init_scale_caption(results: Results) -> str:
+    """The caption of the init-scale figure (the finding: :func:`.compute.init_scale_events`)."""
+    finding = init_scale_events(results)
+    prose = _prose()
+    runs = ", ".join(prose.render("init-never-crossed-item", init_scale=i, seed=s) for i, s in finding.never_crossed)
+    scales = "; ".join(prose.render("init-scale-item", **vars(s)) for s in finding.scales)
+    return prose.render("init-scale-caption", never_crossed=prose.choose("init-never-crossed", finding.case, runs=runs),
+                        scales=scales)
 
 
 def init_scale_figure(results: Results) -> None:
@@ -121,21 +143,15 @@ def init_scale_figure(results: Results) -> None:
     for ax, crossing in zip(axes[1], CROSSINGS):
         plot_event_steps(init_events, crossing=crossing, ax=ax)
     fig.tight_layout()
-    never = init_events[init_events["crossing_step"].isna()]
-    show_figure(fig, "timeline-init-scale", (
-        "Top: weight v1 continuity and the Frobenius relative update over training per init scale "
-        "(seed mean ± sd). Bottom: each run's crossing step (left Frobenius, right spectral norm) against its rise "
-        "step; runs that never crossed cannot be drawn (Frobenius: "
-        + (", ".join(f"init {r.init_scale:g} seed {r.seed}" for r in never.itertuples()) or "none")
-        + "). Per init scale, crossing step F / crossing step 2 / rise step: "
-        + "; ".join(f"{i:g}: {estimate(g['crossing_step'])} / {estimate(g['spectral_crossing_step'])}"
-                    f" / {estimate(g['rise_step'])}" for i, g in init_events.groupby("init_scale")) + "."))
+    show_figure(fig, "timeline-init-scale", init_scale_caption(results))
 
 
-def _late(table: pd.DataFrame, metric: str, condition: str) -> Estimate:
-    """Mean ± sd over seeds of :func:`drift` for one condition."""
-    late = drift(table, metric)
-    return estimate(late[late["condition"] == condition]["value"])
+def rotation_caption(results: Results) -> str:
+    """The caption of the rotation figure (the finding: :func:`.compute.rotation_drift`)."""
+    finding = rotation_drift(results)
+    prose = _prose()
+    conditions = "; ".join(prose.render("rotation-item", **vars(c)) for c in finding.conditions)
+    return prose.render("rotation-caption", window_start=finding.window_start, conditions=conditions)
 
 
 def rotation_figure(results: Results) -> None:
@@ -156,11 +172,7 @@ def rotation_figure(results: Results) -> None:
         axes[row, 1].set_ylabel("signed cos")
         axes[row, 1].set_ylim(-1.02, 1.02)
     plotting.figure_legend(fig, axes[1, 1])
-    show_figure(fig, "timeline-rotation", (
-        "Rotation drift of v1 (top) and u1 (bottom): turn since the previous snapshot as a rate (degrees per 1,000 "
-        "steps, log axis) and co-rotation of adjacent layers (layer mean, seed mean ± sd). Time-averaged over the "
-        f"steps after {DRIFT_WINDOW_START:.0%} of training, v1 turn rate / co-rotation: "
-        + "; ".join(f"{c} {_late(table, 'turn', c)}° / {_late(table, 'co_rotation', c)}" for c in order) + "."))
+    show_figure(fig, "timeline-rotation", rotation_caption(results))
 
 
 def alignment_before_after(results: Results) -> pd.DataFrame:
@@ -173,16 +185,20 @@ def alignment_before_after(results: Results) -> pd.DataFrame:
                          for column, label in columns.items()}).rename_axis("condition")
 
 
+def optimizer_timeline_caption(results: Results, summary: TransferSummary) -> str:
+    """The caption of the reference condition's transfer timeline under one optimizer."""
+    return _prose().render("optimizer-timeline-caption", **vars(summary), reference=results.reference,
+                           optimizer=summary.label, seed_events=_seed_events(summary))
+
+
 def optimizer_timelines(results: Results) -> None:
     """One transfer-timeline figure per optimizer of the baseline condition."""
     events, table = results.optimizer_events, results.optimizer_table
-    for number, optimizer in enumerate(events["optimizer"].unique(), start=1):
-        runs = events[events["optimizer"] == optimizer]
-        fig = plot_transfer_timeline(table[table["optimizer"] == optimizer], runs, baseline=results.baseline,
-                                     title=f"{results.reference}, {optimizer}")
-        show_figure(fig, f"timeline-optimizer-{number}",
-                    f"`{results.reference}` under {optimizer}: {_seed_events(runs)}; final weight v1 "
-                    f"{estimate(runs['weight_v1_final'])}.")
+    for number, summary in enumerate(optimizer_summaries(results), start=1):
+        optimizer = summary.label
+        fig = plot_transfer_timeline(table[table["optimizer"] == optimizer], events[events["optimizer"] == optimizer],
+                                     baseline=results.baseline, title=f"{results.reference}, {optimizer}")
+        show_figure(fig, f"timeline-optimizer-{number}", optimizer_timeline_caption(results, summary))
 
 
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
@@ -191,44 +207,30 @@ def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
 
 
 def _drift_reading(claims: pd.DataFrame) -> str:
-    keys = [k for k in ("res-none-late-drift", "res-radial-late-drift", "res-radial-tau-late-drift")
-            if k in set(claims["key"])]
-    verdicts = {k.removesuffix("-late-drift"): claim(claims, k)["verdict"] for k in keys}
-    if all(v == "not reproduced" for v in verdicts.values()):
-        return ("The symmetric conditions (" + ", ".join(verdicts) + ") do not turn faster than the baseline, so at "
-                "this horizon rotation drift is not what separates them from it.")
-    if all(v == "reproduced" for v in verdicts.values()):
-        return ("The symmetric conditions (" + ", ".join(verdicts) + ") keep turning faster than the baseline, as "
-                "predicted: symmetry breaking stops the drift.")
-    return "The drift comparison is mixed: " + "; ".join(f"{c} {v}" for c, v in verdicts.items()) + "."
+    """The drift claims together (the finding: :func:`.compute.drift_verdicts`)."""
+    finding = drift_verdicts(claims)
+    prose = _prose()
+    verdicts = "; ".join(prose.render("drift-verdict-item", condition=c, verdict=v) for c, v in finding.verdicts)
+    return prose.choose("drift-verdict", finding.case, conditions=", ".join(c for c, _ in finding.verdicts),
+                        verdicts=verdicts)
 
 
 def reading(results: Results, claims: pd.DataFrame) -> Markdown:
     """The chapter's reading of its numbers: step 0, when the weights follow, rotation drift."""
-    reference, order, table = results.reference, results.order, results.table
-    ref = results.events[results.events["condition"] == reference]
-    order_by_norm = {norm: claim(claims, f"order-{key}")["verdict"] for _, norm, key in _NORMS}
-    never = int(ref["crossing_step"].isna().sum())
-    frobenius_text = (f"the Frobenius crossing never came within training in {never} of {len(ref)} runs"
-                      if never else f"the Frobenius crossing came at step {estimate(ref['crossing_step'])}")
+    prose = _prose()
+    start, follow, rotation = step_zero(results), weights_follow(results, claims), rotation_drift(results)
+    frobenius = prose.choose("frobenius-crossing", follow.case, never_crossed=follow.never_crossed, runs=follow.runs,
+                             crossing_step=follow.crossing_step)
+    drifts = rotation.conditions
     paragraphs = [
-        f"**Step 0.** Before any update, {reference} has gradient v1 continuity {estimate(ref['grad_v1_step0'])} "
-        f"across adjacent layers; without residuals ({NO_RESIDUAL}) {results.of(NO_RESIDUAL, 'grad_v1_step0')}, "
-        f"random level {results.baseline:.3f}." if NO_RESIDUAL in order else "",
-        f"**When the weights follow.** In {reference}, weight v1 continuity covers half its rise at step "
-        f"{estimate(ref['rise_step'])}, when ‖ΔW‖_F/‖W(0)‖_F is only {estimate(ref['rel_update_at_rise'])}; "
-        f"{frobenius_text}, and the spectral crossing (‖ΔW‖₂ > ‖W(0)‖₂) came at step "
-        f"{estimate(ref['spectral_crossing_step'])}. Read in the Frobenius norm the paper's order is "
-        f"**{order_by_norm['Frobenius']}**; read in the spectral norm, the one that decides the leading direction, "
-        f"it is **{order_by_norm['spectral']}**.",
-        f"**Rotation drift.** After {DRIFT_WINDOW_START:.0%} of training, v1 turns at "
-        + ", ".join(f"{c} {_late(table, 'turn', c)}° per 1,000 steps" for c in order)
-        + "; adjacent layers co-rotate with signed cosine "
-        + ", ".join(f"{c} {_late(table, 'co_rotation', c)}" for c in order)
-        + ". The weight/cumulative-gradient alignment is, at the peak of weight continuity and at the end, "
-        + ", ".join(f"{c} {results.of(c, 'weight_cumgrad_at_peak')} → {results.of(c, 'weight_cumgrad_final')}"
-                    for c in order)
-        + ". " + _drift_reading(claims),
+        prose.choose("reading-step0", start.case, **vars(start)),
+        prose.render("reading-follow", **vars(follow), frobenius_crossing=frobenius),
+        prose.render("reading-drift", window_start=rotation.window_start,
+                     turn_rates=", ".join(prose.render("turn-item", **vars(c)) for c in drifts),
+                     co_rotations=", ".join(prose.render("condition-item", condition=c.condition, value=c.co_rotation)
+                                            for c in drifts),
+                     alignments=", ".join(prose.render("alignment-item", **vars(c)) for c in drifts),
+                     drift_verdict=_drift_reading(claims)),
     ]
     return Markdown("\n\n".join(p for p in paragraphs if p))
 
