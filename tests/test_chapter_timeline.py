@@ -25,7 +25,7 @@ def test_transfer_events_find_the_crossing_and_the_half_rise():
         timeline_run("a", 0, 1.0, STEPS_UPDATE, RISE_AT_10),
         # never crosses; continuity rises anyway (at step 3)
         timeline_run("b", 0, 1.0, [0, 0.01, 0.02, 0.05, 0.1, 0.2], [0.05, 0.2, 0.6, 0.7, 0.7, 0.7]),
-        # no rise at all (gains < MIN_RISE)
+        # no rise at all (gains < the margin)
         timeline_run("c", 0, 1.0, [0, 0.5, 1.5, 2, 3, 4], [0.05, 0.06, 0.07, 0.08, 0.09, 0.1]),
     ], ignore_index=True)
     events = chapter.transfer_events(table).set_index("condition")

@@ -13,7 +13,7 @@ from ... import metrics
 from ...book.chapter import Chapter, ClaimsBuilder, claim, with_early
 from ...config import MLPRunConfig
 from ...mlp import CONDITIONS
-from ...statistics import (Estimate, pooled_sd, at_final_step, drift_window_mean, estimate, estimate_at_step, per_run,
+from ...statistics import (DIFFERENCE_MARGIN, Estimate, pooled_sd, at_final_step, drift_window_mean, estimate, estimate_at_step, per_run,
                            rank_correlation, turn_rates, up_to_step, verdict_for_correlation, verdict_for_difference,
                            verdict_for_value)
 from ...tables import RUN_KEYS, select
@@ -82,9 +82,8 @@ CROSSINGS = {"crossing_step": "rel_update", "spectral_crossing_step": "rel_updat
 TIMELINE_METRICS = ("rel_update_spectral", "turn", "co_rotation", "weight_cumgrad_cos")
 
 
-#: Weight continuity "rises" only if it gains at least this much |cos| over training;
-#: below that the rise step would time noise, and is left undefined (NaN).
-MIN_RISE = 0.10
+#: Weight continuity "rises" only if it gains at least the book's margin (:data:`DIFFERENCE_MARGIN`) of |cos|
+#: over training; below that the rise step would time noise, and is left undefined (NaN).
 
 
 def _first_step_at_or_above(frame: pd.DataFrame, thresholds: pd.Series) -> pd.Series:
@@ -104,7 +103,7 @@ def transfer_events(table: pd.DataFrame, space: str = "input") -> pd.DataFrame:
     * ``rise_step``: first snapshot where layer-mean weight v1 (``space``) continuity has
       covered half of its rise, ``initial + (final - initial) / 2``. It differs from "half
       its final value" only by the initial value (random level, about 0.05 at d = 256).
-      NaN when continuity gained less than :data:`MIN_RISE`;
+      NaN when continuity gained less than :data:`geocont.statistics.DIFFERENCE_MARGIN`;
     * ``rel_update_at_rise``: the layer-mean relative update at the rise step;
     * the initial, peak and final weight continuity, the peak's step, the step-0 gradient
       continuity, and the weight / cumulative-gradient alignment of each layer's leading
@@ -139,7 +138,7 @@ def transfer_events(table: pd.DataFrame, space: str = "input") -> pd.DataFrame:
     events["weight_cumgrad_at_peak"] = (alignment[alignment["step"] == alignment["peak_step"]]
                                         .set_index(RUN_KEYS)["value"])
     events["rise"] = final - initial
-    events.loc[events["rise"] < MIN_RISE, "rise_step"] = math.nan
+    events.loc[events["rise"] < DIFFERENCE_MARGIN, "rise_step"] = math.nan
     at_rise = update.join(events["rise_step"], on=RUN_KEYS)
     events["rel_update_at_rise"] = at_rise[at_rise["step"] == at_rise["rise_step"]].set_index(RUN_KEYS)["value"]
     for crossing in CROSSINGS:
