@@ -426,8 +426,8 @@ class ProjectionEstimates:
 
 def final_estimates(results: Results) -> tuple[ProjectionEstimates, ...]:
     """Every projection's final continuity in both spaces, for the reference variant."""
-    return tuple(ProjectionEstimates(p, *(_estimate(results.finals, results.reference, p, s) for s in ("input", "output")))
-                 for p in PROJECTIONS)
+    return tuple(ProjectionEstimates(p, *(_estimate(results.finals, results.reference, p, s)
+                                          for s in ("input", "output"))) for p in PROJECTIONS)
 
 
 @dataclass(frozen=True)
@@ -496,7 +496,8 @@ def settled_finding(results: Results) -> SettledFinding:
 
 @dataclass(frozen=True)
 class HoldsFinding:
-    """The claims' keys grouped by when they hold (:func:`geocont.statistics.holds_when`), in order of first appearance."""
+    """The claims' keys grouped by when they hold (:func:`geocont.statistics.holds_when`), in order
+    of first appearance."""
 
     early_step: int
     end: int
@@ -608,7 +609,7 @@ def depth_finding(results: Results) -> DepthFinding:
                               linear_attention=None).set_index("key")
 
     def value(row: Any) -> ClaimValue:
-        return ClaimValue(row.ours_mean, row.ours_std, row.n_seeds, row.verdict)
+        return ClaimValue(float(row.ours_mean), float(row.ours_std), int(row.n_seeds), row.verdict)
 
     comparisons = [DepthComparison(row.key, value(row), value(deep.loc[row.key])) for row in shallow.itertuples()]
     return dataclasses.replace(finding, case="one-seed" if len(settings.depth_seeds) == 1 else "several-seeds",

@@ -228,7 +228,8 @@ def horizon_table(results: Results) -> pd.DataFrame:
             row[f"{results.reference}: change over last third"] = str(_estimate(changes, results.reference, projection,
                                                                                 space))
             if results.pretrained is not None:
-                row[f"{settings.pretrained} (± over layer pairs)"] = str(pretrained_estimate(results, projection, space))
+                row[f"{settings.pretrained} (± over layer pairs)"] = str(pretrained_estimate(results, projection,
+                                                                                             space))
             row["random baseline"] = f"{random_abs_cos(dims[projection][space]):.3f}"
             rows.append(row)
     val = per_run(results.table, "val_loss", "", 0)
