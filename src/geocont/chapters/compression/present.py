@@ -47,7 +47,8 @@ def parameter_counts(results: Results) -> tuple[pd.DataFrame, Markdown]:
 
 
 def cheapest_schemes(results: Results) -> tuple[pd.DataFrame, Markdown]:
-    """Table 2: the scheme with the smallest loss increase per projection and budget (:func:`.compute.cheapest_finding`)."""
+    """Table 2: the scheme with the smallest loss increase per projection and budget
+    (:func:`.compute.cheapest_finding`)."""
     finding = cheapest_finding(results)
     wins = ", ".join(PROSE.render("table2-win", scheme=scheme, count=count) for scheme, count in finding.wins)
     return (finding.table.rename(columns=lambda b: f"budget {b:g}"),
@@ -55,7 +56,8 @@ def cheapest_schemes(results: Results) -> tuple[pd.DataFrame, Markdown]:
 
 
 def error_and_loss(results: Results) -> tuple[Any, Markdown]:
-    """Table 3: reconstruction error and loss increase per scheme at the middle budget (:func:`.compute.error_loss_finding`)."""
+    """Table 3: reconstruction error and loss increase per scheme at the middle budget
+    (:func:`.compute.error_loss_finding`)."""
     finding = error_loss_finding(results)
     caption = PROSE.render("table3-caption", budget=finding.budget, agree=finding.agree, rows=finding.rows)
     return finding.table.style.format(precision=3), Markdown(caption)
@@ -175,7 +177,8 @@ def pruning_figure(results: Results) -> None:
         ax.set_ylabel("loss increase when dropped (nats/token)")
         ax.set_title(f"{model}: {results.correlations[model]}", fontsize="medium")
     fig.tight_layout()
-    correlations = "; ".join(PROSE.render("pruning-item", model=m, correlation=c) for m, c in results.correlations.items())
+    correlations = "; ".join(PROSE.render("pruning-item", model=m, correlation=c)
+                             for m, c in results.correlations.items())
     show_figure(fig, "compression-pruning", PROSE.render("pruning-caption", correlations=correlations))
 
 
