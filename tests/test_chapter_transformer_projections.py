@@ -75,6 +75,7 @@ def test_the_budget_note_costs_only_the_cpu_scale():
     finding = chapter.budget_finding(chapter.CHAPTER.configure("smoke"))
     assert not finding.costed and not finding.over_budget and finding.cut == ()
     assert finding.runs[0] == chapter.RunCount("silu", 2) and finding.steps == 16
+    assert (chapter.RunCount("a", 1).number, chapter.RunCount("a", 2).number) == ("one", "several")
 
 
 def test_the_cheaper_design_fits_the_budget():

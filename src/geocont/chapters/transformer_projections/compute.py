@@ -277,6 +277,11 @@ class RunCount:
     label: str
     seeds: int
 
+    @property
+    def number(self) -> str:
+        """"one" seed or "several" (the variant of its wording)."""
+        return "one" if self.seeds == 1 else "several"
+
 
 def run_counts(settings: LMChapterSettings) -> tuple[RunCount, ...]:
     """The run labels of ``settings`` with their number of seeds, in order."""

@@ -29,8 +29,7 @@ PROSE = prose.Prose.of(__package__)
 
 
 def _runs_text(runs: tuple[RunCount, ...]) -> str:
-    return "; ".join(PROSE.choose("run-count", "one" if run.seeds == 1 else "several", label=run.label, seeds=run.seeds)
-                     for run in runs)
+    return "; ".join(PROSE.choose("run-count", run.number, label=run.label, seeds=run.seeds) for run in runs)
 
 
 def _code(names) -> str:
