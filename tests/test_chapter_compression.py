@@ -1,5 +1,7 @@
 """The compression chapter: settings validation, summaries, and claims with known verdicts on synthetic tables."""
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -121,3 +123,75 @@ def test_a_correlation_interval_across_zero_is_inconclusive():
     claims = _claims(follows_guideline=True, distant_error=0.8, rho_interval=(-0.5, 0.3)).set_index("key")
     assert claims.loc["ours-pruning", "verdict"] == "inconclusive"
     assert claims.loc["ours-pruning", "ours_std"] == pytest.approx(0.8 / 3.92)
+
+
+def _results(follows_guideline: bool = True, distant_error: float = 0.8) -> "chapter.Results":
+    """A Results of the synthetic tables above: a pretrained model (one seed) and ours (three seeds)."""
+    models = {"tiny-pretrained": [-1], chapter.OURS: [0, 1, 2]}
+    summary = pd.concat([_summary(m, s, follows_guideline) for m, s in models.items()], ignore_index=True).assign(
+        rank=2, dense_parameters=20)
+    correlation = RankCorrelation(-0.7, -0.9, -0.5, n=5)
+    settings = chapter.CHAPTER.configure("smoke", projections=list(PROJECTIONS), budgets=[0.25, 0.5])
+    return chapter.Results(
+        settings, summary[["model", "seed", "projection", "budget", "sharing"]],
+        pd.concat([_pruning(m, s) for m, s in models.items()], ignore_index=True),
+        pd.concat([_grouping(m, s, distant_error) for m, s in models.items()], ignore_index=True), summary,
+        chapter.input_advantage(summary, by=("model", "seed")),
+        pd.DataFrame(columns=["model", "seed", "projection", "budget", "difference", "difference_se"]),
+        {name: correlation for m in models for name in (m, f"{m}, without block 0")})
+
+
+GUIDED = [p for p in PROJECTIONS if chapter.GUIDELINE[p]]
+
+
+def test_the_tables_findings_count_equal_budgets_cheapest_schemes_and_agreeing_rows():
+    results = _results()
+    counts = chapter.evaluation_counts(results)
+    assert counts == chapter.EvaluationCounts(("tiny-pretrained", chapter.OURS), 4 * 7 * 2 * 3, 4 * 5)
+    assert chapter.budget_equality(results) == chapter.BudgetEquality("all-equal", 2 * 7 * 2, 2 * 7 * 2)
+    unequal = results.summary.copy()
+    unequal.loc[(unequal.projection == "q_proj") & (unequal.sharing == "output"), "parameters"] = 11
+    assert chapter.budget_equality(dataclasses.replace(results, summary=unequal)) == chapter.BudgetEquality(
+        "some-differ", 2 * 6 * 2, 2 * 7 * 2)
+    cheapest = chapter.cheapest_finding(results)  # the guideline's space, and input for V (0.2 against 0.21)
+    assert cheapest.wins == (("input", 2 * 5 * 2), ("output", 2 * 2 * 2))
+    assert cheapest.table.loc[(chapter.OURS, "o_proj"), 0.5] == "output" and cheapest.table.shape == (14, 2)
+    error = chapter.error_loss_finding(results)  # equal errors: only the rows where input is not cheaper agree
+    assert (error.budget, error.agree, error.rows) == (0.5, 2 * 2, 2 * 7)
+
+
+def test_the_figures_findings_spread_advantage_and_grouping():
+    results = _results()
+    assert chapter.spread_case(results.summary[results.summary.model == chapter.OURS]) == "seeds"
+    assert chapter.spread_case(results.summary[results.summary.model == "tiny-pretrained"]) == "one-model"
+    pretrained, ours = chapter.advantage_findings(results)
+    assert ours.model == chapter.OURS and [p for p, _ in ours.advantages] == list(PROJECTIONS)
+    advantages = dict(ours.advantages)
+    assert advantages["q_proj"].mean == pytest.approx(2 / 3) and advantages["o_proj"].mean == pytest.approx(-2 / 3)
+    assert advantages["q_proj"].n == 3 * 2  # seeds x budgets
+    (pre, mine) = chapter.grouping_findings(results)  # distant groups: 0.8 against 0.5, in every case alike
+    assert (mine.worse, mine.cases, mine.guided, mine.agree) == (4, 4, 2, ())
+    assert (mine.mean_percent, mine.max_percent) == (pytest.approx(60.0), pytest.approx(60.0))
+    assert chapter.grouping_findings(_results(distant_error=0.5))[1].worse == 0
+
+
+@pytest.mark.parametrize("follows", [True, False])
+def test_in_short_names_where_the_papers_space_was_cheaper(follows):
+    results = _results(follows_guideline=follows)
+    findings = chapter.guideline_findings(results, chapter.claims(results))
+    assert [g.model for g in findings] == ["tiny-pretrained", chapter.OURS]
+    ours = findings[1]
+    assert (ours.cheaper, ours.dearer) == ((tuple(GUIDED), ()) if follows else ((), tuple(GUIDED)))
+    expected = (("input", 5 * 2), ("output", 2 * 2)) if follows else (("output", 4 * 2), ("input", 3 * 2))
+    assert ours.cheapest == expected  # the most frequent first
+
+
+def test_the_text_builders_render():
+    results = _results()
+    claims = chapter.claims(results)
+    assert "168 compressed configurations" in chapter.evaluated_note(results).data
+    assert "28 of 28" in chapter.parameter_counts(results)[1].data
+    assert "input 20" in chapter.cheapest_schemes(results)[1].data
+    assert "4 of 14" in chapter.error_and_loss(results)[1].data
+    assert "`smoke`" in chapter.verdict(results, claims).data
+    assert "**In short.**" in chapter.in_short(results, claims).data

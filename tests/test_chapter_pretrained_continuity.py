@@ -12,6 +12,7 @@ import torch
 from safetensors.torch import save_file
 
 from geocont.chapters import pretrained_continuity as chapter
+from geocont.chapters.lm_runs import PROJECTION_PREDICTIONS
 from geocont.chapters.pretrained_continuity import compute  # noqa: F401 - chapter.compute, patched below
 from geocont.scales import ParameterError
 from geocont.statistics import Estimate
@@ -127,16 +128,61 @@ def test_quantization_changes_leave_out_matrices_kept_as_f16():
     assert change.worst == pytest.approx(0.02) and change.typical == pytest.approx(0.005)
 
 
+def results_of(tables, **fields) -> "chapter.Results":
+    values = dict(settings=chapter.CHAPTER.configure("smoke"), tables=tables, large_tables={}, large_status=[],
+                  trained_tables={}, trained_parameters=0, gains={}, effects=pd.DataFrame())
+    return chapter.Results(**{**values, **fields})
+
+
+SHORT_CLAIMS = ("q_proj has input-space continuity", "k_proj has input-space continuity",
+                "gate_proj has input-space continuity", "up_proj has input-space continuity",
+                "o_proj has output-space continuity", "down_proj has output-space continuity",
+                "V has low input-space continuity", "V has low output-space continuity")
+
+
 def test_verdict_groups_each_checkpoints_claims_by_verdict():
-    results = chapter.Results(settings=chapter.CHAPTER.configure("smoke"), tables={"good": paper_pattern(), "bad": no_pattern()},
-                              large_tables={}, large_status=[], trained_tables={}, trained_parameters=0, gains={},
-                              effects=pd.DataFrame())
-    text = chapter.verdict(results, claims_of(results.tables)).data
-    assert ("- **good**: reproduced: q_proj has input-space continuity, k_proj has input-space continuity, "
-            "gate_proj has input-space continuity, up_proj has input-space continuity, o_proj has output-space "
-            "continuity, down_proj has output-space continuity, V has low input-space continuity, V has low "
-            "output-space continuity; partly reproduced: none; not reproduced: none") in text
-    assert "- **bad**: reproduced: none; partly reproduced: none; not reproduced: q_proj" in text
+    results = results_of({"good": paper_pattern(), "bad": no_pattern()})
+    claims = claims_of(results.tables)
+    finding = chapter.verdict_finding(results, claims)
+    assert finding.checkpoints == (
+        chapter.CheckpointVerdicts("good", (("reproduced", SHORT_CLAIMS), ("partly reproduced", ()),
+                                            ("not reproduced", ()))),
+        chapter.CheckpointVerdicts("bad", (("reproduced", ()), ("partly reproduced", ()),
+                                           ("not reproduced", SHORT_CLAIMS))))
+    assert finding.gains == ()
+    assert chapter.verdict_tally(claims) == (("reproduced", 8), ("not reproduced", 8))
+    assert "**good**" in chapter.verdict(results, claims).data  # renders
+
+
+def test_each_checkpoints_depth_figure_states_its_predicted_projections_and_v():
+    (finding,) = chapter.checkpoint_findings(results_of({"good": paper_pattern()}))
+    assert (finding.name, finding.slug, finding.description, finding.layout) == ("good", "good", "good", "llama")
+    assert [(p.projection, p.space) for p in finding.predicted] == [(p, s) for p, s, _ in PROJECTION_PREDICTIONS]
+    down = finding.predicted[-1]
+    assert (down.estimate.mean, down.estimate.n, down.baseline) == (pytest.approx(0.9), 4, BASELINE)
+    assert finding.v_input.mean == pytest.approx(0.1) and finding.v_output.mean == pytest.approx(0.1)
+
+
+def test_gemma_is_compared_with_the_first_llama_layout_model_where_both_are_analysed():
+    gemma = paper_pattern()
+    gemma.attrs["layout"] = "gemma3"
+    flat = analyzer_table({p: 0.5 for p in PROJECTIONS}, {p: 0.5 for p in PROJECTIONS})
+    assert chapter.gemma_finding(results_of({"llama": flat})).case == "missing-layout"
+    finding = chapter.gemma_finding(results_of({"llama": flat, "gemma": gemma}))
+    assert (finding.case, finding.llama, finding.gemma) == ("compared", ("llama",), ("gemma",))
+    assert [(w.projection, round(w.gemma.mean, 6), round(w.llama.mean, 6)) for w in finding.writing] == [
+        ("o_proj", 0.7, 0.5), ("down_proj", 0.9, 0.5)]
+
+
+@pytest.mark.parametrize("large_models, status, case, missing", [
+    ((), [], "none-looked-for", ()),
+    (("big",), [dict(model="big", status="not available", detail="")], "missing", ("big",)),
+    (("big",), [dict(model="big", status="analysed", detail="")], "all-analysed", ()),
+])
+def test_large_model_finding(large_models, status, case, missing):
+    settings = chapter.CHAPTER.configure("smoke", large_models=list(large_models))
+    finding = chapter.large_model_finding(results_of({}, settings=settings, large_status=status))
+    assert (finding.case, finding.scale, finding.missing) == (case, "smoke", missing)
 
 
 def test_a_name_or_a_list_of_names_and_a_seed_count_are_accepted():
@@ -177,7 +223,7 @@ def test_large_model_cost_times_the_analyzer_and_scales_by_parameters(monkeypatc
     assert cost.seconds_per_layer == 5.0
     table = cost.table.set_index("model")
     assert list(table["seconds_per_layer"]) == [5.0, 10.0] and list(table["total_minutes"]) == [1.0, 1.0]
-    assert "took 5.0 s per layer" in chapter.cost_display(chapter.CHAPTER.configure("cpu"), cost)[1].data
+    assert "5.0 s" in chapter.cost_display(chapter.CHAPTER.configure("cpu"), cost)[1].data  # renders
 
 
 def test_gain_scaled_output_continuity_of_post_norm_layouts(tmp_path, monkeypatch):
@@ -200,3 +246,20 @@ def test_gain_scaled_output_continuity_of_post_norm_layouts(tmp_path, monkeypatc
     assert (pairs["u1_cos_gain_only"] < 0.9).all()  # independent random gains give no continuity by themselves
     with pytest.raises(ValueError, match="no output norms"):
         chapter.output_gain_continuity(tmp_path / "gemma.safetensors", layout="llama")
+
+
+def test_quantization_finding_sets_the_largest_change_beside_the_seed_spread():
+    """Two trained seeds whose layer means differ by 0.02 everywhere; Q4_1 moves every |cos| by 0.01."""
+    def table(offset: float) -> pd.DataFrame:
+        pattern = paper_pattern()
+        return pattern.assign(v1_cos=pattern.v1_cos + offset, u1_cos=pattern.u1_cos + offset)
+
+    trained = {0: table(0.0), 1: table(0.02)}
+    effects = pd.concat([pd.concat([t.assign(format="fp32", dtype="F32"), table(0.02 * seed + 0.01).assign(
+        format="Q4_1", dtype="Q4_1")]).assign(sigma1=1.0, seed=seed) for seed, t in trained.items()], ignore_index=True)
+    settings = chapter.CHAPTER.configure("smoke", quantize=["Q4_1"])
+    finding = chapter.quantization_finding(results_of({}, settings=settings, trained_tables=trained, effects=effects))
+    ((fmt, change),) = finding.changes
+    assert fmt == "Q4_1" and change.worst == pytest.approx(0.01) and change.typical == pytest.approx(0.01)
+    assert [p for p, _ in finding.seed_spread] == list(PROJECTIONS)
+    assert [sd for _, sd in finding.seed_spread] == pytest.approx([0.02 / 2 ** 0.5] * len(PROJECTIONS))

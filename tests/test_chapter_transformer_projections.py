@@ -62,9 +62,20 @@ def test_the_cpu_preset_resolves_the_last_third_of_training():
 def test_the_cpu_preset_runs_the_full_design_over_its_budget_and_says_so():
     settings = chapter.CHAPTER.configure("cpu")
     assert settings.configs() == chapter.CHAPTER.configure("cpu", **chapter.FULL_CPU_DESIGN).configs()
-    note = chapter.budget_note(settings).data
-    assert chapter.predicted_minutes(settings) > chapter.CPU_BUDGET_MINUTES
-    assert f"over the {chapter.CPU_BUDGET_MINUTES}-minute budget" in note and "leaves out" not in note
+    finding = chapter.budget_finding(settings)
+    assert finding.costed and finding.over_budget and finding.cut == ()
+    assert finding.minutes == chapter.predicted_minutes(settings) > finding.budget_minutes == chapter.CPU_BUDGET_MINUTES
+    assert finding.n_runs == sum(r.seeds for r in finding.runs) and finding.full_runs == finding.runs
+    assert finding.cheap_runs == (chapter.RunCount("silu", 2), chapter.RunCount("none", 2)) and finding.cheap_seeds == 2
+    assert finding.cheap_minutes <= chapter.CPU_BUDGET_MINUTES
+    assert f"{finding.minutes:.0f} min" in chapter.budget_note(settings).data  # renders
+
+
+def test_the_budget_note_costs_only_the_cpu_scale():
+    finding = chapter.budget_finding(chapter.CHAPTER.configure("smoke"))
+    assert not finding.costed and not finding.over_budget and finding.cut == ()
+    assert finding.runs[0] == chapter.RunCount("silu", 2) and finding.steps == 16
+    assert (chapter.RunCount("a", 1).number, chapter.RunCount("a", 2).number) == ("one", "several")
 
 
 def test_the_cheaper_design_fits_the_budget():
@@ -75,7 +86,9 @@ def test_the_cheaper_design_fits_the_budget():
 def test_the_budget_note_names_the_runs_an_override_leaves_out():
     settings = chapter.CHAPTER.configure("cpu", depth_seeds=0)
     full = chapter.CHAPTER.configure("cpu")
-    assert f"leaves out runs of `{full.depth_label}`" in chapter.budget_note(settings).data
+    finding = chapter.budget_finding(settings)
+    assert finding.cut == (full.depth_label,) and finding.full_runs == chapter.run_counts(full)
+    assert finding.full_minutes == chapter.predicted_minutes(full) > finding.minutes
 
 
 def test_the_other_chapters_analyse_this_chapters_reference_runs():
@@ -124,17 +137,20 @@ def test_claims_are_reproduced_where_the_predicted_projections_are_continuous():
     assert by_key.loc["q-input-continuity", "ours_mean"] == pytest.approx(0.8)
     assert by_key.loc["activation-lowers-gate", "ours_mean"] == pytest.approx(0.65)
     assert by_key.loc["down-output-continuity", "baseline"] == pytest.approx(random_abs_cos(32))  # d_model side
-    assert chapter.softmax_note(claims) is None
+    assert chapter.softmax_finding(claims).case == "supported" and chapter.softmax_note(claims) is None
 
 
 def test_claims_are_not_reproduced_without_continuity_and_the_softmax_note_says_so():
     claims = chapter.transformer_claims(_table(high=0.15, ablated=0.15), DIMS).set_index("key")
     assert (claims["verdict"] == "not reproduced").all(), claims["verdict"]
-    note = chapter.softmax_note(claims.reset_index())
-    assert note is not None and "keep their input-space continuity without the softmax" in note.data
+    finding = chapter.softmax_finding(claims.reset_index())
+    assert finding.case == "not-supported"
+    assert finding.evidence == tuple(claims.loc[list(chapter.SOFTMAX_KEYS), "note"].str.split("; ").str[0])
+    assert finding.evidence[0] in chapter.softmax_note(claims.reset_index()).data  # renders
     # without the ablated variants, their claims are left out
     only_silu = chapter.transformer_claims(_table(high=0.8, ablated=0.15).query("condition == 'silu'"), DIMS)
-    assert list(only_silu["key"]) == KEYS[:8] and chapter.softmax_note(only_silu) is None
+    assert list(only_silu["key"]) == KEYS[:8] and chapter.softmax_finding(only_silu).case == "not-run"
+    assert chapter.softmax_note(only_silu) is None
 
 
 def _long_table() -> pd.DataFrame:
@@ -175,12 +191,32 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     assert up.early_verdict == "reproduced"
     assert "holds only early" in up.note and "change over the last third +0.00" in up.note  # settled by step 10
     assert "holds throughout" in claims.loc["q-input-continuity", "note"]
-    statement = chapter.holds_statement(results, claims.reset_index()).data
-    assert "**only early** (3): `up-input-continuity`, `v-low-input`, `activation-lowers-up`" in statement
-    assert "does not keep to the end of training** (`silu`, random baselines in the table): up v1 0.80 ± 0.01 at " \
-           "step 4 (reproduced), 0.15 ± 0.01 at the end (not reproduced)." in statement
-    depth = chapter.depth_statement(results).data
-    assert "`silu, 3 layers` (1 seed: its sd is undefined)" in depth and "Changed: `up-input-continuity` (0.15 ± 0.01, n = 3 → 0.80, n = 1): not reproduced → reproduced" in depth
+    assert "change over the last third" in claims.loc["v-low-input", "note"]  # V's claims: one quantity too
+    holds = chapter.holds_finding(results, claims.reset_index())
+    assert (holds.early_step, holds.end) == (4, 16)
+    assert [when for when, _ in holds.groups] == ["throughout", "only early"]
+    assert dict(holds.groups)["only early"] == ("up-input-continuity", "v-low-input", "activation-lowers-up")
+    lost = chapter.lost_finding(results, claims.reset_index())
+    assert lost.case == "some-lost" and lost.reference == "silu" and len(lost.lost) == 1
+    up_lost = lost.lost[0]
+    assert (up_lost.projection, up_lost.space, up_lost.early_verdict, up_lost.verdict, up_lost.case) == (
+        "up_proj", "input", "reproduced", "not reproduced", "alone")
+    assert (up_lost.early.mean, up_lost.early.std, up_lost.final.mean) == (pytest.approx(0.80), pytest.approx(0.01),
+                                                                          pytest.approx(0.15))
+    settled = chapter.settled_finding(results)  # Up fell before step 10, the start of the last third
+    assert (settled.case, settled.start, settled.end, settled.moving) == ("settled", 10, 16, ())
+    statement = chapter.holds_statement(results, claims.reset_index()).data  # renders
+    assert "`up-input-continuity`" in statement and "0.15 ± 0.01" in statement
+    depth = chapter.depth_finding(results)
+    assert depth.case == "one-seed" and (depth.depth_label, depth.n_layers, depth.steps) == ("silu, 3 layers", 2, 16)
+    assert [c.key for c in depth.changed] == ["up-input-continuity", "v-low-input"]
+    assert len(depth.same) + len(depth.changed) == 8
+    up_depth = depth.changed[0]
+    assert (up_depth.shallow.ours_mean, up_depth.shallow.n_seeds, up_depth.shallow.verdict) == (
+        pytest.approx(0.15), 3, "not reproduced")
+    assert (up_depth.deep.ours_mean, up_depth.deep.n_seeds, up_depth.deep.verdict) == (
+        pytest.approx(0.80), 1, "reproduced")
+    assert "`up-input-continuity`" in chapter.depth_statement(results).data  # renders
     horizon = chapter.horizon_table(results)
     row = horizon[(horizon.projection == "up") & (horizon.vector == "v1")].iloc[0]
     assert row["silu, step 4"] == "0.80 ± 0.01" and row["silu, step 16"] == "0.15 ± 0.01"
@@ -193,19 +229,34 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     loss = horizon[horizon.projection == "val. loss"].iloc[0]
     assert loss["silu, step 4"] == "5.10 ± 0.10" and loss["silu, step 16"] == "2.10 ± 0.10"
     assert loss["silu, 3 layers, step 16"] == "2.00 (1 seed)" and loss["random baseline"].endswith("(uniform)")
-    assert chapter.gap_sentence(results).endswith("(seed means): up v1 0.80 → 0.15 (gap 0.200 → 0.030).")
+    gaps = chapter.gap_finding(results)
+    assert (gaps.case, gaps.reference, gaps.early_step, gaps.end, gaps.threshold) == (
+        "moved", "silu", 4, 16, chapter.MOVED)
+    assert [(m.projection, m.space) for m in gaps.moved] == [("up_proj", "input")]
+    moved = gaps.moved[0]
+    assert [moved.before, moved.after, moved.gap_before, moved.gap_after] == pytest.approx([0.80, 0.15, 0.20, 0.03])
+    assert "0.80 → 0.15" in chapter.gap_sentence(results)  # renders
     steady = chapter.Results(settings, table[table.step != 16], chapter.projection_finals(table), DIMS)
     still = table[table.step <= 4]  # stops at the early horizon: nothing can have moved
-    assert "no predicted continuity moved by more than 0.1 between step 4 and step 16" in chapter.gap_sentence(
-        chapter.Results(settings, still, chapter.projection_finals(still), DIMS))
-    assert "up v1 0.80 → 0.15" in chapter.gap_sentence(steady)  # step 10 is the last step there
-    verdict = chapter.verdict(results, claims.reset_index()).data
-    assert "**Verdicts that differ between 4 steps and the end of training:**" in verdict
-    assert "reproduced early, not reproduced at the end" in verdict
-    assert chapter.pretrained_statement(results).data.startswith("No pretrained comparison")
-    without = chapter.depth_statement(chapter.Results(chapter.CHAPTER.configure("smoke", depth_seeds=0), table[
-        table.condition != "silu, 3 layers"], chapter.projection_finals(table), DIMS)).data
-    assert "was not run at this scale" in without
+    nothing = chapter.gap_finding(chapter.Results(settings, still, chapter.projection_finals(still), DIMS))
+    assert (nothing.case, nothing.moved, nothing.end) == ("none-moved", (), 16)
+    steady_gaps = chapter.gap_finding(steady)  # step 10 is the last step there
+    assert [(m.projection, m.before, m.after) for m in steady_gaps.moved] == [("up_proj", pytest.approx(0.80),
+                                                                              pytest.approx(0.15))]
+    from geocont.book.chapter import changed_verdicts
+    assert list(changed_verdicts(claims.reset_index())["key"]) == ["up-input-continuity", "v-low-input",
+                                                                   "activation-lowers-up"]
+    assert claims.loc["up-input-continuity", "claim"] in chapter.verdict(results, claims.reset_index()).data  # renders
+    pretrained = chapter.pretrained_finding(results)
+    assert pretrained.case == "not-analysed" and pretrained.comparisons == ()
+    without = chapter.depth_finding(chapter.Results(chapter.CHAPTER.configure("smoke", depth_seeds=0), table[
+        table.condition != "silu, 3 layers"], chapter.projection_finals(table), DIMS))
+    assert without.case == "not-run" and without.same == without.changed == ()
+    losses = chapter.loss_finding(results)
+    assert [v.label for v in losses.variants] == results.variants and losses.early_step == 4
+    assert (losses.variants[0].early.mean, losses.variants[0].final.mean) == (pytest.approx(5.1), pytest.approx(2.1))
+    profile = chapter.depth_profile_finding(results)
+    assert profile.case == "with-deeper" and profile.labels == ("silu", "silu, 3 layers")
 
 
 def test_an_early_step_outside_the_run_names_both_parameters():

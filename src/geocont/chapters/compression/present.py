@@ -1,4 +1,7 @@
-"""compression: what the chapter shows (figures, tables, computed prose), from :mod:`.compute`."""
+"""compression: what the chapter shows (figures, tables, computed prose), from :mod:`.compute`.
+
+Its sentences are templates in ``prose.md`` (:mod:`geocont.book.prose`), filled from the findings
+that :mod:`.compute` computes; nothing here decides what they say."""
 
 from __future__ import annotations
 
@@ -11,68 +14,53 @@ import seaborn as sns
 from IPython.display import Markdown
 
 from ... import plotting
-from ...book.chapter import claim, verdict_list
+from ...book import prose
+from ...book.chapter import verdict_list
 from ...book.figures import show_figure
-from ...layouts import PROJECTIONS
 from ...plotting import BASELINE_STYLE
 from ...sharing import SHARINGS
-from ...statistics import estimate
-from .compute import GUIDELINE, Results, _short, claims, grouping_penalty, sharing_key
+from .compute import (GUIDELINE, Results, _short, advantage_findings, budget_equality, cheapest_finding,
+                      error_loss_finding, evaluation_counts, grouping_findings, grouping_penalty, guideline_findings,
+                      scheme_counts, spread_case)
+
+PROSE = prose.Prose.of(__package__)
 
 
 def evaluated_note(results: Results) -> Markdown:
-    return Markdown(f"Evaluated: {', '.join(results.models)}; {len(results.summary)} compressed configurations, "
-                    f"{results.pruning.groupby(['model', 'seed', 'layer']).ngroups} pruned models.")
+    counts = evaluation_counts(results)
+    return Markdown(PROSE.render("evaluated", models=", ".join(counts.models), configurations=counts.configurations,
+                                 pruned=counts.pruned))
 
 
 def parameter_counts(results: Results) -> tuple[pd.DataFrame, Markdown]:
-    """Table 1: rank and stored parameters of each scheme, and how often the two spaces' budgets are equal."""
+    """Table 1: rank and stored parameters of each scheme, and how often the two spaces' budgets are
+    equal (:func:`.compute.budget_equality`)."""
     keys = ["model", "projection", "budget"]
-    counts = (results.summary.groupby([*keys, "sharing"], observed=True)
-              .agg(rank=("rank", "first"), parameters=("parameters", "first"), dense=("dense_parameters", "first"))
-              .reset_index())
+    counts = scheme_counts(results.summary)
     counts["cell"] = counts["rank"].astype(str) + " / " + counts["parameters"].map("{:,}".format)
     grid = counts.pivot_table(index=keys, columns="sharing", values="cell", aggfunc="first")
     grid = grid[[s for s in SHARINGS if s in grid.columns]]
     grid["dense"] = counts.groupby(keys)["dense"].first().map("{:,}".format)
-    equal = counts.pivot_table(index=keys, columns="sharing", values="parameters").eval("input == output")
-    caption = (f"**Table 1.** Rank *k* (per group) and stored parameters of each scheme, summed over the replaced "
-               f"layers. Input- and output-space sharing have exactly equal budgets in {int(equal.sum())} of "
-               f"{len(equal)} cases" + ("." if equal.all() else "; in the others they differ by less than one "
-                                        "rank's cost (see the counts)."))
+    equality = budget_equality(results)
+    caption = PROSE.choose("table1-caption", equality.case, equal=equality.equal, cases=equality.cases)
     return grid.rename(columns=lambda c: f"{c}: rank / params" if c != "dense" else "dense params"), Markdown(caption)
 
 
-def _mean_loss_by_scheme(results: Results) -> pd.DataFrame:
-    """Mean loss increase (over seeds) per model, projection and budget (rows) and sharing (columns)."""
-    means = results.summary.groupby(["model", "projection", "budget", "sharing"], observed=True)["loss_increase"].mean()
-    return means.unstack("sharing")
-
-
 def cheapest_schemes(results: Results) -> tuple[pd.DataFrame, Markdown]:
-    """Table 2: the scheme with the smallest loss increase per projection and budget."""
-    best = _mean_loss_by_scheme(results)
-    choice = best.idxmin(axis=1).unstack("budget")
-    choice = choice.loc[[(m, p) for m in results.models for p in results.projections if (m, p) in choice.index]]
-    wins = best.idxmin(axis=1).value_counts()
-    caption = ("**Table 2.** The cheapest scheme (smallest loss increase, mean over seeds) for each projection and "
-               "budget: what a practitioner would pick. Counts over all rows: "
-               + ", ".join(f"{k} {v}" for k, v in wins.items()) + ".")
-    return choice.rename(columns=lambda b: f"budget {b:g}"), Markdown(caption)
+    """Table 2: the scheme with the smallest loss increase per projection and budget
+    (:func:`.compute.cheapest_finding`)."""
+    finding = cheapest_finding(results)
+    wins = ", ".join(PROSE.render("table2-win", scheme=scheme, count=count) for scheme, count in finding.wins)
+    return (finding.table.rename(columns=lambda b: f"budget {b:g}"),
+            Markdown(PROSE.render("table2-caption", wins=wins)))
 
 
 def error_and_loss(results: Results) -> tuple[Any, Markdown]:
-    """Table 3: reconstruction error and loss increase per scheme at the middle budget."""
-    middle = results.settings.middle_budget
-    table = results.summary[results.summary["budget"] == middle]
-    errors = table.pivot_table(index=["model", "projection"], columns="sharing", values="relative_error", aggfunc="mean")
-    losses = table.pivot_table(index=["model", "projection"], columns="sharing", values="loss_increase", aggfunc="mean")
-    both = pd.concat({"relative reconstruction error": errors, "loss increase (nats/token)": losses}, axis=1)
-    agree = (errors["input"] < errors["output"]) == (losses["input"] < losses["output"])
-    caption = (f"**Table 3.** Reconstruction error ‖W − W̃‖/‖W‖ (over the replaced layers) and loss increase at "
-               f"budget {middle:g} (mean over seeds for our models). The space with the smaller reconstruction "
-               f"error is also the one with the smaller loss increase in {int(agree.sum())} of {len(agree)} rows.")
-    return both.style.format(precision=3), Markdown(caption)
+    """Table 3: reconstruction error and loss increase per scheme at the middle budget
+    (:func:`.compute.error_loss_finding`)."""
+    finding = error_loss_finding(results)
+    caption = PROSE.render("table3-caption", budget=finding.budget, agree=finding.agree, rows=finding.rows)
+    return finding.table.style.format(precision=3), Markdown(caption)
 
 
 #: Legend label and line style of each sharing scheme (fixed across the chapter's figures).
@@ -126,11 +114,9 @@ def tradeoff_figures(results: Results) -> None:
     for number, model in enumerate(results.models, start=1):
         frame = results.summary[results.summary["model"] == model]
         fig = plot_sharing_tradeoff(frame, results.projections, title=model)
-        spread = "mean ± 1 sd over seeds" if frame["seed"].nunique() > 1 else "one model; the dots are budgets"
-        show_figure(fig, f"compression-tradeoff-{number}",
-                    f"{model}: loss increase on held-out text when one projection type is replaced in every group of "
-                    f"{results.settings.group_size} adjacent layers, against the parameters kept ({spread}). Lower is "
-                    "better; the panel title gives the paper's recommended space.")
+        show_figure(fig, f"compression-tradeoff-{number}", PROSE.render(
+            "tradeoff-caption", model=model, group_size=results.settings.group_size,
+            spread=PROSE.choose("tradeoff-spread", spread_case(frame))))
 
 
 def advice_figure(results: Results) -> None:
@@ -145,23 +131,16 @@ def advice_figure(results: Results) -> None:
     ax.set(xlabel="", ylim=(-1.05, 1.05), ylabel="input-space advantage\n(+: share input, −: share output)",
            title="which space to share: input-space advantage at equal parameter budget")
     fig.tight_layout()
-    lines = []
-    for model in results.models:
-        adv = advantage[advantage["model"] == model]
-        parts = [f"{_short(p)} {estimate(adv.loc[adv.projection == p, 'advantage'])}" for p in projections]
-        lines.append(f"{model}: " + ", ".join(parts))
-    show_figure(fig, "compression-advice",
-                "The practitioner's summary: for each projection, which space's shared basis loses less loss at the "
-                "same parameter budget (bar: mean; dots: each budget and seed; +1: only input-space sharing is cheap, "
-                "−1: only output-space). Input-space advantage, mean ± sd over budgets and seeds: "
-                + "; ".join(lines) + ".")
+    models = "; ".join(PROSE.render("advice-model", model=m.model, advantages=", ".join(
+        PROSE.render("advice-item", projection=_short(p), advantage=value) for p, value in m.advantages))
+        for m in advantage_findings(results))
+    show_figure(fig, "compression-advice", PROSE.render("advice-caption", models=models))
 
 
 def grouping_figure(results: Results) -> None:
     """Per model: how much larger the reconstruction error is with distant groups, per projection and space."""
     models, projections, colours = results.models, results.projections, sharing_colours()
     fig, axes = plt.subplots(1, len(models), figsize=(6.5 * len(models), 4.2), squeeze=False, sharey=True)
-    parts = []
     for ax, model in zip(axes[0], models):
         frame = grouping_penalty(results.grouping[results.grouping["model"] == model])
         bars = frame.assign(penalty=100 * frame["penalty"], scheme=frame["sharing"].map(
@@ -173,20 +152,12 @@ def grouping_figure(results: Results) -> None:
         ax.axhline(0, **BASELINE_STYLE)
         ax.set(xlabel="", ylabel="reconstruction error, distant\nvs adjacent groups (% larger)")
         ax.set_title(model, fontsize="medium")
-        by_space = frame.groupby(["projection", "sharing"])["penalty"].mean()
-        positive = int((by_space > 0).sum())
-        by_space = by_space.unstack("sharing")
-        guided = [p for p in by_space.index if GUIDELINE[p]]
-        agree = [_short(p) for p in guided if by_space.loc[p, GUIDELINE[p]] > by_space.loc[p].drop(GUIDELINE[p]).max()]
-        parts.append(f"{model}: distant groups reconstruct worse in {positive} of "
-                     f"{frame.groupby(['projection', 'sharing']).ngroups} projection × space cases, by "
-                     f"{100 * frame['penalty'].mean():+.1f}% of the error on average (largest "
-                     f"{100 * frame['penalty'].max():+.1f}%); adjacency helps more in the paper's space than in the "
-                     f"other for {len(agree)} of {len(guided)} projections ({', '.join(agree) or 'none'})")
     fig.tight_layout()
-    show_figure(fig, "compression-grouping",
-                "Increase in relative reconstruction error when each shared basis serves distant instead of adjacent "
-                "layers (same parameters; bar: mean over seeds, dots: seeds). " + "; ".join(parts) + ".")
+    parts = "; ".join(PROSE.render("grouping-model", model=g.model, worse=g.worse, cases=g.cases,
+                                   mean_percent=g.mean_percent, max_percent=g.max_percent, n_agree=len(g.agree),
+                                   guided=g.guided, agree=", ".join(_short(p) for p in g.agree) or PROSE.render("none"))
+                      for g in grouping_findings(results))
+    show_figure(fig, "compression-grouping", PROSE.render("grouping-caption", models=parts))
 
 
 def pruning_figure(results: Results) -> None:
@@ -206,32 +177,22 @@ def pruning_figure(results: Results) -> None:
         ax.set_ylabel("loss increase when dropped (nats/token)")
         ax.set_title(f"{model}: {results.correlations[model]}", fontsize="medium")
     fig.tight_layout()
-    show_figure(fig, "compression-pruning",
-                "Loss increase when one block is dropped against that block's continuity with its neighbours "
-                "(symmetric-log axis where one block dominates); colour: block index. "
-                + "; ".join(f"{m}: {c}" for m, c in results.correlations.items()) + ". Block 0 (one neighbour, "
-                "the largest cost) can drive a rank correlation on its own, so it is also reported without it.")
+    correlations = "; ".join(PROSE.render("pruning-item", model=m, correlation=c)
+                             for m, c in results.correlations.items())
+    show_figure(fig, "compression-pruning", PROSE.render("pruning-caption", correlations=correlations))
 
 
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
-    return Markdown(verdict_list(claims, f"At the `{results.settings.scale}` scale:"))
+    return Markdown(verdict_list(claims, PROSE.render("verdict-intro", scale=results.settings.scale)))
 
 
 def in_short(results: Results, claims: pd.DataFrame) -> Markdown:
-    """Per model: where the paper's space was the cheaper one, and the cheapest scheme's counts."""
-    best = _mean_loss_by_scheme(results)
-    guided = [p for p in PROJECTIONS if GUIDELINE[p] and p in results.projections]
-    lines = []
-    for model in results.models:
-        signed = {_short(p): claim(claims, sharing_key(model, p))["ours_mean"] for p in guided}
-        right = [p for p, value in signed.items() if value > 0]
-        wrong = [p for p, value in signed.items() if value < 0]
-        cheapest = best.loc[model].idxmin(axis=1).value_counts()
-        lines.append(f"- **{model}**: the paper's space was the cheaper one on average for "
-                     f"{', '.join(right) or 'no projection'} and the more expensive one for "
-                     f"{', '.join(wrong) or 'no projection'}; over projections × budgets the cheapest scheme was "
-                     + ", ".join(f"{k} ({v}×)" for k, v in cheapest.items()) + ".")
-    return Markdown("**In short.**\n\n" + "\n".join(lines) + "\n\nA positive advantage that is not *reproduced* "
-                    "is a lean, not a result: it is smaller than the 0.10 margin or than two spreads. Sharing here is "
-                    "applied without fine-tuning; with fine-tuning every loss increase would shrink, and the ordering "
-                    "of the schemes might change.")
+    """Per model: where the paper's space was the cheaper one, and the cheapest scheme's counts
+    (:func:`.compute.guideline_findings`)."""
+    none = PROSE.render("no-projection")
+    models = "\n".join(PROSE.render(
+        "in-short-model", model=g.model, cheaper=", ".join(map(_short, g.cheaper)) or none,
+        dearer=", ".join(map(_short, g.dearer)) or none,
+        cheapest=", ".join(PROSE.render("in-short-cheapest", scheme=k, count=v) for k, v in g.cheapest))
+        for g in guideline_findings(results, claims))
+    return Markdown(PROSE.render("in-short", models=models))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -10,16 +11,16 @@ from typing import Any
 import pandas as pd
 
 from ...analyzer import analyze
-from ...book.chapter import Chapter, ClaimsBuilder, with_early
+from ...book.chapter import Chapter, ClaimsBuilder, claim, with_early
 from ...config import LMRunConfig
 from ...lm import run_lm_sweep
 from ...metrics import random_abs_cos, vector_name
 from ...pretrained import ModelNotAvailable
-from ...statistics import (Estimate, at_final_step, change_over_last_per_run, estimate, holds_when,
-                           verdict_for_difference)
+from ...statistics import (DIFFERENCE_MARGIN, Estimate, at_final_step, at_step, change_over_last_per_run, estimate, holds_when, per_run,
+                           settled, verdict_for_difference)
 from ...sweeps import predicted_wall_seconds
 from ...tables import RUN_KEYS
-from ...transformer import build_llama, parameter_count, projection_dims
+from ...transformer import PROJECTIONS, build_llama, parameter_count, projection_dims
 from .. import lm_runs
 from ..lm_runs import LM_VARIANTS, MAIN_VARIANTS, PROJECTION_PREDICTIONS, LMChapterSettings
 
@@ -238,8 +239,11 @@ def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], ref
     return out.table()
 
 
-#: The claim keys judged on one projection's continuity (for the late-change note).
-_CLAIM_QUANTITY = {f"{_short(p)}-{s}-continuity": (p, s) for p, s, _ in PROJECTION_PREDICTIONS}
+#: The claim keys judged on one projection's continuity, and V's two (for the late-change note, the
+#: lost continuities and the pretrained comparison). The V keys used to be added by importing
+#: :mod:`.present`, which the notebook does before its claims; they are listed here now.
+_CLAIM_QUANTITY = {f"{_short(p)}-{s}-continuity": (p, s) for p, s, _ in PROJECTION_PREDICTIONS} | {
+    "v-low-input": ("v_proj", "input"), "v-low-output": ("v_proj", "output")}
 
 
 def claims(results: Results) -> pd.DataFrame:
@@ -260,3 +264,413 @@ def claims(results: Results) -> pd.DataFrame:
                                                                           " (1 seed)"))
         notes.append("; ".join(([row.note] if row.note else []) + parts))
     return table.assign(note=notes)
+
+
+# --- Findings: what the chapter's computed sentences say, as values. present.py words them from the
+# templates in prose.md; every comparison, threshold and "which case applies" is decided here. ---
+
+
+@dataclass(frozen=True)
+class RunCount:
+    """One run label and its number of seeds."""
+
+    label: str
+    seeds: int
+
+    @property
+    def number(self) -> str:
+        """"one" seed or "several" (the variant of its wording)."""
+        return "one" if self.seeds == 1 else "several"
+
+
+def run_counts(settings: LMChapterSettings) -> tuple[RunCount, ...]:
+    """The run labels of ``settings`` with their number of seeds, in order."""
+    return tuple(RunCount(label, len(configs)) for label, configs in settings.configs().items())
+
+
+@dataclass(frozen=True)
+class BudgetFinding:
+    """What the chapter runs, and at ``cpu`` its predicted cold cost against the budget.
+
+    ``costed``: the cost is predicted (the ``cpu`` scale only); ``over_budget``: the prediction is
+    over :data:`CPU_BUDGET_MINUTES`, and then ``cheap_*`` and ``rerun_flags`` describe the re-run
+    within it (:data:`BUDGET_CPU_DESIGN`); ``cut``: the labels of which this build leaves out seeds
+    that the full design (:data:`FULL_CPU_DESIGN`, ``full_*``) runs."""
+
+    scale: str
+    steps: int
+    runs: tuple[RunCount, ...]
+    costed: bool = False
+    minutes: float = math.nan
+    n_runs: int = 0
+    step_seconds_4: float = CPU_SECONDS_PER_STEP[4]
+    step_seconds_8: float = CPU_SECONDS_PER_STEP[8]
+    budget_minutes: int = CPU_BUDGET_MINUTES
+    over_budget: bool = False
+    full_runs: tuple[RunCount, ...] = ()
+    full_minutes: float = math.nan
+    cheap_runs: tuple[RunCount, ...] = ()
+    cheap_minutes: float = math.nan
+    cheap_seeds: int = 0
+    rerun_flags: str = ""
+    cut: tuple[str, ...] = ()
+
+
+def budget_finding(settings: LMChapterSettings) -> BudgetFinding:
+    """:class:`BudgetFinding` of ``settings``."""
+    finding = BudgetFinding(settings.scale, settings.base.steps, run_counts(settings))
+    if settings.scale != "cpu":
+        return finding
+    full = CHAPTER.configure(settings.scale, **{**settings.overrides, **FULL_CPU_DESIGN})
+    cheap = CHAPTER.configure(settings.scale, **{**settings.overrides, **BUDGET_CPU_DESIGN})
+    minutes = predicted_minutes(settings)
+    flags = " ".join(f'-p {name} "{list(value)!r}"' if name == "variants" else f"-p {name} {len(value)}"
+                     for name, value in BUDGET_CPU_DESIGN.items())  # seed lists as counts
+    cut = tuple(label for label, c in full.configs().items()
+                if {x.seed for x in c} - {x.seed for x in settings.configs().get(label, [])})
+    return dataclasses.replace(
+        finding, costed=True, minutes=minutes, n_runs=sum(len(c) for c in settings.configs().values()),
+        over_budget=minutes > CPU_BUDGET_MINUTES, full_runs=run_counts(full), full_minutes=predicted_minutes(full),
+        cheap_runs=run_counts(cheap), cheap_minutes=predicted_minutes(cheap), cheap_seeds=len(cheap.seeds),
+        rerun_flags=flags, cut=cut)
+
+
+@dataclass(frozen=True)
+class VariantLoss:
+    """One run label's validation loss (seed mean ± sd) at the early horizon and at the end."""
+
+    label: str
+    early: Estimate
+    final: Estimate
+
+
+@dataclass(frozen=True)
+class LossFinding:
+    """Every run label's validation loss at ``early_step`` and at the end; ``uniform``: uniform guessing."""
+
+    early_step: int
+    variants: tuple[VariantLoss, ...]
+    uniform: float
+
+
+def loss_finding(results: Results) -> LossFinding:
+    """:class:`LossFinding` of ``results``."""
+    early = results.settings.early_step
+    val = per_run(results.table, "val_loss", "", 0)
+    return LossFinding(early, tuple(
+        VariantLoss(v, estimate(at_step(val, early).query("condition == @v")["value"]),
+                    estimate(at_final_step(val).query("condition == @v")["value"])) for v in results.variants),
+        math.log(results.settings.base.shape.vocab_size))
+
+
+def gap_values(table: pd.DataFrame) -> pd.DataFrame:
+    """Per run, projection (``group``) and step: the relative gap (s1 - s2) / s1 of the weight
+    matrix, mean over layers (``weight_gap``, direction 1). v1 and u1 are only as well defined as
+    this gap: where it is small, a small change of the weights can swap the leading direction."""
+    rows = table[(table["metric"] == "weight_gap") & (table["direction"] == 1)]
+    return rows.groupby(RUN_KEYS + ["group", "step"], observed=True)["value"].mean().reset_index()
+
+
+#: A continuity "moved" between the early horizon and the end when its seed mean changed by more than the
+#: book's margin (:data:`geocont.statistics.DIFFERENCE_MARGIN`).
+
+
+@dataclass(frozen=True)
+class MovedContinuity:
+    """A predicted continuity that moved by more than :data:`DIFFERENCE_MARGIN`: its seed mean and its
+    projection's spectral gap (seed mean), at the early horizon and at the end."""
+
+    projection: str
+    space: str
+    before: float
+    after: float
+    gap_before: float
+    gap_after: float
+
+
+@dataclass(frozen=True)
+class GapFinding:
+    """``case``: "moved" (``moved`` lists them) or "none-moved"."""
+
+    case: str
+    reference: str
+    early_step: int
+    end: int
+    threshold: float
+    moved: tuple[MovedContinuity, ...]
+
+
+def gap_finding(results: Results) -> GapFinding:
+    """For the reference variant: the predicted continuities that moved by more than :data:`DIFFERENCE_MARGIN`
+    between the early horizon and the end, each beside its projection's spectral gap at both steps
+    (an association across projections, not a test of cause)."""
+    early_step, end = results.settings.early_step, results.settings.base.steps
+    continuity, gaps = projection_values(results.table), gap_values(results.table)
+    reference = results.reference
+    continuity, gaps = continuity[continuity.condition == reference], gaps[gaps.condition == reference]
+    moved = []
+    for projection, space, _ in PROJECTION_PREDICTIONS:
+        frame = continuity[(continuity.group == projection) & (continuity.space == space)]
+        before, after = estimate(at_step(frame, early_step)["value"]), estimate(at_final_step(frame)["value"])
+        if math.isnan(before.mean) or abs(after.mean - before.mean) <= DIFFERENCE_MARGIN:
+            continue
+        gap = gaps[gaps.group == projection]
+        gap_before, gap_after = estimate(at_step(gap, early_step)["value"]), estimate(at_final_step(gap)["value"])
+        moved.append(MovedContinuity(projection, space, before.mean, after.mean, gap_before.mean, gap_after.mean))
+    return GapFinding("moved" if moved else "none-moved", reference, early_step, end, DIFFERENCE_MARGIN, tuple(moved))
+
+
+@dataclass(frozen=True)
+class ProjectionEstimates:
+    """One projection's continuity (seed mean ± sd) in the input (v1) and the output (u1) space."""
+
+    projection: str
+    input: Estimate
+    output: Estimate
+
+
+def final_estimates(results: Results) -> tuple[ProjectionEstimates, ...]:
+    """Every projection's final continuity in both spaces, for the reference variant."""
+    return tuple(ProjectionEstimates(p, *(_estimate(results.finals, results.reference, p, s)
+                                          for s in ("input", "output"))) for p in PROJECTIONS)
+
+
+@dataclass(frozen=True)
+class DepthProfileFinding:
+    """The run labels the depth profile shows (the reference, and the deeper model where it ran);
+    ``case``: "with-deeper" or "reference-only"."""
+
+    case: str
+    labels: tuple[str, ...]
+    depth_label: str
+
+
+def depth_profile_finding(results: Results) -> DepthProfileFinding:
+    """:class:`DepthProfileFinding` of ``results``."""
+    labels = tuple(v for v in results.variants if v in (results.reference, results.settings.depth_label))
+    return DepthProfileFinding("with-deeper" if len(labels) > 1 else "reference-only", labels,
+                               results.settings.depth_label)
+
+
+#: A quantity "has settled" when its mean changed by at most this over the last third of training.
+SETTLED_TOLERANCE = 0.05
+
+
+def pretrained_estimate(results: Results, projection: str, space: str) -> Estimate:
+    """Mean ± sd over the pretrained checkpoint's adjacent layer pairs (not over seeds)."""
+    if results.pretrained is None:
+        return Estimate(math.nan, math.nan, 0)
+    rows = results.pretrained[results.pretrained["projection"] == projection]
+    return estimate(rows["v1_cos" if space == "input" else "u1_cos"])
+
+
+@dataclass(frozen=True)
+class StillMoving:
+    """A projection's continuity that changed by more than :data:`SETTLED_TOLERANCE` over the last third."""
+
+    projection: str
+    space: str
+    change: float
+
+
+@dataclass(frozen=True)
+class SettledFinding:
+    """``case``: "settled" (every projection's continuity) or "moving" (``moving`` lists those that were not)."""
+
+    case: str
+    reference: str
+    start: int
+    end: int
+    tolerance: float
+    moving: tuple[StillMoving, ...]
+
+
+def settled_finding(results: Results) -> SettledFinding:
+    """Which projections' continuity was still moving over the last third of training (reference variant)."""
+    changes = late_changes(results.table)
+    moving = []
+    for projection in PROJECTIONS:
+        for space in ("input", "output"):
+            change = _estimate(changes, results.reference, projection, space)
+            if not settled(change, SETTLED_TOLERANCE):
+                moving.append(StillMoving(projection, space, change.mean))
+    start = int(changes["start"].min()) if len(changes) else 0
+    return SettledFinding("moving" if moving else "settled", results.reference, start, results.settings.base.steps,
+                          SETTLED_TOLERANCE, tuple(moving))
+
+
+@dataclass(frozen=True)
+class HoldsFinding:
+    """The claims' keys grouped by when they hold (:func:`geocont.statistics.holds_when`), in order
+    of first appearance."""
+
+    early_step: int
+    end: int
+    groups: tuple[tuple[str, tuple[str, ...]], ...]
+
+
+def holds_finding(results: Results, claims: pd.DataFrame) -> HoldsFinding:
+    """:class:`HoldsFinding` of a claims table with early verdicts."""
+    groups: dict[str, list[str]] = {}
+    for row in claims.itertuples():
+        groups.setdefault(holds_when(row.early_verdict, row.verdict), []).append(row.key)
+    return HoldsFinding(results.settings.early_step, results.settings.base.steps,
+                        tuple((when, tuple(keys)) for when, keys in groups.items()))
+
+
+@dataclass(frozen=True)
+class LostContinuity:
+    """A predicted continuity that does not hold at the end: its value and verdict early and at the
+    end (reference variant), and the pretrained checkpoint's (None where it was not analysed)."""
+
+    projection: str
+    space: str
+    early: Estimate
+    early_verdict: str
+    final: Estimate
+    verdict: str
+    pretrained: Estimate | None
+
+    @property
+    def case(self) -> str:
+        """"with-pretrained" where the pretrained checkpoint's value is known, else "alone"."""
+        return "alone" if self.pretrained is None else "with-pretrained"
+
+
+@dataclass(frozen=True)
+class LostFinding:
+    """``case``: "some-lost" (``lost`` lists them) or "all-kept"."""
+
+    case: str
+    reference: str
+    early_step: int
+    pretrained: str | None
+    lost: tuple[LostContinuity, ...]
+
+
+def lost_finding(results: Results, claims: pd.DataFrame) -> LostFinding:
+    """The predicted continuities that do not hold at the end of training (lost, or never reached)."""
+    lost = []
+    for row in claims.itertuples():
+        if row.key not in _CLAIM_QUANTITY or row.key.startswith("v-low") or row.verdict == "reproduced":
+            continue
+        projection, space = _CLAIM_QUANTITY[row.key]
+        lost.append(LostContinuity(
+            projection, space, _estimate(results.early_finals, results.reference, projection, space), row.early_verdict,
+            _estimate(results.finals, results.reference, projection, space), row.verdict,
+            None if results.pretrained is None else pretrained_estimate(results, projection, space)))
+    return LostFinding("some-lost" if lost else "all-kept", results.reference, results.settings.early_step,
+                       results.settings.pretrained, tuple(lost))
+
+
+@dataclass(frozen=True)
+class ClaimValue:
+    """A claim's value as the claims table has it (mean, sd, n) and its verdict."""
+
+    ours_mean: float
+    ours_std: float
+    n_seeds: int
+    verdict: str
+
+
+@dataclass(frozen=True)
+class DepthComparison:
+    """One claim judged on the reference variant (``shallow``) and on the deeper model (``deep``)."""
+
+    key: str
+    shallow: ClaimValue
+    deep: ClaimValue
+
+    @property
+    def same(self) -> bool:
+        return self.shallow.verdict == self.deep.verdict
+
+
+@dataclass(frozen=True)
+class DepthFinding:
+    """Whether the deeper model changes the pattern. ``case``: "not-run", or "one-seed" / "several-seeds"
+    (the deeper model's seeds); ``same`` and ``changed``: the claims whose verdict it keeps or changes."""
+
+    case: str
+    depth_label: str
+    depth_layers: int
+    reference: str
+    n_layers: int
+    steps: int
+    same: tuple[DepthComparison, ...] = ()
+    changed: tuple[DepthComparison, ...] = ()
+
+
+def depth_finding(results: Results) -> DepthFinding:
+    """The deeper model's verdicts beside the reference variant's, claim by claim."""
+    settings = results.settings
+    finding = DepthFinding("not-run", settings.depth_label, settings.depth_layers, results.reference,
+                           settings.base.shape.n_layers, settings.base.steps)
+    if settings.depth_label not in results.variants:
+        return finding
+    shallow = transformer_claims(results.table, results.dims, reference=results.reference, no_activation=None,
+                                 linear_attention=None)
+    deep = transformer_claims(results.table, results.dims, reference=settings.depth_label, no_activation=None,
+                              linear_attention=None).set_index("key")
+
+    def value(row: Any) -> ClaimValue:
+        return ClaimValue(float(row.ours_mean), float(row.ours_std), int(row.n_seeds), row.verdict)
+
+    comparisons = [DepthComparison(row.key, value(row), value(deep.loc[row.key])) for row in shallow.itertuples()]
+    return dataclasses.replace(finding, case="one-seed" if len(settings.depth_seeds) == 1 else "several-seeds",
+                               same=tuple(c for c in comparisons if c.same),
+                               changed=tuple(c for c in comparisons if not c.same))
+
+
+@dataclass(frozen=True)
+class PretrainedComparison:
+    """One projection's continuity in the space of its claim: ours at the end and at the early
+    horizon (spread over seeds), and the pretrained checkpoint's (spread over its layer pairs)."""
+
+    projection: str
+    space: str
+    final: Estimate
+    early: Estimate
+    pretrained: Estimate
+
+
+@dataclass(frozen=True)
+class PretrainedFinding:
+    """``case``: "compared" or "not-analysed" (``status`` says why, or what was analysed)."""
+
+    case: str
+    status: str
+    early_step: int
+    comparisons: tuple[PretrainedComparison, ...] = ()
+
+
+def pretrained_finding(results: Results) -> PretrainedFinding:
+    """Our settled values beside the pretrained checkpoint's, for the predicted projections and V."""
+    step = results.settings.early_step
+    if results.pretrained is None:
+        return PretrainedFinding("not-analysed", results.pretrained_status, step)
+    return PretrainedFinding("compared", results.pretrained_status, step, tuple(
+        PretrainedComparison(projection, space, _estimate(results.finals, results.reference, projection, space),
+                             _estimate(results.early_finals, results.reference, projection, space),
+                             pretrained_estimate(results, projection, space))
+        for projection, space in dict.fromkeys(_CLAIM_QUANTITY.values())))
+
+
+@dataclass(frozen=True)
+class SoftmaxFinding:
+    """What the linear-attention ablation says of the softmax claim. ``case``: "not-run" (no
+    ablation claims), "supported" (one of them is reproduced) or "not-supported"; ``evidence``:
+    each claim's estimates (the first part of its note)."""
+
+    case: str
+    evidence: tuple[str, ...] = ()
+
+
+def softmax_finding(claims: pd.DataFrame) -> SoftmaxFinding:
+    """:class:`SoftmaxFinding` of a claims table."""
+    rows = [claim(claims, key) for key in SOFTMAX_KEYS if key in set(claims["key"])]
+    if not rows:
+        return SoftmaxFinding("not-run")
+    if any(row["verdict"] == "reproduced" for row in rows):
+        return SoftmaxFinding("supported")
+    return SoftmaxFinding("not-supported", tuple(row["note"].split("; ")[0] for row in rows))

@@ -1,4 +1,7 @@
-"""transformer_projections: what the chapter shows (figures, tables, computed prose), from :mod:`.compute`."""
+"""transformer_projections: what the chapter shows (figures, tables, computed prose), from :mod:`.compute`.
+
+Its sentences are templates in ``prose.md`` (:mod:`geocont.book.prose`), filled from the findings
+that :mod:`.compute` computes; nothing here decides what they say."""
 
 from __future__ import annotations
 
@@ -10,55 +13,52 @@ import seaborn as sns
 from IPython.display import HTML, Markdown
 
 from ... import plotting
-from ...book.chapter import changed_verdicts_sentence, claim, ours_text, undefined_sentence, verdict_list
+from ...book import prose
+from ...book.chapter import changed_verdicts_sentence, ours_text, undefined_sentence, verdict_list
 from ...book.figures import show_figure
 from ...metrics import random_abs_cos, vector_name
-from ...statistics import Estimate, at_final_step, at_step, estimate, holds_when, per_run, settled
-from ...tables import RUN_KEYS
+from ...statistics import at_final_step, at_step, estimate, per_run
 from ...transformer import PROJECTIONS
-from ..lm_runs import PROJECTION_PREDICTIONS, LMChapterSettings
-from .compute import (BUDGET_CPU_DESIGN, CHAPTER, CPU_BUDGET_MINUTES, CPU_SECONDS_PER_STEP, FULL_CPU_DESIGN, Results,
-                      SOFTMAX_KEYS, _CLAIM_QUANTITY, _estimate, _short, claims, late_changes, predicted_minutes,
-                      projection_values, transformer_claims)
+from .compute import (Results, RunCount, _estimate, _short, budget_finding, depth_finding,
+                      depth_profile_finding, final_estimates, gap_finding, gap_values, holds_finding, late_changes,
+                      loss_finding, lost_finding, pretrained_estimate, pretrained_finding, projection_values,
+                      settled_finding, softmax_finding)
+from ..lm_runs import LMChapterSettings
+
+PROSE = prose.Prose.of(__package__)
 
 
-def _runs_text(settings: LMChapterSettings) -> str:
-    return "; ".join(f"`{label}` {len(c)} seed{'s' if len(c) > 1 else ''}" for label, c in settings.configs().items())
+def _runs_text(runs: tuple[RunCount, ...]) -> str:
+    return "; ".join(PROSE.choose("run-count", run.number, label=run.label, seeds=run.seeds) for run in runs)
+
+
+def _code(names) -> str:
+    return ", ".join(f"`{name}`" for name in names)
 
 
 def budget_note(settings: LMChapterSettings) -> Markdown:
     """What the chapter runs at this scale, what it costs cold on 2 workers against the book's budget,
-    and (where an override left runs out) what the full design would add."""
-    text = f"**What runs here.** {_runs_text(settings)}, each {settings.base.steps:,} steps."
-    if settings.scale != "cpu":
-        return Markdown(text)
-    full = CHAPTER.configure(settings.scale, **{**settings.overrides, **FULL_CPU_DESIGN})
-    cheap = CHAPTER.configure(settings.scale, **{**settings.overrides, **BUDGET_CPU_DESIGN})
-    ours, runs = predicted_minutes(settings), sum(len(c) for c in settings.configs().values())
-    text += (f" Predicted cold time on 2 one-thread workers: **{ours:.0f} min** for {runs} runs, from the measured "
-             f"{CPU_SECONDS_PER_STEP[4]:.3f} s per step of the 4-layer model and {CPU_SECONDS_PER_STEP[8]:.2f} s of "
-             "the 8-layer one (recording adds about 1%).")
-    if ours > CPU_BUDGET_MINUTES:
-        budget_flags = " ".join(f'-p {name} "{list(value)!r}"' if name == "variants" else f"-p {name} {len(value)}"
-                                for name, value in BUDGET_CPU_DESIGN.items())  # seed lists as counts
-        text += (f" That is over the {CPU_BUDGET_MINUTES}-minute budget of this chapter: {_runs_text(full)}, each "
-                 f"{settings.base.steps:,} steps, cost this much on two cores, and the verdicts need all of them. A re-run "
-                 f"within the budget (`{budget_flags}`, {_runs_text(cheap)}) takes about "
-                 f"{predicted_minutes(cheap):.0f} min; with {len(cheap.seeds)} seeds its ± is the sd of "
-                 f"{len(cheap.seeds)} values.")
-    cut = [label for label, c in full.configs().items()
-           if {x.seed for x in c} - {x.seed for x in settings.configs().get(label, [])}]
-    if cut:
-        text += (f" This build leaves out runs of {', '.join(f'`{label}`' for label in cut)} that the `cpu` preset "
-                 f"has ({_runs_text(full)}, about {predicted_minutes(full):.0f} min); every figure and table below "
-                 "handles them when they are run.")
-    return Markdown(text)
+    and (where an override left runs out) what the full design would add (:func:`.compute.budget_finding`)."""
+    finding = budget_finding(settings)
+    parts = [PROSE.render("budget-runs", runs=_runs_text(finding.runs), steps=finding.steps)]
+    if finding.costed:
+        parts.append(PROSE.render("budget-cost", minutes=finding.minutes, n_runs=finding.n_runs,
+                                  step_seconds_4=finding.step_seconds_4, step_seconds_8=finding.step_seconds_8))
+    if finding.over_budget:
+        parts.append(PROSE.render("budget-over", budget_minutes=finding.budget_minutes,
+                                  full_runs=_runs_text(finding.full_runs), steps=finding.steps,
+                                  rerun_flags=finding.rerun_flags, cheap_runs=_runs_text(finding.cheap_runs),
+                                  cheap_minutes=finding.cheap_minutes, cheap_seeds=finding.cheap_seeds))
+    if finding.cut:
+        parts.append(PROSE.render("budget-cut", cut=_code(finding.cut), full_runs=_runs_text(finding.full_runs),
+                                  full_minutes=finding.full_minutes))
+    return Markdown(" ".join(parts))
 
 
 def trained_note(results: Results) -> Markdown:
     runs = results.settings.configs()
-    return Markdown(f"{sum(len(c) for c in runs.values())} runs trained ({', '.join(runs)}). "
-                    + undefined_sentence(results.table))
+    return Markdown(PROSE.render("trained", n_runs=sum(len(c) for c in runs.values()), labels=", ".join(runs),
+                                 undefined=undefined_sentence(results.table)))
 
 
 def _space_title(space: str) -> str:
@@ -87,11 +87,10 @@ def loss_figure(results: Results) -> None:
         ax.set(xlabel="training step (symlog; dotted: the early horizon)", ylabel="cross-entropy (nats/token)",
                title="training minibatch loss" if metric == "train_loss" else "validation loss")
     plotting.figure_legend(fig, axes[0])
-    val = per_run(table, "val_loss", "", 0)
-    parts = [f"{v} {estimate(at_step(val, early).query('condition == @v')['value'])} at step {early}, "
-             f"{estimate(at_final_step(val).query('condition == @v')['value'])} at the end" for v in variants]
-    show_figure(fig, "lm-loss", "Loss during training (seed mean ± 1 sd; one seed: no band). Validation loss: "
-                + "; ".join(parts) + f" nats/token (uniform guessing: {math.log(results.settings.base.shape.vocab_size):.2f}).")
+    finding = loss_finding(results)
+    losses = "; ".join(PROSE.render("loss-item", label=v.label, early=v.early, early_step=finding.early_step,
+                                    final=v.final) for v in finding.variants)
+    show_figure(fig, "lm-loss", PROSE.render("loss-caption", losses=losses, uniform=finding.uniform))
 
 
 def over_training_figure(results: Results) -> None:
@@ -113,18 +112,8 @@ def over_training_figure(results: Results) -> None:
                    ylabel="|cos|" if col == 0 else "",
                    title=f"{_short(projection)}: {_space_title(space)}")
     plotting.figure_legend(fig, axes[0, 0], ncol=3)
-    show_figure(fig, "lm-over-training", "Continuity of every projection over training, in both spaces (mean over "
-                "adjacent layer pairs; line: seed mean, band: ±1 sd over seeds; dashed: the space's random baseline "
-                f"E|cos|; dotted: the early horizon, step {results.settings.early_step}). "
-                + settled_sentence(results))
-
-
-def gap_values(table: pd.DataFrame) -> pd.DataFrame:
-    """Per run, projection (``group``) and step: the relative gap (s1 - s2) / s1 of the weight
-    matrix, mean over layers (``weight_gap``, direction 1). v1 and u1 are only as well defined as
-    this gap: where it is small, a small change of the weights can swap the leading direction."""
-    rows = table[(table["metric"] == "weight_gap") & (table["direction"] == 1)]
-    return rows.groupby(RUN_KEYS + ["group", "step"], observed=True)["value"].mean().reset_index()
+    show_figure(fig, "lm-over-training", PROSE.render("over-training-caption", early_step=results.settings.early_step,
+                                                      settled=settled_sentence(results)))
 
 
 def gap_figure(results: Results) -> None:
@@ -144,38 +133,19 @@ def gap_figure(results: Results) -> None:
             ax.set_visible(False)
             axes.flat[index - columns].xaxis.set_tick_params(labelbottom=True)  # the panel above shows the axis
     plotting.figure_legend(fig, axes.flat[0], ncol=3)
-    show_figure(fig, "lm-gaps", "Relative gap between each projection's two largest singular values over training "
-                "(mean over layers; line: seed mean, band: ±1 sd over seeds; dotted: the early horizon). "
-                + gap_sentence(results))
-
-
-#: A continuity "moved" between the early horizon and the end when its seed mean changed by more than this.
-MOVED = 0.10
+    show_figure(fig, "lm-gaps", PROSE.render("gaps-caption", gaps=gap_sentence(results)))
 
 
 def gap_sentence(results: Results) -> str:
-    """For ``silu``: the predicted continuities that moved by more than :data:`MOVED` between the early
-    horizon and the end, each beside its projection's spectral gap at both steps (an association
-    across projections, not a test of cause)."""
-    early_step, end = results.settings.early_step, results.settings.base.steps
-    continuity, gaps = projection_values(results.table), gap_values(results.table)
-    reference = results.reference
-    continuity, gaps = continuity[continuity.condition == reference], gaps[gaps.condition == reference]
-    parts = []
-    for projection, space, _ in PROJECTION_PREDICTIONS:
-        frame = continuity[(continuity.group == projection) & (continuity.space == space)]
-        before, after = estimate(at_step(frame, early_step)["value"]), estimate(at_final_step(frame)["value"])
-        if math.isnan(before.mean) or abs(after.mean - before.mean) <= MOVED:
-            continue
-        gap = gaps[gaps.group == projection]
-        gap_before, gap_after = estimate(at_step(gap, early_step)["value"]), estimate(at_final_step(gap)["value"])
-        parts.append(f"{_short(projection)} {vector_name(space)} {before.mean:.2f} → {after.mean:.2f} "
-                     f"(gap {gap_before.mean:.3f} → {gap_after.mean:.3f})")
-    if not parts:
-        return (f"In `{reference}` no predicted continuity moved by more than {MOVED} between step {early_step} and step "
-                f"{end}.")
-    return (f"In `{reference}`, the predicted continuities that moved by more than {MOVED} between step {early_step} and step "
-            f"{end}, with their projection's gap at the same two steps (seed means): " + "; ".join(parts) + ".")
+    """For the reference variant: the predicted continuities that moved by more than
+    :data:`geocont.statistics.DIFFERENCE_MARGIN` between the early horizon and the end, each beside its projection's
+    spectral gap at both steps (:func:`.compute.gap_finding`)."""
+    finding = gap_finding(results)
+    moved = "; ".join(PROSE.render("gaps-item", projection=_short(m.projection), vector=vector_name(m.space),
+                                   before=m.before, after=m.after, gap_before=m.gap_before, gap_after=m.gap_after)
+                      for m in finding.moved)
+    return PROSE.choose("gaps", finding.case, reference=finding.reference, threshold=finding.threshold,
+                        early_step=finding.early_step, end=finding.end, moved=moved)
 
 
 #: Legend label of each space in the per-projection bars.
@@ -197,19 +167,15 @@ def projection_bars_figure(results: Results) -> None:
     ax.set(xlabel="", ylabel="|cos|, mean over adjacent layer pairs", ylim=(0, 1.02),
            title=f"variant `{reference}`, step {results.settings.base.steps}")
     fig.tight_layout()
-    lines = []
-    for projection in PROJECTIONS:
-        parts = [f"{vector} {estimate(frame[(frame.group == projection) & (frame.space == space)]['value'])}"
-                 for space, vector in (("input", "v1"), ("output", "u1"))]
-        lines.append(f"{projection}: " + ", ".join(parts))
-    show_figure(fig, "lm-projection-bars", "Adjacent-layer continuity per projection at the end of training (bars: "
-                "seed mean; dots: seeds; black ticks: each space's random baseline). " + "; ".join(lines) + ".")
+    values = "; ".join(PROSE.render("bars-item", projection=e.projection, input=e.input, output=e.output)
+                       for e in final_estimates(results))
+    show_figure(fig, "lm-projection-bars", PROSE.render("bars-caption", values=values))
 
 
 def depth_profile_figure(results: Results) -> None:
     """Each projection's final continuity per adjacent layer pair, in both spaces, for ``silu`` and the deeper model."""
-    table = results.table
-    labels = [v for v in results.variants if v in (results.reference, results.settings.depth_label)]
+    table, finding = results.table, depth_profile_finding(results)
+    labels = list(finding.labels)
     rows = at_final_step(table[(table.metric == "weight_cos") & (table.direction == 1) & table.condition.isin(labels)])
     fig, axes = plt.subplots(len(labels), 2, figsize=(14, 4.2 * len(labels)), sharey=True, squeeze=False)
     for r, label in enumerate(labels):
@@ -222,9 +188,8 @@ def depth_profile_figure(results: Results) -> None:
                    title=f"`{label}`: {_space_title(space)}")
             ax.set_xticks(sorted(frame.layer.unique()))
     plotting.figure_legend(fig, axes[0, 0])
-    show_figure(fig, "lm-depth-profile", "Continuity of each projection through depth, per adjacent layer pair, at "
-                "the end of training (seed mean ± 1 sd" + (f"; `{results.settings.depth_label}`: one seed per run "
-                "label as listed above" if len(labels) > 1 else "") + ").")
+    show_figure(fig, "lm-depth-profile", PROSE.choose("depth-profile-caption", finding.case,
+                                                      depth_label=finding.depth_label))
 
 
 def ablations_figure(results: Results) -> None:
@@ -240,20 +205,7 @@ def ablations_figure(results: Results) -> None:
     plotting.figure_legend(fig, axes[0])
     if axes[1].get_legend() is not None:
         axes[1].get_legend().remove()
-    show_figure(fig, "lm-ablations", f"Continuity per projection and run label at step {results.settings.base.steps} "
-                "(bars: seed mean; lines: ±1 sd over seeds, none for one seed).")
-
-
-#: A quantity "has settled" when its mean changed by at most this over the last third of training.
-SETTLED_TOLERANCE = 0.05
-
-
-def _pretrained_estimate(results: Results, projection: str, space: str) -> Estimate:
-    """Mean ± sd over the pretrained checkpoint's adjacent layer pairs (not over seeds)."""
-    if results.pretrained is None:
-        return Estimate(math.nan, math.nan, 0)
-    rows = results.pretrained[results.pretrained["projection"] == projection]
-    return estimate(rows["v1_cos" if space == "input" else "u1_cos"])
+    show_figure(fig, "lm-ablations", PROSE.render("ablations-caption", steps=results.settings.base.steps))
 
 
 def horizon_table(results: Results) -> pd.DataFrame:
@@ -275,7 +227,8 @@ def horizon_table(results: Results) -> pd.DataFrame:
             row[f"{results.reference}: change over last third"] = str(_estimate(changes, results.reference, projection,
                                                                                 space))
             if results.pretrained is not None:
-                row[f"{settings.pretrained} (± over layer pairs)"] = str(_pretrained_estimate(results, projection, space))
+                row[f"{settings.pretrained} (± over layer pairs)"] = str(pretrained_estimate(results, projection,
+                                                                                             space))
             row["random baseline"] = f"{random_abs_cos(dims[projection][space]):.3f}"
             rows.append(row)
     val = per_run(results.table, "val_loss", "", 0)
@@ -317,119 +270,76 @@ def horizon_display(results: Results) -> HTML:
 
 
 def settled_sentence(results: Results) -> str:
-    """Which projections' continuity was still moving over the last third of training (``silu``)."""
-    changes = late_changes(results.table)
-    moving = []
-    for projection in PROJECTIONS:
-        for space in ("input", "output"):
-            change = _estimate(changes, results.reference, projection, space)
-            if not settled(change, SETTLED_TOLERANCE):
-                moving.append(f"{_short(projection)} {vector_name(space)} ({change.mean:+.2f})")
-    start = int(changes["start"].min()) if len(changes) else 0
-    if not moving:
-        return (f"In `{results.reference}` every projection's continuity changed by at most {SETTLED_TOLERANCE} between step {start} "
-                f"and step {results.settings.base.steps}: the values have settled.")
-    return (f"In `{results.reference}`, between step {start} and step {results.settings.base.steps}, these still changed by more "
-            f"than {SETTLED_TOLERANCE} (seed mean): " + ", ".join(moving) + "; the others had settled.")
-
-
-_CLAIM_QUANTITY.update({"v-low-input": ("v_proj", "input"), "v-low-output": ("v_proj", "output")})
+    """Which projections' continuity was still moving over the last third of training
+    (reference variant; :func:`.compute.settled_finding`)."""
+    finding = settled_finding(results)
+    moving = ", ".join(PROSE.render("settled-item", projection=_short(m.projection), vector=vector_name(m.space),
+                                    change=m.change) for m in finding.moving)
+    return PROSE.choose("settled", finding.case, reference=finding.reference, tolerance=finding.tolerance,
+                        start=finding.start, end=finding.end, moving=moving)
 
 
 def holds_statement(results: Results, claims: pd.DataFrame) -> Markdown:
-    """Which claims hold throughout, only early, only late, or at neither horizon (from their early and final verdicts)."""
-    groups: dict[str, list[str]] = {}
-    for row in claims.itertuples():
-        when = holds_when(row.early_verdict, row.verdict)
-        groups.setdefault(when, []).append(f"`{row.key}`")
-    settings = results.settings
-    lines = [f"- **{when}** ({len(keys)}): {', '.join(keys)}" for when, keys in groups.items()]
-    return Markdown(f"Judged at step {settings.early_step} and at step {settings.base.steps} by the same rule "
-                    "(a claim holds where it is reproduced):\n\n" + "\n".join(lines) + "\n\n" + settled_sentence(results)
-                    + lost_sentence(results, claims))
+    """Which claims hold throughout, only early, only late, or at neither horizon (from their early and
+    final verdicts; :func:`.compute.holds_finding`), whether the values settled, and what was lost."""
+    finding = holds_finding(results, claims)
+    groups = "\n".join(PROSE.render("holds-group", when=when, count=len(keys), keys=_code(keys))
+                       for when, keys in finding.groups)
+    closing = " ".join(part for part in (settled_sentence(results), lost_sentence(results, claims)) if part)
+    return Markdown(PROSE.render("holds", early_step=finding.early_step, end=finding.end, groups=groups,
+                                 closing=closing))
 
 
 def lost_sentence(results: Results, claims: pd.DataFrame) -> str:
     """The predicted continuities that do not hold at the end of training (lost, or never reached),
-    with their early and final values beside the pretrained checkpoint's; empty where all hold."""
-    finals, early = results.finals, results.early_finals
-    parts = []
-    for row in claims.itertuples():
-        if row.key not in _CLAIM_QUANTITY or row.key.startswith("v-low") or row.verdict == "reproduced":
-            continue
-        projection, space = _CLAIM_QUANTITY[row.key]
-        text = (f"{_short(projection)} {vector_name(space)} {_estimate(early, results.reference, projection, space)} "
-                f"at step {results.settings.early_step} ({row.early_verdict}), "
-                f"{_estimate(finals, results.reference, projection, space)} "
-                f"at the end ({row.verdict})")
-        if results.pretrained is not None:
-            text += f" ({results.settings.pretrained}: {_pretrained_estimate(results, projection, space)} over layer pairs)"
-        parts.append(text)
-    if not parts:
-        return ""
-    return (f" **Predicted continuities this small model does not keep to the end of training** (`{results.reference}`, random "
-            "baselines in the table): " + "; ".join(parts) + ". The pretrained model beside them is both deeper and "
-            "trained far longer; the 8-layer model above separates depth from training length only in part.")
+    with their early and final values beside the pretrained checkpoint's; empty where all hold
+    (:func:`.compute.lost_finding`)."""
+    finding = lost_finding(results, claims)
+    lost = "; ".join(PROSE.choose("lost-item", item.case, projection=_short(item.projection),
+                                  vector=vector_name(item.space), early=item.early, early_step=finding.early_step,
+                                  early_verdict=item.early_verdict, final=item.final, verdict=item.verdict,
+                                  pretrained_name=finding.pretrained, pretrained=item.pretrained)
+                     for item in finding.lost)
+    return PROSE.choose("lost", finding.case, reference=finding.reference, lost=lost)
 
 
 def depth_statement(results: Results) -> Markdown:
-    """Whether the deeper model changes the pattern: its verdicts beside ``silu``'s, claim by claim."""
-    settings = results.settings
-    if settings.depth_label not in results.variants:
-        return Markdown(f"The {settings.depth_layers}-layer model was not run at this scale (see the cost note above), "
-                        "so this chapter cannot say whether depth changes the pattern.")
-    shallow = transformer_claims(results.table, results.dims, reference=results.reference, no_activation=None,
-                                 linear_attention=None)
-    deep = transformer_claims(results.table, results.dims, reference=settings.depth_label, no_activation=None,
-                              linear_attention=None).set_index("key")
-    seeds = len(settings.depth_seeds)
-    same, changed = [], []
-    for row in shallow.itertuples():
-        other = deep.loc[row.key]
-        text = f"`{row.key}` ({ours_text(row)} → {ours_text(other)})"
-        (same if other.verdict == row.verdict else changed).append(
-            text if other.verdict == row.verdict else f"{text}: {row.verdict} → {other.verdict}")
-    flag = " (1 seed: its sd is undefined)" if seeds == 1 else ""
-    return Markdown(f"**Depth.** `{settings.depth_label}`{flag} against `{results.reference}` ({settings.base.shape.n_layers} layers), "
-                    f"both at step {settings.base.steps}. Same verdict: " + (", ".join(same) or "none") + ". Changed: "
-                    + ("; ".join(changed) or "none") + ".")
+    """Whether the deeper model changes the pattern: its verdicts beside the reference's, claim by
+    claim (:func:`.compute.depth_finding`)."""
+    finding = depth_finding(results)
+    same = ", ".join(PROSE.render("depth-same-item", key=c.key, shallow=ours_text(c.shallow), deep=ours_text(c.deep))
+                     for c in finding.same)
+    changed = "; ".join(PROSE.render("depth-changed-item", key=c.key, shallow=ours_text(c.shallow),
+                                     deep=ours_text(c.deep), verdict=c.shallow.verdict, deep_verdict=c.deep.verdict)
+                        for c in finding.changed)
+    return Markdown(PROSE.choose("depth", finding.case, depth_label=finding.depth_label,
+                                 depth_layers=finding.depth_layers, reference=finding.reference,
+                                 n_layers=finding.n_layers, steps=finding.steps, same=same or PROSE.render("none"),
+                                 changed=changed or PROSE.render("none")))
 
 
 def pretrained_statement(results: Results) -> Markdown:
-    """Our settled values beside the pretrained checkpoint's, for the predicted projections and V."""
-    if results.pretrained is None:
-        return Markdown(f"No pretrained comparison: {results.pretrained_status}.")
-    finals, early, step = results.finals, results.early_finals, results.settings.early_step
-    parts = []
-    for projection, space in list(dict.fromkeys(_CLAIM_QUANTITY.values())):
-        vector = vector_name(space)
-        parts.append(f"{_short(projection)} {vector}: ours {_estimate(finals, results.reference, projection, space)} "
-                     f"(step {step}: {_estimate(early, results.reference, projection, space)}), pretrained "
-                     f"{_pretrained_estimate(results, projection, space)}")
-    return Markdown(f"**Against a pretrained model.** {results.pretrained_status}, same projections and metric; its ± "
-                    "is the spread over its adjacent layer pairs, ours over seeds (random baselines differ with the "
-                    "widths: see the table). " + "; ".join(parts) + ". The next chapter analyses more checkpoints, "
-                    "and these trained models beside them.")
+    """Our settled values beside the pretrained checkpoint's, for the predicted projections and V
+    (:func:`.compute.pretrained_finding`)."""
+    finding = pretrained_finding(results)
+    comparisons = "; ".join(PROSE.render("pretrained-item", projection=_short(c.projection),
+                                         vector=vector_name(c.space), final=c.final, early_step=finding.early_step,
+                                         early=c.early, pretrained=c.pretrained) for c in finding.comparisons)
+    return Markdown(PROSE.choose("pretrained", finding.case, status=finding.status, comparisons=comparisons))
 
 
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
     settings = results.settings
-    text = verdict_list(claims, f"At the `{settings.scale}` scale ({len(settings.seeds)} seeds of `{results.reference}`, judged at "
-                                f"step {settings.base.steps:,} on `{settings.base.corpus}`, each claim's value after "
-                                f"{settings.early_step:,} steps beside it):")
-    return Markdown(text + "\n\n" + changed_verdicts_sentence(claims, settings.early_step))
+    intro = PROSE.render("verdict-intro", scale=settings.scale, seeds=len(settings.seeds), reference=results.reference,
+                         steps=settings.base.steps, corpus=settings.base.corpus, early_step=settings.early_step)
+    return Markdown(PROSE.render("verdict", verdicts=verdict_list(claims, intro),
+                                 changed=changed_verdicts_sentence(claims, settings.early_step)))
 
 
 def softmax_note(claims: pd.DataFrame) -> Markdown | None:
-    """What the linear-attention ablation says when it does not support the softmax claim (else nothing)."""
-    rows = [claim(claims, key) for key in SOFTMAX_KEYS if key in set(claims["key"])]
-    if not rows or any(row["verdict"] == "reproduced" for row in rows):
+    """What the linear-attention ablation says when it does not support the softmax claim, else
+    nothing (:func:`.compute.softmax_finding`)."""
+    finding = softmax_finding(claims)
+    if finding.case != "not-supported":
         return None
-    return Markdown(
-        "**Q and K keep their input-space continuity without the softmax** (" + "; ".join(r["note"].split("; ")[0]
-                                                                                           for r in rows)
-        + "). In this model, then, the softmax is not what anchors them. Two candidates this chapter does not test: "
-        "Llama's RMSNorm has a learnable element-wise gain that fixes a coordinate frame of the residual stream that "
-        "Q and K read from, and RoPE rotates fixed coordinate pairs of each head. The paper's own caveat applies: its "
-        "Q/K evidence is indirect."
-    )
+    return Markdown(PROSE.render("softmax-not-supported", evidence="; ".join(finding.evidence)))
