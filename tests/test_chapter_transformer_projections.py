@@ -3,6 +3,7 @@
 import pandas as pd
 import pytest
 
+from geocont.statistics import DIFFERENCE_MARGIN
 from geocont.chapters import lm_runs, transformer_projections as chapter
 from geocont.layouts import PROJECTIONS
 from geocont.metrics import random_abs_cos
@@ -231,7 +232,7 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     assert loss["silu, 3 layers, step 16"] == "2.00 (1 seed)" and loss["random baseline"].endswith("(uniform)")
     gaps = chapter.gap_finding(results)
     assert (gaps.case, gaps.reference, gaps.early_step, gaps.end, gaps.threshold) == (
-        "moved", "silu", 4, 16, chapter.MOVED)
+        "moved", "silu", 4, 16, DIFFERENCE_MARGIN)
     assert [(m.projection, m.space) for m in gaps.moved] == [("up_proj", "input")]
     moved = gaps.moved[0]
     assert [moved.before, moved.after, moved.gap_before, moved.gap_after] == pytest.approx([0.80, 0.15, 0.20, 0.03])
