@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import pandas as pd
 import torch
@@ -14,11 +14,13 @@ from tqdm import tqdm
 
 from . import sweeps
 from .config import MLPRunConfig, OptimizerConfig, check_precision
-from .data import ImageData, load_image_data
 from .mlp import ResidualMLP
 from .optimizers import FrameAdam, random_frames
 from .recorder import ContinuityRecorder, DenseTrace, snapshot_schedule
 from .tables import rows_to_frame
+
+if TYPE_CHECKING:  # the datasets need the `mlp` extra; the training loop (language models too) does not
+    from .data import ImageData
 
 
 class TrainingDiverged(RuntimeError):
@@ -196,6 +198,8 @@ def steps_for(config: MLPRunConfig, n_train: int) -> int:
 @functools.lru_cache(maxsize=4)
 def _dataset(name: str, max_train: int | None) -> ImageData:
     """Datasets are loaded once per process, and only when a run actually trains."""
+    from .data import load_image_data
+
     return load_image_data(name, max_train=max_train)
 
 
