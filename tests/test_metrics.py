@@ -351,7 +351,8 @@ def test_one_pairing_rule_for_adjacent_layers_and_any_two_matrices():
 
 
 def test_matrices_of_different_shapes_compare_only_the_space_they_share():
-    a, b = metrics.top_singular_triplets(spiked(40, 30, seed=0), 2), metrics.top_singular_triplets(spiked(20, 30, seed=1), 2)
+    a = metrics.top_singular_triplets(spiked(40, 30, seed=0), 2)
+    b = metrics.top_singular_triplets(spiked(20, 30, seed=1), 2)
     inside = metrics.pair_directions(a, b, "input")
     assert inside.mismatch == "" and inside.defined.all()
     across = metrics.pair_directions(a, b, "output", labels=("layer 0", "layer 1"))

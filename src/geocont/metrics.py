@@ -389,8 +389,9 @@ def pair_directions(
     k = available if k is None else k
     if not 0 <= k <= available:
         raise ValueError(f"asked for {k} directions but only {available} were computed")
-    lower_flags, upper_flags = flags if flags is not None else (direction_flags(lower, tol), direction_flags(upper, tol))
-    lower_flags, upper_flags = lower_flags[:k], upper_flags[:k]
+    if flags is None:
+        flags = direction_flags(lower, tol), direction_flags(upper, tol)
+    lower_flags, upper_flags = flags[0][:k], flags[1][:k]
     a, b = lower.vectors(space)[:, :k], upper.vectors(space)[:, :k]
     mismatch = "" if a.shape[0] == b.shape[0] else f"different {space}-space dimensions ({a.shape[0]} vs {b.shape[0]})"
     if not (mismatch or any(lower_flags) or any(upper_flags)):  # the common case, kept cheap for the recorder
