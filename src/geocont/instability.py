@@ -30,7 +30,6 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .statistics import per_run
 from .tables import RUN_KEYS, select
 
 #: A trace point is unstable when its loss exceeds this factor times the running minimum of the

@@ -197,8 +197,11 @@ def top_singular_triplets(W: torch.Tensor, k: int = 1, *, method: Method = "auto
 @functools.lru_cache(maxsize=1)
 def _blas_controller():
     """One threadpoolctl controller per process (building one scans every loaded library)."""
-    import scipy.linalg  # noqa: F401 - load SciPy's BLAS before the scan
+    import importlib
+
     from threadpoolctl import ThreadpoolController
+
+    importlib.import_module("scipy.linalg")  # load SciPy's BLAS before the scan
 
     return ThreadpoolController()
 

@@ -18,7 +18,6 @@ configurations (its ``CHAPTER.run_configs(settings)``) and the checkpoints its s
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 from typing import Any, Iterable, Sequence
