@@ -166,7 +166,8 @@ def core_venv(tmp_path_factory):
                           env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     print(f"core install: {time.perf_counter() - started:.0f} s (torch {'linked' if linked else 'installed by pip'})")
-    return venv, env
+    yield venv, env
+    shutil.rmtree(base, ignore_errors=True)  # hundreds of MB (gigabytes where torch was not linked)
 
 
 @pytest.mark.slow
