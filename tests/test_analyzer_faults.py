@@ -1,6 +1,7 @@
 """The analyzer's faults: output format checked before work, no empty file left, a flag on every NaN,
 one checkpoint format chosen by a stated rule."""
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -71,6 +72,34 @@ def test_every_nan_pair_value_is_flagged(tmp_path):
     assert all("align_input, align_output NaN" in flag and "1.95e+36" in flag for flag in nan["flag"])
     clean = pairs.drop(nan.index)
     assert (clean["flag"] == "").all() and clean[["v1_cos", "align_input"]].notna().all().all()
+
+
+def test_adjacent_layers_of_different_shapes_say_which_space_they_do_not_share(tmp_path):
+    generator = torch.Generator().manual_seed(0)
+    shapes = [(64, 64), (48, 64), (48, 32)]  # layers 0/1 share the input space, 1/2 the output space
+    state = {f"model.layers.{l}.self_attn.q_proj.weight": torch.randn(*shape, generator=generator)
+             for l, shape in enumerate(shapes)}
+    save_file(state, str(tmp_path / "odd.safetensors"))
+    table = analyzer.analyze(str(tmp_path / "odd.safetensors"), progress=False, use_cache=False).set_index("layer")
+    assert not math.isnan(table.loc[0, "v1_cos"]) and math.isnan(table.loc[0, "u1_cos"])
+    assert table.loc[0, "flag"] == ("different output-space dimensions (64 vs 48); align_input, align_output not "
+                                    "computed: different shapes (64x64 vs 48x64)")
+    assert math.isnan(table.loc[1, "v1_cos"]) and not math.isnan(table.loc[1, "u1_cos"])
+    assert table.loc[1, "flag"].startswith("different input-space dimensions (64 vs 32); ")
+    assert table[["align_input", "align_output"]].iloc[:2].isna().all().all()
+
+
+def test_a_layer_whose_sigma1_overflows_is_flagged_as_an_overflow(tmp_path):
+    generator = torch.Generator().manual_seed(0)
+    state = {f"model.layers.{l}.self_attn.q_proj.weight": torch.randn(16, 32, generator=generator) for l in range(3)}
+    state["model.layers.1.self_attn.q_proj.weight"] = torch.full((16, 32), 1e38)  # finite, but sigma1 = 2.3e39
+    save_file(state, str(tmp_path / "huge.safetensors"))
+    table = analyzer.analyze(str(tmp_path / "huge.safetensors"), progress=False, use_cache=False).set_index("layer")
+    assert table.loc[1, "sigma1"] == math.inf and math.isnan(table.loc[1, "gap"])
+    for layer in (0, 1):
+        assert math.isnan(table.loc[layer, "v1_cos"]) and math.isnan(table.loc[layer, "u1_cos"])
+        assert table.loc[layer, "flag"].startswith("layer 1: overflow (sigma1 = inf)")
+        assert "zero matrix" not in table.loc[layer, "flag"]
 
 
 def test_a_folder_with_both_formats_uses_the_safetensors_and_says_so(tmp_path, capsys):

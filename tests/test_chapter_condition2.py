@@ -3,7 +3,6 @@ windows, the bimodality rule, and the chapter's parameters."""
 
 import math
 
-import numpy as np
 import pandas as pd
 import pytest
 

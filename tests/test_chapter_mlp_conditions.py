@@ -8,7 +8,7 @@ import pytest
 from geocont.book.chapter import claim
 from geocont.chapters import mlp_conditions as chapter
 from geocont.chapters import activation_vs_norm, mlp_runs, timeline
-from geocont.scales import SCALES, ParameterError
+from geocont.scales import ParameterError
 from geocont.tables import make_row, rows_to_frame
 
 BASELINE = 0.05

@@ -322,6 +322,46 @@ def test_a_separated_pair_is_reported_and_a_tie_below_flags_both_of_its_directio
     assert metrics.exact_singular_triplets(stack[0][:, :5], 5).s_next == 0.0  # 40 x 5: no sixth value
 
 
+def test_a_sigma1_that_overflows_is_flagged_as_an_overflow_not_as_a_zero_matrix():
+    huge = torch.full((8, 6), 3e38) + torch.randn(8, 6, generator=torch.Generator().manual_seed(0)) * 1e36
+    triplet = metrics.top_singular_triplets(huge)  # finite entries, sigma1 ~ 2e39 > float32's largest
+    assert math.isinf(float(triplet.s[0]))
+    assert metrics.direction_flags(triplet) == ["overflow (sigma1 = inf)"]
+    assert metrics.direction_flags(metrics.top_singular_triplets(torch.zeros(8, 6))) == ["zero matrix"]
+    pair = metrics.pair_directions(metrics.top_singular_triplets(spiked(8, 6, seed=1)), triplet, "input",
+                                   labels=("layer 0", "layer 1"))
+    assert math.isnan(float(pair.cos[0])) and pair.reasons == (("layer 1: overflow (sigma1 = inf)",),)
+
+
+def test_one_pairing_rule_for_adjacent_layers_and_any_two_matrices():
+    stack = torch.stack([spiked(40, 30, seed=s) for s in range(3)] + [torch.zeros(40, 30)])
+    triplets = metrics.stacked_singular_triplets(stack, 3)
+    for space in metrics.SPACES:
+        adjacent = metrics.adjacent_direction_cosines(triplets, space)
+        for l in range(3):
+            pair = metrics.pair_directions(triplets[l], triplets[l + 1], space)
+            assert torch.equal(pair.cos.nan_to_num(-1), adjacent[l].nan_to_num(-1))  # bit for bit
+        assert metrics.pair_directions(triplets[0], triplets[1], space).reasons == ((), (), ())
+        last = metrics.pair_directions(triplets[2], triplets[3], space, k=2, labels=("layer 2", "layer 3"))
+        assert last.reasons == (("layer 3: zero matrix",),) * 2 and not last.defined.any()
+    one = metrics.pair_directions(triplets[0], triplets[1], "input", k=1)  # the leading pair only
+    assert torch.equal(one.cos, metrics.abs_cos(triplets[0].v[:, :1], triplets[1].v[:, :1]))
+    with pytest.raises(ValueError, match="asked for 4 directions but only 3 were computed"):
+        metrics.pair_directions(triplets[0], triplets[1], "input", k=4)
+
+
+def test_matrices_of_different_shapes_compare_only_the_space_they_share():
+    a = metrics.top_singular_triplets(spiked(40, 30, seed=0), 2)
+    b = metrics.top_singular_triplets(spiked(20, 30, seed=1), 2)
+    inside = metrics.pair_directions(a, b, "input")
+    assert inside.mismatch == "" and inside.defined.all()
+    across = metrics.pair_directions(a, b, "output", labels=("layer 0", "layer 1"))
+    assert across.mismatch == "different output-space dimensions (40 vs 20)"
+    assert torch.isnan(across.cos).all() and across.reasons == (("different output-space dimensions (40 vs 20)",),) * 2
+    with pytest.raises(ValueError, match=r"adjacent layers have different output-space dimensions \(40 vs 20\)"):
+        metrics.adjacent_direction_cosines([a, b], "output")
+
+
 def test_abs_cos_computes_in_float32_at_least():
     generator = torch.Generator().manual_seed(0)
     a = torch.randn(576, generator=generator)

@@ -11,7 +11,6 @@ Slow (several minutes): run with ``pytest -m slow``.
 """
 
 import ast
-import dataclasses
 import json
 from pathlib import Path
 

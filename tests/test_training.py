@@ -198,3 +198,31 @@ def test_a_finite_loss_with_an_overflowing_gradient_is_recorded_as_diverged():
     table = train_mlp(wild, progress=False)
     diverged = select(table, "diverged")
     assert len(diverged) == 1 and math.isfinite(diverged["value"].iloc[0])
+
+
+@pytest.mark.parametrize("callers", [False, True])
+def test_training_flushes_subnormals_and_restores_the_callers_setting(callers):
+    from geocont.training import flush_denormal_enabled, train_with_recording
+
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU cannot flush subnormal floats")
+    weight = torch.nn.Parameter(torch.ones(2))
+    seen = []
+
+    def compute_loss(step):
+        seen.append(flush_denormal_enabled())
+        return (weight ** 2).sum()
+
+    try:
+        torch.set_flush_denormal(callers)
+        assert flush_denormal_enabled() is callers  # the probe reads what was set
+        train_with_recording(compute_loss=compute_loss, optimizer=torch.optim.SGD([weight], lr=0.1), recorder=None,
+                             total_steps=2, progress=False)
+        assert seen == [True] * 3 and flush_denormal_enabled() is callers
+        with pytest.raises(TrainingDiverged):  # restored on the way out of an error too
+            train_with_recording(compute_loss=lambda step: torch.tensor(math.nan, requires_grad=True),
+                                 optimizer=torch.optim.SGD([weight], lr=0.1), recorder=None, total_steps=2,
+                                 progress=False)
+        assert flush_denormal_enabled() is callers
+    finally:
+        torch.set_flush_denormal(False)

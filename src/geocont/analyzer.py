@@ -10,10 +10,12 @@ Memory is therefore bounded by two weight matrices, whatever the model's size.
 
 Result: one row per (projection, layer), columns :data:`COLUMNS`. Pair columns
 (``v1_cos``, ``u1_cos``, ``align_*``) compare layer ``l`` with ``l + 1``, as everywhere in
-the package (the last layer's are NaN). Where layer ``l``'s or ``l + 1``'s leading pair is
-undefined (a zero matrix, or a leading gap ``(sigma1 - sigma2) / sigma1`` below
-:data:`geocont.metrics.DEGENERACY_TOL`), ``v1_cos`` and ``u1_cos`` are NaN and ``flag``
-says why; the alignment, defined for any spectrum, is still reported.
+the package (the last layer's are NaN). Layer ``l``'s and ``l + 1``'s leading pairs are compared
+by :func:`geocont.metrics.pair_directions`, the package's one rule for a pair: where either is
+undefined (a zero matrix, a sigma1 that overflowed, or a leading gap ``(sigma1 - sigma2) / sigma1``
+below :data:`geocont.metrics.DEGENERACY_TOL`), ``v1_cos`` and ``u1_cos`` are NaN and ``flag`` says
+why; the alignment, defined for any spectrum, is still reported. Where the two layers' shapes
+differ, the space whose dimensions differ (and the alignment) is NaN, and ``flag`` says so too.
 
 What cannot be measured is refused before any weight is read (:func:`plan`): a projection
 with fewer than two layers, or a gap in its layer numbering.
@@ -32,8 +34,8 @@ from . import cache
 from .checkpoints import TensorSource, open_source
 from .layouts import PROJECTIONS, IncompleteLayers, Layout, MatrixRef, detect_layout, get_layout, missing_layers
 from .metrics import (
-    Method, check_method,
-    abs_cos, direction_flags, direction_gaps, random_abs_cos, random_matrix_baseline, spectral_alignment,
+    SPACES, Method, check_method,
+    direction_flags, direction_gaps, pair_directions, random_abs_cos, random_matrix_baseline, spectral_alignment,
     top_singular_triplets,
 )
 
@@ -62,8 +64,9 @@ COLUMN_DOCS = {
                       "(metrics.random_matrix_baseline; NaN where the alignment is not computed)",
     "method": "how the singular triplet was computed: exact, gram-eigh, iterative, or exact-fallback",
     "flag": "why a pair column (v1_cos, u1_cos, align_*) is NaN for this pair although both layers exist, e.g. "
-            "'layer 3: zero matrix', 'layer 4: tied sigma1/sigma2 (gap 3e-07 < 1e-03)' or an alignment that is "
-            "not computable (overflow); empty otherwise",
+            "'layer 3: zero matrix', 'layer 4: tied sigma1/sigma2 (gap 3e-07 < 1e-03)', 'layer 5: overflow "
+            "(sigma1 = inf)', 'different output-space dimensions (64 vs 48)' (with the alignment 'not computed: "
+            "different shapes') or an alignment that is not computable (overflow); empty otherwise",
 }
 
 #: The vocabulary shared with the run table (:mod:`geocont.tables`): each analyzer column that
@@ -80,7 +83,7 @@ RUN_TABLE_METRICS: dict[str, tuple[str, str, int]] = {
 }
 
 #: Bump when the meaning of the analyzer's table changes (old cache entries are ignored).
-ANALYZER_VERSION = 2
+ANALYZER_VERSION = 3  # 3: flags for a sigma1 overflow and for adjacent layers of different shapes
 
 
 #: ``alignment="auto"`` computes the sigma^2-weighted alignment only for matrices whose sides
@@ -241,7 +244,7 @@ def _stream(src: TensorSource, matrices: dict[str, list[MatrixRef]], alignment, 
                 raise ValueError(f"{src.description}: tensor {ref.tensor!r}: {error}") from error
             out_dim, in_dim = ref.shape
             dtype = getattr(src, "tensor_type", lambda name: "")(ref.tensor)
-            flag = direction_flags(triplet)[0]
+            flags = direction_flags(triplet)
             row = dict(projection=projection, layer=ref.layer, out_dim=out_dim, in_dim=in_dim, dtype=dtype,
                        sigma1=float(triplet.s[0]), sigma2=triplet.s_next, gap=float(direction_gaps(triplet)[0]),
                        v1_cos=math.nan, u1_cos=math.nan, align_input=math.nan, align_output=math.nan,
@@ -253,26 +256,27 @@ def _stream(src: TensorSource, matrices: dict[str, list[MatrixRef]], alignment, 
                     baselines[ref.shape] = random_matrix_baseline(ref.shape, n_layers=2, n_draws=3)["align_input"][0]
                 row["align_baseline"] = baselines[ref.shape]
             if previous is not None:
-                before, before_triplet, before_W, before_flag = previous
-                reasons = [f"layer {layer}: {why}" for layer, why in ((before["layer"], before_flag),
-                                                                     (ref.layer, flag)) if why]
-                defined = not reasons
-                if not reasons and before_triplet.v.shape == triplet.v.shape:
-                    before["v1_cos"] = float(abs_cos(before_triplet.v[:, 0], triplet.v[:, 0]))
-                if not reasons and before_triplet.u.shape == triplet.u.shape:
-                    before["u1_cos"] = float(abs_cos(before_triplet.u[:, 0], triplet.u[:, 0]))
+                before, before_triplet, before_W, before_flags = previous
+                pairs = {space: pair_directions(before_triplet, triplet, space, 1, flags=(before_flags, flags),
+                                                labels=(f"layer {before['layer']}", f"layer {ref.layer}"))
+                         for space in SPACES}
+                before["v1_cos"], before["u1_cos"] = (float(pairs[space].cos[0]) for space in SPACES)
+                reasons = list(dict.fromkeys(why for pair in pairs.values() for why in pair.reasons[0]))
+                shapes = (before["out_dim"], before["in_dim"]), ref.shape
                 if before_W is not None and before_W.shape == W.shape:
                     before["align_input"] = spectral_alignment(before_W, W, "input")
                     before["align_output"] = spectral_alignment(before_W, W, "output")
                     if not any("zero matrix" in reason for reason in reasons):  # which already explains a NaN
                         reasons += _nan_reasons(before, row, ("align_input", "align_output"))
-                if defined:
-                    reasons += _nan_reasons(before, row, [c for c, side in (("v1_cos", "v"), ("u1_cos", "u"))
-                                                          if getattr(before_triplet, side).shape
-                                                          == getattr(triplet, side).shape])
+                elif shapes[0] != shapes[1] and (before_W is not None or aligned):
+                    reasons.append(f"align_input, align_output not computed: different shapes "
+                                   f"({'x'.join(map(str, shapes[0]))} vs {'x'.join(map(str, shapes[1]))})")
+                reasons += _nan_reasons(before, row, [column for column, space in (("v1_cos", "input"),
+                                                                                    ("u1_cos", "output"))
+                                                      if not pairs[space].reasons[0]])
                 before["flag"] = "; ".join(reasons)
             rows.append(row)
-            previous = (row, triplet, W if aligned else None, flag)
+            previous = (row, triplet, W if aligned else None, flags)
             del W
             bar.update()
     bar.close()

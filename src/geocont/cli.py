@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from .extras import MissingExtra, require_extra
 from .metrics import METHODS
 
 
@@ -44,7 +45,8 @@ def check_output_path(path: Path) -> None:
 
 
 def figure_formats() -> list[str]:
-    """The file suffixes (without the dot) matplotlib can save a figure as."""
+    """The file suffixes (without the dot) matplotlib can save a figure as (:class:`MissingExtra` without it)."""
+    require_extra("plot", ("matplotlib", "seaborn"), "geocont analyze --figure")
     from matplotlib.backend_bases import FigureCanvasBase
 
     return sorted(FigureCanvasBase.get_supported_filetypes())
@@ -68,8 +70,7 @@ def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
 
 
 def _add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
-    from .layouts import LAYOUTS
-    from .transformer import PROJECTIONS
+    from .layouts import LAYOUTS, PROJECTIONS
 
     parser.add_argument("source", help="a .gguf or .safetensors file, a directory of shards, a Hugging Face model id "
                                        "or directory, or an offline model name (smollm2-135m, gemma3-270m, "
@@ -156,7 +157,7 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         return COMMANDS[args.command][2](args)
-    except (CorruptCheckpoint, UnknownLayout, ModelNotAvailable, ValueError) as error:
+    except (CorruptCheckpoint, UnknownLayout, ModelNotAvailable, MissingExtra, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except OSError as error:  # FileNotFoundError, or writing the output failed after all: one line

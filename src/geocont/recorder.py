@@ -19,10 +19,11 @@ Semantics of a snapshot at step ``t`` (``t`` optimizer updates done so far):
 * the relative gap of each compared singular direction (``weight_gap``, ``grad_gap``,
   ``cumgrad_gap``; :func:`geocont.metrics.direction_gaps`).
 
-A singular direction is undefined in a zero matrix or where its gap is below
-:data:`geocont.metrics.DEGENERACY_TOL`; every value that compares such a direction (a
+A singular direction is undefined in a zero matrix, where sigma1 overflowed, or where its gap
+is below :data:`geocont.metrics.DEGENERACY_TOL`; every value that compares such a direction (a
 pair's |cos|, a layer's weight-to-cumulative-gradient |cos|, a turn, a co-rotation) is
-recorded as NaN, so that means over layers or seeds leave it out. Well-separated matrices
+recorded as NaN, so that means over layers or seeds leave it out. Every such comparison goes
+through the one pairing rule, :func:`geocont.metrics.pair_directions`. Well-separated matrices
 (random initialisations and trained weights, whose gaps are orders of magnitude above the
 tolerance) get exactly the numbers they got before flagging existed.
 """
@@ -102,8 +103,8 @@ class ContinuityRecorder:
         self._initial = {name: self._stack(params) for name, params in self.groups.items()}
         self._cumulative = {name: torch.zeros_like(stack) for name, stack in self._initial.items()}
         self._cumulative_views = {name: list(stack.unbind(0)) for name, stack in self._cumulative.items()}
-        # (group, space) -> (leading vectors [L, d], whether each is defined [L])
-        self._previous_leading: dict[tuple[str, str], tuple[torch.Tensor, torch.Tensor]] = {}
+        # group -> the previous snapshot's weight triplets and their direction flags
+        self._previous_weights: dict[str, tuple[list[metrics.SingularTriplets], list[list[str]]]] = {}
         self._warm_starts: dict[str, dict[str, torch.Tensor]] = {}  # group -> quantity -> [L, in, 1]
         self._initial_sigma1 = {
             name: torch.stack([t.s[0] for t in metrics.stacked_singular_triplets(stack, 1)])
@@ -130,15 +131,18 @@ class ContinuityRecorder:
         """Add a scalar that is not a continuity metric (loss, accuracy) to the table."""
         self.rows.append(make_row(step, group, layer, metric, "", 0, value))
 
-    def _record_rotation(self, step: int, name: str, space: str, leading: torch.Tensor, defined: torch.Tensor) -> None:
-        """Turns of each layer's leading direction since the previous snapshot (NaN where it is
-        undefined at either snapshot) and co-rotation of adjacent layers (NaN if either's is)."""
-        previous = self._previous_leading.get((name, space))
-        self._previous_leading[(name, space)] = leading, defined
-        if previous is None:
+    def _record_rotation(self, step: int, name: str, space: str, triplets: Sequence[metrics.SingularTriplets],
+                         flags: Sequence[Sequence[str]]) -> None:
+        """Turns of each layer's leading direction since the previous snapshot (NaN where the pair of
+        snapshots does not define it, :func:`geocont.metrics.pair_directions`) and co-rotation of
+        adjacent layers (NaN if either's turn is)."""
+        if name not in self._previous_weights:
             return
-        previous, previously_defined = previous
-        both = previously_defined & defined
+        before, before_flags = self._previous_weights[name]
+        both = torch.tensor([not metrics.pair_directions(b, t, space, 1, flags=(bf, f)).reasons[0]
+                             for b, t, bf, f in zip(before, triplets, before_flags, flags)])
+        previous = torch.stack([t.vectors(space)[:, 0] for t in before])
+        leading = torch.stack([t.vectors(space)[:, 0] for t in triplets])
         turns = torch.where(both, metrics.direction_turn(previous, leading), torch.nan)
         co_rotation = torch.where(both[:-1] & both[1:], metrics.co_rotation(previous, leading), torch.nan)
         for layer, value in enumerate(turns.tolist()):
@@ -163,8 +167,8 @@ class ContinuityRecorder:
         for key, triplets in (("weights", w_triplets), ("grads", g_triplets), ("cumulative", c_triplets)):
             warm[key] = torch.stack([t.v[:, :1] for t in triplets])
         rows = self.rows
-        w_defined = torch.tensor([not metrics.direction_flags(t)[0] for t in w_triplets])
-        c_defined = torch.tensor([not metrics.direction_flags(t)[0] for t in c_triplets])
+        w_flags = [metrics.direction_flags(t) for t in w_triplets]
+        c_flags = [metrics.direction_flags(t) for t in c_triplets]
         for metric, triplets in (("weight_gap", w_triplets), ("grad_gap", g_triplets), ("cumgrad_gap", c_triplets)):
             for layer, t in enumerate(triplets):
                 for direction, gap in enumerate(metrics.direction_gaps(t).tolist(), start=1):
@@ -183,10 +187,10 @@ class ContinuityRecorder:
                 for layer, value in enumerate(metrics.adjacent_spectral_alignment(weights, space).tolist()):
                     rows.append(make_row(step, name, layer, "weight_align", space, 0, value))
             for layer, (w, c) in enumerate(zip(w_triplets, c_triplets)):
-                value = float(metrics.abs_cos(w.vectors(space)[:, 0], c.vectors(space)[:, 0]))
-                value = value if w_defined[layer] and c_defined[layer] else float("nan")
+                value = float(metrics.pair_directions(w, c, space, 1, flags=(w_flags[layer], c_flags[layer])).cos[0])
                 rows.append(make_row(step, name, layer, "weight_cumgrad_cos", space, 1, value))
-            self._record_rotation(step, name, space, torch.stack([w.vectors(space)[:, 0] for w in w_triplets]), w_defined)
+            self._record_rotation(step, name, space, w_triplets, w_flags)
+        self._previous_weights[name] = w_triplets, w_flags
         for layer, value in enumerate(gradients.flatten(1).norm(dim=1).tolist()):
             rows.append(make_row(step, name, layer, "grad_norm", "", 0, value))
         updates = metrics.relative_update(weights, self._initial[name]).tolist()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import pandas as pd
 import torch
@@ -14,11 +14,13 @@ from tqdm import tqdm
 
 from . import sweeps
 from .config import MLPRunConfig, OptimizerConfig, check_precision
-from .data import ImageData, load_image_data
 from .mlp import ResidualMLP
 from .optimizers import FrameAdam, random_frames
 from .recorder import ContinuityRecorder, DenseTrace, snapshot_schedule
 from .tables import rows_to_frame
+
+if TYPE_CHECKING:  # the datasets need the `mlp` extra; the training loop (language models too) does not
+    from .data import ImageData
 
 
 class TrainingDiverged(RuntimeError):
@@ -90,6 +92,12 @@ def cosine_factor(total_steps: int) -> Callable[[int], float]:
     return lambda step: 0.5 * (1.0 + math.cos(math.pi * step / max(1, total_steps)))
 
 
+def flush_denormal_enabled() -> bool:
+    """Whether this thread flushes subnormal floats to zero (``torch.set_flush_denormal``, which has no
+    getter): probed by a product whose float32 result, 1e-40, is subnormal, hence 0 when flushed."""
+    return bool((torch.tensor([1e-30], dtype=torch.float32) * 1e-10).item() == 0)
+
+
 def train_with_recording(
     *,
     compute_loss: Callable[[int], torch.Tensor],
@@ -123,11 +131,13 @@ def train_with_recording(
     Subnormal floats (below 1.2e-38) are flushed to zero while it trains: a linear residual
     net's tiny activations and gradients are subnormal often enough to make its CPU steps
     about 8x slower (measured 140 ms against 17 ms per step), and no recorded quantity
-    depends on values that small.
+    depends on values that small. The caller's setting (:func:`flush_denormal_enabled`) is restored
+    when training ends.
     """
     parameters = [p for group in optimizer.param_groups for p in group["params"]]
     initial_lrs = [group["lr"] for group in optimizer.param_groups]
     last_finite = math.nan
+    flushing = flush_denormal_enabled()
     torch.set_flush_denormal(True)
     try:
         for step in tqdm(range(total_steps + 1), desc=description, leave=False, disable=not progress):
@@ -160,7 +170,7 @@ def train_with_recording(
                 optimizer.step()
         return None
     finally:
-        torch.set_flush_denormal(False)  # PyTorch's default
+        torch.set_flush_denormal(flushing)
 
 
 #: Snapshots also evaluate the loss and accuracy on (at most) this many training examples:
@@ -196,6 +206,8 @@ def steps_for(config: MLPRunConfig, n_train: int) -> int:
 @functools.lru_cache(maxsize=4)
 def _dataset(name: str, max_train: int | None) -> ImageData:
     """Datasets are loaded once per process, and only when a run actually trains."""
+    from .data import load_image_data
+
     return load_image_data(name, max_train=max_train)
 
 

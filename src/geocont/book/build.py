@@ -5,7 +5,7 @@ Usage (from the repository root)::
     python -m geocont.book build                 # execute missing/stale chapters at `cpu`, render
     python -m geocont.book build --scale smoke   # (re-)execute every chapter at `smoke`, render
     python -m geocont.book build --scale smoke --output /tmp/book   # build under /tmp/book/_build
-    python -m geocont.book run book/mlp_conditions.ipynb -p scale cpu -p epochs 60
+    python -m geocont.book run book/mlp_conditions.ipynb -p scale cpu -p steps 2000
 
 Source notebooks in ``book/`` stay free of outputs. Executed copies live in
 ``_build/executed/`` and record their parameters and the hash of the source they came
