@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from ... import instability, metrics
+from ... import instability, metrics, paper
 from ...config import MLPRunConfig, OptimizerConfig, check_positive
 from ...data import check_dataset_name
 from ...book.chapter import Chapter, ClaimsBuilder
@@ -473,9 +473,9 @@ def half_verdicts(results: Results) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-#: The paper's numbers for Condition 2.
-PAPER_LINEAR_WEIGHT = 0.22
-PAPER_LINEAR_GRADIENT = 0.93
+#: The paper's numbers for Condition 2 (:mod:`geocont.paper`).
+PAPER_LINEAR_WEIGHT = paper.LINEAR_WEIGHT_V1
+PAPER_LINEAR_GRADIENT = paper.LINEAR_GRADIENT_V1
 
 
 def comparison_claims(results: Results, builder: ClaimsBuilder) -> None:
@@ -507,8 +507,8 @@ def comparison_claims(results: Results, builder: ClaimsBuilder) -> None:
         if "res-radial-tau" in results.settings.conditions:
             radial = final("res-radial-tau")
             builder.add(key("radial-tau-low"), "A rotation-equivariant nonlinearity fails too",
-                        f"res-radial-tau weight v1 |cos| {tag}", "~0.22", radial, results.baseline,
-                        verdict_for_value(radial, PAPER_LINEAR_WEIGHT), headline=headline)
+                        f"res-radial-tau weight v1 |cos| {tag}", f"~{paper.RADIAL_WEIGHT_V1}", radial, results.baseline,
+                        verdict_for_value(radial, paper.RADIAL_WEIGHT_V1), headline=headline)
             builder.add(key("relu-above-radial-tau"), "Symmetry breaking, not nonlinearity, keeps continuity",
                         f"res-relu minus res-radial-tau weight v1 {tag}", "higher (no number)",
                         relu.mean - radial.mean, results.baseline, verdict_for_difference(relu, radial),
@@ -516,8 +516,8 @@ def comparison_claims(results: Results, builder: ClaimsBuilder) -> None:
         if "nores-relu" in results.settings.conditions:
             nores = final("nores-relu", "grad_cos")
             builder.add(key("nores-gradient-v1"), "Without residuals, gradient continuity is at random level",
-                        f"NoRes gradient v1 |cos| {tag}", "~0.05", nores, results.baseline,
-                        verdict_for_value(nores, 0.05), headline=headline)
+                        f"NoRes gradient v1 |cos| {tag}", f"~{paper.NORES_GRADIENT}", nores, results.baseline,
+                        verdict_for_value(nores, paper.NORES_GRADIENT), headline=headline)
         peak = weight_v1_fall(table, "res-none").peak
         builder.add(key("linear-rise-then-fall"), "Weight continuity first forms, then is lost",
                     f"res-none weight v1: peak minus final {tag}", "rise, then collapse", peak.mean - none.mean,

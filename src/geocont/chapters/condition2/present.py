@@ -96,7 +96,7 @@ def comparison_figure(results: Results) -> None:
     sns.pointplot(data=frame, x="dataset", y="value", hue="condition", hue_order=order, dodge=0.6,
                   palette=_colours(), errorbar="sd", markers="_", linestyles="none", ax=ax, legend=False)
     plotting.draw_baseline(ax, results.baseline)
-    ax.axhline(PAPER_LINEAR_WEIGHT, color="0.6", linestyle=":", label="paper's Res+None (0.22)")
+    ax.axhline(PAPER_LINEAR_WEIGHT, color="0.6", linestyle=":", label=f"paper's Res+None ({PAPER_LINEAR_WEIGHT})")
     ax.set_ylim(0, 1)
     ax.set_xlabel("dataset")
     ax.set_ylabel("weight v1 |cos| at the end, mean over layer pairs")

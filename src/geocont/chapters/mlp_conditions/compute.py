@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from ... import instability, metrics
+from ... import instability, metrics, paper
 from ...book.chapter import Chapter, ClaimsBuilder, with_early
 from ...mlp import CONDITIONS
 from ...statistics import (Estimate, Fall, fall_from_peak, final_estimate, peak_and_final, up_to_step,
@@ -99,19 +99,21 @@ def condition_claims(table: pd.DataFrame, robustness: pd.DataFrame, baseline: fl
     for space, vector in (("input", "v1"), ("output", "u1")):
         nores_grad = final("grad_cos", space, "nores-relu")
         out.add(f"nores-gradient-{vector}", "Without residuals, gradient continuity falls to random level",
-                f"NoRes gradient {vector} |cos|", "~0.05", nores_grad, baseline, verdict_for_value(nores_grad, 0.05))
+                f"NoRes gradient {vector} |cos|", f"~{paper.NORES_GRADIENT}", nores_grad, baseline,
+                verdict_for_value(nores_grad, paper.NORES_GRADIENT))
     nores_weight = final("weight_cos", "input", "nores-relu")
     out.add("nores-weight-v1", "Without residuals, weight continuity never forms", "NoRes weight v1 |cos|",
             "random level", nores_weight, baseline, verdict_for_value(nores_weight, baseline))
     none_grad = final("grad_cos", "input", "res-none")
     out.add("linear-gradient-v1", "A linear residual net has high gradient continuity", "Res+None gradient v1 |cos|",
-            "0.93", none_grad, baseline, verdict_for_value(none_grad, 0.93))
+            f"{paper.LINEAR_GRADIENT_V1}", none_grad, baseline, verdict_for_value(none_grad, paper.LINEAR_GRADIENT_V1))
     none_weight = final("weight_cos", "input", "res-none")
     out.add("linear-weight-v1", "... but low weight continuity (rotation drift)", "Res+None weight v1 |cos|",
-            "0.22", none_weight, baseline, verdict_for_value(none_weight, 0.22))
+            f"{paper.LINEAR_WEIGHT_V1}", none_weight, baseline, verdict_for_value(none_weight, paper.LINEAR_WEIGHT_V1))
     radial_weight = final("weight_cos", "input", "res-radial")
     out.add("radial-weight-v1", "A rotation-equivariant nonlinearity fails too", "Res+Radial weight v1 |cos|",
-            "~0.22", radial_weight, baseline, verdict_for_value(radial_weight, 0.22))
+            f"~{paper.RADIAL_WEIGHT_V1}", radial_weight, baseline,
+            verdict_for_value(radial_weight, paper.RADIAL_WEIGHT_V1))
     for condition in ("res-relu", "res-gelu", "res-silu"):
         if condition not in set(table["condition"]):
             continue

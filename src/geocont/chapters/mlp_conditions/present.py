@@ -10,7 +10,7 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown
 
-from ... import instability, plotting
+from ... import instability, paper, plotting
 from ...book.chapter import claim, undefined_sentence
 from ...book.figures import show_figure
 from ...book.prose import Prose, listing
@@ -59,8 +59,9 @@ def continuity_figure(results: Results) -> None:
 
 #: The paper's numbers marked in the horizon figure: (panel metric, space) -> [(value, label)].
 PAPER_MARKS: dict[tuple[str, str], list[tuple[float, str]]] = {
-    ("weight_cos", "input"): [(0.22, "paper: Res+None, Res+Radial 0.22")],
-    ("grad_cos", "input"): [(0.93, "paper: Res+None 0.93"), (0.05, "paper: NoRes ~0.05")],
+    ("weight_cos", "input"): [(paper.LINEAR_WEIGHT_V1, f"paper: Res+None, Res+Radial {paper.LINEAR_WEIGHT_V1}")],
+    ("grad_cos", "input"): [(paper.LINEAR_GRADIENT_V1, f"paper: Res+None {paper.LINEAR_GRADIENT_V1}"),
+                            (paper.NORES_GRADIENT, f"paper: NoRes ~{paper.NORES_GRADIENT}")],
 }
 
 
