@@ -61,7 +61,7 @@ book: setup
 	$(PYTHON) -m geocont.book build $(if $(SCALE),--scale $(SCALE))
 
 test: setup
-	$(PYTHON) -m pytest -q -p no:cacheprovider --durations=25 --nbval-lax tests book
+	$(PYTHON) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --no-loadscope-reorder --durations=25 --nbval-lax tests book
 
 browser: setup
 	GEOCONT_BOOK_HTML=_build/html $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_browser.py
