@@ -87,9 +87,8 @@ def test_the_early_verdict_is_a_column_of_its_own_and_survives_publishing(claims
     assert math.isnan(table.loc[1, "early_mean"]) and table.loc[1, "early_step"] is pd.NA
     changed = changed_verdicts(table)
     assert list(changed["key"]) == ["a-claim"]  # the row without an early verdict is not a change
-    assert changed_verdicts_sentence(table, 930).startswith(
-        "**Verdicts that differ between 930 steps and the end of training:** A claim (weight v1 |cos|): "
-        "not reproduced early, reproduced at the end")
+    assert "A claim (weight v1 |cos|)" in changed_verdicts_sentence(table, 930)  # it renders the changed claim
+    assert changed_verdicts_sentence(table.iloc[[1]], 930) != changed_verdicts_sentence(table, 930)
 
 
 def test_outside_book_builds_tables_go_to_a_folder_per_scale(monkeypatch):

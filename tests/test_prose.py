@@ -10,7 +10,8 @@ from geocont.book import prose
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "geocont"
 #: Every chapter's templates, and the closing chapter's (``geocont/book/prose.md``).
-PROSE_FILES = sorted(PACKAGE.glob(f"chapters/*/{prose.PROSE_FILE}")) + [PACKAGE / "book" / prose.PROSE_FILE]
+PROSE_FILES = sorted(PACKAGE.glob(f"chapters/*/{prose.PROSE_FILE}")) + [
+    PACKAGE / "chapters" / prose.PROSE_FILE, PACKAGE / "book" / prose.PROSE_FILE]
 #: ``render("name"`` and ``choose("choice"`` in a chapter's code
 _RENDERED = re.compile(r"\.(render|choose)\(\s*\"([^\"]+)\"")
 

@@ -36,11 +36,15 @@ from IPython.display import Markdown
 
 from .claims import early_text, estimate_text, publish as publish_claims
 from .notebook import notebook_parameters, one_line_parameter_errors
+from .prose import Prose
 from .provenance import provenance_markdown
 from ..scales import SCALES, ParameterError, check_scale, parameter_errors
 from ..metrics import DEGENERACY_TOL
 from ..statistics import Estimate, undefined_pairs
 from ..tables import CLAIM_COLUMNS, claim_row
+
+#: The words of the sentences every chapter shares (``src/geocont/book/prose.md``).
+_PROSE = Prose.of(__package__)
 
 #: A chapter's presets: a function of the scale that returns ``{setting: value}``, built by :func:`presets`.
 Presets = Callable[[str], dict[str, Any]]
@@ -235,9 +239,9 @@ def ours_text(row: Any) -> str:
 def verdict_list(claims: pd.DataFrame, intro: str) -> str:
     """``intro`` and one bullet per claim: verdict, claim, quantity, the paper's number, ours, the
     claim's note (the estimates behind a comparison) where it has one, and its early value."""
-    lines = [f"- **{row.verdict}**: {row.claim} ({row.quantity}: paper {row.paper}, ours {ours_text(row)}"
-             + (f"; {row.note}" if row.note else "") + ")"
-             + (f"; {early_text(row)}" if early_text(row) else "")
+    lines = [_PROSE.render("verdict-item", verdict=row.verdict, claim=row.claim, quantity=row.quantity,
+                           paper=row.paper, ours=ours_text(row), note=f"; {row.note}" if row.note else "",
+                           early=f"; {early_text(row)}" if early_text(row) else "")
              for row in claims.itertuples()]
     return intro + "\n\n" + "\n".join(lines)
 
@@ -265,10 +269,10 @@ def changed_verdicts_sentence(claims: pd.DataFrame, steps: int) -> str:
     of training, as one bold-led sentence; or a sentence saying none did."""
     changed = changed_verdicts(claims)
     if not len(changed):
-        return f"No verdict differs between {steps:,} steps and the end of training."
-    return (f"**Verdicts that differ between {steps:,} steps and the end of training:** "
-            + "; ".join(f"{row.claim} ({row.quantity}): {row.early_verdict} early, "
-                        f"{row.verdict} at the end" for row in changed.itertuples()) + ".")
+        return _PROSE.choose("changed-verdicts", "none", steps=steps)
+    return _PROSE.choose("changed-verdicts", "some", steps=steps, changed="; ".join(
+        _PROSE.render("changed-verdict-item", claim=row.claim, quantity=row.quantity, early=row.early_verdict,
+                      final=row.verdict) for row in changed.itertuples()))
 
 
 #: The claims columns a chapter's table shows no column of its own for (the early value is shown as one text column).
@@ -286,8 +290,6 @@ def undefined_sentence(table: pd.DataFrame) -> str:
     counts = undefined_pairs(table)
     total, undefined = int(counts["pairs"].sum()), int(counts["undefined"].sum())
     if undefined == 0:
-        return (f"No singular direction compared here was undefined (every one of the {total} pair values had a "
-                f"relative gap of at least {DEGENERACY_TOL:g}).")
+        return _PROSE.choose("undefined", "none", total=total, tol=DEGENERACY_TOL)
     which = ", ".join(f"{r.metric} ({r.space}) {r.undefined} of {r.pairs}" for r in counts.itertuples() if r.undefined)
-    return (f"{undefined} of {total} pair values compared a singular direction that is undefined (a zero matrix or "
-            f"a relative gap below {DEGENERACY_TOL:g}); they are flagged and left out of every mean: {which}.")
+    return _PROSE.choose("undefined", "some", undefined=undefined, total=total, tol=DEGENERACY_TOL, which=which)

@@ -17,11 +17,15 @@ from ..config import MLPRunConfig, OptimizerConfig, check_positive
 from ..data import check_dataset_name
 from ..mlp import CONDITIONS, block_spec
 from ..book.chapter import Presets, changed_verdicts_sentence, presets, seeds_text, verdict_list
+from ..book.prose import Prose
 from ..scales import parse_seeds
-from ..statistics import (at_final_step, change_over_last, estimate, estimate_at_step, final_estimate,
-                          final_per_run, per_run)
+from ..statistics import change_over_last, estimate, estimate_at_step, final_estimate, final_per_run
 from ..tables import diverged_runs
 from ..training import run_sweep
+
+
+#: The words the run families share (``src/geocont/chapters/prose.md``).
+_PROSE = Prose.of(__package__)
 
 
 #: Optimizers compared at the horizon on the robustness conditions. SGD is rotation
@@ -275,10 +279,9 @@ def horizon_text(settings: MLPChapterSettings) -> str:
 def verdict(settings: MLPChapterSettings, claims: pd.DataFrame) -> Markdown:
     """An MLP chapter's closing list: one bullet per claim (judged at the horizon, its early value
     beside it), under the scale, seeds and data, and the claims whose verdict the horizon changed."""
-    text = verdict_list(claims, f"At the `{settings.scale}` scale ({len(settings.seeds)} seeds, "
-                                f"{horizon_text(settings)} of batch {settings.base.batch_size} on "
-                                f"`{settings.base.dataset}`; each claim judged at the end of training, its value "
-                                f"after {settings.early_steps:,} steps beside it):")
+    text = verdict_list(claims, _PROSE.render("mlp-verdict-intro", scale=settings.scale, seeds=len(settings.seeds),
+                                              horizon=horizon_text(settings), batch=settings.base.batch_size,
+                                              dataset=settings.base.dataset, early=settings.early_steps))
     text += "\n\n" + changed_verdicts_sentence(claims, settings.early_steps)
     return Markdown(text)
 
