@@ -25,6 +25,9 @@ from ..mlp_runs import MLPChapterSettings
 #: The conditions the chapter compares (the ``conditions`` parameter replaces them).
 CONDITIONS_COMPARED = ("res-relu", "nores-relu", "res-none", "res-radial", "res-radial-tau")
 
+#: The symmetric conditions whose late drift the claims compare with the reference (claim ``<condition>-late-drift``).
+DRIFT_CONDITIONS = ("res-none", "res-radial", "res-radial-tau")
+
 
 #: The condition without residual connections the step-0 claim compares the reference condition with.
 NO_RESIDUAL = "nores-relu"
@@ -320,7 +323,7 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
                 note=f"{together}; never crossed (ranked last): {int(sweep[crossing].isna().sum())}", n=together.n)
     turn = drift(conditions, "turn")
     relu_turn = estimate(turn[turn["condition"] == reference]["value"])
-    for condition in ("res-none", "res-radial", "res-radial-tau"):
+    for condition in DRIFT_CONDITIONS:
         if condition not in set(conditions["condition"]):
             continue
         rate = estimate(turn[turn["condition"] == condition]["value"])
@@ -599,8 +602,6 @@ def rotation_drift(results: Results) -> RotationDrift:
                        results.of(c, "weight_cumgrad_final")) for c in results.order))
 
 
-#: The symmetric conditions whose late drift the claims compare with the reference (claim ``<condition>-late-drift``).
-DRIFT_CONDITIONS = ("res-none", "res-radial", "res-radial-tau")
 
 
 @dataclass(frozen=True)
