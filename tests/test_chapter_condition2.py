@@ -209,7 +209,7 @@ def make_results(linear_v1, linear_loss, stable_linear_v1, relu_v1=rise(0.9, 0.9
                 optimizer="sgd(momentum=0.9)")
     return condition2.Results(settings=settings, comparison=comparison, linear_seeds=linear_seeds,
                               interventions=interventions, sgd_choice=condition2.SGDChoice(0.01, {0.01: (0, 9)}),
-                              sgd=sgd, baseline=0.05)
+                              sgd=sgd, baseline=0.05, drift_tests={})
 
 
 def verdicts(results):

@@ -26,10 +26,8 @@ from ..mlp_runs import predicted_run_seconds
 #: net, a rotation-equivariant nonlinearity that is nonlinear in practice, and no residual.
 CORE_CONDITIONS = ("res-relu", "res-none", "res-radial-tau", "nores-relu")
 
-#: The headline dataset is the one whose training set has the paper's size (60,000 images): the
-#: memorisation explanation depends on it. Stated before any run was read.
-HEADLINE_RULE = ("the dataset whose training set has the paper's size (60,000 images), since whether the "
-                 "training set is memorised (one of the explanations tested) depends on its size")
+#: The headline dataset is the one whose training set has the paper's size (the rule all MLP chapters share).
+HEADLINE_RULE = mlp_runs.HEADLINE_DATASET_RULE
 
 #: Stabilising and symmetry-removing interventions, each a change to the base run (Adam, lr 1e-3,
 #: constant). Values chosen before any was run: lr 3e-4 (the issue's example, 3.3x smaller);
@@ -47,6 +45,27 @@ INTERVENTIONS: dict[str, dict[str, Any]] = {
     "adam-rotated": dict(optimizer=OptimizerConfig("adam-rotated", lr=1e-3)),
 }
 
+#: The direct tests of drift on the linear net (headline dataset, every seed of the comparison), each a change to
+#: the base run, written down with what each reading predicts before any was run:
+#:
+#: * ``lr step-down``: lr 1e-3 to half the horizon, then x0.1. Accumulated drift predicts that weight v1 stops
+#:   where it was at the switch (the frames that drifted apart stay apart); an equilibrium set by the current
+#:   noise level predicts that it recovers towards a higher level after the switch.
+#: * ``lr step-up``: the mirror, lr 3e-4 then x(10/3) = 1e-3. Drift predicts a faster fall after the switch;
+#:   an equilibrium predicts a fall to the lr-1e-3 level.
+#: * ``lr 3e-4 long``: lr 3e-4 for the same summed learning rate as lr 1e-3 over the horizon (steps x 10/3 =
+#:   31,200 at ``cpu``), read against the base run on a sum-of-lr axis: if continuity is a function of the
+#:   distance travelled, the two curves coincide there.
+#: * ``batch 64`` and ``batch 256``: half and twice the base batch, same lr and steps. If gradient noise sets
+#:   the pace of drift, the smaller batch falls faster and the larger one slower.
+DRIFT_TESTS: dict[str, dict[str, Any]] = {
+    "lr step-down": dict(lr_schedule="step", lr_step_factor=0.1),
+    "lr step-up": dict(optimizer=OptimizerConfig("adam", lr=3e-4), lr_schedule="step", lr_step_factor=10 / 3),
+    "lr 3e-4 long": dict(optimizer=OptimizerConfig("adam", lr=3e-4), steps_factor=10 / 3),
+    "batch 64": dict(batch_size=64),
+    "batch 256": dict(batch_size=256),
+}
+
 #: SGD (momentum 0.9): its learning rate is chosen per dataset as the largest of these with no
 #: seed of any SGD condition diverging within ``sgd_probe_steps``.
 SGD_LEARNING_RATES = (0.03, 0.01, 0.003)
@@ -61,7 +80,7 @@ _CHAPTER_VALUES: dict[str, dict[str, Any]] = {
     "paper": dict(datasets=("mnist", "fashion-mnist", "mnist-10k"), many_seeds=16, sgd_probe_steps=500),
 }
 _PRESETS = mlp_runs.mlp_presets(_CHAPTER_VALUES, without=("dataset",), conditions=CORE_CONDITIONS,
-                                interventions=tuple(INTERVENTIONS))
+                                interventions=tuple(INTERVENTIONS), drift_tests=tuple(DRIFT_TESTS))
 
 #: The notebook's parameters, in the order of its ``parameters`` cell.
 PARAMETERS: dict[str, str] = {
@@ -72,6 +91,7 @@ PARAMETERS: dict[str, str] = {
     "datasets": "the datasets compared, the headline one first (mnist-subset, mnist-10k, mnist, fashion-mnist)",
     "conditions": "the conditions compared on every dataset",
     "interventions": f"which interventions run on the headline dataset (of {', '.join(INTERVENTIONS)})",
+    "drift_tests": f"which direct tests of drift run on the linear net (of {', '.join(DRIFT_TESTS)})",
     "width": "hidden width",
     "depth": "number of hidden layers",
     "trace_every": "steps between trace points (loss and weight v1 for the instability analysis)",
@@ -91,6 +111,8 @@ class Condition2Settings:
     many_seeds: tuple[int, ...]
     interventions: tuple[str, ...]
     early_steps: int
+    #: the direct tests of drift (:data:`DRIFT_TESTS`)
+    drift_tests: tuple[str, ...] = ()
     sgd_probe_steps: int
     #: the chapter parameters that were set (not None), as a re-run must repeat them
     overrides: dict[str, Any] = field(default_factory=dict)
@@ -112,6 +134,16 @@ class Condition2Settings:
         return [self.base.replace(condition=c, seed=s, **INTERVENTIONS[name])
                 for c in ("res-none", "res-relu") for s in self.seeds]
 
+    def drift_test_configs(self, name: str) -> list[MLPRunConfig]:
+        """The linear net under drift test ``name`` (:data:`DRIFT_TESTS`) on the headline dataset, every seed.
+        A longer run (``steps_factor``) also snapshots the base horizon, so it can be read at equal steps too."""
+        changes = dict(DRIFT_TESTS[name])
+        factor = changes.pop("steps_factor", None)
+        if factor is not None:
+            steps = round(self.base.steps * factor)
+            changes.update(steps=steps, snapshot_steps=(*self.base.snapshot_steps, self.base.steps))
+        return [self.base.replace(condition="res-none", seed=s, **changes) for s in self.seeds]
+
     def sgd_configs(self, lr: float, steps: int | None = None) -> list[MLPRunConfig]:
         """SGD at ``lr`` on the headline dataset: the linear net on ``many_seeds``, the baseline on ``seeds``;
         ``steps`` shortens them to probes (no late snapshots)."""
@@ -128,6 +160,8 @@ class Condition2Settings:
         for name in self.interventions:
             configs += self.intervention_configs(name)
         configs += self.linear_seed_configs()
+        for name in self.drift_tests:
+            configs += self.drift_test_configs(name)
         for dataset in self.datasets[1:]:
             configs += self.comparison_configs(dataset)
         unique: dict[str, MLPRunConfig] = {}
@@ -137,7 +171,7 @@ class Condition2Settings:
 
 
 #: The chapter's own settings, besides those of the shared MLP builder (:func:`geocont.chapters.mlp_runs.build_settings`).
-_OWN_VALUES = ("datasets", "many_seeds", "interventions", "sgd_probe_steps")
+_OWN_VALUES = ("datasets", "many_seeds", "interventions", "drift_tests", "sgd_probe_steps")
 
 
 def build_settings(scale: str, values: dict[str, Any]) -> Condition2Settings:
@@ -153,6 +187,10 @@ def build_settings(scale: str, values: dict[str, Any]) -> Condition2Settings:
     for name in interventions:
         if name not in INTERVENTIONS:
             raise ValueError(f"unknown intervention {name!r}; valid choices: {', '.join(INTERVENTIONS)}")
+    drift_tests = tuple(own["drift_tests"])
+    for name in drift_tests:
+        if name not in DRIFT_TESTS:
+            raise ValueError(f"unknown drift test {name!r}; valid choices: {', '.join(DRIFT_TESTS)}")
     mlp = mlp_runs.build_settings(scale, {**values, "dataset": datasets[0]})
     for condition in ("res-none", "res-relu"):
         if condition not in mlp.conditions:
@@ -160,7 +198,7 @@ def build_settings(scale: str, values: dict[str, Any]) -> Condition2Settings:
     probe_steps = min(check_positive("sgd_probe_steps", own["sgd_probe_steps"]), mlp.base.steps)
     return Condition2Settings(scale=scale, base=mlp.base, datasets=datasets, conditions=mlp.conditions, seeds=mlp.seeds,
                               many_seeds=parse_seeds(own["many_seeds"], "many_seeds"), interventions=interventions,
-                              early_steps=mlp.early_steps, sgd_probe_steps=probe_steps)
+                              early_steps=mlp.early_steps, sgd_probe_steps=probe_steps, drift_tests=drift_tests)
 
 
 def describe(settings: Condition2Settings) -> dict[str, Any]:
@@ -215,11 +253,11 @@ CHAPTER = Chapter(name="condition2", parameters=PARAMETERS, presets=_PRESETS, bu
 
 
 #: The parameters that narrow the design (fewer runs) rather than change the runs.
-_BREADTH_PARAMETERS = ("seeds", "many_seeds", "datasets", "conditions", "interventions")
+_BREADTH_PARAMETERS = ("seeds", "many_seeds", "datasets", "conditions", "interventions", "drift_tests")
 
 #: A narrower ``cpu`` re-run: the headline dataset with two of the stabilising interventions, the horizon
 #: and every seed kept.
-NARROW_CPU_RERUN = dict(datasets=("fashion-mnist",), interventions=("clip 1.0", "cosine"))
+NARROW_CPU_RERUN = dict(datasets=("fashion-mnist",), interventions=("clip 1.0", "cosine"), drift_tests=("lr step-down",))
 
 
 @dataclass(frozen=True)
@@ -250,6 +288,7 @@ def budget(settings: Condition2Settings) -> Budget:
         ("datasets", [d for d in preset.datasets if d not in settings.datasets]),
         ("conditions", [c for c in preset.conditions if c not in settings.conditions]),
         ("interventions", [i for i in preset.interventions if i not in settings.interventions]),
+        ("drift tests", [t for t in preset.drift_tests if t not in settings.drift_tests]),
         ("seeds", [s for s in preset.seeds if s not in settings.seeds]),
         ("linear-net seeds", [s for s in preset.many_seeds if s not in settings.many_seeds])) if missing}
     narrow = predicted_minutes(CHAPTER.configure(settings.scale, **{**kept, **NARROW_CPU_RERUN}))
@@ -298,6 +337,8 @@ class Results:
     linear_seeds: pd.DataFrame
     #: ``{intervention: sweep table}`` on the headline dataset; "adam" is the unchanged base run
     interventions: dict[str, pd.DataFrame]
+    #: ``{drift test: sweep table}`` of the linear net on the headline dataset
+    drift_tests: dict[str, pd.DataFrame]
     sgd_choice: SGDChoice
     #: SGD at the chosen rate (empty if none was stable)
     sgd: pd.DataFrame
@@ -318,6 +359,8 @@ def run(settings: Condition2Settings, executor: str | None = None) -> Results:
     return Results(settings=settings, comparison=comparison,
                    linear_seeds=run_sweep(settings.linear_seed_configs(), progress=False),
                    interventions=interventions, sgd_choice=choice, sgd=sgd,
+                   drift_tests={name: run_sweep(settings.drift_test_configs(name), progress=False)
+                                for name in settings.drift_tests},
                    baseline=metrics.random_abs_cos(settings.base.width))
 
 

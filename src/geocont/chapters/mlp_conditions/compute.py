@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,8 +12,8 @@ import pandas as pd
 from ... import instability, metrics, paper
 from ...book.chapter import Chapter, ClaimsBuilder, with_early
 from ...mlp import CONDITIONS
-from ...statistics import (Estimate, Fall, fall_from_peak, final_estimate, peak_and_final, up_to_step,
-                           verdict_for_difference, verdict_for_value, weakest)
+from ...statistics import (DIFFERENCE_MARGIN, Estimate, Fall, fall_from_peak, final_estimate, random_level_sd, up_to_step,
+                           verdict_at_random_level, verdict_for_difference, verdict_for_value, weakest)
 from ...training import run_sweep
 from .. import mlp_runs
 from ..mlp_runs import MLPChapterSettings
@@ -19,6 +21,13 @@ from ..mlp_runs import MLPChapterSettings
 
 #: The conditions the chapter compares (the ``conditions`` parameter replaces them).
 CONDITIONS_COMPARED = ("res-relu", "res-gelu", "res-silu", "nores-relu", "res-none", "res-radial", "res-radial-tau")
+
+#: The control of the mean-direction hypothesis (after a ReLU every layer's input is non-negative, so its mean is a
+#: large direction all examples share, and each layer's v1 may follow it): the same nets with the running mean of
+#: the activation's output removed (:class:`geocont.mlp.CentredReLU`), chosen before any run: a running mean
+#: rather than a per-layer centring of the inputs, so that the block stays ``act(W h + b)`` with one activation
+#: swapped, and an example's output does not depend on its batch.
+MEAN_CONTROL_CONDITIONS = ("nores-relu-centred", "res-relu-centred")
 
 
 def describe(settings: MLPChapterSettings) -> dict[str, Any]:
@@ -36,7 +45,7 @@ CHAPTER = Chapter(
     name="mlp_conditions",
     parameters=mlp_runs.parameters("scale", "seeds", "steps", "conditions", "width", "depth", "dataset",
                                    "init_scale", "lr", "n_snapshots", "precision"),
-    presets=mlp_runs.mlp_presets(conditions=CONDITIONS_COMPARED),
+    presets=mlp_runs.mlp_presets(conditions=CONDITIONS_COMPARED, mean_control_conditions=MEAN_CONTROL_CONDITIONS),
     build=mlp_runs.build_settings,
     describe=describe,
     runs=mlp_runs.all_run_configs,
@@ -46,14 +55,16 @@ CHAPTER = Chapter(
 
 @dataclass
 class Results:
-    """The chapter's run tables: the conditions, the optimizer and the init-scale sweeps."""
+    """The chapter's run tables: the conditions, the optimizer, init-scale and data sweeps, the mean control."""
 
     settings: MLPChapterSettings
     table: pd.DataFrame
     robustness: pd.DataFrame
     init_table: pd.DataFrame
-    #: the data control: ``{dataset: sweep table}`` of the robustness conditions
+    #: the data control: ``{dataset: sweep table}`` of the data conditions, the chapter's own dataset first
     data: dict[str, pd.DataFrame]
+    #: the mean-removal control (:data:`MEAN_CONTROL_CONDITIONS`); empty where it did not run
+    mean_control: pd.DataFrame
     baseline: float
     empirical: dict[str, metrics.MeanSd]
 
@@ -62,54 +73,95 @@ class Results:
         """The conditions in the book's fixed order."""
         return [c for c in CONDITIONS if c in self.settings.conditions]
 
+    @property
+    def headline(self) -> str:
+        """The dataset whose verdicts are the chapter's (its own; :data:`geocont.chapters.mlp_runs.HEADLINE_DATASET_RULE`)."""
+        return self.settings.base.dataset
+
+    @property
+    def random_sd(self) -> float:
+        """The random level's own spread: the sd of a layer-pair mean of |cos| of random unit vectors."""
+        return random_level_sd(self.settings.base.width, self.settings.base.depth - 1)
+
 
 def run(settings: MLPChapterSettings) -> Results:
     """Train (or load from the cache) every run of the chapter."""
     base = settings.base
+    mean_control = settings.mean_control_configs()
     return Results(
         settings=settings,
         table=run_sweep(settings.condition_configs()),
         robustness=run_sweep(settings.robustness_configs()),
         init_table=run_sweep(settings.init_configs()),
         data=mlp_runs.run_data_sweep(settings),
+        mean_control=run_sweep(mean_control) if mean_control else pd.DataFrame(),
         baseline=metrics.random_abs_cos(base.width),
         empirical=metrics.random_matrix_baseline((base.width, base.width), base.depth, n_draws=5),
     )
+
+
+def _until(results: Results, step: int | None) -> Results:
+    """``results`` with every table cut at ``step`` (None: unchanged): the same runs read at an earlier snapshot."""
+    if step is None:
+        return results
+
+    def cut(table: pd.DataFrame) -> pd.DataFrame:
+        return up_to_step(table, step) if len(table) else table
+
+    return dataclasses.replace(results, table=cut(results.table), robustness=cut(results.robustness),
+                               data={d: cut(t) for d, t in results.data.items()},
+                               mean_control=cut(results.mean_control))
 
 
 def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims table, judged at the end of training, each with its value after
     ``early_steps`` (the same runs read at that snapshot) in the ``early`` column."""
     early = results.settings.early_steps
-    at_end = condition_claims(results.table, results.robustness, results.baseline)
-    at_early = condition_claims(up_to_step(results.table, early), up_to_step(results.robustness, early),
-                                results.baseline)
-    return with_early(at_end, at_early, early)
+    return with_early(condition_claims(results), condition_claims(_until(results, early)), early)
 
 
-def condition_claims(table: pd.DataFrame, robustness: pd.DataFrame, baseline: float) -> pd.DataFrame:
-    """The claims of Conditions 1 and 2, from the condition sweep and the optimizer sweep."""
+def condition_claims(results: Results) -> pd.DataFrame:
+    """The claims of Conditions 1 and 2: those of the data conditions on every dataset of the data control (the
+    chapter's own dataset is the verdict of record), the others on the chapter's own dataset."""
+    table, robustness, baseline = results.table, results.robustness, results.baseline
     base_optimizer = table["optimizer"].iloc[0]
-    out = ClaimsBuilder(CHAPTER.name)
+    out = ClaimsBuilder(CHAPTER.name, dataset=results.headline)
 
     def final(metric: str, space: str, condition: str, frame: pd.DataFrame = table,
               optimizer: str | None = None) -> Estimate:
         return final_estimate(frame, metric, space, 1, condition=condition, optimizer=optimizer or base_optimizer)
 
-    for space, vector in (("input", "v1"), ("output", "u1")):
-        nores_grad = final("grad_cos", space, "nores-relu")
-        out.add(f"nores-gradient-{vector}", "Without residuals, gradient continuity falls to random level",
-                f"NoRes gradient {vector} |cos|", f"~{paper.NORES_GRADIENT}", nores_grad, baseline,
-                verdict_for_value(nores_grad, paper.NORES_GRADIENT))
-    nores_weight = final("weight_cos", "input", "nores-relu")
-    out.add("nores-weight-v1", "Without residuals, weight continuity never forms", "NoRes weight v1 |cos|",
-            "random level", nores_weight, baseline, verdict_for_value(nores_weight, baseline))
-    none_grad = final("grad_cos", "input", "res-none")
-    out.add("linear-gradient-v1", "A linear residual net has high gradient continuity", "Res+None gradient v1 |cos|",
-            f"{paper.LINEAR_GRADIENT_V1}", none_grad, baseline, verdict_for_value(none_grad, paper.LINEAR_GRADIENT_V1))
+    def at_random(ours: Estimate) -> str:
+        return verdict_at_random_level(ours, baseline, results.random_sd)
+
+    for dataset, data in results.data.items():
+        conditions = set(data["condition"])
+        if "nores-relu" in conditions:
+            nores_grad = final("grad_cos", "input", "nores-relu", data)
+            nores_weight = final("weight_cos", "input", "nores-relu", data)
+            out.add("nores-gradient-v1", "Without residuals, gradient continuity falls to random level",
+                    "NoRes gradient v1 |cos|", f"~{paper.NORES_GRADIENT}", nores_grad, baseline, at_random(nores_grad),
+                    dataset=dataset)
+            out.add("nores-weight-v1", "Without residuals, weight continuity does not develop",
+                    "NoRes weight v1 |cos|", "random level", nores_weight, baseline, at_random(nores_weight),
+                    note=f"gradient v1 {nores_grad}", dataset=dataset)
+        if "res-none" in conditions:
+            none_grad = final("grad_cos", "input", "res-none", data)
+            none_weight = final("weight_cos", "input", "res-none", data)
+            out.add("linear-gradient-v1", "A linear residual net has high gradient continuity",
+                    "Res+None gradient v1 |cos|", f"{paper.LINEAR_GRADIENT_V1}", none_grad, baseline,
+                    verdict_for_value(none_grad, paper.LINEAR_GRADIENT_V1), dataset=dataset)
+            out.add("linear-weight-v1", "... but low weight continuity (rotation drift)", "Res+None weight v1 |cos|",
+                    f"{paper.LINEAR_WEIGHT_V1}", none_weight, baseline,
+                    verdict_for_value(none_weight, paper.LINEAR_WEIGHT_V1), dataset=dataset)
+            fall = fall_from_peak(data, condition="res-none")
+            out.add("res-none-rise-then-collapse", "Weight continuity first forms, then is lost to rotation drift",
+                    "res-none weight v1: peak minus final", "rise, then collapse", fall.amount, baseline,
+                    fall.verdict, note=f"peak {fall.peak}, final {fall.final}", n=fall.peak.n, dataset=dataset)
+    nores_grad_u1 = final("grad_cos", "output", "nores-relu")
+    out.add("nores-gradient-u1", "Without residuals, gradient continuity falls to random level",
+            "NoRes gradient u1 |cos|", f"~{paper.NORES_GRADIENT}", nores_grad_u1, baseline, at_random(nores_grad_u1))
     none_weight = final("weight_cos", "input", "res-none")
-    out.add("linear-weight-v1", "... but low weight continuity (rotation drift)", "Res+None weight v1 |cos|",
-            f"{paper.LINEAR_WEIGHT_V1}", none_weight, baseline, verdict_for_value(none_weight, paper.LINEAR_WEIGHT_V1))
     radial_weight = final("weight_cos", "input", "res-radial")
     out.add("radial-weight-v1", "A rotation-equivariant nonlinearity fails too", "Res+Radial weight v1 |cos|",
             f"~{paper.RADIAL_WEIGHT_V1}", radial_weight, baseline,
@@ -122,11 +174,10 @@ def condition_claims(table: pd.DataFrame, robustness: pd.DataFrame, baseline: fl
                 f"{condition} minus Res+None weight v1", "higher (no number)", ours.mean - none_weight.mean,
                 baseline, verdict_for_difference(ours, none_weight), note=f"{condition} {ours}; res-none {none_weight}",
                 std=ours.std, n=ours.n)
-    for condition in ("res-none", "res-radial"):
-        peak, last = peak_and_final(table, "weight_cos", "input", 1, condition=condition, optimizer=base_optimizer)
-        out.add(f"{condition}-rise-then-collapse", "Weight continuity first forms, then is lost to rotation drift",
-                f"{condition} weight v1: peak minus final", "rise, then collapse", peak.mean - last.mean, baseline,
-                verdict_for_difference(peak, last), note=f"peak {peak}, final {last}", n=peak.n)
+    fall = fall_from_peak(table, condition="res-radial", optimizer=base_optimizer)
+    out.add("res-radial-rise-then-collapse", "Weight continuity first forms, then is lost to rotation drift",
+            "res-radial weight v1: peak minus final", "rise, then collapse", fall.amount, baseline,
+            fall.verdict, note=f"peak {fall.peak}, final {fall.final}", n=fall.peak.n)
     optimizers = list(robustness["optimizer"].unique())
     random_level = Estimate(baseline, 0.0, 1)
     relu = {o: final("weight_cos", "input", "res-relu", robustness, o) for o in optimizers}
@@ -141,7 +192,33 @@ def condition_claims(table: pd.DataFrame, robustness: pd.DataFrame, baseline: fl
             "smallest (res-relu minus res-none) weight v1 over optimizers", "res-relu higher",
             min(relu[o].mean - none[o].mean for o in optimizers), baseline,
             weakest(verdict_for_difference(relu[o], none[o]) for o in optimizers), note=details, n=len(optimizers))
+    mean_direction_claims(results, out)
     return out.table()
+
+
+def mean_direction_claims(results: Results, out: ClaimsBuilder) -> None:
+    """Our own claims (the paper makes none): does NoRes's weight v1 follow the mean of each layer's input, and
+    what is left of NoRes's and res-relu's weight continuity when that mean is removed (:func:`mean_direction`)."""
+    found = mean_direction(results)
+    if found is None:
+        return
+    random_level = Estimate(results.baseline, 0.0, 1)
+    out.add("nores-v1-follows-input-mean", "NoRes: each layer's v1 follows the mean of its input (our hypothesis)",
+            "NoRes |cos(v1(W_l), mean input of layer l)|", "(not in the paper)", found.follows["nores-relu"],
+            results.baseline, verdict_for_difference(found.follows["nores-relu"], random_level),
+            note=f"res-relu {found.follows['res-relu']}")
+    centred = found.weight["nores-relu-centred"]
+    out.add("nores-centred-weight-v1", "Without residuals and without the shared mean, weight continuity does not develop",
+            "NoRes (centred ReLU) weight v1 |cos|", "random level", centred, results.baseline,
+            verdict_at_random_level(centred, results.baseline, results.random_sd),
+            note=f"NoRes with ReLU {found.weight['nores-relu']}")
+    relu, relu_centred = found.weight["res-relu"], found.weight["res-relu-centred"]
+    out.add("res-relu-centred-keeps", "Residual + ReLU keeps weight continuity without the shared mean (our test)",
+            "res-relu (centred) weight v1 |cos| minus random", "(not in the paper)", relu_centred.mean - results.baseline,
+            results.baseline, verdict_for_difference(relu_centred, random_level),
+            note=f"res-relu {relu}; centred {relu_centred}; share of res-relu's rise above random that the mean "
+                 f"explains: {found.relu_share:.0%}" if not math.isnan(found.relu_share) else f"res-relu {relu}",
+            std=relu_centred.std, n=relu_centred.n)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,3 +358,45 @@ def radial_linearity(settings: MLPChapterSettings, n_probe: int = 512) -> Radial
         near_identity=float(100 * (norms > RADIAL_NEAR_IDENTITY_NORM).float().mean()),
         tau_min=float(taus.min()), tau_max=float(taus.max()),
         tau_near_identity=float(100 * (scaled_norms / taus[:, None] > RADIAL_NEAR_IDENTITY_NORM).float().mean()))
+
+
+@dataclass(frozen=True)
+class MeanDirection:
+    """The mean-direction hypothesis, measured (all final values, mean ± sd over seeds, the chapter's dataset):
+    per condition, |cos(v1(W_l), mean input of layer l)| (``follows``), the share of each layer's input second
+    moment that is its mean (``mean_share``), weight v1 continuity (``weight``, with the centred controls), and the
+    share of res-relu's weight v1 above the random level that removing the mean takes away (``relu_share``)."""
+
+    follows: dict[str, Estimate]
+    mean_share: dict[str, Estimate]
+    weight: dict[str, Estimate]
+    relu_share: float
+    baseline: float
+
+    @property
+    def case(self) -> str:
+        """"explains" (NoRes's v1 follows its input mean above the random level, and removing the mean lowers its
+        weight v1, each by the book's difference rule), "follows-only", "drops-only" or "neither"."""
+        follows = verdict_for_difference(self.follows["nores-relu"], Estimate(self.baseline, 0.0, 1)) == "reproduced"
+        drops = verdict_for_difference(self.weight["nores-relu"], self.weight["nores-relu-centred"]) == "reproduced"
+        return "explains" if follows and drops else "follows-only" if follows else "drops-only" if drops else "neither"
+
+
+#: The conditions of the mean-direction measurement: each with its centred control.
+MEAN_PAIRS = {"nores-relu": "nores-relu-centred", "res-relu": "res-relu-centred"}
+
+
+def mean_direction(results: Results) -> MeanDirection | None:
+    """The :class:`MeanDirection` finding (None where the mean control did not run)."""
+    control = results.mean_control
+    if control.empty or not set(MEAN_PAIRS) <= set(results.table["condition"]):
+        return None
+    both = pd.concat([results.table[results.table["condition"].isin(list(MEAN_PAIRS))], control], ignore_index=True)
+    conditions = [*MEAN_PAIRS, *MEAN_PAIRS.values()]
+    follows = {c: final_estimate(both, "mean_input_cos", "input", 1, condition=c) for c in conditions}
+    mean_share = {c: final_estimate(both, "mean_input_share", "", 0, condition=c) for c in conditions}
+    weight = {c: final_estimate(both, "weight_cos", "input", 1, condition=c) for c in conditions}
+    relu, centred = weight["res-relu"].mean, weight["res-relu-centred"].mean
+    rise = relu - results.baseline
+    share = (relu - centred) / rise if rise > DIFFERENCE_MARGIN else math.nan
+    return MeanDirection(follows, mean_share, weight, share, results.baseline)

@@ -17,8 +17,8 @@ from ...book.prose import Prose, listing
 from ...statistics import Estimate, change_over_last, estimate, estimate_at_step, final_estimate, peak_and_final, per_run
 from .. import mlp_runs
 from ..mlp_runs import MLPChapterSettings, final_summary
-from .compute import (RADIAL_NEAR_IDENTITY_NORM, NEAR_LINEAR_SHARE, Results, claims, data_control, optimizer_finding,
-                      radial_linearity)
+from .compute import (MEAN_PAIRS, RADIAL_NEAR_IDENTITY_NORM, NEAR_LINEAR_SHARE, Results, claims, data_control,
+                      mean_direction, optimizer_finding, radial_linearity)
 
 PROSE = Prose.of(__package__)
 
@@ -295,3 +295,38 @@ def radial_linearity_note(settings: MLPChapterSettings) -> Markdown:
         near_identity=found.near_identity, tau_min=found.tau_min, tau_max=found.tau_max,
         tau_near_identity=found.tau_near_identity,
         verdict=PROSE.choose("radial-verdict", "linear" if found.radial_is_linear else "nonlinear", share=NEAR_LINEAR_SHARE)))
+
+
+def mean_direction_figure(results: Results) -> None:
+    """The mean-direction hypothesis over training: |cos(v1(W_l), mean input of layer l)| (layer mean) and weight
+    v1 continuity, for NoRes and res-relu and their centred controls."""
+    found = mean_direction(results)
+    if found is None:
+        return
+    conditions = [*MEAN_PAIRS, *MEAN_PAIRS.values()]
+    both = pd.concat([results.table[results.table["condition"].isin(list(MEAN_PAIRS))], results.mean_control],
+                     ignore_index=True)
+    fig, axes = plt.subplots(1, 3, figsize=(18, 4.6))
+    panels = [("mean_input_cos", "input", 1), ("mean_input_share", "", 0), ("weight_cos", "input", 1)]
+    for ax, (metric, space, direction) in zip(axes, panels):
+        plotting.plot_over_training(both, metric, space, direction, ax=ax, hue_order=conditions, xscale="linear",
+                                    baseline=results.baseline if metric != "mean_input_share" else None,
+                                    legend=ax is axes[-1])
+        ax.set_ylim(0, 1.02)
+    fig.tight_layout()
+    show_figure(fig, "mlp-mean-direction", PROSE.render("mean-direction-caption", baseline=results.baseline))
+
+
+def mean_direction_note(results: Results) -> Markdown:
+    """What the mean-direction measurement and its centred control show (:func:`.compute.mean_direction`)."""
+    found = mean_direction(results)
+    if found is None:
+        return Markdown("")
+    share = (PROSE.render("mean-relu-share", share=found.relu_share) if found.relu_share == found.relu_share
+             else PROSE.render("mean-relu-share-undefined"))
+    return Markdown(PROSE.render(
+        "mean-direction", nores_follows=found.follows["nores-relu"], relu_follows=found.follows["res-relu"],
+        nores_share=found.mean_share["nores-relu"], relu_mean_share=found.mean_share["res-relu"],
+        nores=found.weight["nores-relu"], nores_centred=found.weight["nores-relu-centred"],
+        relu=found.weight["res-relu"], relu_centred=found.weight["res-relu-centred"], baseline=results.baseline,
+        finding=PROSE.choose("mean-finding", found.case), relu_share=share))
