@@ -226,3 +226,31 @@ def test_training_flushes_subnormals_and_restores_the_callers_setting(callers):
         assert flush_denormal_enabled() is callers
     finally:
         torch.set_flush_denormal(False)
+
+
+def test_the_step_schedule_switches_the_learning_rate_at_half_the_horizon():
+    from geocont.training import lr_factor_for, step_factor, train_with_recording
+
+    assert [step_factor(10, 0.1)(s) for s in range(10)] == [1.0] * 5 + [0.1] * 5
+    assert [step_factor(7, 3.0)(s) for s in range(7)] == [1.0] * 3 + [3.0] * 4  # half = 7 // 2 = 3
+    for lr, factor in ((1e-3, 0.1), (3e-4, 10 / 3)):  # "1e-3 then x0.1" and its mirror
+        config = MLPRunConfig(optimizer=OptimizerConfig(lr=lr), lr_schedule="step", lr_step_factor=factor)
+        weight = torch.nn.Parameter(torch.ones(2))
+        optimizer = torch.optim.Adam([weight], lr=config.optimizer.lr)
+        used = []
+        optimizer.register_step_pre_hook(lambda opt, args, kwargs: used.append(opt.param_groups[0]["lr"]))
+        train_with_recording(compute_loss=lambda step: (weight ** 2).sum(), optimizer=optimizer, recorder=None,
+                             total_steps=10, progress=False, lr_factor=lr_factor_for(config, 10))
+        # the updates after steps 0..4 at lr, those after steps 5..9 at lr * factor, exactly
+        assert used == [lr] * 5 + [lr * factor] * 5
+    assert lr_factor_for(MLPRunConfig(), 10) is None
+
+
+def test_a_step_run_follows_the_constant_run_until_the_switch():
+    base = TINY.replace(steps=12, snapshot_steps=[6, 7])
+    stepped = base.replace(lr_schedule="step", lr_step_factor=0.1)
+    assert stepped.to_dict() != base.to_dict()
+    a = select(train_mlp(base, progress=False), "weight_cos", "input", 1).set_index(["step", "layer"])["value"]
+    b = select(train_mlp(stepped, progress=False), "weight_cos", "input", 1).set_index(["step", "layer"])["value"]
+    assert a.loc[:6].equals(b.loc[:6])  # the snapshot at step 6 has seen updates after steps 0..5: 0..5 at lr
+    assert not a.loc[7].equals(b.loc[7])  # the update after step 6 was the first at lr x 0.1

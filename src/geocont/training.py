@@ -92,6 +92,22 @@ def cosine_factor(total_steps: int) -> Callable[[int], float]:
     return lambda step: 0.5 * (1.0 + math.cos(math.pi * step / max(1, total_steps)))
 
 
+def step_factor(total_steps: int, factor: float) -> Callable[[int], float]:
+    """The step schedule's learning-rate multiplier before update ``step + 1``: 1 for the updates
+    after steps ``0 .. total_steps // 2 - 1``, ``factor`` for those after ``total_steps // 2`` on."""
+    half = total_steps // 2
+    return lambda step: 1.0 if step < half else factor
+
+
+def lr_factor_for(config: MLPRunConfig, total_steps: int) -> Callable[[int], float] | None:
+    """The learning-rate multiplier of ``config.lr_schedule`` over ``total_steps`` (None: constant)."""
+    if config.lr_schedule == "cosine":
+        return cosine_factor(total_steps)
+    if config.lr_schedule == "step":
+        return step_factor(total_steps, config.lr_step_factor)
+    return None
+
+
 def flush_denormal_enabled() -> bool:
     """Whether this thread flushes subnormal floats to zero (``torch.set_flush_denormal``, which has no
     getter): probed by a product whose float32 result, 1e-40, is subnormal, hence 0 when flushed."""
@@ -255,8 +271,7 @@ def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True) 
                           **evaluate_classifier(model, x_train[:TRAIN_SET_EVAL], y_train[:TRAIN_SET_EVAL],
                                                 prefix="train_set")},
         description=f"{config.condition} {config.optimizer.label} seed={config.seed}", progress=progress,
-        lr_factor=cosine_factor(total_steps) if config.lr_schedule == "cosine" else None,
-        clip_norm=config.grad_clip, trace=trace,
+        lr_factor=lr_factor_for(config, total_steps), clip_norm=config.grad_clip, trace=trace,
     )
     return rows_to_frame(recorder.rows + (trace.rows if trace else []))
 
