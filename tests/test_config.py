@@ -112,3 +112,25 @@ def test_lm_schedule_fields_keep_old_cache_keys_and_add_snapshots():
     assert scheduled.schedule() == [0, 1, 10, 25, 40, 50, 75, 100]
     with pytest.raises(ValueError, match="snapshot_steps"):
         LMRunConfig(steps=100, snapshot_steps=(200,))
+
+
+def test_the_step_schedule_needs_its_factor_and_the_factor_needs_the_schedule():
+    from geocont.cache import cache_key
+
+    step = MLPRunConfig(lr_schedule="step", lr_step_factor=1)
+    assert step.lr_step_factor == 1.0 and type(step.lr_step_factor) is float
+    assert step.to_dict()["lr_step_factor"] == 1.0 and step.to_dict()["lr_schedule"] == "step"
+    assert "lr_step_factor" not in MLPRunConfig().to_dict()  # at its default: the keys of earlier runs unchanged
+    assert cache_key("mlp", MLPRunConfig(lr_step_factor=None).to_dict()) == cache_key("mlp", MLPRunConfig().to_dict())
+    with pytest.raises(ValueError, match=r"^lr_schedule='step' needs lr_step_factor \(the learning rate's multiplier"):
+        MLPRunConfig(lr_schedule="step")
+    with pytest.raises(ValueError, match=r"^lr_step_factor=0.1 applies only to lr_schedule='step' "
+                                         r"\(got lr_schedule='constant'\)$"):
+        MLPRunConfig(lr_step_factor=0.1)
+    with pytest.raises(ValueError, match="applies only to lr_schedule='step' \\(got lr_schedule='cosine'\\)"):
+        MLPRunConfig(lr_schedule="cosine", lr_step_factor=0.1)
+    for bad in (0.0, -0.1, float("inf"), "0.1", True):
+        with pytest.raises(ValueError, match="lr_step_factor must be"):
+            MLPRunConfig(lr_schedule="step", lr_step_factor=bad)
+    with pytest.raises(ValueError, match="valid choices: constant, cosine, step"):
+        MLPRunConfig(lr_schedule="linear")

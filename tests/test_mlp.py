@@ -90,3 +90,95 @@ def test_rmsnorm_is_rotation_equivariant_and_layernorm_is_not():
     assert not torch.allclose(ln(x @ rotation.T), ln(x) @ rotation.T)
     with pytest.raises(ValueError, match="valid choices: none, layernorm, rmsnorm"):
         make_norm("batchnorm", 16)
+
+
+def test_the_leaky_dose_runs_from_relu_to_the_identity():
+    from geocont.mlp import CONDITIONS, LEAKY_SLOPES
+
+    assert LEAKY_SLOPES[0.0] == "res-relu" and LEAKY_SLOPES[1.0] == "res-none"
+    assert list(LEAKY_SLOPES) == sorted(LEAKY_SLOPES) and all(name in CONDITIONS for name in LEAKY_SLOPES.values())
+    for slope, name in LEAKY_SLOPES.items():
+        block = ResidualMLP(name, in_features=8, width=8, depth=2).blocks[0]
+        assert block.residual
+        x = torch.randn(4, 8)
+        z = block.linear(x)
+        assert torch.allclose(block(x), x + torch.where(z > 0, z, slope * z))  # slope 0: ReLU; slope 1: identity
+        if 0 < slope < 1:
+            assert isinstance(block.activation, torch.nn.LeakyReLU) and block.activation.negative_slope == slope
+
+
+def test_centred_relu_removes_the_calibration_batch_mean_then_follows_a_running_mean():
+    from geocont.mlp import RUNNING_MOMENTUM, CentredReLU
+
+    activation = CentredReLU().double()
+    first = torch.randn(64, 6, dtype=torch.float64) + 0.5
+    out = activation(first)
+    assert out.mean(0).abs().max() < 1e-12  # zero mean on the calibration batch
+    mu0 = activation.mu.clone()
+    assert torch.equal(mu0, torch.relu(first).mean(0)) and not list(activation.parameters())
+    second = torch.randn(32, 6, dtype=torch.float64, requires_grad=True)
+    out = activation(second)  # training mode: uses mu0, then moves mu towards this batch's mean
+    assert torch.equal(out.detach(), torch.relu(second.detach()) - mu0)
+    expected = (1 - RUNNING_MOMENTUM) * mu0 + RUNNING_MOMENTUM * torch.relu(second.detach()).mean(0)
+    assert torch.allclose(activation.mu, expected, rtol=0, atol=1e-15)
+    out.sum().backward()  # no gradient through mu: the ReLU's own
+    assert torch.equal(second.grad, (second.detach() > 0).double())
+    activation.eval()
+    mu1 = activation.mu.clone()
+    assert torch.equal(activation(3 * second.detach()), torch.relu(3 * second.detach()) - mu1)
+    assert torch.equal(activation.mu, mu1)  # eval reads mu, never moves it
+
+
+def test_centred_relu_survives_a_state_dict_round_trip_and_trains():
+    source = ResidualMLP("res-relu-centred", in_features=8, width=8, depth=2)
+    source(torch.randn(5, 8))
+    target = ResidualMLP("res-relu-centred", in_features=8, width=8, depth=2)
+    target.load_state_dict(source.state_dict())
+    assert all(block.activation.calibrated for block in target.blocks)
+    source.eval(), target.eval()
+    x = torch.randn(3, 8)
+    assert torch.equal(target(x), source(x))
+    torch.manual_seed(0)
+    model = ResidualMLP("nores-relu-centred", in_features=20, width=16, depth=4, n_classes=3)
+    x, y = torch.randn(64, 20), torch.randint(0, 3, (64,))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(20):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    assert losses[-1] < 0.8 * losses[0]
+
+
+def test_the_centred_relu_without_residual_starts_with_a_stable_signal():
+    from geocont.mlp import CENTRED_RELU_GAIN, forward_trace
+
+    assert CENTRED_RELU_GAIN == pytest.approx(1 / (0.5 - 1 / (2 * torch.pi)) ** 0.5)
+    torch.manual_seed(0)
+    model = ResidualMLP("nores-relu-centred", in_features=64, width=256, depth=16)
+    assert model.hidden_gain() == CENTRED_RELU_GAIN
+    norms = [float(u.norm(dim=1).mean()) for u in forward_trace(model, torch.randn(512, 64)).inputs]
+    assert 0.5 < norms[-1] / norms[1] < 2  # He's sqrt(2) would shrink it ~20x over the 16 layers
+
+
+@pytest.mark.parametrize("condition", ["res-leaky-0.5", "res-leaky-0.9", "res-leaky-0.99", "res-relu-centred",
+                                       "nores-relu-centred", "res-radial-track"])
+def test_the_new_conditions_train(condition):
+    from geocont.config import MLPRunConfig
+    from geocont.tables import select
+    from geocont.training import train_mlp
+
+    config = MLPRunConfig(condition=condition, max_train=256, width=16, depth=4, steps=8, batch_size=64,
+                          n_snapshots=3, n_directions=1)
+    table = train_mlp(config, progress=False)
+    losses = select(table, "train_loss")["value"]
+    assert select(table, "diverged").empty and losses.notna().all() and losses.iloc[-1] < losses.iloc[0]
+    assert select(table, "weight_cos", "input", 1)["value"].notna().all()
+
+
+def test_every_condition_has_a_colour():
+    from geocont.plotting import condition_colours
+
+    assert set(condition_colours()) == set(CONDITIONS)

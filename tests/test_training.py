@@ -28,8 +28,10 @@ def test_log_spaced_schedule():
 def test_run_table_is_tidy_and_complete():
     table = train_mlp(TINY, progress=False)
     assert list(table.columns) == RUN_COLUMNS
-    # val_loss is the LM's; the trace and divergence rows appear only where asked for or met
-    assert set(table["metric"].unique()) == set(METRICS) - {"val_loss", "trace_loss", "trace_weight_cos", "diverged"}
+    # val_loss is the LM's; the trace and divergence rows appear only where asked for or met, and
+    # near_linear_share in radial conditions only
+    assert set(table["metric"].unique()) == set(METRICS) - {"val_loss", "trace_loss", "trace_weight_cos", "diverged",
+                                                            "near_linear_share"}
     steps = sorted(table["step"].unique())
     assert steps[0] == 0 and steps[-1] == 2 * (256 // 64)
     weight_v = select(table, "weight_cos", "input")
@@ -226,3 +228,130 @@ def test_training_flushes_subnormals_and_restores_the_callers_setting(callers):
         assert flush_denormal_enabled() is callers
     finally:
         torch.set_flush_denormal(False)
+
+
+def test_the_step_schedule_switches_the_learning_rate_at_half_the_horizon():
+    from geocont.training import lr_factor_for, step_factor, train_with_recording
+
+    assert [step_factor(10, 0.1)(s) for s in range(10)] == [1.0] * 5 + [0.1] * 5
+    assert [step_factor(7, 3.0)(s) for s in range(7)] == [1.0] * 3 + [3.0] * 4  # half = 7 // 2 = 3
+    for lr, factor in ((1e-3, 0.1), (3e-4, 10 / 3)):  # "1e-3 then x0.1" and its mirror
+        config = MLPRunConfig(optimizer=OptimizerConfig(lr=lr), lr_schedule="step", lr_step_factor=factor)
+        weight = torch.nn.Parameter(torch.ones(2))
+        optimizer = torch.optim.Adam([weight], lr=config.optimizer.lr)
+        used = []
+        optimizer.register_step_pre_hook(lambda opt, args, kwargs: used.append(opt.param_groups[0]["lr"]))
+        train_with_recording(compute_loss=lambda step: (weight ** 2).sum(), optimizer=optimizer, recorder=None,
+                             total_steps=10, progress=False, lr_factor=lr_factor_for(config, 10))
+        # the updates after steps 0..4 at lr, those after steps 5..9 at lr * factor, exactly
+        assert used == [lr] * 5 + [lr * factor] * 5
+    assert lr_factor_for(MLPRunConfig(), 10) is None
+
+
+def test_a_step_run_follows_the_constant_run_until_the_switch():
+    base = TINY.replace(steps=12, snapshot_steps=[6, 7])
+    stepped = base.replace(lr_schedule="step", lr_step_factor=0.1)
+    assert stepped.to_dict() != base.to_dict()
+    a = select(train_mlp(base, progress=False), "weight_cos", "input", 1).set_index(["step", "layer"])["value"]
+    b = select(train_mlp(stepped, progress=False), "weight_cos", "input", 1).set_index(["step", "layer"])["value"]
+    assert a.loc[:6].equals(b.loc[:6])  # the snapshot at step 6 has seen updates after steps 0..5: 0..5 at lr
+    assert not a.loc[7].equals(b.loc[7])  # the update after step 6 was the first at lr x 0.1
+
+
+PROBE_METRICS = ["mean_input_cos", "mean_input_share", "logit_change", "product_change", "near_linear_share"]
+
+
+@pytest.mark.parametrize("condition", ["res-relu", "res-relu-centred", "res-radial-track"])
+def test_the_probe_changes_nothing_in_training(condition):
+    config = TINY.replace(condition=condition, steps=10, n_snapshots=5)
+    probed = train_mlp(config, progress=False)
+    rng_after_probed = torch.get_rng_state()
+    plain = train_mlp(config, progress=False, probe=False)
+    assert torch.equal(torch.get_rng_state(), rng_after_probed)  # no global random draws
+    assert not plain["metric"].isin(PROBE_METRICS).any()
+    rest = probed[~probed["metric"].isin(PROBE_METRICS)].reset_index(drop=True)
+    pd.testing.assert_frame_equal(rest, plain, check_categorical=False)  # bit-identical training numbers
+    steps = sorted(plain["step"].unique())
+    cos = select(probed, "mean_input_cos", "input", 1, group="hidden")
+    assert sorted(cos["step"].unique()) == steps and set(cos["layer"]) == set(range(TINY.depth))
+    assert cos["value"].between(0, 1 + 1e-6).all()
+    share = select(probed, "mean_input_share", group="hidden")
+    assert len(share) == len(steps) * TINY.depth and share["value"].between(0, 1 + 1e-12).all()
+    for metric in ("logit_change", "product_change"):
+        change = select(probed, metric, group="model")
+        assert sorted(change["step"]) == steps[1:] and (change["value"] > 0).all()  # no row at the first snapshot
+    near = select(probed, "near_linear_share", group="hidden")
+    assert (len(near) == len(steps) * TINY.depth) == (condition == "res-radial-track")
+
+
+def test_probe_values_on_a_model_with_known_answers():
+    from geocont.mlp import ResidualMLP
+    from geocont.training import MLPProbe
+
+    d = 8
+    model = ResidualMLP("res-none", in_features=d, width=d, depth=2, n_classes=3)
+    x = torch.randn(32, d, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    x = (x - x.mean(0)).float()  # the probe batch's mean is 0 ...
+    c = torch.zeros(d)
+    c[0], c[1] = 3.0, 4.0  # ... so the first block's input, x + c, has mean c
+    with torch.no_grad():
+        model.embed.weight.copy_(torch.eye(d))
+        model.embed.bias.copy_(c)
+        for block in model.blocks:
+            block.linear.weight.zero_()
+            block.linear.bias.zero_()
+    recorder = ContinuityRecorder({"hidden": model.hidden_weights()}, [0, 1], n_directions=1)
+    probe = MLPProbe(model, x, recorder)
+    probe(0)
+    table = rows_to_frame(recorder.rows)
+    assert select(table, "mean_input_cos", "input", 1)["value"].isna().all()  # W = 0 defines no v1
+    share = select(table, "mean_input_share").set_index("layer")["value"]
+    assert share[0] == pytest.approx(25.0 / (25.0 + float((x.double() ** 2).sum(1).mean())), rel=1e-6)
+    assert select(table, "logit_change").empty and select(table, "product_change").empty
+    a, spread = 0.5, torch.diag(torch.linspace(0.1, 0.01, d))  # a small spectrum besides the spike...
+    spread[:3, :3] = 0  # ...away from the coordinates the spike and the means use
+    with torch.no_grad():
+        # W_0: v1 along the mean c of its input; W_1: v1 orthogonal to the mean (I + W_0) c of its input
+        model.blocks[0].linear.weight.copy_(a * torch.outer(torch.eye(d)[2], c / 5) + spread)
+        mean_1 = c + model.blocks[0].linear.weight @ c
+        orthogonal = torch.zeros(d)
+        orthogonal[0], orthogonal[1] = -mean_1[1], mean_1[0]
+        orthogonal[2:] = 0
+        assert float(orthogonal @ mean_1) == pytest.approx(0, abs=1e-6)
+        model.blocks[1].linear.weight.copy_(5 * torch.outer(torch.eye(d)[3], orthogonal / orthogonal.norm()))
+        model.head.weight.mul_(2)  # with the hidden map changed too: logits compared below by hand
+    before = model.head.weight / 2
+    recorder.rows.clear()
+    probe(1)
+    table = rows_to_frame(recorder.rows)
+    cos = select(table, "mean_input_cos", "input", 1).set_index("layer")["value"]
+    assert cos[0] == pytest.approx(1.0, abs=1e-5) and cos[1] == pytest.approx(0.0, abs=1e-5)
+    with torch.no_grad():
+        h = x + c
+        h0 = h
+        for block in model.blocks:
+            h = h + block.linear(h)
+        old_logits = h0 @ before.T + model.head.bias  # at the first probe both W_l were 0
+        new_logits = h @ model.head.weight.T + model.head.bias
+        eye = torch.eye(d, dtype=torch.float64)
+        product = (eye + model.blocks[1].linear.weight.double()) @ (eye + model.blocks[0].linear.weight.double())
+    expected_logits = float((new_logits - old_logits).norm() / old_logits.norm())
+    assert float(select(table, "logit_change")["value"].iloc[0]) == pytest.approx(expected_logits, rel=1e-5)
+    expected_product = float((product - eye).norm() / eye.norm())
+    assert float(select(table, "product_change")["value"].iloc[0]) == pytest.approx(expected_product, rel=1e-12)
+    assert select(table, "near_linear_share").empty  # not a radial condition
+
+
+def test_the_probe_measures_on_the_first_training_examples_in_eval_mode(monkeypatch):
+    from geocont import training
+
+    seen = []
+    original = training.MLPProbe.__call__
+
+    def spy(self, step):
+        seen.append((step, len(self.x), self.model.training))
+        original(self, step)
+        assert self.model.training  # back in training mode
+    monkeypatch.setattr(training.MLPProbe, "__call__", spy)
+    train_mlp(TINY.replace(steps=4, n_snapshots=3), progress=False)
+    assert seen == [(step, min(training.PROBE_EXAMPLES, 256), True) for step in (0, 1, 4)]

@@ -23,7 +23,7 @@ from .mlp import block_spec
 from .text import check_corpus_name
 
 OPTIMIZERS = ("adam", "sgd", "adam-rotated", "adamw")
-LR_SCHEDULES = ("constant", "cosine")
+LR_SCHEDULES = ("constant", "cosine", "step")
 DEVICES = ("cpu", "cuda", "auto")
 #: Arithmetic of a run's forward and backward pass. ``bf16-autocast``: matrix products in
 #: bfloat16 under ``torch.autocast``; weights, gradients, optimizer state and every recorded
@@ -160,7 +160,8 @@ class MLPRunConfig(RunConfig):
     """Everything that determines one MLP training run (and so its cache key)."""
 
     ADDED_FIELDS = {"steps": None, "n_late_snapshots": 0, "snapshot_steps": (), "lr_schedule": "constant",
-                    "grad_clip": None, "trace_every": 0, "precision": "fp32", "fused_optimizer": False}
+                    "grad_clip": None, "trace_every": 0, "precision": "fp32", "fused_optimizer": False,
+                    "lr_step_factor": None}
 
     condition: str = "res-relu"
     seed: int = 0
@@ -182,7 +183,9 @@ class MLPRunConfig(RunConfig):
     snapshot_steps: tuple[int, ...] = ()
     n_directions: int = 8  # singular directions compared; 1 = leading pair only (no σ²-alignment; cheap)
     device: str = "cpu"
-    #: ``constant``, or ``cosine``: the learning rate decays from ``optimizer.lr`` to zero at the last step
+    #: ``constant``; ``cosine``: the learning rate decays from ``optimizer.lr`` to zero at the last step;
+    #: ``step``: ``optimizer.lr`` for the first half of the run, then ``optimizer.lr * lr_step_factor``
+    #: (:func:`geocont.training.step_factor`)
     lr_schedule: str = "constant"
     #: clip the global gradient norm (all parameters) to this value before each update; None: no clipping
     grad_clip: float | None = None
@@ -195,6 +198,9 @@ class MLPRunConfig(RunConfig):
     #: False: torch's default loop, the runs cached before fusing. Part of the identity, because the
     #: two differ by float rounding, which a long run amplifies to a seed-like difference.
     fused_optimizer: bool = True
+    #: the ``step`` schedule's multiplier of the learning rate in the second half of the run (required
+    #: there, > 0; e.g. 0.1 for "lr 1e-3 then x0.1"); None for every other schedule
+    lr_step_factor: float | None = None
 
     def __post_init__(self) -> None:
         block_spec(self.condition)  # raises with the valid names
@@ -224,6 +230,14 @@ class MLPRunConfig(RunConfig):
             raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"unknown lr_schedule {self.lr_schedule!r}; valid choices: {', '.join(LR_SCHEDULES)}")
+        if self.lr_schedule == "step":
+            if self.lr_step_factor is None:
+                raise ValueError("lr_schedule='step' needs lr_step_factor (the learning rate's multiplier after half the run)")
+            object.__setattr__(self, "lr_step_factor",
+                               check_number("lr_step_factor", self.lr_step_factor, low=0.0, low_open=True))
+        elif self.lr_step_factor is not None:
+            raise ValueError(f"lr_step_factor={self.lr_step_factor!r} applies only to lr_schedule='step' "
+                             f"(got lr_schedule={self.lr_schedule!r})")
         if self.grad_clip is not None:
             object.__setattr__(self, "grad_clip", check_number("grad_clip", self.grad_clip, low=0.0, low_open=True))
         object.__setattr__(self, "trace_every", check_integer("trace_every", self.trace_every, minimum=0))

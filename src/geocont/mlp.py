@@ -23,13 +23,20 @@ with a forward signal of stable scale, by one rule rather than per-condition tun
   for residual blocks (the stream's variance then grows by at most ``(1 + 1/depth)^depth
   <= e`` through the network; with gain 1 it would grow ~650x for ReLU and ~65,000x for
   the linear residual net at depth 16, and SGD diverges in a few steps) and
-  ``gain = sqrt(2)`` (He) for blocks without a residual;
+  ``gain = sqrt(2)`` (He) for blocks without a residual: the gain that keeps the second moment
+  of the signal, ``1 / sqrt(E[act(z)^2])`` for ``z ~ N(0, 1)``; for the centred ReLU
+  (``nores-relu-centred``), whose output has second moment ``1/2 - 1/(2 pi)``, that gain is
+  ``sqrt(2 pi / (pi - 1)) = 1.71`` (:data:`CENTRED_RELU_GAIN`; with He's, the signal would
+  shrink ~20x over 16 layers at init);
 * embedding and head ``N(0, 1 / fan_in)``; all biases zero.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import nn
@@ -77,14 +84,129 @@ class ScaledRadialActivation(nn.Module):
         self.calibrated = bool(torch.isfinite(self.tau))
 
 
-ACTIVATIONS: dict[str, type[nn.Module]] = {
+#: The per-step weight of the newest batch in the running statistics of :class:`CentredReLU` (mu)
+#: and :class:`TrackingRadialActivation` (tau): ``stat <- (1 - m) stat + m batch_stat``. A
+#: memory of about ``1 / m = 100`` steps, short against a run of thousands of steps, long
+#: against the noise of one batch; Adam at lr 1e-3 moves the weights, hence these statistics,
+#: by little in 100 steps.
+RUNNING_MOMENTUM = 0.01
+
+
+class CentredReLU(nn.Module):
+    """relu(z) - mu, mu a per-unit running mean of relu(z): a ReLU whose output has mean ~0.
+
+    The control for the reading "v1 of each layer follows the mean of its (non-negative)
+    input": a ReLU's output is non-negative, so the input of the next layer has a large
+    mean, a direction shared by every layer; removing it tests whether continuity rides on it.
+
+    ``mu`` (a buffer of ``width`` entries, no gradient) is set at the first forward call to
+    the mean of ``relu(z)`` over that batch (in :func:`geocont.training.train_mlp` the first
+    training batch at initialisation, like :class:`ScaledRadialActivation`'s tau), so the
+    output has mean 0 on it. After that, in training mode each forward pass uses the current
+    ``mu`` and then moves it towards the batch's mean, an exponential moving average with
+    momentum :data:`RUNNING_MOMENTUM`; in eval mode ``mu`` is read, never updated, so
+    evaluation and probes never change the model.
+
+    Why a running mean: a batch mean would make an example's output depend on the other
+    examples of its batch (train and eval would differ, as in batch norm), and ``mu`` is
+    applied before it is updated, so an example's output never depends on its own batch. Why
+    not a learned bias: the next layer's bias can absorb a mean only at an optimum, and the
+    optimizer need not get there; the running mean removes the mean at all times.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("mu", torch.empty(0))
+        self.calibrated = False  # a flag, so that the forward pass never reads the buffer back
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        out = torch.relu(z)
+        if not self.calibrated:
+            with torch.no_grad():
+                # float32 at least: under bf16 autocast the running mean keeps full precision
+                dtype = torch.promote_types(out.dtype, torch.float32)
+                self.mu = out.detach().flatten(0, -2).to(dtype).mean(0)
+            self.calibrated = True
+            return out - self.mu
+        mu = self.mu.clone()  # the value before this batch's update (autograd keeps no view of the buffer)
+        if self.training:
+            with torch.no_grad():
+                self.mu.lerp_(out.detach().flatten(0, -2).mean(0).to(self.mu), RUNNING_MOMENTUM)
+        return out - mu
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        key = prefix + "mu"
+        if key in state_dict:  # the buffer's size is set by the first batch: take the saved one's
+            self.mu = torch.empty_like(state_dict[key])
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self.calibrated = self.mu.numel() > 0 and bool(torch.isfinite(self.mu).all())
+
+
+#: The init gain of blocks with a centred ReLU and no residual: ``1 / sqrt(E[(relu(z) - E relu(z))^2])``
+#: for ``z ~ N(0, 1)``, i.e. ``1 / sqrt(1/2 - 1/(2 pi))``; He's sqrt(2) is the same rule for the ReLU.
+CENTRED_RELU_GAIN = math.sqrt(2 * math.pi / (math.pi - 1))
+
+
+class TrackingRadialActivation(nn.Module):
+    """sigma(x) = x * tanh(||x|| / tau), tau following the median pre-activation norm.
+
+    :class:`ScaledRadialActivation` fixes tau at initialisation, but the hidden pre-activation
+    norms grow during training, so ``res-radial-tau`` may end in its linear regime
+    (``tanh(||x|| / tau) ~ 1``: the identity, a linear residual net again) and test nothing
+    about a rotation-equivariant *nonlinearity*. Here tau is calibrated the same way (the
+    median norm of the first batch, the lower median for an even batch) and then, in training
+    mode, follows each batch's median norm as an exponential moving average with momentum
+    :data:`RUNNING_MOMENTUM`, so the median pre-activation keeps being shrunk by about
+    tanh(1) = 0.76 throughout training. tau is a buffer without gradient; each forward pass uses
+    the tau before its batch's update; in eval mode tau is read, never updated. The activation
+    stays rotation-equivariant: sigma(R x) = R sigma(x).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("tau", torch.tensor(float("nan")))
+        self.calibrated = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        norms = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+        if not self.calibrated:
+            with torch.no_grad():
+                self.tau.copy_(norms.detach().flatten().median())
+            self.calibrated = True
+        tau = self.tau.clone()  # the value before this batch's update (autograd saves it for backward)
+        if self.training:
+            with torch.no_grad():
+                self.tau.lerp_(norms.detach().flatten().median().to(self.tau), RUNNING_MOMENTUM)
+        return x * torch.tanh(norms / tau)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self.calibrated = bool(torch.isfinite(self.tau))
+
+
+#: The negative slopes of the Leaky-ReLU dose (``res-leaky-<slope>``: residual + LeakyReLU),
+#: with the condition that gives each: slope 0 is ReLU (``res-relu``) and slope 1 the identity
+#: (``res-none``, the linear residual net), so a chapter reuses those runs for the dose's ends.
+LEAKY_SLOPES: dict[float, str] = {0.0: "res-relu", 0.5: "res-leaky-0.5", 0.9: "res-leaky-0.9",
+                                  0.99: "res-leaky-0.99", 1.0: "res-none"}
+
+
+#: activation name -> a constructor without arguments
+ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
     "relu": nn.ReLU,
     "gelu": nn.GELU,
     "silu": nn.SiLU,
     "none": nn.Identity,
     "radial": RadialActivation,
     "radial-tau": ScaledRadialActivation,
+    "radial-track": TrackingRadialActivation,
+    "relu-centred": CentredReLU,
+    **{f"leaky-{slope:g}": functools.partial(nn.LeakyReLU, slope) for slope in LEAKY_SLOPES if 0 < slope < 1},
 }
+
+#: The norm-based (rotation-equivariant) activations, x * tanh(||x|| / tau) (tau = 1 for ``radial``;
+#: :func:`radial_tau`).
+RADIAL_ACTIVATIONS = ("radial", "radial-tau", "radial-track")
 
 
 NORMS: tuple[str, ...] = ("none", "layernorm", "rmsnorm")
@@ -121,6 +243,12 @@ CONDITIONS: dict[str, BlockSpec] = {
     "res-radial": BlockSpec(True, "radial", "Res+Radial: x tanh(||x||), rotation-equivariant"),
     "res-radial-tau": BlockSpec(True, "radial-tau",
                                 "Res+Radial(tau): x tanh(||x||/tau), tau = median initial pre-activation norm"),
+    "res-radial-track": BlockSpec(True, "radial-track",
+                                  "Res+Radial(tracked tau): x tanh(||x||/tau), tau a running median pre-activation norm"),
+    **{name: BlockSpec(True, f"leaky-{slope:g}", f"residual + LeakyReLU (negative slope {slope:g})")
+       for slope, name in LEAKY_SLOPES.items() if 0 < slope < 1},
+    "res-relu-centred": BlockSpec(True, "relu-centred", "residual + centred ReLU (relu(z) - running mean)"),
+    "nores-relu-centred": BlockSpec(False, "relu-centred", "NoRes: centred ReLU (relu(z) - running mean), residual removed"),
     "res-ln": BlockSpec(True, "none", "pre-LayerNorm, no activation", norm="layernorm"),
     "res-ln-relu": BlockSpec(True, "relu", "pre-LayerNorm + ReLU", norm="layernorm"),
     "res-rms": BlockSpec(True, "none", "pre-RMSNorm (no centring), no activation", norm="rmsnorm"),
@@ -179,8 +307,11 @@ class ResidualMLP(nn.Module):
         self.reset_parameters(init_scale)
 
     def hidden_gain(self) -> float:
-        """The hidden layers' init gain: ``1/sqrt(depth)`` with residuals, ``sqrt(2)`` without."""
-        return len(self.blocks) ** -0.5 if self.blocks[0].residual else 2**0.5
+        """The hidden layers' init gain: ``1/sqrt(depth)`` with residuals, ``sqrt(2)`` without
+        (:data:`CENTRED_RELU_GAIN` for the centred ReLU without residual)."""
+        if self.blocks[0].residual:
+            return len(self.blocks) ** -0.5
+        return CENTRED_RELU_GAIN if isinstance(self.blocks[0].activation, CentredReLU) else 2**0.5
 
     @torch.no_grad()
     def reset_parameters(self, init_scale: float) -> None:
@@ -204,6 +335,37 @@ class ResidualMLP(nn.Module):
         return self.head(h)
 
 
+@dataclass(frozen=True)
+class ForwardTrace:
+    """What one forward pass of a :class:`ResidualMLP` met, block by block (:func:`forward_trace`)."""
+
+    #: per block ``l``, the vector ``W_l`` multiplies: ``norm(h_l)`` (``h_l`` in norm-free blocks), ``[batch, width]``
+    inputs: list[torch.Tensor]
+    #: ``||W_l norm(h_l) + b_l||`` of every block for every example, ``[depth, batch]``
+    preactivation_norms: torch.Tensor
+    #: the head's output, ``[batch, classes]``
+    logits: torch.Tensor
+
+
+@torch.no_grad()
+def forward_trace(model: ResidualMLP, x: torch.Tensor) -> ForwardTrace:
+    """The forward pass of ``model`` on ``x``, keeping each block's input and pre-activation norm.
+
+    Runs in the model's current mode: in training mode the running statistics of
+    :class:`CentredReLU` and :class:`TrackingRadialActivation` move, and a first call calibrates
+    tau or mu; callers that must not change the model put it in eval mode first.
+    """
+    h = model.embed(x.flatten(1))
+    inputs, norms = [], []
+    for block in model.blocks:
+        u = block.norm(h)
+        z = block.linear(u)
+        inputs.append(u)
+        norms.append(torch.linalg.vector_norm(z, dim=-1))
+        h = h + block.activation(z) if block.residual else block.activation(z)
+    return ForwardTrace(inputs, torch.stack(norms), model.head(h))
+
+
 @torch.no_grad()
 def preactivation_norms(model: ResidualMLP, x: torch.Tensor) -> torch.Tensor:
     """``||W_l h_l + b_l||`` of every block for every example: ``[depth, batch]``.
@@ -211,10 +373,29 @@ def preactivation_norms(model: ResidualMLP, x: torch.Tensor) -> torch.Tensor:
     Tells how nonlinear a norm-based activation really is: sigma_rad(z) = z tanh(||z||)
     is within 1% of the identity wherever ``||z|| > 2.65``.
     """
-    h = model.embed(x.flatten(1))
-    norms = []
-    for block in model.blocks:
-        z = block.linear(block.norm(h))
-        norms.append(torch.linalg.vector_norm(z, dim=-1))
-        h = h + block.activation(z) if block.residual else block.activation(z)
-    return torch.stack(norms)
+    return forward_trace(model, x).preactivation_norms
+
+
+#: A radial activation z tanh(||z|| / tau) is "near linear" at z where tanh(||z|| / tau) >= this:
+#: within 1% of the identity (||z|| >= 2.65 tau).
+NEAR_LINEAR = 0.99
+
+
+def radial_tau(activation: nn.Module) -> torch.Tensor | None:
+    """The tau of a norm-based activation (1 for :class:`RadialActivation`); None for any other."""
+    if isinstance(activation, RadialActivation):
+        return torch.tensor(1.0)
+    if isinstance(activation, (ScaledRadialActivation, TrackingRadialActivation)):
+        return activation.tau.detach()
+    return None
+
+
+def near_linear_share(model: ResidualMLP, norms: torch.Tensor) -> torch.Tensor | None:
+    """Per block, the share of examples at which its radial activation is within 1% of the identity
+    (``tanh(||z|| / tau) >= NEAR_LINEAR``), from the ``[depth, batch]`` pre-activation norms
+    (:func:`preactivation_norms`): ``[depth]``, or None where the blocks' activation is not radial."""
+    taus = [radial_tau(block.activation) for block in model.blocks]
+    if any(tau is None for tau in taus):
+        return None
+    taus = torch.stack([tau.to(norms) for tau in taus])
+    return (torch.tanh(norms / taus[:, None]) >= NEAR_LINEAR).to(norms.dtype).mean(dim=1)

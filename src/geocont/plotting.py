@@ -72,10 +72,14 @@ def figure_legend(fig: plt.Figure, ax: plt.Axes, ncol: int | None = None) -> Non
 
 
 #: Index into seaborn's 10-colour colour-blind palette for each condition: fixed across the
-#: book, and distinct within each chapter's set of conditions.
+#: book, and distinct within each chapter's set of conditions (and within the sets the new
+#: conditions are meant for: the Leaky-ReLU dose with ``res-relu`` and ``res-none`` at its ends,
+#: the centred ReLUs with ``res-relu`` and ``nores-relu``, ``res-radial-track`` with the radial ones).
 _CONDITION_COLOUR_INDEX = {
     "res-relu": 0, "res-gelu": 1, "res-silu": 2, "nores-relu": 3, "res-none": 4, "res-radial": 5, "res-radial-tau": 6,
     "res-ln": 1, "res-ln-relu": 7, "res-rms": 8, "res-rms-relu": 9,
+    "res-radial-track": 7, "res-leaky-0.5": 7, "res-leaky-0.9": 8, "res-leaky-0.99": 9,
+    "res-relu-centred": 1, "nores-relu-centred": 2,
 }
 
 

@@ -50,6 +50,16 @@ METRICS: dict[str, str] = {
                   "|cos| comparing it is NaN",
     "grad_gap": "the same for the leading direction of a layer's minibatch gradient",
     "cumgrad_gap": "the same for the leading direction of a layer's cumulative gradient",
+    "mean_input_cos": "|cos| between a layer's weight v1 and the probe batch's mean of the vector it multiplies "
+                      "(training.MLPProbe; NaN where v1 is undefined or the mean is zero)",
+    "mean_input_share": "||mean input||^2 / mean ||input||^2 of a layer on the probe batch: the share of its "
+                        "input's second moment that lies in the mean (training.MLPProbe)",
+    "logit_change": "||logits(t) - logits(t_prev)||_F / ||logits(t_prev)||_F on the probe batch since the previous "
+                    "snapshot (training.MLPProbe)",
+    "product_change": "the same relative change of P = prod_l (I + W_l), the hidden map of the linear residual net "
+                      "(residual conditions; training.MLPProbe)",
+    "near_linear_share": "share of probe examples at which a layer's radial activation is within 1% of the identity, "
+                         "tanh(||z|| / tau) >= 0.99 (radial conditions; training.MLPProbe)",
     "train_loss": "cross-entropy of the minibatch at this step",
     "test_loss": "cross-entropy on the held-out set",
     "test_acc": "accuracy on the held-out set",

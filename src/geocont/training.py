@@ -12,12 +12,12 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from . import sweeps
+from . import metrics, sweeps
 from .config import MLPRunConfig, OptimizerConfig, check_precision
-from .mlp import ResidualMLP
+from .mlp import ResidualMLP, forward_trace, near_linear_share
 from .optimizers import FrameAdam, random_frames
 from .recorder import ContinuityRecorder, DenseTrace, snapshot_schedule
-from .tables import rows_to_frame
+from .tables import make_row, rows_to_frame
 
 if TYPE_CHECKING:  # the datasets need the `mlp` extra; the training loop (language models too) does not
     from .data import ImageData
@@ -92,6 +92,22 @@ def cosine_factor(total_steps: int) -> Callable[[int], float]:
     return lambda step: 0.5 * (1.0 + math.cos(math.pi * step / max(1, total_steps)))
 
 
+def step_factor(total_steps: int, factor: float) -> Callable[[int], float]:
+    """The step schedule's learning-rate multiplier before update ``step + 1``: 1 for the updates
+    after steps ``0 .. total_steps // 2 - 1``, ``factor`` for those after ``total_steps // 2`` on."""
+    half = total_steps // 2
+    return lambda step: 1.0 if step < half else factor
+
+
+def lr_factor_for(config: MLPRunConfig, total_steps: int) -> Callable[[int], float] | None:
+    """The learning-rate multiplier of ``config.lr_schedule`` over ``total_steps`` (None: constant)."""
+    if config.lr_schedule == "cosine":
+        return cosine_factor(total_steps)
+    if config.lr_schedule == "step":
+        return step_factor(total_steps, config.lr_step_factor)
+    return None
+
+
 def flush_denormal_enabled() -> bool:
     """Whether this thread flushes subnormal floats to zero (``torch.set_flush_denormal``, which has no
     getter): probed by a product whose float32 result, 1e-40, is subnormal, hence 0 when flushed."""
@@ -110,6 +126,7 @@ def train_with_recording(
     lr_factor: Callable[[int], float] | None = None,
     clip_norm: float | None = None,
     trace: DenseTrace | None = None,
+    probe: Callable[[int], None] | None = None,
 ) -> int | None:
     """The one training loop: steps ``0..total_steps``, recording at scheduled steps.
 
@@ -121,6 +138,9 @@ def train_with_recording(
     rate before the update that follows ``step`` (a schedule); ``clip_norm`` clips the global
     gradient norm of all optimized parameters before each update (after the recorder saw the raw
     gradients); ``trace`` sees every step's loss (:class:`geocont.recorder.DenseTrace`).
+    ``probe(step)`` runs at every snapshot step, after the recorder's snapshot and ``evaluate``'s
+    rows, before the update (measurements of the model that record their own rows; it must not
+    change the model, its gradients or any random state, so that training is the same without it).
 
     A loss that becomes NaN or infinite, or a finite loss whose gradient does not (it would
     poison the recorder's sums and singular vectors), ends training there, as an outcome: the
@@ -161,6 +181,8 @@ def train_with_recording(
                 recorder.record(step, "train_loss", value)
                 for metric, metric_value in (evaluate() if evaluate else {}).items():
                     recorder.record(step, metric, metric_value)
+                if probe is not None:
+                    probe(step)
             if step < total_steps:
                 if clip_norm is not None:
                     torch.nn.utils.clip_grad_norm_(parameters, clip_norm)
@@ -193,6 +215,97 @@ def evaluate_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batc
     return {f"{prefix}_loss": total_loss / len(y), f"{prefix}_acc": correct / len(y)}
 
 
+#: The probe batch of an MLP run: its first this-many training examples (fixed, not shuffled), on
+#: which every snapshot measures the model's inputs and function (:class:`MLPProbe`).
+PROBE_EXAMPLES = 1024
+
+
+def relative_change(current: torch.Tensor, previous: torch.Tensor) -> float:
+    """``||current - previous||_F / ||previous||_F`` in float64 (NaN where ``previous`` is zero)."""
+    current, previous = current.double(), previous.double()
+    scale = float(torch.linalg.vector_norm(previous))
+    change = float(torch.linalg.vector_norm(current - previous))
+    return change / scale if scale > 0 else math.nan
+
+
+def hidden_product(model: ResidualMLP) -> torch.Tensor:
+    """``P = (I + W_{L-1}) ... (I + W_0)`` in float64: the hidden map of the linear residual net,
+    biases aside (in other residual conditions, the linear part that the identity paths and the
+    ``W_l`` make together)."""
+    weights = [w.detach().double() for w in model.hidden_weights()]
+    eye = torch.eye(weights[0].shape[1], dtype=torch.float64, device=weights[0].device)
+    product = eye
+    for w in weights:
+        product = product + w @ product
+    return product
+
+
+class MLPProbe:
+    """Measurements on a fixed probe batch at every snapshot of an MLP run (the ``probe`` hook of
+    :func:`train_with_recording`), recorded into ``recorder``:
+
+    * ``mean_input_cos`` (group ``hidden``, layer ``l``, space ``input``, direction 1):
+      ``|cos(v1(W_l), m_l)|``, ``m_l`` the probe batch's mean of the vector ``W_l`` multiplies
+      (``norm(h_l)``; ``h_l`` in norm-free blocks), ``v1`` the leading right singular vector; NaN
+      where :func:`geocont.metrics.direction_flags` flags v1 or ``m_l`` is zero;
+    * ``mean_input_share`` (``hidden``, per layer, no space, direction 0): ``||m_l||^2 / mean
+      ||x_l||^2``, the share of the input's second moment in its mean;
+    * ``logit_change`` (group ``model``): ``||logits(t) - logits(t_prev)||_F / ||logits(t_prev)||_F``
+      on the probe batch, ``t_prev`` the previous snapshot (no row at the first);
+    * ``product_change`` (``model``, residual conditions only): the same relative change of
+      :func:`hidden_product`;
+    * ``near_linear_share`` (``hidden``, per layer, radial activations only): the share of probe
+      examples whose pre-activation z has ``tanh(||z|| / tau) >= geocont.mlp.NEAR_LINEAR``.
+
+    The model runs in eval mode under ``torch.no_grad`` (then back to its mode): no running
+    statistic moves, no gradient is touched, and no random state is drawn (the singular-vector
+    solver seeds its own generator), so training is bit-identical with and without the probe.
+    """
+
+    def __init__(self, model: ResidualMLP, x: torch.Tensor, recorder: ContinuityRecorder, group: str = "hidden"):
+        self.model, self.x, self.recorder, self.group = model, x, recorder, group
+        self.residual = model.blocks[0].residual
+        self._logits: torch.Tensor | None = None
+        self._product: torch.Tensor | None = None
+        self._start: torch.Tensor | None = None  # the previous snapshot's v1: a warm start
+
+    @torch.no_grad()
+    def __call__(self, step: int) -> None:
+        model, rows, group = self.model, self.recorder.rows, self.group
+        was_training = model.training
+        model.eval()
+        try:
+            trace = forward_trace(model, self.x)
+        finally:
+            model.train(was_training)
+        weights = torch.stack([w.detach() for w in model.hidden_weights()])
+        triplets = metrics.stacked_singular_triplets(weights, 1, method="iterative", start=self._start)
+        self._start = torch.stack([t.v[:, :1] for t in triplets])
+        for layer, (inputs, t) in enumerate(zip(trace.inputs, triplets)):
+            inputs = inputs.double()
+            mean = inputs.mean(0)
+            mean_sq = float(torch.linalg.vector_norm(mean)) ** 2
+            second_moment = float((inputs * inputs).sum(1).mean())
+            undefined = metrics.direction_flags(t)[0] or mean_sq == 0
+            cos = math.nan if undefined else float(metrics.abs_cos(t.v[:, 0].double(), mean))
+            rows.append(make_row(step, group, layer, "mean_input_cos", "input", 1, cos))
+            share = mean_sq / second_moment if second_moment > 0 else math.nan
+            self.recorder.record(step, "mean_input_share", share, group=group, layer=layer)
+        linear = near_linear_share(model, trace.preactivation_norms)
+        if linear is not None:
+            for layer, value in enumerate(linear.tolist()):
+                self.recorder.record(step, "near_linear_share", value, group=group, layer=layer)
+        logits = trace.logits.detach().double()
+        if self._logits is not None:
+            self.recorder.record(step, "logit_change", relative_change(logits, self._logits))
+        self._logits = logits
+        if self.residual:
+            product = hidden_product(model)
+            if self._product is not None:
+                self.recorder.record(step, "product_change", relative_change(product, self._product))
+            self._product = product
+
+
 def steps_for(config: MLPRunConfig, n_train: int) -> int:
     """Total optimizer steps: ``config.steps``, else ``epochs`` passes over the training set
     (last batch dropped)."""
@@ -211,11 +324,13 @@ def _dataset(name: str, max_train: int | None) -> ImageData:
     return load_image_data(name, max_train=max_train)
 
 
-def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True) -> pd.DataFrame:
+def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True, probe: bool = True) -> pd.DataFrame:
     """Train one residual MLP and return its run table (uncached; see :func:`run_mlp`).
 
     ``record=False`` trains identically without the recorder (for overhead benchmarks)
-    and returns an empty table.
+    and returns an empty table. Every snapshot also measures the model on the probe batch, the
+    first :data:`PROBE_EXAMPLES` training examples (:class:`MLPProbe`); ``probe=False`` leaves
+    those rows out and trains identically (the test that the probe changes nothing).
     """
     data = _dataset(config.dataset, config.max_train)
     device = resolve_device(config.device)
@@ -255,8 +370,8 @@ def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True) 
                           **evaluate_classifier(model, x_train[:TRAIN_SET_EVAL], y_train[:TRAIN_SET_EVAL],
                                                 prefix="train_set")},
         description=f"{config.condition} {config.optimizer.label} seed={config.seed}", progress=progress,
-        lr_factor=cosine_factor(total_steps) if config.lr_schedule == "cosine" else None,
-        clip_norm=config.grad_clip, trace=trace,
+        lr_factor=lr_factor_for(config, total_steps), clip_norm=config.grad_clip, trace=trace,
+        probe=MLPProbe(model, x_train[:PROBE_EXAMPLES], recorder) if probe and record else None,
     )
     return rows_to_frame(recorder.rows + (trace.rows if trace else []))
 
