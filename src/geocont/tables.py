@@ -54,6 +54,8 @@ METRICS: dict[str, str] = {
                       "(training.MLPProbe; NaN where v1 is undefined or the mean is zero)",
     "mean_input_share": "||mean input||^2 / mean ||input||^2 of a layer on the probe batch: the share of its "
                         "input's second moment that lies in the mean (training.MLPProbe)",
+    "mean_input_pair_cos": "|cos| between the probe batch's mean inputs of adjacent layers: the weight v1 continuity "
+                           "of layers whose v1 followed their input mean (training.MLPProbe)",
     "logit_change": "||logits(t) - logits(t_prev)||_F / ||logits(t_prev)||_F on the probe batch since the previous "
                     "snapshot (training.MLPProbe)",
     "product_change": "the same relative change of P = prod_l (I + W_l), the hidden map of the linear residual net "

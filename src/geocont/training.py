@@ -250,6 +250,9 @@ class MLPProbe:
       where :func:`geocont.metrics.direction_flags` flags v1 or ``m_l`` is zero;
     * ``mean_input_share`` (``hidden``, per layer, no space, direction 0): ``||m_l||^2 / mean
       ||x_l||^2``, the share of the input's second moment in its mean;
+    * ``mean_input_pair_cos`` (``hidden``, per adjacent pair ``l``, space ``input``, direction 1):
+      ``|cos(m_l, m_{l+1})|``, the weight v1 continuity that layers whose v1 follows their input
+      mean would have;
     * ``logit_change`` (group ``model``): ``||logits(t) - logits(t_prev)||_F / ||logits(t_prev)||_F``
       on the probe batch, ``t_prev`` the previous snapshot (no row at the first);
     * ``product_change`` (``model``, residual conditions only): the same relative change of
@@ -281,9 +284,11 @@ class MLPProbe:
         weights = torch.stack([w.detach() for w in model.hidden_weights()])
         triplets = metrics.stacked_singular_triplets(weights, 1, method="iterative", start=self._start)
         self._start = torch.stack([t.v[:, :1] for t in triplets])
+        means = []
         for layer, (inputs, t) in enumerate(zip(trace.inputs, triplets)):
             inputs = inputs.double()
             mean = inputs.mean(0)
+            means.append(mean)
             mean_sq = float(torch.linalg.vector_norm(mean)) ** 2
             second_moment = float((inputs * inputs).sum(1).mean())
             undefined = metrics.direction_flags(t)[0] or mean_sq == 0
@@ -291,6 +296,10 @@ class MLPProbe:
             rows.append(make_row(step, group, layer, "mean_input_cos", "input", 1, cos))
             share = mean_sq / second_moment if second_moment > 0 else math.nan
             self.recorder.record(step, "mean_input_share", share, group=group, layer=layer)
+        for layer, (mean, following) in enumerate(zip(means, means[1:])):
+            zero = not bool(mean.any()) or not bool(following.any())
+            cos = math.nan if zero else float(metrics.abs_cos(mean, following))
+            rows.append(make_row(step, group, layer, "mean_input_pair_cos", "input", 1, cos))
         linear = near_linear_share(model, trace.preactivation_norms)
         if linear is not None:
             for layer, value in enumerate(linear.tolist()):
