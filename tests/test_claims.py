@@ -291,6 +291,10 @@ def test_the_builder_keys_each_row_by_claim_and_dataset_and_marks_the_headline_d
         claim(table, "only-elsewhere")  # it has no verdict of record
     with pytest.raises(KeyError, match="no claim 'nope' on 'mnist'"):
         claim(table, "nope", dataset="mnist")
+    from geocont.book.chapter import has_claim
+
+    assert has_claim(table, "res-none-falls") and has_claim(table, "res-none-falls", dataset="mnist-10k")
+    assert not has_claim(table, "only-elsewhere") and has_claim(table, "only-elsewhere", dataset="mnist-subset")
     builder = ClaimsBuilder("c2", dataset="kjv")
     builder.add("a", "A", "q", "0.9", Estimate(0.9, 0.0, 3), 0.05, "reproduced")
     builder.add("a", "A", "q", "0.9", Estimate(0.9, 0.0, 3), 0.05, "reproduced", dataset="wikitext-103")

@@ -257,6 +257,15 @@ def claim(claims: pd.DataFrame, key: str, dataset: str | None = None) -> pd.Seri
     return rows.iloc[0]
 
 
+def has_claim(claims: pd.DataFrame, key: str, dataset: str | None = None) -> bool:
+    """Whether :func:`claim` finds this key (a full key, a name and ``dataset``, or a name's primary row)."""
+    try:
+        claim(claims, key, dataset)
+    except KeyError:
+        return False
+    return True
+
+
 def ours_text(row: Any) -> str:
     """``0.42 ± 0.03, n = 3`` for a claims row (no ± where the spread is undefined)."""
     return estimate_text(row.ours_mean, row.ours_std, row.n_seeds)
