@@ -235,3 +235,145 @@ def test_a_chapter_shows_the_early_value_formatted_in_one_column():
     shown = claims_display(early).data
     assert list(shown["early"]) == ["at 930 steps: 0.70 ± 0.01, n = 3 (not reproduced)", ""]
     assert not {"early_mean", "early_step", "early_verdict", "chapter"} & set(shown.columns)
+
+
+# ---------------------------------------------------------------------------------------------
+# Every claim names its dataset; the closing page shows one verdict per claim
+# ---------------------------------------------------------------------------------------------
+
+def test_a_claim_key_is_its_name_and_its_dataset_and_splits_back():
+    from geocont.tables import claim_key, split_claim_key
+
+    assert claim_key("linear-weight-v1", "mnist-10k") == "linear-weight-v1@mnist-10k"
+    assert split_claim_key("linear-weight-v1@mnist-10k") == ("linear-weight-v1", "mnist-10k")
+    assert claim_key("a-claim", "") == "a-claim" and split_claim_key("a-claim") == ("a-claim", "")
+    for name, dataset in (("a@b", "mnist"), ("a", "mn@ist"), ("a", "mnist subset"), ("A", "mnist")):
+        with pytest.raises(ValueError):
+            claim_key(name, dataset)
+    with pytest.raises(ValueError, match="not a claim key"):
+        split_claim_key("a@b@c")
+
+
+def condition2_claims():
+    """One chapter's claims as Condition 2 builds them: each on fashion-mnist (the headline dataset),
+    mnist-10k and the 4k MNIST subset."""
+    from geocont.book.chapter import ClaimsBuilder
+    from geocont.statistics import Estimate
+
+    builder = ClaimsBuilder("c2", dataset="fashion-mnist")
+    verdicts = {"fashion-mnist": "reproduced", "mnist-10k": "not reproduced", "mnist-subset": "partly reproduced"}
+    for i, (dataset, verdict) in enumerate(verdicts.items()):
+        builder.add("res-none-falls", "The linear net's continuity falls", "res-none peak minus final", "collapse",
+                    Estimate(0.4 - 0.1 * i, 0.02, 3), 0.05, verdict, note=f"peak {0.8 - 0.1 * i}", headline=True,
+                    dataset=None if dataset == "fashion-mnist" else dataset)
+        builder.add("relu-above-linear", "ReLU keeps it", "res-relu minus res-none", "higher",
+                    Estimate(0.3, 0.02, 3), 0.05, "reproduced", dataset=dataset)
+    builder.add("only-elsewhere", "Judged on the subset only", "q", "0.5", Estimate(0.5, 0.01, 3), 0.05,
+                "reproduced", dataset="mnist-subset")
+    return builder.table()
+
+
+def test_the_builder_keys_each_row_by_claim_and_dataset_and_marks_the_headline_datasets_rows_primary():
+    from geocont.book.chapter import ClaimsBuilder, claim
+    from geocont.statistics import Estimate
+
+    table = condition2_claims()
+    assert list(table.columns) == CLAIM_COLUMNS and table["key"].is_unique
+    assert list(table["key"][:2]) == ["res-none-falls@fashion-mnist", "relu-above-linear@fashion-mnist"]
+    assert list(table.loc[table["primary"], "dataset"].unique()) == ["fashion-mnist"]
+    assert claim(table, "res-none-falls")["verdict"] == "reproduced"  # a name alone: the primary row
+    assert claim(table, "res-none-falls", dataset="mnist-10k")["verdict"] == "not reproduced"
+    assert claim(table, "res-none-falls@mnist-subset")["verdict"] == "partly reproduced"
+    assert claim(table, "res-none-falls@mnist-subset", dataset="mnist-subset")["verdict"] == "partly reproduced"
+    with pytest.raises(ValueError, match="names dataset"):
+        claim(table, "res-none-falls@mnist-subset", dataset="mnist-10k")
+    with pytest.raises(KeyError, match="no claim 'only-elsewhere'"):
+        claim(table, "only-elsewhere")  # it has no verdict of record
+    with pytest.raises(KeyError, match="no claim 'nope' on 'mnist'"):
+        claim(table, "nope", dataset="mnist")
+    from geocont.book.chapter import has_claim
+
+    assert has_claim(table, "res-none-falls") and has_claim(table, "res-none-falls", dataset="mnist-10k")
+    assert not has_claim(table, "only-elsewhere") and has_claim(table, "only-elsewhere", dataset="mnist-subset")
+    builder = ClaimsBuilder("c2", dataset="kjv")
+    builder.add("a", "A", "q", "0.9", Estimate(0.9, 0.0, 3), 0.05, "reproduced")
+    builder.add("a", "A", "q", "0.9", Estimate(0.9, 0.0, 3), 0.05, "reproduced", dataset="wikitext-103")
+    with pytest.raises(ValueError, match="'a@kjv' is used twice"):
+        builder.add("a", "A", "q", "0.9", Estimate(0.9, 0.0, 3), 0.05, "reproduced")
+    with pytest.raises(ValueError, match="without '@'"):
+        ClaimsBuilder("c2", dataset="k@jv")
+    plain = ClaimsBuilder("c2")  # a chapter that names no dataset: plain keys, every row primary
+    plain.add("a", "A", "q", "0.9", Estimate(0.9, 0.0, 3), 0.05, "reproduced")
+    assert plain.table()[["key", "dataset", "primary"]].values.tolist() == [["a", "", True]]
+
+
+def test_the_early_values_match_on_the_full_keys():
+    from geocont.book.chapter import with_early
+
+    late = condition2_claims()
+    early = late.assign(ours_mean=late["ours_mean"] + 0.1, verdict="not reproduced")
+    both = with_early(late, early, 930)
+    assert both["early_mean"].tolist() == pytest.approx((late["ours_mean"] + 0.1).tolist())
+    with pytest.raises(KeyError, match="res-none-falls@mnist-10k"):
+        with_early(late, early[early["key"] != "res-none-falls@mnist-10k"], 930)
+
+
+def test_the_closing_page_shows_one_verdict_per_claim_and_the_other_datasets_beside_it(claims_dir):
+    claims.publish(condition2_claims(), chapter="c2", scale="cpu")
+    claims.publish(frame("plain"), chapter="plain", scale="cpu")  # a chapter that names no dataset
+    table = claims.collect("cpu", chapters=["c2", "plain"])
+    text = claims.markdown_table(table, titles={})
+    c2, plain = text.split("\n\n**")
+    lines = c2.splitlines()
+    assert "verdicts on `fashion-mnist`" in lines[0]
+    assert lines[2].endswith("| verdict | on `mnist-10k` | on `mnist-subset` |")
+    falls = [line for line in lines if line.startswith("| The linear net's continuity falls")]
+    assert falls == ["| The linear net's continuity falls | res-none peak minus final | collapse | 0.40 ± 0.02 (n = 3) "
+                     "| 0.05 | **reproduced** | **not reproduced**: 0.30 ± 0.02 (n = 3) "
+                     "| **partly reproduced**: 0.20 ± 0.02 (n = 3) |"]
+    assert sum(line.startswith("| ReLU keeps it") for line in lines) == 1
+    elsewhere = next(line for line in lines if line.startswith("| Judged on the subset only"))
+    assert elsewhere.split(" | ")[5:] == ["–", "–", "**reproduced**: 0.50 ± 0.01 (n = 3) |"]
+    assert "on `" not in plain and "verdicts on" not in plain
+    # at a glance: each claim once, by its verdict of record (the old page counted all 7 rows of c2)
+    counts = claims.verdict_counts(table)
+    assert counts.loc["c2"][counts.loc["c2"] > 0].to_dict() == {"reproduced": 2} and counts.loc["plain"].sum() == 2
+    assert "| {doc}`c2 <c2>` | 2 | **2** reproduced |" in claims.counts_markdown(table, titles={})
+    assert list(claims.headline_claims(table)["key"]) == ["res-none-falls@fashion-mnist"]
+    page = claims.ClaimsPage("cpu", table, {})
+    intro = claims.tables(page).data.split("\n\n")[0]
+    assert intro.startswith("4 claims from 2 chapters")
+    assert "(`mnist-10k` and `mnist-subset`: 5 verdicts)" in intro
+    assert "peak 0.7 " not in claims.details(page).data
+    assert "- The linear net's continuity falls (res-none peak minus final, `mnist-10k`): peak 0.7" in claims.details(page).data
+
+
+def test_a_table_published_before_the_dataset_columns_loads_with_every_row_primary(claims_dir):
+    claims_dir.mkdir(parents=True)
+    old = frame("first").drop(columns=["dataset", "primary"])
+    records = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+               for r in old.to_dict(orient="records")]
+    (claims_dir / "first.json").write_text(json.dumps({"chapter": "first", "scale": "cpu", "overrides": {},
+                                                       "claims": records}))
+    table = claims.collect("cpu", chapters=["first"])
+    assert list(table["dataset"]) == ["", ""] and list(table["primary"]) == [True, True]
+    assert claims.verdict_counts(table).loc["first"].sum() == 2
+
+
+def test_publish_rejects_a_claim_with_two_verdicts_of_record_or_a_key_that_names_another_dataset(claims_dir):
+    twice = condition2_claims()
+    twice.loc[twice["key"] == "res-none-falls@mnist-10k", "primary"] = True
+    with pytest.raises(ValueError, match="res-none-falls.*twice"):
+        claims.publish(twice, chapter="c2", scale="cpu")
+    wrong = condition2_claims()
+    wrong.loc[0, "dataset"] = "mnist"
+    with pytest.raises(ValueError, match="do not name their row's dataset"):
+        claims.publish(wrong, chapter="c2", scale="cpu")
+
+
+def test_a_chapter_shows_the_dataset_column_only_where_a_claim_names_one():
+    from geocont.book.chapter import claims_display
+
+    assert "dataset" not in claims_display(frame("plain")).data.columns
+    shown = claims_display(condition2_claims()).data
+    assert "dataset" in shown.columns and "primary" not in shown.columns

@@ -101,3 +101,108 @@ def test_turn_rates_divide_by_the_snapshot_interval_and_the_window_mean_weights_
     assert list(rates["value"]) == pytest.approx([100.0, 200.0, 100.0])  # degrees per 1,000 steps
     window = statistics.drift_window_mean(rates, start_fraction=0.1)  # steps after 10: 30 and 100
     assert window["value"].iloc[0] == pytest.approx((200 * 20 + 100 * 70) / 90)
+
+
+# ---------------------------------------------------------------------------------------------
+# The verdict rules that cannot pass for the wrong reason (module docstring, "Verdict rules")
+# ---------------------------------------------------------------------------------------------
+
+def test_the_random_levels_spread_is_that_of_a_pair_mean_of_random_abs_cos():
+    import numpy as np
+
+    from geocont.metrics import random_abs_cos
+
+    # large d: per pair sqrt((1 - 2/pi) / d); over n pairs, divided by sqrt(n)
+    assert statistics.random_level_sd(4096, 1) == pytest.approx(math.sqrt((1 - 2 / math.pi) / 4096), rel=1e-3)
+    assert statistics.random_level_sd(256, 4) == pytest.approx(statistics.random_level_sd(256, 1) / 2)
+    assert statistics.random_level_sd(8, 1) == pytest.approx(math.sqrt(1 / 8 - random_abs_cos(8) ** 2))  # exact
+    rng = np.random.default_rng(0)  # a chain of 4 random unit vectors in 32 dims: 3 adjacent pairs
+    chains = rng.standard_normal((20000, 4, 32))
+    chains /= np.linalg.norm(chains, axis=-1, keepdims=True)
+    pair_means = np.abs((chains[:, :-1] * chains[:, 1:]).sum(-1)).mean(-1)
+    assert pair_means.std() == pytest.approx(statistics.random_level_sd(32, 3), rel=0.03)
+    with pytest.raises(ValueError, match="n_pairs"):
+        statistics.random_level_sd(32, 0)
+
+
+def test_the_random_level_is_judged_against_its_own_spread_not_a_tolerance_of_0_10():
+    E = statistics.Estimate
+    baseline, spread = 0.0499, statistics.random_level_sd(256, 3)  # ~0.022
+    # three times the random level: the old rule calls it reproduced, the new one does not
+    assert statistics.verdict_for_value(E(0.145, 0.01, 3), baseline) == "reproduced"
+    assert statistics.verdict_at_random_level(E(0.145, 0.01, 3), baseline, spread) == "partly reproduced"
+    assert statistics.verdict_for_value(E(0.28, 0.01, 3), baseline) == "partly reproduced"
+    assert statistics.verdict_at_random_level(E(0.28, 0.01, 3), baseline, spread) == "not reproduced"
+    # at the random level within its noise
+    assert statistics.verdict_at_random_level(E(0.07, 0.01, 3), baseline, spread) == "reproduced"
+    # the band: k x sqrt(baseline_sd^2 + seed_sd^2 / n)
+    band = statistics.random_level_band(E(0.07, 0.03, 3), spread)
+    assert band == pytest.approx(statistics.RANDOM_LEVEL_K * math.sqrt(spread**2 + 0.03**2 / 3))
+    assert statistics.verdict_at_random_level(E(baseline + 0.99 * band, 0.03, 3), baseline, spread) == "reproduced"
+    assert statistics.verdict_at_random_level(E(baseline + 1.01 * band, 0.03, 3), baseline, spread) == "partly reproduced"
+    assert statistics.verdict_at_random_level(E(baseline + 2.6 * band, 0.03, 3), baseline, spread) == "not reproduced"
+    # one seed: its spread is the floor, so its band is wide (one seed cannot tell 0.05 from 0.15)
+    one = statistics.random_level_band(E(0.1, math.nan, 1), spread)
+    assert one == pytest.approx(3 * math.sqrt(spread**2 + statistics.SINGLE_SEED_SD**2))
+    assert statistics.verdict_at_random_level(E(math.nan, math.nan, 0), baseline, spread) == "not tested"
+    with pytest.raises(ValueError, match="baseline_sd"):
+        statistics.verdict_at_random_level(E(0.07, 0.01, 3), baseline, math.nan)
+
+
+def _noisy_flat_runs(level=0.5, noise=0.05, snapshots=60, seeds=8) -> pd.DataFrame:
+    """One layer pair per run, a flat level with iid noise over ``snapshots`` snapshots after step 0."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    tables = []
+    for seed in range(seeds):
+        rows = [make_row(0, "hidden", 0, "weight_cos", "input", 1, 0.05)]
+        rows += [make_row(10 * s, "hidden", 0, "weight_cos", "input", 1, level + noise * rng.standard_normal())
+                 for s in range(1, snapshots + 1)]
+        tables.append(rows_to_frame(rows).assign(condition="a", optimizer="adam", init_scale=1.0, seed=seed))
+    return pd.concat(tables, ignore_index=True)
+
+
+def test_a_windowed_peak_of_a_flat_noisy_series_stays_near_its_level_and_makes_no_fall():
+    table = _noisy_flat_runs()
+    raw = statistics.max_per_seed(table, "weight_cos", "input", 1)
+    windowed = statistics.peaks_per_seed(table, "weight_cos", "input", 1)
+    assert list(windowed.index) == list(raw.index) == list(range(8))
+    raw_bias, windowed_bias = raw.mean() - 0.5, windowed.mean() - 0.5
+    assert raw_bias > 0.09 and windowed_bias < 0.5 * raw_bias  # the max of 60 sits ~2.3 noise sds high
+    fall = statistics.fall_from_peak(table)
+    assert fall.peak.mean == pytest.approx(windowed.mean()) and fall.verdict == "not reproduced"
+    # the old rule (the largest single snapshot) made a clear fall out of the noise
+    assert statistics.Fall(statistics.estimate(raw), fall.final).verdict == "reproduced"
+
+
+def test_the_windowed_peak_is_the_best_mean_of_five_snapshots_and_its_step_the_windows_centre():
+    steps = [0, 10, 20, 30, 40, 50, 60, 70, 80, 90]
+    values = [0.9, 0.95, 0.1, 0.1, 0.1, 0.5, 0.5, 0.5, 0.5, 0.5]  # step 0 (0.9) is left out
+    peak, step = statistics.window_peak(steps, values)
+    assert peak == pytest.approx(0.5) and step == 70  # a sustained 0.5 (steps 50-90), not the one-snapshot 0.95
+    assert statistics.window_peak(steps[::-1], values[::-1]) == (peak, step)  # step order, not row order
+    assert statistics.window_peak([0, 5, 10, 20], [0.9, 0.2, 0.4, 0.9]) == (pytest.approx(0.5), 10)  # fewer: all
+    assert statistics.window_peak([0, 5, 10], [0.9, math.nan, 0.4]) == (pytest.approx(0.4), 10)  # NaN left out
+    assert math.isnan(statistics.window_peak([0], [0.9])[0])
+    table = timeline_run("a", 3, 1.0, [0] * 6, [0.1, 0.5, 0.9, 0.6, 0.3, 0.3])  # 5 snapshots after step 0
+    peaks = statistics.windowed_peaks(table, "weight_cos", "input", 1)
+    assert peaks.to_dict("records") == [dict(seed=3, peak=pytest.approx(0.52), step=10)]
+    peak, final = statistics.peak_and_final(table, "weight_cos", "input", 1)
+    assert peak.mean == pytest.approx(0.52) and final.mean == pytest.approx(0.3)
+    assert statistics.max_per_seed(table, "weight_cos", "input", 1).tolist() == [0.9]
+
+
+def test_a_single_seed_counts_as_the_floor_spread_and_a_known_number_as_exact():
+    E = statistics.Estimate
+    assert statistics.seed_spread(E(0.5, 0.02, 3)) == 0.02
+    assert statistics.seed_spread(statistics.estimate(pd.Series([0.5]))) == statistics.SINGLE_SEED_SD
+    assert statistics.seed_spread(statistics.known(0.05)) == 0.0
+    assert math.isnan(statistics.seed_spread(E(math.nan, math.nan, 0)))
+    assert statistics.SINGLE_SEED_SD == statistics.DIFFERENCE_MARGIN / 2
+    noisy, single = E(0.62, 0.08, 3), E(0.50, math.nan, 1)
+    assert statistics.pooled_sd(noisy, single) == pytest.approx(math.sqrt((0.08**2 + 0.05**2) / 2))
+    # a difference of 0.12: with the single seed as sd 0 (the old rule, pooled 0.057) it cleared two pooled sds
+    assert 0.12 > 2 * math.sqrt(0.08**2 / 2)
+    assert statistics.verdict_for_difference(noisy, single) == "partly reproduced"
+    assert statistics.verdict_for_difference(noisy, statistics.known(0.50)) == "reproduced"  # against a known 0.50

@@ -8,6 +8,24 @@ A run that diverged (:func:`geocont.tables.diverged_runs`) is an outcome, not a 
 estimates at a run's end (:func:`final_estimate`, :func:`change_over_last`, :func:`peak_and_final`)
 leave it out and count it (``Estimate.n_diverged``; ``n`` counts the finite seeds), and so does
 :func:`estimate_at_step` for a run that diverged at or before the step.
+
+Verdict rules
+-------------
+Besides the margins (:data:`DIFFERENCE_MARGIN`, :data:`VALUE_TOLERANCE`), three rules keep a verdict
+from passing for the wrong reason:
+
+* **The random level is judged against the random baseline's own spread**
+  (:func:`verdict_at_random_level`, :data:`RANDOM_LEVEL_K` = 3): "falls to the random level" is
+  reproduced when our mean lies within 3 standard errors of the random level, the standard error
+  combining the spread of a layer-pair mean of random |cos| (:func:`random_level_sd`) and our seed
+  mean's own; not within the 0.10 of :func:`verdict_for_value`, which passes 3x the random level.
+* **A peak is a windowed peak** (:func:`peaks_per_seed`, :data:`PEAK_WINDOW` = 5): per seed, the
+  largest mean of 5 consecutive snapshots (step 0 left out), not the largest single snapshot, which
+  for a noisy flat series sits well above its level and so makes a fall out of noise. Every fall
+  and formation rule (:func:`peak_and_final`, :func:`fall_from_peak`, :class:`Fall`) reads it; the
+  exact maximum is :func:`max_per_seed`.
+* **A single seed carries a spread** (:func:`seed_spread`, :data:`SINGLE_SEED_SD` = 0.05): a
+  one-seed estimate counts as seed sd 0.05 in every comparison (:func:`pooled_sd`), not 0.
 """
 
 from __future__ import annotations
@@ -16,6 +34,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple, Sequence
 
+import numpy as np
 import pandas as pd
 
 from .tables import RUN_KEYS, diverged_runs, select
@@ -170,23 +189,84 @@ def drift_window_mean(frame: pd.DataFrame, start_fraction: float = 0.1) -> pd.Da
 
 
 class PeakAndFinal(NamedTuple):
-    """A metric's maximum over training and its final value, each as mean ± sd over seeds."""
+    """A metric's (windowed) peak over training and its final value, each as mean ± sd over seeds."""
 
     peak: Estimate
     final: Estimate
 
 
-def peaks_per_seed(table: pd.DataFrame, metric: str, space: str, direction: int, **equal) -> pd.Series:
-    """Per seed (the index), the maximum over training of a layer-mean metric; diverged runs left out."""
+#: The windowed peak's width: a peak is the largest mean of this many consecutive snapshots of a
+#: run's layer-mean series (:func:`windowed_peaks`). The maximum of 40-90 single snapshots is biased
+#: up for a noisy series (for a flat one with iid noise by about 2.3 noise sds at 60 snapshots); the
+#: mean of 5 cuts the noise of each candidate by sqrt(5) and so that bias by more than half, while a
+#: real peak (our runs' rise and fall span tens of snapshots) is still resolved. Chosen before any
+#: verdict was read with it.
+PEAK_WINDOW = 5
+
+
+def _layer_means(table: pd.DataFrame, metric: str, space: str, direction: int, equal: dict) -> pd.DataFrame:
+    """:func:`per_run` rows of the ``equal`` runs, diverged runs left out."""
     frame = per_run(table, metric, space, direction)
     for column, value in equal.items():
         frame = frame[frame[column] == value]
-    return without_runs(frame, _diverged_of(table, equal)).groupby("seed")["value"].max()
+    return without_runs(frame, _diverged_of(table, equal))
+
+
+def window_peak(steps: Sequence[int], values: Sequence[float], window: int = PEAK_WINDOW) -> tuple[float, int]:
+    """The windowed peak of one series: ``(peak, step)``, the largest mean of ``window`` consecutive
+    values (in step order; step 0 and NaN values left out) and the step at the centre of that window
+    (for an even window, the earlier of its two middle snapshots). A series with fewer values than
+    ``window``: the mean of all, at its middle snapshot. ``(nan, -1)`` for a series with no value after
+    step 0. The first best window wins a tie."""
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    order = np.argsort(np.asarray(steps), kind="stable")
+    steps_, values_ = np.asarray(steps)[order], np.asarray(values, dtype=float)[order]
+    keep = (steps_ != 0) & np.isfinite(values_)
+    steps_, values_ = steps_[keep], values_[keep]
+    if not len(values_):
+        return math.nan, -1
+    width = min(window, len(values_))
+    means = np.convolve(values_, np.ones(width) / width, mode="valid")
+    start = int(np.argmax(means))
+    return float(means[start]), int(steps_[start + (width - 1) // 2])
+
+
+def windowed_peaks(table: pd.DataFrame, metric: str, space: str, direction: int, window: int = PEAK_WINDOW,
+                   **equal) -> pd.DataFrame:
+    """Per seed, the windowed peak of a layer-mean metric (:func:`window_peak` of its series over
+    snapshots): columns ``seed``, ``peak`` and ``step`` (the centre of the best window); diverged runs
+    and runs with no snapshot after step 0 left out. Where several runs share a seed (``equal`` does not
+    narrow the table to one condition), the seed's highest peak."""
+    rows = []
+    for run, group in _layer_means(table, metric, space, direction, equal).groupby(RUN_KEYS, observed=True):
+        peak, step = window_peak(group["step"].to_numpy(), group["value"].to_numpy(), window)
+        if not math.isnan(peak):
+            rows.append(dict(seed=run[RUN_KEYS.index("seed")], peak=peak, step=step))
+    peaks = pd.DataFrame(rows, columns=["seed", "peak", "step"])
+    if peaks.empty:
+        return peaks
+    best = peaks.sort_values(["seed", "peak"], ascending=[True, False], kind="stable").drop_duplicates("seed")
+    return best.reset_index(drop=True)
+
+
+def peaks_per_seed(table: pd.DataFrame, metric: str, space: str, direction: int, **equal) -> pd.Series:
+    """Per seed (the index), the windowed peak (:data:`PEAK_WINDOW`, :func:`windowed_peaks`) over
+    training of a layer-mean metric; diverged runs left out. The peak every rule reads."""
+    peaks = windowed_peaks(table, metric, space, direction, **equal)
+    return pd.Series(peaks["peak"].to_numpy(dtype=float), index=pd.Index(peaks["seed"], name="seed"), name="value")
+
+
+def max_per_seed(table: pd.DataFrame, metric: str, space: str, direction: int, **equal) -> pd.Series:
+    """Per seed (the index), the exact maximum over every snapshot (step 0 included) of a layer-mean
+    metric; diverged runs left out. Biased up for a noisy series: no verdict reads it (they read
+    :func:`peaks_per_seed`)."""
+    return _layer_means(table, metric, space, direction, equal).groupby("seed")["value"].max()
 
 
 def peak_and_final(table: pd.DataFrame, metric: str, space: str, direction: int, **equal) -> PeakAndFinal:
-    """Per seed, the maximum over training and the final value of a layer-mean metric (diverged runs
-    left out of both and counted)."""
+    """Per seed, the windowed peak (:func:`peaks_per_seed`) and the final value of a layer-mean metric
+    (diverged runs left out of both and counted)."""
     n_diverged = len(_diverged_of(table, equal))
     return PeakAndFinal(estimate(peaks_per_seed(table, metric, space, direction, **equal), n_diverged),
                         final_estimate(table, metric, space, direction, **equal))
@@ -201,7 +281,10 @@ VALUE_TOLERANCE = 0.10
 
 
 def verdict_for_value(ours: Estimate, paper: float, tolerance: float = VALUE_TOLERANCE) -> str:
-    """"reproduced" within ``tolerance`` of the paper's number, "partly" within 2.5x that."""
+    """"reproduced" within ``tolerance`` of the paper's number, "partly" within 2.5x that.
+
+    Not for "at the random level": 0.10 around a random level of 0.05 passes three times that level;
+    use :func:`verdict_at_random_level`."""
     if math.isnan(ours.mean):
         return "not tested"
     gap = abs(ours.mean - paper)
@@ -210,9 +293,87 @@ def verdict_for_value(ours: Estimate, paper: float, tolerance: float = VALUE_TOL
     return "partly reproduced" if gap <= 2.5 * tolerance else "not reproduced"
 
 
+#: The seed sd a single-seed estimate counts as (:func:`seed_spread`): one seed shows no spread, and
+#: counting it as 0 lets a one-seed difference pass on the margin alone. Half the book's margin
+#: (:data:`DIFFERENCE_MARGIN`), about the largest seed sd of the |cos| estimates in the book's 3-seed
+#: runs; chosen before any single-seed verdict was read.
+SINGLE_SEED_SD = 0.05
+
+
+def seed_spread(e: Estimate) -> float:
+    """The seed-to-seed sd an estimate counts as in a verdict: its seed sd for ``n >= 2`` (the floor
+    :data:`SINGLE_SEED_SD` where that sd is undefined), :data:`SINGLE_SEED_SD` for one seed, NaN for none.
+
+    One exception: a one-"seed" estimate whose sd is exactly 0 (not NaN, which :func:`estimate` gives a
+    single seed) is a known number, not a measurement (a random level, zero: :func:`known`); it counts as 0.
+    """
+    if e.n == 0:
+        return math.nan
+    if e.n == 1:
+        return 0.0 if e.std == 0.0 else SINGLE_SEED_SD
+    return SINGLE_SEED_SD if math.isnan(e.std) else e.std
+
+
+def known(value: float) -> Estimate:
+    """A known number (a random level, zero) as an :class:`Estimate` to compare against: sd 0, one "seed";
+    :func:`seed_spread` counts it as exact."""
+    return Estimate(float(value), 0.0, 1)
+
+
 def pooled_sd(*estimates: Estimate) -> float:
-    """Root-mean-square seed sd of several estimates (0 for single-seed ones)."""
-    return math.sqrt(sum((e.std if e.n > 1 and not math.isnan(e.std) else 0.0) ** 2 for e in estimates) / len(estimates))
+    """Root-mean-square seed spread (:func:`seed_spread`) of several estimates: a single-seed one
+    counts as :data:`SINGLE_SEED_SD`, a known number (:func:`known`) as 0; NaN if one has no seed."""
+    return math.sqrt(sum(seed_spread(e) ** 2 for e in estimates) / len(estimates))
+
+
+#: How many standard errors from the random level a mean may lie and still be "at the random level"
+#: (:func:`verdict_at_random_level`). Where the quantity truly is at the random level, its distance is
+#: close to normal with that standard error (a mean over layer pairs and seeds), and 3 of them hold
+#: 99.7% of it: a true random level is called reproduced all but 3 times in 1,000, across the book's
+#: few such claims none is expected to fail by chance (2 would fail 1 in 20). Being a number of
+#: standard errors, the band is narrow when the random level is precisely known (many pairs, many
+#: seeds): 0.15 against a random level of 0.05 passes the 0.10 tolerance of :func:`verdict_for_value`,
+#: and not this rule.
+RANDOM_LEVEL_K = 3
+
+
+def random_level_sd(d: int, n_pairs: int) -> float:
+    """The sd of the layer-pair mean of |cos| of random unit vectors in ``d`` dimensions over ``n_pairs``
+    pairs: per pair sqrt(1/d - E|cos|^2) (E cos^2 = 1/d exactly; E|cos| is
+    :func:`geocont.metrics.random_abs_cos`; about sqrt((1 - 2/pi)/d) for large d), over sqrt(n_pairs)
+    (adjacent pairs of independent random vectors are independent: |cos(a, b)| and |cos(b, c)| are,
+    by rotation invariance)."""
+    from .metrics import random_abs_cos
+
+    if n_pairs < 1:
+        raise ValueError(f"n_pairs must be >= 1, got {n_pairs}")
+    mean = random_abs_cos(d)
+    return math.sqrt(max(1.0 / d - mean**2, 0.0) / n_pairs)
+
+
+def random_level_band(ours: Estimate, baseline_sd: float, k: float = RANDOM_LEVEL_K) -> float:
+    """The half-width of "at the random level" for ``ours``: ``k`` x sqrt(baseline_sd^2 + seed_spread^2 / n)."""
+    if math.isnan(baseline_sd) or baseline_sd < 0:
+        raise ValueError(f"baseline_sd must be a number >= 0, got {baseline_sd}")
+    return k * math.sqrt(baseline_sd**2 + seed_spread(ours) ** 2 / ours.n) if ours.n else math.nan
+
+
+def verdict_at_random_level(ours: Estimate, baseline: float, baseline_sd: float, k: float = RANDOM_LEVEL_K) -> str:
+    """Is ``ours`` at the random level ``baseline``?
+
+    "reproduced" when ``|ours.mean - baseline| <= k * s``, ``s = sqrt(baseline_sd**2 + seed_spread(ours)**2 / n)``:
+    the random level's own spread (``baseline_sd``, :func:`random_level_sd`) and our seed mean's standard
+    error (:func:`seed_spread`, so a single seed counts as :data:`SINGLE_SEED_SD`); "partly reproduced"
+    within 2.5 times that band; else "not reproduced"; "not tested" where ``ours`` has no value.
+    ``k``: :data:`RANDOM_LEVEL_K`, which says why 3.
+    """
+    if math.isnan(ours.mean) or ours.n == 0:
+        return "not tested"
+    band = random_level_band(ours, baseline_sd, k)
+    gap = abs(ours.mean - baseline)
+    if gap <= band:
+        return "reproduced"
+    return "partly reproduced" if gap <= 2.5 * band else "not reproduced"
 
 
 def verdict_for_difference(high: Estimate, low: Estimate, margin: float = DIFFERENCE_MARGIN) -> str:
@@ -233,7 +394,8 @@ def verdict_for_difference(high: Estimate, low: Estimate, margin: float = DIFFER
 
 @dataclass(frozen=True)
 class Fall:
-    """How far a quantity fell from its peak to its end (the fall rule, the one every chapter uses).
+    """How far a quantity fell from its peak to its end (the fall rule, the one every chapter uses); the
+    peak is the windowed peak (:func:`peaks_per_seed`, :data:`PEAK_WINDOW`).
 
     ``verdict`` is :func:`verdict_for_difference` (peak above final); ``falls``: a clear fall, the
     verdict "reproduced" (more than :data:`DIFFERENCE_MARGIN` and two pooled seed sds); ``holds``:
@@ -262,7 +424,7 @@ class Fall:
 
 def fall_from_peak(table: pd.DataFrame, metric: str = "weight_cos", space: str = "input", direction: int = 1,
                    **equal) -> Fall:
-    """The :class:`Fall` of a layer-mean metric from its peak over training to its final value."""
+    """The :class:`Fall` of a layer-mean metric from its windowed peak over training to its final value."""
     return Fall(*peak_and_final(table, metric, space, direction, **equal))
 
 

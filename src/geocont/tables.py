@@ -88,14 +88,22 @@ RUN_COLUMNS = ["step", "group", "layer", "metric", "space", "direction", "value"
 RUN_KEYS = ["condition", "optimizer", "init_scale", "seed"]
 Row = tuple[int, str, int, str, str, int, float]
 
-#: ``key`` is the claim's stable name within its chapter (prose and tests look claims up by it).
+#: ``key`` is the claim's stable name within its chapter and the dataset it was judged on,
+#: ``<claim>@<dataset>`` (:func:`claim_key`; prose and tests look claims up by it); ``dataset``: the
+#: dataset (a corpus or model for the non-MLP chapters) the claim was judged on, "" where the chapter
+#: names none (then the key is the claim's name alone). ``primary``: this row is the claim's verdict of
+#: record, the one on its chapter's headline dataset (the closing chapter counts only these; the
+#: claim's rows on other datasets stand beside it).
 #: ``early_mean``, ``early_sd``, ``early_n``, ``early_step`` and ``early_verdict``: the same claim
 #: judged after ``early_step`` steps (a chapter that judges it at a longer horizon), NaN/0/None/""
 #: where there is none. ``headline``: one of the book's headline claims (the closing chapter summarises them first).
 CLAIM_COLUMNS = [
-    "chapter", "key", "claim", "quantity", "paper", "ours_mean", "ours_std", "n_seeds",
+    "chapter", "key", "dataset", "claim", "quantity", "paper", "ours_mean", "ours_std", "n_seeds",
     "baseline", "verdict", "note", "early_mean", "early_sd", "early_n", "early_step", "early_verdict", "headline",
+    "primary",
 ]
+#: Between a claim's name and its dataset in a claims-table key (:func:`claim_key`).
+CLAIM_KEY_SEPARATOR = "@"
 VERDICTS = ("reproduced", "partly reproduced", "inconclusive", "not reproduced", "not tested")
 
 
@@ -145,24 +153,55 @@ def select(
     return table[mask]
 
 
+def _check_base_key(key: str) -> None:
+    if not isinstance(key, str) or not key or not key.replace("-", "").isalnum() or key != key.lower():
+        raise ValueError(f"claim key {key!r} must be lower-case letters, digits and '-'")
+
+
+def _check_dataset(dataset: str) -> None:
+    if not isinstance(dataset, str) or CLAIM_KEY_SEPARATOR in dataset or any(c.isspace() for c in dataset):
+        raise ValueError(f"claim dataset {dataset!r} must be a name without {CLAIM_KEY_SEPARATOR!r} or spaces "
+                         "('' where the chapter names none)")
+
+
+def claim_key(key: str, dataset: str) -> str:
+    """A claims-table key: the claim's name ``key`` (lower-case letters, digits, ``-``) and the dataset it
+    was judged on, ``linear-weight-v1@mnist-10k``; the name alone where the dataset is "" (not named).
+    The inverse is :func:`split_claim_key`."""
+    _check_base_key(key)
+    _check_dataset(dataset)
+    return f"{key}{CLAIM_KEY_SEPARATOR}{dataset}" if dataset else key
+
+
+def split_claim_key(full_key: str) -> tuple[str, str]:
+    """``(name, dataset)`` of a claims-table key (:func:`claim_key`); dataset "" for a key without one."""
+    key, _, dataset = str(full_key).partition(CLAIM_KEY_SEPARATOR)
+    try:
+        if claim_key(key, dataset) == full_key:
+            return key, dataset
+    except ValueError:
+        pass
+    raise ValueError(f"{full_key!r} is not a claim key (name{CLAIM_KEY_SEPARATOR}dataset, tables.claim_key)")
+
+
 def claim_row(
     chapter: str, claim: str, quantity: str, paper: str, ours_mean: float, ours_std: float,
-    n_seeds: int, baseline: float, verdict: str, note: str = "", *, key: str, early_mean: float = math.nan,
-    early_sd: float = math.nan, early_n: int = 0, early_step: int | None = None, early_verdict: str = "",
-    headline: bool = False,
+    n_seeds: int, baseline: float, verdict: str, note: str = "", *, key: str, dataset: str = "",
+    primary: bool = True, early_mean: float = math.nan, early_sd: float = math.nan, early_n: int = 0,
+    early_step: int | None = None, early_verdict: str = "", headline: bool = False,
 ) -> dict[str, Any]:
     """One claims-table row; ``verdict`` must be one of :data:`VERDICTS`, ``key`` a stable
-    lower-case name (letters, digits, ``-``) unique within the chapter. ``early_*``: the same
-    claim judged after ``early_step`` steps, where the chapter judges it at a longer horizon
-    (mean, sd and n of our estimate there, and its verdict, one of :data:`VERDICTS`)."""
+    lower-case name (letters, digits, ``-``), with ``dataset`` unique within the chapter (the row's
+    key is :func:`claim_key` of the two). ``primary``: the claim's verdict of record (on its chapter's
+    headline dataset). ``early_*``: the same claim judged after ``early_step`` steps, where the chapter
+    judges it at a longer horizon (mean, sd and n of our estimate there, and its verdict, one of
+    :data:`VERDICTS`)."""
     for value in (verdict, early_verdict or verdict):
         if value not in VERDICTS:
             raise ValueError(f"unknown verdict {value!r}; valid choices: {', '.join(VERDICTS)}")
-    if not key or not key.replace("-", "").isalnum() or key != key.lower():
-        raise ValueError(f"claim key {key!r} must be lower-case letters, digits and '-'")
     return dict(
-        chapter=chapter, key=key, claim=claim, quantity=quantity, paper=paper, ours_mean=ours_mean,
-        ours_std=ours_std, n_seeds=n_seeds, baseline=baseline, verdict=verdict, note=note, early_mean=early_mean,
-        early_sd=early_sd, early_n=early_n, early_step=early_step, early_verdict=early_verdict,
-        headline=bool(headline),
+        chapter=chapter, key=claim_key(key, dataset), dataset=dataset, claim=claim, quantity=quantity, paper=paper,
+        ours_mean=ours_mean, ours_std=ours_std, n_seeds=n_seeds, baseline=baseline, verdict=verdict, note=note,
+        early_mean=early_mean, early_sd=early_sd, early_n=early_n, early_step=early_step, early_verdict=early_verdict,
+        headline=bool(headline), primary=bool(primary),
     )

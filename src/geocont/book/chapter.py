@@ -41,7 +41,7 @@ from .provenance import provenance_markdown
 from ..scales import SCALES, ParameterError, check_scale, parameter_errors
 from ..metrics import DEGENERACY_TOL
 from ..statistics import Estimate, undefined_pairs
-from ..tables import CLAIM_COLUMNS, claim_row
+from ..tables import CLAIM_COLUMNS, CLAIM_KEY_SEPARATOR, claim_key, claim_row, split_claim_key
 
 #: The words of the sentences every chapter shares (``src/geocont/book/prose.md``).
 _PROSE = Prose.of(__package__)
@@ -196,20 +196,33 @@ def seeds_text(seeds: Any) -> str:
 
 
 class ClaimsBuilder:
-    """Collects one chapter's claims, each under a stable key, into a claims table."""
+    """Collects one chapter's claims, each under a stable key, into a claims table.
 
-    def __init__(self, chapter: str) -> None:
+    ``dataset`` is the chapter's headline dataset (a corpus or model name for the chapters that train
+    no MLP, e.g. ``"kjv"``): every claim is judged on it unless :meth:`add` names another, and a claim's
+    row on it is the claim's verdict of record (``primary``). A row's key is :func:`claim_key` of the
+    claim's name and its dataset (``linear-weight-v1@mnist-10k``). A chapter that names no dataset
+    ("", the default) keeps the plain names as keys, every row primary.
+    """
+
+    def __init__(self, chapter: str, dataset: str = "") -> None:
+        claim_key("chapter", dataset)  # checks the dataset's name
         self.chapter = chapter
+        self.dataset = dataset
         self.rows: list[dict[str, Any]] = []
 
     def add(self, key: str, claim: str, quantity: str, paper: str, ours: Estimate | float, baseline: float,
             verdict: str, note: str = "", *, std: float | None = None, n: int | None = None,
-            headline: bool = False) -> None:
+            headline: bool = False, dataset: str | None = None) -> None:
         """One claim. ``ours`` is an :class:`Estimate` (mean, sd, n) or a bare number, whose ``std``
         and ``n`` are then given (``std`` and ``n`` also override an estimate's). ``headline``: the
-        claim is one of the book's headline claims, which the closing chapter summarises first."""
-        if any(row["key"] == key for row in self.rows):
-            raise ValueError(f"claim key {key!r} is used twice in chapter {self.chapter!r}")
+        claim is one of the book's headline claims, which the closing chapter summarises first (from its
+        primary row). ``dataset``: the dataset it was judged on, the builder's headline dataset by default;
+        the row is primary where it is that one."""
+        dataset = self.dataset if dataset is None else dataset
+        full_key = claim_key(key, dataset)
+        if any(row["key"] == full_key for row in self.rows):
+            raise ValueError(f"claim key {full_key!r} is used twice in chapter {self.chapter!r}")
         if isinstance(ours, Estimate):
             mean, spread, count = ours.mean, ours.std, ours.n
             if ours.n_diverged:  # "2 of 8 seeds diverged": diverged runs are left out of the estimate
@@ -217,18 +230,40 @@ class ClaimsBuilder:
         else:
             mean, spread, count = float(ours), math.nan, 0
         self.rows.append(claim_row(self.chapter, claim, quantity, paper, mean, spread if std is None else std,
-                                   count if n is None else n, baseline, verdict, note, key=key, headline=headline))
+                                   count if n is None else n, baseline, verdict, note, key=key, dataset=dataset,
+                                   primary=dataset == self.dataset, headline=headline))
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows, columns=CLAIM_COLUMNS)
 
 
-def claim(claims: pd.DataFrame, key: str) -> pd.Series:
-    """The row of ``claims`` with this key (an unknown key lists the known ones)."""
-    rows = claims[claims["key"] == key]
+def claim(claims: pd.DataFrame, key: str, dataset: str | None = None) -> pd.Series:
+    """The row of ``claims`` with this key: a full key (``linear-weight-v1@mnist-10k``), a claim's name
+    and ``dataset`` (``claim(claims, "res-none-falls", dataset="mnist-10k")``), or a name alone, which
+    means the claim's primary row (its verdict on the chapter's headline dataset). An unknown key lists
+    the known ones."""
+    if CLAIM_KEY_SEPARATOR in key or dataset is not None:
+        name, in_key = split_claim_key(key) if CLAIM_KEY_SEPARATOR in key else (key, "")
+        if dataset is not None and in_key and in_key != dataset:
+            raise ValueError(f"claim key {key!r} names dataset {in_key!r}, not {dataset!r}")
+        rows = claims[claims["key"] == claim_key(name, in_key or dataset)]
+    else:
+        names = claims["key"].map(lambda k: split_claim_key(k)[0])
+        primary = claims["primary"].astype(bool) if "primary" in claims else True
+        rows = claims[(names == key) & primary]
     if len(rows) != 1:
-        raise KeyError(f"no claim {key!r}; keys: {', '.join(claims['key'])}")
+        wanted = repr(key) + ("" if dataset is None else f" on {dataset!r}")
+        raise KeyError(f"no claim {wanted}; keys: {', '.join(claims['key'])}")
     return rows.iloc[0]
+
+
+def has_claim(claims: pd.DataFrame, key: str, dataset: str | None = None) -> bool:
+    """Whether :func:`claim` finds this key (a full key, a name and ``dataset``, or a name's primary row)."""
+    try:
+        claim(claims, key, dataset)
+    except KeyError:
+        return False
+    return True
 
 
 def ours_text(row: Any) -> str:
@@ -248,7 +283,7 @@ def verdict_list(claims: pd.DataFrame, intro: str) -> str:
 
 def with_early(claims: pd.DataFrame, early_claims: pd.DataFrame, steps: int) -> pd.DataFrame:
     """``claims`` (judged at the chapter's horizon) with the ``early_*`` columns filled from
-    ``early_claims``: the same claims, under the same keys, judged after ``steps`` steps."""
+    ``early_claims``: the same claims, under the same full keys (name and dataset), judged after ``steps`` steps."""
     early = early_claims.set_index("key")
     missing = sorted(set(claims["key"]) - set(early.index))
     if missing:
@@ -276,12 +311,15 @@ def changed_verdicts_sentence(claims: pd.DataFrame, steps: int) -> str:
 
 
 #: The claims columns a chapter's table shows no column of its own for (the early value is shown as one text column).
-_HIDDEN_CLAIM_COLUMNS = ["chapter", "early_mean", "early_sd", "early_n", "early_step", "early_verdict", "headline"]
+_HIDDEN_CLAIM_COLUMNS = ["chapter", "early_mean", "early_sd", "early_n", "early_step", "early_verdict", "headline",
+                         "primary"]
 
 
 def claims_display(claims: pd.DataFrame):
-    """The claims table as the chapters show it (a pandas Styler): the early value as one text column."""
-    shown = claims.assign(early=[early_text(row) for row in claims.itertuples()]).drop(columns=_HIDDEN_CLAIM_COLUMNS)
+    """The claims table as the chapters show it (a pandas Styler): the early value as one text column;
+    the dataset column only where some claim names one."""
+    hidden = _HIDDEN_CLAIM_COLUMNS + ([] if (claims["dataset"].fillna("") != "").any() else ["dataset"])
+    shown = claims.assign(early=[early_text(row) for row in claims.itertuples()]).drop(columns=hidden)
     return shown.style.format(precision=3, na_rep="–").hide(axis="index")
 
 

@@ -6,7 +6,11 @@ A chapter ends with::
     publish(claims, chapter="<name>", scale=scale, overrides=overrides)
 
 which writes ``<claims directory>/<chapter>.json`` (the rows, in :data:`geocont.tables.CLAIM_COLUMNS`
-format, with the scale and parameter overrides that produced them). The closing chapter calls
+format, with the scale and parameter overrides that produced them). Every row names the dataset its
+claim was judged on (``dataset``) and whether it is the claim's verdict of record (``primary``: on the
+chapter's headline dataset); the closing chapter shows and counts one verdict per claim, its primary
+row, with the claim's rows on other datasets beside it. A table published before these two columns
+existed still loads: its datasets are unknown ("") and every row counts as primary. The closing chapter calls
 :func:`collect`, which reads every chapter's table in table-of-contents order and raises
 :class:`MissingClaims`, naming the chapters and the commands that produce them, if one is missing.
 
@@ -30,7 +34,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..tables import CLAIM_COLUMNS, VERDICTS
+from ..tables import CLAIM_COLUMNS, VERDICTS, split_claim_key
 from .notebook import notebook_parameters, one_line_parameter_errors
 from .paths import CLAIMS_ENV, chapters, repository_root
 from .prose import Prose, listing
@@ -65,6 +69,14 @@ def _check(claims: pd.DataFrame, chapter: str) -> None:
     bad = sorted(set(claims["verdict"]) - set(VERDICTS)) + sorted(set(claims["early_verdict"]) - {*VERDICTS, ""})
     if bad:
         raise ValueError(f"unknown verdict(s) {bad}; valid choices: {', '.join(VERDICTS)}")
+    wrong = [key for key, dataset in zip(claims["key"], claims["dataset"]) if split_claim_key(key)[1] != dataset]
+    if wrong:
+        raise ValueError(f"claim key(s) {wrong} do not name their row's dataset (tables.claim_key)")
+    twice = sorted(claims.loc[claims["key"].duplicated(), "key"])
+    primary_names = claims.loc[claims["primary"].astype(bool), "key"].map(lambda k: split_claim_key(k)[0])
+    twice += sorted(primary_names[primary_names.duplicated()])
+    if twice:
+        raise ValueError(f"chapter {chapter!r} has claim(s) {twice} twice (a key, or a primary row per claim)")
 
 
 def _json_value(value):
@@ -103,6 +115,9 @@ def read(path: Path) -> dict:
         frame = frame.astype({"early_mean": float, "early_sd": float, "early_n": int, "early_step": "Int64"})
         frame["early_verdict"] = frame["early_verdict"].fillna("")
         frame["headline"] = frame["headline"].fillna(False).astype(bool)
+        # a table from before the dataset and primary columns: its datasets are unknown, every row primary
+        frame["dataset"] = [("" if _missing(d) else str(d)) for d in frame["dataset"]]
+        frame["primary"] = [(True if _missing(p) else bool(p)) for p in frame["primary"]]
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise MissingClaims(f"cannot read the claims table {path}: {error}; re-run its chapter") from error
     _check(frame, payload["chapter"])
@@ -182,32 +197,68 @@ def chapter_titles(root: Path | None = None) -> dict[str, str]:
     return titles
 
 
+def _ours_cell(row) -> str:
+    """``0.90 ± 0.02 (n = 3)``: a claims row's estimate in a table cell."""
+    ours = _number(row.ours_mean)
+    if not _missing(row.ours_std):
+        ours += f" ± {row.ours_std:.2f}"
+    return ours + f" (n = {row.n_seeds})"
+
+
+def primary_rows(claims: pd.DataFrame) -> pd.DataFrame:
+    """The claims' verdicts of record: one row per claim, on its chapter's headline dataset (``primary``)."""
+    return claims[claims["primary"].astype(bool)]
+
+
+def headline_dataset(rows: pd.DataFrame) -> str:
+    """The dataset one chapter's primary rows were judged on ("" where it names none)."""
+    datasets = list(dict.fromkeys(primary_rows(rows)["dataset"]))
+    return datasets[0] if len(datasets) == 1 else ""
+
+
 def markdown_table(claims: pd.DataFrame, titles: dict[str, str] | None = None) -> str:
-    """The claim-by-claim table as MyST Markdown: one block per chapter, headed by a link to it."""
+    """The claim-by-claim table as MyST Markdown: one block per chapter, headed by a link to it; one row
+    per claim with its verdict of record (on the chapter's headline dataset), and the claim's verdict
+    and estimate on each other dataset the chapter judged it on in a column of that dataset's."""
     titles = titles if titles is not None else chapter_titles()
     blocks = []
     for chapter, rows in claims.groupby("chapter", sort=False):
         first = rows.iloc[0]
         produced = f"`{first['scale']}` scale" + (f", overrides {first['overrides']}" if first.get("overrides") else "")
-        early = [early_text(row) for row in rows.itertuples()]
-        with_early = any(early)
+        if headline_dataset(rows):
+            produced += "; " + _PROSE.render("table-dataset", dataset=headline_dataset(rows))
+        names = rows["key"].map(lambda k: split_claim_key(k)[0])
+        primary = rows["primary"].astype(bool)
+        others = list(dict.fromkeys(rows.loc[~primary, "dataset"]))
+        by_name = {name: rows[(names == name) & primary] for name in dict.fromkeys(names)}
+        early = {name: early_text(row.iloc[0]) if len(row) else "" for name, row in by_name.items()}
+        with_early = any(early.values())
         lines = [f"**{{doc}}`{_cell(titles.get(chapter, chapter))} <{chapter}>`** ({produced})", "",
                  "| claim | quantity | paper | ours (mean ± sd, n) | random baseline | verdict |"
-                 + (" earlier in training |" if with_early else ""),
-                 "|---|---|---|---|---|---|" + ("---|" if with_early else "")]
-        for row, early_value in zip(rows.itertuples(), early):
-            ours = _number(row.ours_mean)
-            if not (row.ours_std is None or math.isnan(row.ours_std)):
-                ours += f" ± {row.ours_std:.2f}"
-            ours += f" (n = {row.n_seeds})"
-            cells = [row.claim, row.quantity, row.paper, ours, _number(row.baseline), f"**{row.verdict}**"]
-            lines.append("| " + " | ".join(_cell(x) for x in cells + ([early_value] if with_early else [])) + " |")
+                 + (" earlier in training |" if with_early else "")
+                 + "".join(" " + _cell(_PROSE.render("dataset-column", dataset=d)) + " |" for d in others),
+                 "|---|---|---|---|---|---|" + ("---|" if with_early else "") + "---|" * len(others)]
+        for name, mine in by_name.items():
+            elsewhere = rows[(names == name) & ~primary]
+            if len(mine):
+                row = mine.iloc[0]
+                cells = [row.claim, row.quantity, row.paper, _ours_cell(row), _number(row.baseline), f"**{row.verdict}**"]
+            else:  # judged on other datasets only: no verdict of record
+                row = elsewhere.iloc[0]
+                cells = [row.claim, row.quantity, row.paper, "–", _number(row.baseline), "–"]
+            cells += [early[name]] if with_early else []
+            for dataset in others:
+                there = elsewhere[elsewhere["dataset"] == dataset]
+                cells.append(f"**{there.iloc[0].verdict}**: {_ours_cell(there.iloc[0])}" if len(there) else "–")
+            lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
 
 def verdict_counts(claims: pd.DataFrame) -> pd.DataFrame:
-    """Number of claims per chapter and verdict (columns in :data:`VERDICTS` order)."""
+    """Number of claims per chapter and verdict (columns in :data:`VERDICTS` order): each claim counted
+    once, by its verdict of record (:func:`primary_rows`)."""
+    claims = primary_rows(claims)
     counts = claims.groupby(["chapter", "verdict"], sort=False).size().unstack(fill_value=0)
     counts = counts.reindex(columns=[v for v in VERDICTS if v in counts.columns])
     return counts.reindex(list(dict.fromkeys(claims["chapter"])))
@@ -239,8 +290,9 @@ def counts_markdown(claims: pd.DataFrame, titles: dict[str, str] | None = None) 
 
 
 def headline_claims(claims: pd.DataFrame) -> pd.DataFrame:
-    """The book's headline claims: the rows a chapter marked ``headline`` (``ClaimsBuilder.add(headline=True)``)."""
-    return claims[claims["headline"].astype(bool)]
+    """The book's headline claims: the rows a chapter marked ``headline`` (``ClaimsBuilder.add(headline=True)``),
+    each claim's verdict of record only (``primary``: on the chapter's headline dataset)."""
+    return claims[claims["headline"].astype(bool) & claims["primary"].astype(bool)]
 
 
 def _counted(counts: pd.Series) -> str:
@@ -315,15 +367,21 @@ def tables(page: ClaimsPage):
     from IPython.display import Markdown
 
     chapters = page.table["chapter"].nunique()
-    return Markdown(_PROSE.render("tables-intro", claims=len(page.table), chapters=chapters) + "\n\n"
-                    + markdown_table(page.table, page.titles))
+    intro = _PROSE.render("tables-intro", claims=len(primary_rows(page.table)), chapters=chapters)
+    others = page.table[~page.table["primary"].astype(bool)]
+    if len(others):
+        intro += " " + _PROSE.render("tables-other-datasets", rows=len(others),
+                                     datasets=listing(f"`{d}`" for d in dict.fromkeys(others["dataset"])))
+    return Markdown(intro + "\n\n" + markdown_table(page.table, page.titles))
 
 
 def details(page: ClaimsPage):
     """Both sides of each comparison (the claims' notes), in a dropdown."""
     from IPython.display import Markdown
 
-    lines = [f"- {r.claim} ({r.quantity}): {r.note}" for r in page.table.itertuples() if r.note]
+    lines = [_PROSE.render("details-item", claim=r.claim, quantity=r.quantity, note=r.note,
+                           dataset="" if r.primary else f", `{r.dataset}`")
+             for r in page.table.itertuples() if r.note]
     return Markdown("````{dropdown} " + _PROSE.render("details-title") + "\n" + "\n".join(lines) + "\n````")
 
 
