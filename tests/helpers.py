@@ -4,7 +4,18 @@ import functools
 
 import pandas as pd
 
-from geocont.tables import make_row, rows_to_frame
+from geocont.tables import make_row, rows_to_frame, split_claim_key
+
+
+def claim_names(claims: pd.DataFrame) -> list[str]:
+    """The claims' names, in order: their keys without the dataset (``linear-weight-v1@mnist-10k`` -> ``linear-weight-v1``)."""
+    return [split_claim_key(key)[0] for key in claims["key"]]
+
+
+def by_name(claims: pd.DataFrame) -> pd.DataFrame:
+    """The claims' primary rows indexed by name (each name once)."""
+    primary = claims[claims["primary"]] if "primary" in claims else claims
+    return primary.set_index(pd.Index(claim_names(primary), name="name"))
 
 
 def synthetic(values: dict[tuple[str, int], list[float]], steps=(0, 10)) -> pd.DataFrame:

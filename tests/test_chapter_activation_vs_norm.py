@@ -4,7 +4,7 @@ prose words, configure."""
 import pandas as pd
 import pytest
 
-from helpers import synthetic
+from helpers import by_name, claim_names, synthetic
 
 from geocont.chapters import activation_vs_norm as chapter
 from geocont.scales import ParameterError
@@ -39,10 +39,10 @@ def test_claims_reproduced_when_the_activation_concentrates_and_layernorm_spread
     table = norm_table({"res-relu": PEAKED, "res-ln": FLAT, "res-ln-relu": [0.85, 0.1, 0.1], "res-none": LINEAR,
                         "res-rms": LINEAR},
                        {"res-ln": 0.6, "res-none": 0.0, "res-rms": 0.0})
-    claims = chapter.norm_claims(table, baseline=0.05)
-    assert list(claims["key"]) == KEYS
+    claims = chapter.norm_claims(table, baseline=0.05, dataset="fashion-mnist")
+    assert claim_names(claims) == KEYS
     assert set(claims["verdict"]) == {"reproduced"}
-    assert claims.set_index("key").loc["activation-concentrates-v1", "ours_mean"] == pytest.approx(0.8)
+    assert by_name(claims).loc["activation-concentrates-v1", "ours_mean"] == pytest.approx(0.8)
     assert chapter.centring_finding(claims) == chapter.Centring("centring-breaks", claim_note(claims))
     assert chapter.rms_note(claims) is None
 
@@ -51,7 +51,7 @@ def test_claims_not_reproduced_when_the_roles_are_swapped():
     table = norm_table({"res-relu": FLAT, "res-ln": PEAKED, "res-ln-relu": [0.9, 0.1, 0.1], "res-none": LINEAR,
                         "res-rms": LINEAR},
                        {"res-ln": 0.0, "res-none": 0.6, "res-rms": 0.6})
-    claims = chapter.norm_claims(table, baseline=0.05)
+    claims = chapter.norm_claims(table, baseline=0.05, dataset="fashion-mnist")
     assert set(claims["verdict"]) == {"not reproduced"}
     assert chapter.centring_finding(claims) == chapter.Centring("like-layernorm", claim_note(claims))
     note = chapter.rms_note(claims).data  # the one smoke check of the note: it renders, with the claim's numbers
@@ -61,15 +61,15 @@ def test_claims_not_reproduced_when_the_roles_are_swapped():
 def test_claims_without_rmsnorm_leave_out_our_own_claim():
     table = norm_table({"res-relu": PEAKED, "res-ln": FLAT, "res-ln-relu": PEAKED, "res-none": LINEAR},
                        {"res-ln": 0.6, "res-none": 0.0})
-    claims = chapter.norm_claims(table, baseline=0.05)
-    assert list(claims["key"]) == KEYS[:-1]
+    claims = chapter.norm_claims(table, baseline=0.05, dataset="fashion-mnist")
+    assert claim_names(claims) == KEYS[:-1]
     assert chapter.centring_finding(claims) == chapter.Centring("absent", "")
     assert chapter.rms_note(claims) is None
 
 
 def claim_note(claims: pd.DataFrame) -> str:
     """The note of the centring claim: the sigma^2-alignment of res-ln, res-rms and res-none."""
-    return claims.set_index("key").loc["centring-breaks-symmetry", "note"]
+    return by_name(claims).loc["centring-breaks-symmetry", "note"]
 
 
 def results_of(table: pd.DataFrame, conditions: list[str]):

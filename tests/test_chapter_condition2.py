@@ -6,6 +6,8 @@ import math
 import pandas as pd
 import pytest
 
+from geocont.book.chapter import claim
+
 from geocont import instability
 from geocont.chapters import condition2
 from geocont.scales import ParameterError
@@ -236,12 +238,13 @@ def test_the_claims_name_their_dataset_and_the_headline_keys_are_the_summarys():
     results = make_results(rise(0.8, 0.3), smooth_loss, stable_linear_v1=rise(0.8, 0.3))
     produced = condition2.claims(results)
     headline, other = results.settings.datasets[0], results.settings.datasets[1]
-    assert set(book_claims.headline_claims(produced)["key"]) == {
+    assert set(book_claims.headline_claims(produced)["key"]) == {f"{name}@{headline}" for name in (
         "linear-weight-v1", "linear-gradient-v1", "relu-above-linear", "radial-tau-low", "relu-above-radial-tau",
-        "nores-gradient-v1", "linear-rise-then-fall"}
-    assert f"linear-weight-v1-{other}" in set(produced["key"])
-    assert all(headline in q for q in produced.loc[produced["key"] == "linear-weight-v1", "quantity"])
-    row = produced.set_index("key").loc["relu-above-linear"]
+        "nores-gradient-v1", "nores-weight-v1", "linear-rise-then-fall")}
+    assert f"linear-weight-v1@{other}" in set(produced["key"])
+    assert claim(produced, "linear-weight-v1", dataset=other)["dataset"] == other
+    assert not claim(produced, "linear-weight-v1", dataset=other)["primary"]
+    row = claim(produced, "relu-above-linear")
     assert row.verdict == "reproduced" and math.isclose(row.ours_mean, 0.9 - 0.3)
 
 
@@ -309,7 +312,7 @@ def test_the_predicted_cold_time_adds_the_long_runs_the_probes_and_the_sgd_runs(
     from geocont.chapters.mlp_runs import CPU_SECONDS_PER_MLP_STEP, ROTATED_STEP_FACTOR
 
     settings = condition2.CHAPTER.configure("cpu", datasets=["fashion-mnist"], interventions=["adam-rotated"],
-                                            seeds=2, many_seeds=2, steps=1000)
+                                            drift_tests=[], seeds=2, many_seeds=2, steps=1000)
     run = 1000 * CPU_SECONDS_PER_MLP_STEP
     # long runs: 4 conditions x 2 seeds (8 plain) and 2 x 2 adam-rotated (twice as long), on 2 workers;
     # probes: 3 rates x (2 + 2) runs of 500 steps; SGD: 4 runs

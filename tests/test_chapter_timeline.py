@@ -9,7 +9,7 @@ import pytest
 from geocont.chapters import timeline as chapter
 from geocont.chapters import mlp_conditions, mlp_runs
 from geocont.scales import ParameterError
-from helpers import timeline_run
+from helpers import by_name, claim_names, timeline_run
 
 STEPS_UPDATE = [0, 0.1, 0.5, 1.2, 3, 5]  # crosses 1 at step 10 (Frobenius), 0.1 x 10 at step 1 (spectral)
 RISE_AT_10 = [0.05, 0.05, 0.2, 0.5, 0.8, 0.85]  # half-rise level 0.45 first reached at step 10
@@ -61,9 +61,9 @@ def sweeps(relu_updates, nores_grad: float, init_later: bool):
 
 
 def test_timeline_claims_reproduced_on_a_sweep_that_follows_the_paper():
-    claims = chapter.timeline_claims(*sweeps(STEPS_UPDATE, nores_grad=0.05, init_later=True), 0.05)
-    assert list(claims["key"]) == KEYS
-    verdict = claims.set_index("key")["verdict"]
+    claims = chapter.timeline_claims(*sweeps(STEPS_UPDATE, nores_grad=0.05, init_later=True), 0.05, dataset="fashion-mnist")
+    assert claim_names(claims) == KEYS
+    verdict = by_name(claims)["verdict"]
     for key in ("step0-gradient-coherence", "order-frobenius", "order-spectral", "weight-cumgrad-alignment",
                 "init-moves-crossing", "init-moves-rise", "optimizer-adam-order-frobenius"):
         assert verdict[key] == "reproduced", key
@@ -73,9 +73,9 @@ def test_timeline_claims_reproduced_on_a_sweep_that_follows_the_paper():
 
 def test_timeline_claims_not_reproduced_on_a_sweep_against_the_paper():
     never_crossing = [0, 0.01, 0.02, 0.05, 0.08, 0.09]  # spectral: at most 0.9, so no norm crosses
-    claims = chapter.timeline_claims(*sweeps(never_crossing, nores_grad=0.9, init_later=False), 0.05)
-    assert list(claims["key"]) == KEYS
-    verdict = claims.set_index("key")["verdict"]
+    claims = chapter.timeline_claims(*sweeps(never_crossing, nores_grad=0.9, init_later=False), 0.05, dataset="fashion-mnist")
+    assert claim_names(claims) == KEYS
+    verdict = by_name(claims)["verdict"]
     for key in ("step0-gradient-coherence", "order-frobenius", "order-spectral", "init-moves-crossing",
                 "init-moves-rise", "optimizer-adam-order-spectral"):
         assert verdict[key] == "not reproduced", key
@@ -84,7 +84,7 @@ def test_timeline_claims_not_reproduced_on_a_sweep_against_the_paper():
 def test_optimizer_labels_become_claim_keys():
     conditions, init_sweep, relu = sweeps(STEPS_UPDATE, nores_grad=0.05, init_later=True)
     relu = pd.concat([relu, relu.assign(optimizer="adam(beta2=0)")], ignore_index=True)
-    keys = list(chapter.timeline_claims(conditions, init_sweep, relu, 0.05)["key"])
+    keys = claim_names(chapter.timeline_claims(conditions, init_sweep, relu, 0.05, dataset="fashion-mnist"))
     assert keys[-2:] == ["optimizer-adam-beta2-0-order-frobenius", "optimizer-adam-beta2-0-order-spectral"]
 
 
@@ -132,8 +132,8 @@ def test_the_claims_follow_the_reference_condition_they_are_given():
     conditions, init_sweep, relu = sweeps(STEPS_UPDATE, nores_grad=0.05, init_later=True)
     renamed = [frame.assign(condition=frame["condition"].astype(str).replace("res-relu", "res-gelu"))
                for frame in (conditions, init_sweep, relu)]
-    as_relu = chapter.timeline_claims(conditions, init_sweep, relu, 0.05)
-    as_gelu = chapter.timeline_claims(*renamed, 0.05, reference="res-gelu")
+    as_relu = chapter.timeline_claims(conditions, init_sweep, relu, 0.05, dataset="fashion-mnist")
+    as_gelu = chapter.timeline_claims(*renamed, 0.05, reference="res-gelu", dataset="fashion-mnist")
     assert list(as_gelu["verdict"]) == list(as_relu["verdict"])
     assert not as_gelu["quantity"].str.contains(r"(?<!no)res-relu").any()
     assert as_gelu["quantity"].str.contains("res-gelu").any()
@@ -158,7 +158,7 @@ def following():
     """Results and claims of a synthetic sweep that follows the paper (claims take a while: bootstraps)."""
     conditions, init_sweep, relu = sweeps(STEPS_UPDATE, nores_grad=0.05, init_later=True)
     results = results_of(conditions, init_sweep, relu)
-    return results, chapter.timeline_claims(results.table, init_sweep, relu, 0.05)
+    return results, chapter.timeline_claims(results.table, init_sweep, relu, 0.05, dataset="fashion-mnist")
 
 
 def test_findings_on_a_sweep_that_follows_the_paper(following):
@@ -200,7 +200,7 @@ def test_findings_on_a_sweep_that_never_crosses():
     init_sweep = pd.concat([init_sweep, timeline_run("res-relu", 0, 10.0, NEVER_CROSSING, [0.05] * 6)],
                            ignore_index=True)
     results = results_of(conditions, init_sweep, relu)
-    claims = chapter.timeline_claims(results.table, init_sweep, relu, 0.05)
+    claims = chapter.timeline_claims(results.table, init_sweep, relu, 0.05, dataset="fashion-mnist")
     follow = chapter.weights_follow(results, claims)
     assert follow.case == "never-crossed" and (follow.never_crossed, follow.runs) == (3, 3)
     assert math.isnan(follow.crossing_step.mean) and follow.rise_step.mean == 10

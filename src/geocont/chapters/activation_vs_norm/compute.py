@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from ... import metrics
-from ...book.chapter import Chapter, ClaimsBuilder, claim, with_early
+from ...book.chapter import Chapter, ClaimsBuilder, claim, with_early, has_claim
 from ...statistics import Estimate, closer_to, estimate, final_estimate, up_to_step, verdict_for_difference
 from ...tables import RUN_KEYS, select
 from ...training import run_sweep
@@ -97,11 +97,12 @@ def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims table, judged at the end of training, with each claim's value after
     ``early_steps`` (the same runs read at that snapshot) in the ``early`` column."""
     early = results.settings.early_steps
-    return with_early(norm_claims(results.table, results.baseline),
-                      norm_claims(up_to_step(results.table, early), results.baseline), early)
+    dataset = results.settings.base.dataset
+    return with_early(norm_claims(results.table, results.baseline, dataset=dataset),
+                      norm_claims(up_to_step(results.table, early), results.baseline, dataset=dataset), early)
 
 
-def norm_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
+def norm_claims(table: pd.DataFrame, baseline: float, *, dataset: str) -> pd.DataFrame:
     """The claims of the chapter, from its run table (``res-rms`` adds our own centring claim)."""
     shape = concentration(final_direction_profile(table, "weight_cos", "input"))
 
@@ -112,7 +113,7 @@ def norm_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
         return final_estimate(table, "weight_align", "input", 0, condition=condition)
 
     k = int(table.loc[table["metric"] == "weight_cos", "direction"].max())
-    out = ClaimsBuilder(CHAPTER.name)
+    out = ClaimsBuilder(CHAPTER.name, dataset=dataset)
     relu, ln, both = (per_condition("concentration", c) for c in ("res-relu", "res-ln", "res-ln-relu"))
     out.add("activation-concentrates-v1", "The activation concentrates continuity in the leading direction",
             f"v1 minus mean of v2..v{k}: res-relu minus res-ln", "res-relu more concentrated", relu.mean - ln.mean,
@@ -211,7 +212,7 @@ class Centring:
 
 def centring_finding(claims: pd.DataFrame) -> Centring:
     """The :class:`Centring` finding of a claims table (:func:`norm_claims`)."""
-    if "centring-breaks-symmetry" not in set(claims["key"]):
+    if not has_claim(claims, "centring-breaks-symmetry"):
         return Centring(case="absent", alignment="")
     row = claim(claims, "centring-breaks-symmetry")
     return Centring(case="centring-breaks" if row["verdict"] == "reproduced" else "like-layernorm",

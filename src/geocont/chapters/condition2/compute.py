@@ -15,7 +15,8 @@ from ...data import check_dataset_name
 from ...book.chapter import Chapter, ClaimsBuilder
 from ...scales import parse_seeds
 from ...statistics import (Estimate, Fall, estimate, final_estimate, final_per_run, formed,
-                           peak_and_final, peaks_per_seed, verdict_for_difference, verdict_for_value)
+                           peak_and_final, peaks_per_seed, random_level_sd, verdict_at_random_level,
+                           verdict_for_difference, verdict_for_value)
 from ...sweeps import predicted_wall_seconds
 from ...tables import diverged_runs, select
 from ...training import run_sweep
@@ -111,9 +112,9 @@ class Condition2Settings:
     many_seeds: tuple[int, ...]
     interventions: tuple[str, ...]
     early_steps: int
+    sgd_probe_steps: int
     #: the direct tests of drift (:data:`DRIFT_TESTS`)
     drift_tests: tuple[str, ...] = ()
-    sgd_probe_steps: int
     #: the chapter parameters that were set (not None), as a re-run must repeat them
     overrides: dict[str, Any] = field(default_factory=dict)
 
@@ -522,49 +523,52 @@ PAPER_LINEAR_GRADIENT = paper.LINEAR_GRADIENT_V1
 
 
 def comparison_claims(results: Results, builder: ClaimsBuilder) -> None:
-    """The Condition-2 claims on every dataset, into ``builder``. On the headline dataset a claim's key is its
-    plain name (``linear-weight-v1``) and it is one of the book's headline claims (``headline=True``), elsewhere
-    its key is the name and the dataset (``linear-weight-v1-mnist-10k``)."""
+    """The Condition-2 claims on every dataset, into ``builder`` (whose dataset, the headline one, is each claim's
+    verdict of record); on the headline dataset they are the book's headline claims (``headline=True``)."""
+    random_sd = random_level_sd(results.settings.base.width, results.settings.base.depth - 1)
     for dataset, table in results.comparison.items():
         headline = dataset == results.settings.headline
-        tag = f"({dataset}{', headline' if headline else ''})"
-
-        def key(name: str) -> str:
-            return name if headline else f"{name}-{dataset}"
 
         def final(condition: str, metric: str = "weight_cos") -> Estimate:
             return weight_v1(table, condition, metric)
 
         none, relu = final("res-none"), final("res-relu")
-        builder.add(key("linear-weight-v1"), "A linear residual net has low weight continuity",
-                    f"Res+None weight v1 |cos| {tag}", f"{PAPER_LINEAR_WEIGHT}", none, results.baseline,
-                    verdict_for_value(none, PAPER_LINEAR_WEIGHT), headline=headline)
+        builder.add("linear-weight-v1", "A linear residual net has low weight continuity",
+                    "Res+None weight v1 |cos|", f"{PAPER_LINEAR_WEIGHT}", none, results.baseline,
+                    verdict_for_value(none, PAPER_LINEAR_WEIGHT), headline=headline, dataset=dataset)
         gradient = final("res-none", "grad_cos")
-        builder.add(key("linear-gradient-v1"), "... yet high gradient continuity",
-                    f"Res+None gradient v1 |cos| {tag}", f"{PAPER_LINEAR_GRADIENT}", gradient, results.baseline,
-                    verdict_for_value(gradient, PAPER_LINEAR_GRADIENT), headline=headline)
-        builder.add(key("relu-above-linear"), "An element-wise activation keeps weight continuity",
-                    f"res-relu minus res-none weight v1 {tag}", "higher (no number)", relu.mean - none.mean,
+        builder.add("linear-gradient-v1", "... yet high gradient continuity",
+                    "Res+None gradient v1 |cos|", f"{PAPER_LINEAR_GRADIENT}", gradient, results.baseline,
+                    verdict_for_value(gradient, PAPER_LINEAR_GRADIENT), headline=headline, dataset=dataset)
+        builder.add("relu-above-linear", "An element-wise activation keeps weight continuity",
+                    "res-relu minus res-none weight v1", "higher (no number)", relu.mean - none.mean,
                     results.baseline, verdict_for_difference(relu, none), note=f"res-relu {relu}; res-none {none}",
-                    std=relu.std, n=relu.n, headline=headline)
+                    std=relu.std, n=relu.n, headline=headline, dataset=dataset)
         if "res-radial-tau" in results.settings.conditions:
             radial = final("res-radial-tau")
-            builder.add(key("radial-tau-low"), "A rotation-equivariant nonlinearity fails too",
-                        f"res-radial-tau weight v1 |cos| {tag}", f"~{paper.RADIAL_WEIGHT_V1}", radial, results.baseline,
-                        verdict_for_value(radial, paper.RADIAL_WEIGHT_V1), headline=headline)
-            builder.add(key("relu-above-radial-tau"), "Symmetry breaking, not nonlinearity, keeps continuity",
-                        f"res-relu minus res-radial-tau weight v1 {tag}", "higher (no number)",
+            builder.add("radial-tau-low", "A rotation-equivariant nonlinearity fails too",
+                        "res-radial-tau weight v1 |cos|", f"~{paper.RADIAL_WEIGHT_V1}", radial, results.baseline,
+                        verdict_for_value(radial, paper.RADIAL_WEIGHT_V1), headline=headline, dataset=dataset)
+            builder.add("relu-above-radial-tau", "Symmetry breaking, not nonlinearity, keeps continuity",
+                        "res-relu minus res-radial-tau weight v1", "higher (no number)",
                         relu.mean - radial.mean, results.baseline, verdict_for_difference(relu, radial),
-                        note=f"res-relu {relu}; res-radial-tau {radial}", std=relu.std, n=relu.n, headline=headline)
+                        note=f"res-relu {relu}; res-radial-tau {radial}", std=relu.std, n=relu.n, headline=headline,
+                        dataset=dataset)
         if "nores-relu" in results.settings.conditions:
             nores = final("nores-relu", "grad_cos")
-            builder.add(key("nores-gradient-v1"), "Without residuals, gradient continuity is at random level",
-                        f"NoRes gradient v1 |cos| {tag}", f"~{paper.NORES_GRADIENT}", nores, results.baseline,
-                        verdict_for_value(nores, paper.NORES_GRADIENT), headline=headline)
-        peak = weight_v1_fall(table, "res-none").peak
-        builder.add(key("linear-rise-then-fall"), "Weight continuity first forms, then is lost",
-                    f"res-none weight v1: peak minus final {tag}", "rise, then collapse", peak.mean - none.mean,
-                    results.baseline, verdict_for_difference(peak, none), note=f"peak {peak}, final {none}", n=peak.n, headline=headline)
+            nores_weight = final("nores-relu")
+            builder.add("nores-gradient-v1", "Without residuals, gradient continuity is at random level",
+                        "NoRes gradient v1 |cos|", f"~{paper.NORES_GRADIENT}", nores, results.baseline,
+                        verdict_at_random_level(nores, results.baseline, random_sd), headline=headline, dataset=dataset)
+            builder.add("nores-weight-v1", "Without residuals, weight continuity does not develop",
+                        "NoRes weight v1 |cos|", "random level", nores_weight, results.baseline,
+                        verdict_at_random_level(nores_weight, results.baseline, random_sd),
+                        note=f"gradient v1 {nores}", headline=headline, dataset=dataset)
+        fall = weight_v1_fall(table, "res-none")
+        builder.add("linear-rise-then-fall", "Weight continuity first forms, then is lost",
+                    "res-none weight v1: peak minus final", "rise, then collapse", fall.amount,
+                    results.baseline, fall.verdict, note=f"peak {fall.peak}, final {fall.final}", n=fall.peak.n,
+                    headline=headline, dataset=dataset)
 
 
 @dataclass(frozen=True)
@@ -748,6 +752,6 @@ def halves_agree(results: Results) -> dict[str, bool]:
 
 def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims: Condition 2 on every dataset (the headline dataset's under plain keys)."""
-    builder = ClaimsBuilder(CHAPTER.name)
+    builder = ClaimsBuilder(CHAPTER.name, dataset=results.settings.headline)
     comparison_claims(results, builder)
     return builder.table()

@@ -63,10 +63,10 @@ class Results:
     init_table: pd.DataFrame
     #: the data control: ``{dataset: sweep table}`` of the data conditions, the chapter's own dataset first
     data: dict[str, pd.DataFrame]
-    #: the mean-removal control (:data:`MEAN_CONTROL_CONDITIONS`); empty where it did not run
-    mean_control: pd.DataFrame
     baseline: float
     empirical: dict[str, metrics.MeanSd]
+    #: the mean-removal control (:data:`MEAN_CONTROL_CONDITIONS`); empty where it did not run
+    mean_control: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
 
     @property
     def order(self) -> list[str]:

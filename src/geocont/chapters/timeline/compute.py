@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from ... import metrics
-from ...book.chapter import Chapter, ClaimsBuilder, claim, with_early
+from ...book.chapter import Chapter, ClaimsBuilder, claim, has_claim, with_early
 from ...config import MLPRunConfig
 from ...mlp import CONDITIONS
 from ...statistics import (DIFFERENCE_MARGIN, Estimate, pooled_sd, at_final_step, drift_window_mean, estimate, estimate_at_step, per_run,
@@ -257,10 +257,12 @@ def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims table, judged at the end of training, with each claim's value after
     ``early_steps`` in the ``early`` column (the init sweep is that long already)."""
     early = results.settings.early_steps
+    dataset = results.settings.base.dataset
     at_end = timeline_claims(results.table, results.init_table, results.optimizer_table, results.baseline,
-                             results.reference)
+                             results.reference, dataset=dataset)
     at_early = timeline_claims(up_to_step(results.table, early), results.init_table,
-                               up_to_step(results.optimizer_table, early), results.baseline, results.reference)
+                               up_to_step(results.optimizer_table, early), results.baseline, results.reference,
+                               dataset=dataset)
     return with_early(at_end, at_early, early)
 
 
@@ -274,7 +276,8 @@ _NORMS = (("crossing_step", "Frobenius", "frobenius"), ("spectral_crossing_step"
 
 
 def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimizers: pd.DataFrame,
-                    baseline: float, reference: str = "res-relu", no_residual: str = NO_RESIDUAL) -> pd.DataFrame:
+                    baseline: float, reference: str = "res-relu", no_residual: str = NO_RESIDUAL, *,
+                    dataset: str) -> pd.DataFrame:
     """Claims table of the timeline chapter, from its three sweeps' run tables.
 
     ``conditions``: the chapter's conditions under the base optimizer; ``init_sweep``: the
@@ -284,7 +287,7 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
     """
     events = transfer_events(conditions)
     random_level = Estimate(baseline, 0.0, 1)
-    out = ClaimsBuilder(CHAPTER.name)
+    out = ClaimsBuilder(CHAPTER.name, dataset=dataset)
 
     def of(condition: str, column: str) -> Estimate:
         return estimate(events[events["condition"] == condition][column])
@@ -616,9 +619,8 @@ class DriftVerdicts:
 
 def drift_verdicts(claims: pd.DataFrame) -> DriftVerdicts:
     """The drift claims of :data:`DRIFT_CONDITIONS` that the claims table holds, and their common reading."""
-    keys = set(claims["key"])
     verdicts = tuple((c, claim(claims, f"{c}-late-drift")["verdict"]) for c in DRIFT_CONDITIONS
-                     if f"{c}-late-drift" in keys)
+                     if has_claim(claims, f"{c}-late-drift"))
     if all(v == "not reproduced" for _, v in verdicts):
         case = "not-faster"
     elif all(v == "reproduced" for _, v in verdicts):
