@@ -6,6 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpers import by_name, claim_names
+
 from geocont.chapters import compression as chapter, lm_runs
 from geocont.layouts import PROJECTIONS
 from geocont.scales import ParameterError
@@ -94,7 +96,8 @@ def _claims(follows_guideline: bool, distant_error: float, rho_interval: tuple[f
         chapter.input_advantage(summary, by=("model", "seed")),
         pd.DataFrame(columns=["model", "seed", "projection", "budget", "difference", "difference_se"]),
         pd.concat([_pruning(m, s) for m, s in models.items()], ignore_index=True),
-        pd.concat([_grouping(m, s, distant_error) for m, s in models.items()], ignore_index=True), correlations)
+        pd.concat([_grouping(m, s, distant_error) for m, s in models.items()], ignore_index=True), correlations,
+        dataset="kjv")
 
 
 EXPECTED_KEYS = [f"{m}-{claim}" for m in ("pretrained", "ours") for claim in
@@ -103,7 +106,7 @@ EXPECTED_KEYS = [f"{m}-{claim}" for m in ("pretrained", "ours") for claim in
 
 
 def test_claims_are_reproduced_when_the_guideline_holds():
-    claims = _claims(follows_guideline=True, distant_error=0.8, rho_interval=(-0.9, -0.5)).set_index("key")
+    claims = _claims(follows_guideline=True, distant_error=0.8, rho_interval=(-0.9, -0.5)).pipe(by_name)
     assert list(claims.index) == EXPECTED_KEYS  # unique and stable
     assert (claims["verdict"] == "reproduced").all(), claims["verdict"]
     assert claims.loc["ours-share-o", "ours_mean"] == pytest.approx(4 / 6)  # output space's advantage, positive
@@ -111,7 +114,7 @@ def test_claims_are_reproduced_when_the_guideline_holds():
 
 
 def test_claims_are_not_reproduced_when_the_other_space_wins():
-    claims = _claims(follows_guideline=False, distant_error=0.5, rho_interval=(0.2, 0.6)).set_index("key")
+    claims = _claims(follows_guideline=False, distant_error=0.5, rho_interval=(0.2, 0.6)).pipe(by_name)
     guided = [k for k in claims.index if "-share-" in k and not k.endswith("-share-v")]
     assert (claims.loc[guided, "verdict"] == "not reproduced").all()
     assert (claims.loc[["ours-share-v", "pretrained-share-v"], "verdict"] == "reproduced").all()  # still a tie
@@ -120,7 +123,7 @@ def test_claims_are_not_reproduced_when_the_other_space_wins():
 
 
 def test_a_correlation_interval_across_zero_is_inconclusive():
-    claims = _claims(follows_guideline=True, distant_error=0.8, rho_interval=(-0.5, 0.3)).set_index("key")
+    claims = _claims(follows_guideline=True, distant_error=0.8, rho_interval=(-0.5, 0.3)).pipe(by_name)
     assert claims.loc["ours-pruning", "verdict"] == "inconclusive"
     assert claims.loc["ours-pruning", "ours_std"] == pytest.approx(0.8 / 3.92)
 

@@ -8,6 +8,8 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+
+from helpers import by_name, claim_names
 import torch
 from safetensors.torch import save_file
 
@@ -60,7 +62,7 @@ def claims_of(tables, large_tables=None, gains=None, quantization=None, large_st
 
 
 def verdict(claims: pd.DataFrame, key: str) -> str:
-    return claims.set_index("key").loc[key, "verdict"]
+    return by_name(claims).loc[key, "verdict"]
 
 
 def test_the_papers_pattern_is_reproduced_and_its_absence_is_not():
@@ -68,7 +70,7 @@ def test_the_papers_pattern_is_reproduced_and_its_absence_is_not():
     for name, expected in (("good", "reproduced"), ("bad", "not reproduced")):
         for key in ("q-v1", "k-v1", "gate-v1", "up-v1", "o-u1", "down-u1", "v-low-v1", "v-low-u1"):
             assert verdict(claims, f"{name}-{key}") == expected, (name, key)
-    good = claims.set_index("key").loc["good-down-u1"]
+    good = by_name(claims).loc["good-down-u1"]
     assert good["ours_mean"] == pytest.approx(0.9) and good["n_seeds"] == 4 and good["baseline"] == BASELINE
 
 
@@ -77,7 +79,7 @@ def test_v_is_low_compares_v_with_the_lowest_other_projection_of_its_space():
     table.loc[(table.projection == "up_proj") & table.v1_cos.notna(), "v1_cos"] = 0.12  # up barely above V
     claims = claims_of({"m": table})
     assert verdict(claims, "m-v-low-v1") == "not reproduced"
-    assert "lowest other: up_proj" in claims.set_index("key").loc["m-v-low-v1", "note"]
+    assert "lowest other: up_proj" in by_name(claims).loc["m-v-low-v1", "note"]
     assert verdict(claims, "m-v-low-u1") == "reproduced"
 
 
@@ -87,7 +89,7 @@ def test_claim_keys_are_unique_and_stable():
     claims = claims_of({"smollm2-135m": paper_pattern(), "gemma3-270m": analyzer_table(
         {p: 0.5 for p in PROJECTIONS}, {p: 0.1 for p in PROJECTIONS}, layout="gemma3")}, gains=gains,
         quantization=quantization, large_status=[dict(model="meta-llama/Llama-3.1-8B", status="not available")])
-    keys = list(claims["key"])
+    keys = claim_names(claims)
     assert len(set(keys)) == len(keys)
     assert keys[:8] == ["smollm2-135m-q-v1", "smollm2-135m-k-v1", "smollm2-135m-gate-v1", "smollm2-135m-up-v1",
                         "smollm2-135m-o-u1", "smollm2-135m-down-u1", "smollm2-135m-v-low-v1", "smollm2-135m-v-low-u1"]
@@ -113,7 +115,7 @@ def test_quantization_rule():
     assert chapter.quantization_verdict(0.2) == "not reproduced"
     assert chapter.quantization_verdict(math.nan) == "not tested"
     claims = claims_of({}, quantization={"Q4_1": chapter.QuantizationChange(0.08, 0.01)})
-    row = claims.set_index("key").loc["quantization-q4-1"]
+    row = by_name(claims).loc["quantization-q4-1"]
     assert row["verdict"] == "not reproduced" and row["ours_mean"] == 0.08 and row["n_seeds"] == 2
 
 

@@ -415,10 +415,11 @@ def add_pruning_claim(out: ClaimsBuilder, key: str, correlation: RankCorrelation
 
 
 def compression_claims(advantage: pd.DataFrame, paired: pd.DataFrame, pruning: pd.DataFrame, grouping: pd.DataFrame,
-                       correlations: dict[str, RankCorrelation]) -> pd.DataFrame:
+                       correlations: dict[str, RankCorrelation], *, dataset: str) -> pd.DataFrame:
     """The chapter's claims, per model (in the order of ``pruning``): the sharing guideline per
-    projection, pruning against continuity (also without block 0), adjacent against distant groups."""
-    out = ClaimsBuilder(CHAPTER.name)
+    projection, pruning against continuity (also without block 0), adjacent against distant groups; ``dataset``:
+    the held-out text every loss is measured on."""
+    out = ClaimsBuilder(CHAPTER.name, dataset=dataset)
     for model, frame in pruning.groupby("model", sort=False):
         spread = "seeds" if model == OURS else "budgets"
         add_sharing_claims(out, advantage[advantage["model"] == model], model, spread,
@@ -437,7 +438,7 @@ def compression_claims(advantage: pd.DataFrame, paired: pd.DataFrame, pruning: p
 def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims table."""
     return compression_claims(results.advantage, results.paired, results.pruning, results.grouping,
-                              results.correlations)
+                              results.correlations, dataset=results.settings.lm.base.corpus)
 
 
 # --- Findings: what the chapter's computed sentences say, as values. present.py words them from the

@@ -416,6 +416,10 @@ def _checkpoint_claims(out: ClaimsBuilder, label: str, table: pd.DataFrame) -> N
                 ours, baseline, verdict_for_difference(lowest, ours), note=f"lowest other: {lowest_name} {lowest}")
 
 
+#: What the chapter's claims are judged on: the weights of the checkpoints (each named in its claim's key), no data.
+CLAIMS_DATASET = "checkpoints"
+
+
 def chapter_claims(tables: dict[str, pd.DataFrame], large_tables: dict[str, pd.DataFrame],
                    gains: dict[tuple[str, str], tuple[Estimate, Estimate]],
                    quantization: dict[str, QuantizationChange], large_status: Sequence[dict[str, str]],
@@ -426,7 +430,7 @@ def chapter_claims(tables: dict[str, pd.DataFrame], large_tables: dict[str, pd.D
     ``gains``: :func:`gain_estimates`; ``quantization``: :func:`quantization_changes`;
     ``large_status``: the large checkpoints looked for; ``n_trained``: trained models quantized.
     """
-    out = ClaimsBuilder(CHAPTER.name)
+    out = ClaimsBuilder(CHAPTER.name, dataset=CLAIMS_DATASET)
     for label, table in {**tables, **large_tables}.items():
         _checkpoint_claims(out, label, table)
     llama, gemma_models = llama_like(tables), gemma(tables)
