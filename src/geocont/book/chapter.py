@@ -272,13 +272,27 @@ def ours_text(row: Any) -> str:
 
 
 def verdict_list(claims: pd.DataFrame, intro: str) -> str:
-    """``intro`` and one bullet per claim: verdict, claim, quantity, the paper's number, ours, the
-    claim's note (the estimates behind a comparison) where it has one, and its early value."""
+    """``intro`` and one bullet per claim on its verdict of record (its primary row): verdict, claim, quantity,
+    the paper's number, ours, the claim's note (the estimates behind a comparison) where it has one, its early
+    value, and the same claim's verdicts on the other datasets it was judged on."""
+    names = [split_claim_key(key)[0] for key in claims["key"]]
+    others: dict[str, list[str]] = {}
+    for name, row in zip(names, claims.itertuples()):
+        if not _primary(row):
+            others.setdefault(name, []).append(_PROSE.render("verdict-other-dataset", dataset=row.dataset,
+                                                             verdict=row.verdict, ours=ours_text(row)))
     lines = [_PROSE.render("verdict-item", verdict=row.verdict, claim=row.claim, quantity=row.quantity,
                            paper=row.paper, ours=ours_text(row), note=f"; {row.note}" if row.note else "",
-                           early=f"; {early_text(row)}" if early_text(row) else "")
-             for row in claims.itertuples()]
+                           early=f"; {early_text(row)}" if early_text(row) else "",
+                           others=_PROSE.render("verdict-others", others="; ".join(others[name]))
+                           if name in others else "")
+             for name, row in zip(names, claims.itertuples()) if _primary(row)]
     return intro + "\n\n" + "\n".join(lines)
+
+
+def _primary(row: Any) -> bool:
+    """Whether a claims row (from ``itertuples``) is its claim's verdict of record (tables without the column: all)."""
+    return bool(getattr(row, "primary", True))
 
 
 def with_early(claims: pd.DataFrame, early_claims: pd.DataFrame, steps: int) -> pd.DataFrame:
@@ -307,7 +321,8 @@ def changed_verdicts_sentence(claims: pd.DataFrame, steps: int) -> str:
         return _PROSE.choose("changed-verdicts", "none", steps=steps)
     return _PROSE.choose("changed-verdicts", "some", steps=steps, changed="; ".join(
         _PROSE.render("changed-verdict-item", claim=row.claim, quantity=row.quantity, early=row.early_verdict,
-                      final=row.verdict) for row in changed.itertuples()))
+                      final=row.verdict, dataset=f" on `{row.dataset}`" if getattr(row, "dataset", "") else "")
+        for row in changed.itertuples()))
 
 
 #: The claims columns a chapter's table shows no column of its own for (the early value is shown as one text column).
