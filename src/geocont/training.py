@@ -394,12 +394,18 @@ def _compute_mlp_run_with_progress(config: MLPRunConfig) -> pd.DataFrame:
     return train_mlp(config, progress=True)
 
 
+#: Metrics every MLP run of this code records (the probe's and the recorder's latest): a cached table without
+#: them was recorded by earlier code and is recomputed, so that every chapter reads one version of the recording.
+RECORDED_METRICS = ("mean_input_cos",)
+
+
 def mlp_job(config: MLPRunConfig, require_metrics: Sequence[str] = (), progress: bool = False) -> sweeps.Job:
-    """The sweep job of one MLP run (cache kind ``mlp``, keyed by ``config.to_dict()``)."""
+    """The sweep job of one MLP run (cache kind ``mlp``, keyed by ``config.to_dict()``); it requires
+    :data:`RECORDED_METRICS` besides ``require_metrics``."""
     return sweeps.Job(
         "mlp", config.to_dict(), _compute_mlp_run_with_progress if progress else compute_mlp_run, config,
         label=f"{config.condition} {config.optimizer.label} init={config.init_scale:g} seed={config.seed}",
-        device=config.device, require_metrics=tuple(require_metrics),
+        device=config.device, require_metrics=tuple(dict.fromkeys((*RECORDED_METRICS, *require_metrics))),
     )
 
 
