@@ -80,6 +80,11 @@ def predicted_run_seconds(config: MLPRunConfig) -> float:
     return config.steps * CPU_SECONDS_PER_MLP_STEP * factor
 
 
+#: A radial activation (x tanh(||x|| / tau)) is called linear in practice when at least this percentage of its
+#: pre-activations lie where it is within 1% of the identity (tanh(||z|| / tau) >= 0.99); the conditions chapter
+#: applies it at initialisation, the symmetry-dose chapter at the end of training. Chosen before any run was read.
+NEAR_LINEAR_SHARE = 90.0
+
 #: Why the MLP chapters' headline dataset is the one they train on (stated before any run was read).
 HEADLINE_DATASET_RULE = ("the dataset whose training set has the paper's size (60,000 images), since whether the "
                          "training set is memorised before the horizon depends on its size")

@@ -308,9 +308,10 @@ def optimizer_finding(results: Results) -> OptimizerFinding | None:
 #: sigma_rad(z) = z tanh(||z||) is within 1% of the identity for ||z|| above this (tanh(2.65) = 0.99).
 RADIAL_NEAR_IDENTITY_NORM = 2.65
 
-#: A radial activation is called linear in practice when at least this percentage of its pre-activations
-#: lie where it is within 1% of the identity.
-NEAR_LINEAR_SHARE = 90.0
+#: A radial activation is called linear in practice when at least this percentage of its pre-activations lie
+#: where it is within 1% of the identity (defined once in :mod:`geocont.chapters.mlp_runs`, which the symmetry-dose
+#: chapter reads too).
+NEAR_LINEAR_SHARE = mlp_runs.NEAR_LINEAR_SHARE
 
 
 @dataclass(frozen=True)
