@@ -50,9 +50,38 @@ def test_configure_rejects_a_bad_parameter_in_one_line(params, message):
         chapter.CHAPTER.configure("smoke", **params)
 
 
-def test_run_configs_are_every_variant_and_seed():
+def test_run_configs_are_every_variant_and_seed_then_the_longer_run():
     settings = chapter.CHAPTER.configure("smoke")
-    assert chapter.CHAPTER.run_configs(settings) == [c for runs in settings.configs().values() for c in runs]
+    assert chapter.CHAPTER.run_configs(settings) == [c for runs in settings.configs().values() for c in runs] + [
+        settings.long_configs()[settings.long_label][0]]
+
+
+def test_the_longer_run_is_the_first_reference_seed_read_at_the_horizon_too():
+    settings = chapter.CHAPTER.configure("smoke")
+    assert settings.long_factor == chapter.LONG_FACTOR["smoke"] == 4 and settings.long_label == "silu, 4× steps"
+    (long,) = settings.long_configs()["silu, 4× steps"]
+    reference = settings.configs()["silu"][0]
+    assert long == reference.replace(steps=64, snapshot_steps=(4, 16))
+    assert {settings.early_step, settings.base.steps} <= set(long.schedule())
+    assert list(settings.configs()) == list(settings.all_configs())[:-1]  # the analysed runs are unchanged
+    for off in (0, 1):
+        assert chapter.CHAPTER.configure("smoke", long_factor=off).long_configs() == {}
+    assert chapter.CHAPTER.configure("paper").long_configs() == {}
+    assert chapter.CHAPTER.configure("smoke", seeds=[3, 4]).long_configs()["silu, 4× steps"][0].seed == 3
+    with pytest.raises(ParameterError, match="long_factor must be an integer >= 0"):
+        chapter.CHAPTER.configure("smoke", long_factor=-1)
+
+
+def test_the_longer_run_is_costed_and_turned_off_by_the_cheaper_design():
+    settings, off = chapter.CHAPTER.configure("cpu"), chapter.CHAPTER.configure("cpu", long_factor=0)
+    assert chapter.run_counts(settings)[-1] == chapter.RunCount("silu, 4× steps", 1)
+    long = settings.long_configs()["silu, 4× steps"][0]
+    assert long.steps == 16000 and chapter._duration(long) == pytest.approx(16000 * chapter.CPU_SECONDS_PER_STEP[4])
+    assert chapter.predicted_minutes(settings) > chapter.predicted_minutes(off)
+    finding = chapter.budget_finding(off)
+    assert finding.cut == ("silu, 4× steps",) and finding.long_steps == 0
+    assert "-p long_factor 0" in chapter.budget_finding(settings).rerun_flags
+    assert "16,000 steps (seed 0)" in chapter.budget_note(settings).data
 
 
 def test_the_cpu_preset_resolves_the_last_third_of_training():
@@ -263,3 +292,4 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
 def test_an_early_step_outside_the_run_names_both_parameters():
     with pytest.raises(ParameterError, match=r"early_step \(16\) must lie strictly between 0 and steps \(16\)"):
         chapter.CHAPTER.configure("smoke", early_step=16)
+

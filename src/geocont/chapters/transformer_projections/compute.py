@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from ...analyzer import analyze
-from ...book.chapter import Chapter, ClaimsBuilder, claim, with_early
+from ...book.chapter import Chapter, ClaimsBuilder, claim, presets, with_early
 from ...config import LMRunConfig
 from ...lm import run_lm_sweep
 from ...metrics import random_abs_cos, vector_name
@@ -35,6 +35,7 @@ PARAMETERS: dict[str, str] = {
     "other_seeds": "seeds of relu and linear attention (0 or [] runs none of them)",
     "depth_layers": "layers of the deeper silu model (same width)",
     "depth_seeds": "seeds of the deeper model (0 or [] runs none)",
+    "long_factor": "the longer silu run: this many times steps, first seed, read at steps too (0 or 1 runs none)",
     "corpus": "kjv (offline) | wikitext-103 (needs a network or a HF cache)",
     "n_layers": "transformer blocks",
     "d_model": "residual-stream width",
@@ -60,13 +61,20 @@ CPU_SECONDS_PER_STEP = {4: 0.189, 8: 0.338}
 CPU_BUDGET_MINUTES = 40
 
 
+#: The longer reference run per scale, in multiples of ``steps`` (the chapter's own preset; 0 or 1: none).
+#: It asks whether Up and O were still rising at the chapter's horizon. ``paper``: none, since
+#: 4 × 20,000 steps of the 34M model would more than double the chapter's device time (set 4 to run it).
+LONG_FACTOR = {"smoke": 4, "cpu": 4, "paper": 1}
+
+
 #: The full design at ``cpu`` (the ``cpu`` preset runs all of it; :func:`budget_note` says what it
 #: costs and what a cheaper re-run leaves out).
-FULL_CPU_DESIGN = dict(seeds=(0, 1, 2), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_seeds=(0,))
+FULL_CPU_DESIGN = dict(seeds=(0, 1, 2), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_seeds=(0,),
+                       long_factor=LONG_FACTOR["cpu"])
 
 
-#: A re-run that fits the budget: two seeds of ``silu`` and ``none``, no other variant, no deeper model.
-BUDGET_CPU_DESIGN = dict(seeds=(0, 1), other_seeds=(), variants=MAIN_VARIANTS, depth_seeds=())
+#: A re-run that fits the budget: two seeds of ``silu`` and ``none``, no other variant, no deeper or longer model.
+BUDGET_CPU_DESIGN = dict(seeds=(0, 1), other_seeds=(), variants=MAIN_VARIANTS, depth_seeds=(), long_factor=0)
 
 
 #: Analyse only this many layers of the pretrained checkpoint at ``smoke`` (all at the other scales).
@@ -77,7 +85,9 @@ def describe(settings: LMChapterSettings) -> dict[str, Any]:
     """The provenance rows of the chapter."""
     base = settings.base
     shape = base.shape
-    runs = ", ".join(f"`{label}` × {len(configs)}" for label, configs in settings.configs().items())
+    runs = ", ".join(f"`{label}` × {len(configs)}" for label, configs in settings.all_configs().items())
+    long = "".join(f"; `{label}`: {c[0].steps} steps, also snapshotted at step {base.steps}"
+                   for label, c in settings.long_configs().items())
     return dict(
         seeds=settings.seeds,
         data=f"`{base.corpus}`, byte-level BPE tokenizer with {shape.vocab_size} tokens trained on its training split",
@@ -87,12 +97,13 @@ def describe(settings: LMChapterSettings) -> dict[str, Any]:
         training=f"{base.steps} steps of {base.batch_size} × {shape.max_seq_len} tokens, {base.optimizer.label} "
                  f"(lr {base.optimizer.lr:g}, constant); {len(base.schedule())} snapshots ({base.n_snapshots} "
                  f"log-spaced, {base.n_late_snapshots} evenly spaced, and step {settings.early_step}), each with the validation "
-                 f"loss on {base.eval_windows} windows",
+                 f"loss on {base.eval_windows} windows{long}",
     )
 
 
-CHAPTER = Chapter("transformer_projections", PARAMETERS, lm_runs.lm_preset, lm_runs.build_settings, describe,
-                  lm_runs.run_configs, scale_rows=lm_runs.scale_rows)
+CHAPTER = Chapter("transformer_projections", PARAMETERS,
+                  presets(lm_runs.lm_preset, {scale: dict(long_factor=f) for scale, f in LONG_FACTOR.items()}),
+                  lm_runs.build_settings, describe, lm_runs.run_configs, scale_rows=lm_runs.scale_rows)
 
 
 def _duration(config: LMRunConfig) -> float:
@@ -106,7 +117,7 @@ def predicted_minutes(settings: LMChapterSettings, workers: int = 2) -> float:
     """Predicted cold wall time of the runs, in minutes, on ``workers`` one-thread workers: the
     longest-first schedule of the runs' predicted durations (:func:`_duration`), plus a minute for
     the tokenizer, the workers' start and the figures, and one for analysing the pretrained checkpoint."""
-    durations = (_duration(c) for group in settings.configs().values() for c in group)
+    durations = (_duration(c) for c in lm_runs.run_configs(settings))
     return predicted_wall_seconds(durations, workers) / 60 + 1 + (1 if settings.pretrained else 0)
 
 
@@ -124,7 +135,8 @@ def projection_finals(table: pd.DataFrame, metric: str = "weight_cos", direction
 @dataclass
 class Results:
     """The run table of every variant and seed, its final per-projection values, the projections'
-    dimensions, and the pretrained checkpoint's analyzer table (None where it was not analysed)."""
+    dimensions, the pretrained checkpoint's analyzer table (None where it was not analysed), and the
+    longer reference run's table (``long``; None where it was not run)."""
 
     settings: LMChapterSettings
     table: pd.DataFrame
@@ -132,6 +144,7 @@ class Results:
     dims: dict[str, dict[str, int]]
     pretrained: pd.DataFrame | None = None
     pretrained_status: str = ""
+    long: pd.DataFrame | None = None
 
     @property
     def variants(self) -> list[str]:
@@ -166,10 +179,22 @@ def _pretrained_table(settings: LMChapterSettings) -> tuple[pd.DataFrame | None,
 
 
 def run(settings: LMChapterSettings) -> Results:
-    """Train (or load from the cache) every variant and seed; analyse the pretrained checkpoint."""
-    table = run_lm_sweep(settings.configs())
+    """Train (or load from the cache) every variant and seed and the longer run (one sweep); analyse the
+    pretrained checkpoint."""
+    table = run_lm_sweep(settings.all_configs())
+    is_long = table["condition"] == settings.long_label
+    long = _observed(table[is_long]) if settings.long_configs() else None
+    table = _observed(table[~is_long])
     pretrained, status = _pretrained_table(settings)
-    return Results(settings, table, projection_finals(table), projection_dims(settings.base.shape), pretrained, status)
+    return Results(settings, table, projection_finals(table), projection_dims(settings.base.shape), pretrained, status,
+                   long)
+
+
+def _observed(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` without the run labels it no longer holds among its ``condition`` categories."""
+    if isinstance(table["condition"].dtype, pd.CategoricalDtype):
+        return table.assign(condition=table["condition"].cat.remove_unused_categories())
+    return table
 
 
 def _short(projection: str) -> str:
@@ -284,8 +309,8 @@ class RunCount:
 
 
 def run_counts(settings: LMChapterSettings) -> tuple[RunCount, ...]:
-    """The run labels of ``settings`` with their number of seeds, in order."""
-    return tuple(RunCount(label, len(configs)) for label, configs in settings.configs().items())
+    """The run labels of ``settings`` with their number of seeds, in order (the longer run last)."""
+    return tuple(RunCount(label, len(configs)) for label, configs in settings.all_configs().items())
 
 
 @dataclass(frozen=True)
@@ -295,11 +320,14 @@ class BudgetFinding:
     ``costed``: the cost is predicted (the ``cpu`` scale only); ``over_budget``: the prediction is
     over :data:`CPU_BUDGET_MINUTES`, and then ``cheap_*`` and ``rerun_flags`` describe the re-run
     within it (:data:`BUDGET_CPU_DESIGN`); ``cut``: the labels of which this build leaves out seeds
-    that the full design (:data:`FULL_CPU_DESIGN`, ``full_*``) runs."""
+    that the full design (:data:`FULL_CPU_DESIGN`, ``full_*``) runs; ``long_*``: the longer run (0 steps: none)."""
 
     scale: str
     steps: int
     runs: tuple[RunCount, ...]
+    long_label: str = ""
+    long_steps: int = 0
+    long_seed: int = 0
     costed: bool = False
     minutes: float = math.nan
     n_runs: int = 0
@@ -318,18 +346,21 @@ class BudgetFinding:
 
 def budget_finding(settings: LMChapterSettings) -> BudgetFinding:
     """:class:`BudgetFinding` of ``settings``."""
-    finding = BudgetFinding(settings.scale, settings.base.steps, run_counts(settings))
+    long = [c for configs in settings.long_configs().values() for c in configs]
+    finding = BudgetFinding(settings.scale, settings.base.steps, run_counts(settings), settings.long_label,
+                            long[0].steps if long else 0, long[0].seed if long else 0)
     if settings.scale != "cpu":
         return finding
     full = CHAPTER.configure(settings.scale, **{**settings.overrides, **FULL_CPU_DESIGN})
     cheap = CHAPTER.configure(settings.scale, **{**settings.overrides, **BUDGET_CPU_DESIGN})
     minutes = predicted_minutes(settings)
-    flags = " ".join(f'-p {name} "{list(value)!r}"' if name == "variants" else f"-p {name} {len(value)}"
-                     for name, value in BUDGET_CPU_DESIGN.items())  # seed lists as counts
-    cut = tuple(label for label, c in full.configs().items()
-                if {x.seed for x in c} - {x.seed for x in settings.configs().get(label, [])})
+    flags = " ".join(f'-p {name} "{list(value)!r}"' if name == "variants" else
+                     f"-p {name} {len(value) if isinstance(value, tuple) else value}"  # seed lists as counts
+                     for name, value in BUDGET_CPU_DESIGN.items())
+    cut = tuple(label for label, c in full.all_configs().items()
+                if {x.seed for x in c} - {x.seed for x in settings.all_configs().get(label, [])})
     return dataclasses.replace(
-        finding, costed=True, minutes=minutes, n_runs=sum(len(c) for c in settings.configs().values()),
+        finding, costed=True, minutes=minutes, n_runs=sum(len(c) for c in settings.all_configs().values()),
         over_budget=minutes > CPU_BUDGET_MINUTES, full_runs=run_counts(full), full_minutes=predicted_minutes(full),
         cheap_runs=run_counts(cheap), cheap_minutes=predicted_minutes(cheap), cheap_seeds=len(cheap.seeds),
         rerun_flags=flags, cut=cut)
@@ -674,3 +705,4 @@ def softmax_finding(claims: pd.DataFrame) -> SoftmaxFinding:
     if any(row["verdict"] == "reproduced" for row in rows):
         return SoftmaxFinding("supported")
     return SoftmaxFinding("not-supported", tuple(row["note"].split("; ")[0] for row in rows))
+

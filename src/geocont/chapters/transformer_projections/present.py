@@ -40,7 +40,9 @@ def budget_note(settings: LMChapterSettings) -> Markdown:
     """What the chapter runs at this scale, what it costs cold on 2 workers against the book's budget,
     and (where an override left runs out) what the full design would add (:func:`.compute.budget_finding`)."""
     finding = budget_finding(settings)
-    parts = [PROSE.render("budget-runs", runs=_runs_text(finding.runs), steps=finding.steps)]
+    parts = [PROSE.choose("budget-runs", "long" if finding.long_steps else "plain", runs=_runs_text(finding.runs),
+                          steps=finding.steps, long_label=finding.long_label, long_steps=finding.long_steps,
+                          long_seed=finding.long_seed)]
     if finding.costed:
         parts.append(PROSE.render("budget-cost", minutes=finding.minutes, n_runs=finding.n_runs,
                                   step_seconds_4=finding.step_seconds_4, step_seconds_8=finding.step_seconds_8))
@@ -56,7 +58,7 @@ def budget_note(settings: LMChapterSettings) -> Markdown:
 
 
 def trained_note(results: Results) -> Markdown:
-    runs = results.settings.configs()
+    runs = results.settings.all_configs()
     return Markdown(PROSE.render("trained", n_runs=sum(len(c) for c in runs.values()), labels=", ".join(runs),
                                  undefined=undefined_sentence(results.table)))
 
