@@ -50,9 +50,38 @@ def test_configure_rejects_a_bad_parameter_in_one_line(params, message):
         chapter.CHAPTER.configure("smoke", **params)
 
 
-def test_run_configs_are_every_variant_and_seed():
+def test_run_configs_are_every_variant_and_seed_then_the_longer_run():
     settings = chapter.CHAPTER.configure("smoke")
-    assert chapter.CHAPTER.run_configs(settings) == [c for runs in settings.configs().values() for c in runs]
+    assert chapter.CHAPTER.run_configs(settings) == [c for runs in settings.configs().values() for c in runs] + [
+        settings.long_configs()[settings.long_label][0]]
+
+
+def test_the_longer_run_is_the_first_reference_seed_read_at_the_horizon_too():
+    settings = chapter.CHAPTER.configure("smoke")
+    assert settings.long_factor == chapter.LONG_FACTOR["smoke"] == 4 and settings.long_label == "silu, 4× steps"
+    (long,) = settings.long_configs()["silu, 4× steps"]
+    reference = settings.configs()["silu"][0]
+    assert long == reference.replace(steps=64, snapshot_steps=(4, 16))
+    assert {settings.early_step, settings.base.steps} <= set(long.schedule())
+    assert list(settings.configs()) == list(settings.all_configs())[:-1]  # the analysed runs are unchanged
+    for off in (0, 1):
+        assert chapter.CHAPTER.configure("smoke", long_factor=off).long_configs() == {}
+    assert chapter.CHAPTER.configure("paper").long_configs() == {}
+    assert chapter.CHAPTER.configure("smoke", seeds=[3, 4]).long_configs()["silu, 4× steps"][0].seed == 3
+    with pytest.raises(ParameterError, match="long_factor must be an integer >= 0"):
+        chapter.CHAPTER.configure("smoke", long_factor=-1)
+
+
+def test_the_longer_run_is_costed_and_turned_off_by_the_cheaper_design():
+    settings, off = chapter.CHAPTER.configure("cpu"), chapter.CHAPTER.configure("cpu", long_factor=0)
+    assert chapter.run_counts(settings)[-1] == chapter.RunCount("silu, 4× steps", 1)
+    long = settings.long_configs()["silu, 4× steps"][0]
+    assert long.steps == 16000 and chapter._duration(long) == pytest.approx(16000 * chapter.CPU_SECONDS_PER_STEP[4])
+    assert chapter.predicted_minutes(settings) > chapter.predicted_minutes(off)
+    finding = chapter.budget_finding(off)
+    assert finding.cut == ("silu, 4× steps",) and finding.long_steps == 0
+    assert "-p long_factor 0" in chapter.budget_finding(settings).rerun_flags
+    assert "16,000 steps (seed 0)" in chapter.budget_note(settings).data
 
 
 def test_the_cpu_preset_resolves_the_last_third_of_training():
@@ -128,6 +157,9 @@ def _table(high: float, ablated: float) -> pd.DataFrame:
 KEYS = ["q-input-continuity", "k-input-continuity", "gate-input-continuity", "up-input-continuity",
         "o-output-continuity", "down-output-continuity", "v-low-input", "v-low-output", "activation-lowers-gate",
         "activation-lowers-up", "softmax-anchors-q", "softmax-anchors-k"]
+#: The Up/O claims every run table judges, and the two of the longer run.
+UP_O_KEYS = ["up-gate-shared-v1", "up-gate-shared-u1", "up-align-vs-v1", "o-align-vs-v1"]
+RISING_KEYS = ["up-still-rising", "o-still-rising"]
 
 
 def test_claims_are_reproduced_where_the_predicted_projections_are_continuous():
@@ -185,7 +217,9 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     table = _long_table()
     results = chapter.Results(settings, table, chapter.projection_finals(table), DIMS)
     claims = chapter.claims(results).set_index("key")
-    assert list(claims.index) == KEYS
+    assert list(claims.index) == KEYS + UP_O_KEYS  # no longer run here
+    assert (claims.loc[UP_O_KEYS[:2], "verdict"] == "not tested").all()  # a table without cross_cos
+    assert claims.loc["up-gate-shared-v1", "note"].startswith("cross_cos not recorded")
     up = claims.loc["up-input-continuity"]
     assert up.verdict == "not reproduced"
     assert (up.early_step, up.early_mean, up.early_sd, up.early_n) == (4, pytest.approx(0.80), pytest.approx(0.01), 3)
@@ -195,7 +229,7 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     assert "change over the last third" in claims.loc["v-low-input", "note"]  # V's claims: one quantity too
     holds = chapter.holds_finding(results, claims.reset_index())
     assert (holds.early_step, holds.end) == (4, 16)
-    assert [when for when, _ in holds.groups] == ["throughout", "only early"]
+    assert [when for when, _ in holds.groups] == ["throughout", "only early", "not tested"]
     assert dict(holds.groups)["only early"] == ("up-input-continuity", "v-low-input", "activation-lowers-up")
     lost = chapter.lost_finding(results, claims.reset_index())
     assert lost.case == "some-lost" and lost.reference == "silu" and len(lost.lost) == 1
@@ -263,3 +297,103 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
 def test_an_early_step_outside_the_run_names_both_parameters():
     with pytest.raises(ParameterError, match=r"early_step \(16\) must lie strictly between 0 and steps \(16\)"):
         chapter.CHAPTER.configure("smoke", early_step=16)
+
+
+def _up_o_rows(condition: str, seeds, steps, values: dict, cross: bool = True) -> list[dict]:
+    """Rows of the Up/O quantities (:data:`chapter.UP_O_QUANTITIES`) for one run label: each quantity's
+    value at the last of ``steps`` is ``values[name]`` (plus a seed jitter), scaled by step / last before it."""
+    rows, last = [], max(steps)
+    for name, (metric, group, space, direction) in chapter.UP_O_QUANTITIES.items():
+        if metric == "cross_cos" and not cross:
+            continue
+        for seed in seeds:
+            for step in steps:
+                value = values[name](step) if callable(values[name]) else values[name] * step / last
+                rows += [dict(condition=condition, optimizer="adam", init_scale=1.0, seed=seed, step=step, group=group,
+                              layer=layer, metric=metric, space=space, direction=direction, value=value + (seed - 1) / 100)
+                         for layer in (0, 1)]
+    return rows
+
+
+#: Final values (step 16) of the reference variant: Up's v1 and O's u1 low, Up's v1 shared with Gate's,
+#: the alignment above v1 / u1, Up and Gate's u1 near random (E|cos| = 0.085 at the SwiGLU width 88).
+UP_O_FINAL = {"up-v1": 0.15, "up-align": 0.6, "up-gate-v1": 0.8, "up-gate-u1": 0.1, "o-u1": 0.07, "o-align": 0.5}
+
+
+def _up_o_results(cross: bool = True, long: bool = True, settings=None):
+    """The reference variant (3 seeds, steps 0, 4, 16) and a longer run (seed 0, to step 64) in which Up's
+    v1 keeps rising (0.15 at step 16, 0.40 at 64) and O's u1 does not (0.07, 0.08); the rest as at step 16."""
+    settings = settings or chapter.CHAPTER.configure("smoke", pretrained="none", depth_seeds=0, other_seeds=0)
+    table = pd.DataFrame(_up_o_rows("silu", (0, 1, 2), (0, 4, 16), UP_O_FINAL, cross))
+    rising = {"up-v1": lambda s: 0.15 + 0.25 * max(0, s - 16) / 48, "o-u1": lambda s: 0.07 + 0.01 * max(0, s - 16) / 48}
+    values = {name: rising.get(name, lambda s, v=v: v * min(s, 16) / 16) for name, v in UP_O_FINAL.items()}
+    longer = pd.DataFrame(_up_o_rows(settings.long_label, (0,), (0, 4, 16, 32, 64), values, cross))
+    return chapter.Results(settings, table, chapter.projection_finals(table), DIMS, long=longer if long else None)
+
+
+def test_the_up_o_claims_have_known_verdicts_on_a_synthetic_table():
+    results = _up_o_results()
+    claims = chapter.gap_claims(results).set_index("key")
+    assert list(claims.index) == UP_O_KEYS + RISING_KEYS
+    assert dict(claims["verdict"]) == {"up-gate-shared-v1": "reproduced", "up-gate-shared-u1": "not reproduced",
+                                       "up-align-vs-v1": "reproduced", "o-align-vs-v1": "reproduced",
+                                       "up-still-rising": "reproduced", "o-still-rising": "not reproduced"}
+    shared = claims.loc["up-gate-shared-v1"]
+    assert (shared.ours_mean, shared.ours_std, shared.n_seeds) == (pytest.approx(0.8), pytest.approx(0.01), 3)
+    assert shared.baseline == pytest.approx(random_abs_cos(32))  # Up's input: d_model
+    assert claims.loc["up-gate-shared-u1", "baseline"] == pytest.approx(random_abs_cos(88))  # the SwiGLU width
+    assert claims.loc["up-align-vs-v1", "baseline"] == 0.0 and "v1 |cos| 0.15 ± 0.01" in claims.loc["up-align-vs-v1", "note"]
+    up = claims.loc["up-still-rising"]
+    assert (up.ours_mean, up.n_seeds, up.baseline) == (pytest.approx(0.39), 1, pytest.approx(random_abs_cos(32)))
+    assert up.note == "at step 16: 0.14 (1 seed)"
+    long = chapter.long_run_finding(results)
+    assert (long.label, long.seed, long.factor, long.horizon, long.end) == ("silu, 4× steps", 0, 4, 16, 64)
+    assert long.items[0].reference.mean == pytest.approx(long.items[0].at_horizon.mean)  # the same weights
+    explanations = {e.key: e.case for e in chapter.explanation_verdicts(chapter.gap_claims(results))}
+    assert explanations == {"not-settled": "mixed", "gate-shared": "kept", "spread": "kept"}
+    statement = chapter.gap_statement(results).data  # renders
+    assert "0.14 (1 seed) → 0.39 (1 seed)" in statement and "**kept**" in statement
+    finding = chapter.up_o_finding(results)
+    assert [q.name for q in finding.up_gate] == ["up-gate-v1", "up-gate-u1"]
+    assert finding.up_gate[0].early.mean == pytest.approx(0.2)  # step 4 of 16
+    assert "0.80 ± 0.01 at step 16" in chapter.up_o_caption(results)
+
+
+def test_the_up_o_section_completes_without_cross_cos_or_the_longer_run():
+    results = _up_o_results(cross=False, long=False)
+    assert chapter.up_o_finding(results).up_gate is None and chapter.long_run_finding(results) is None
+    claims = chapter.gap_claims(results).set_index("key")
+    assert list(claims.index) == UP_O_KEYS
+    assert list(claims.loc[UP_O_KEYS[:2], "verdict"]) == ["not tested"] * 2
+    assert claims.loc["up-align-vs-v1", "verdict"] == "reproduced"  # recorded for every projection
+    explanations = {e.key: e.case for e in chapter.explanation_verdicts(claims.reset_index())}
+    assert explanations == {"not-settled": "not-tested", "gate-shared": "not-tested", "spread": "kept"}
+    assert "was not recorded" in chapter.up_o_caption(results)
+    assert "**No longer run**" in chapter.gap_statement(results).data
+    off = _up_o_results(settings=chapter.CHAPTER.configure("smoke", pretrained="none", long_factor=0))
+    assert chapter.long_run_finding(off) is None  # turned off: a cached long table is not read
+
+
+def test_the_full_claims_table_judges_the_longer_run_without_an_early_value():
+    results = _up_o_results()
+    claims = chapter.claims(results).set_index("key")
+    assert list(claims.index)[-6:] == UP_O_KEYS + RISING_KEYS
+    assert claims.loc["up-gate-shared-v1", "early_verdict"] == "partly reproduced"  # 0.20 at step 4, random 0.14
+    assert (claims.loc[RISING_KEYS, "early_verdict"] == "").all()
+    assert "holds" not in claims.loc["up-still-rising", "note"] and "holds" in claims.loc["up-gate-shared-v1", "note"]
+    keys = [k for _, ks in chapter.holds_finding(results, claims.reset_index()).groups for k in ks]
+    assert not set(RISING_KEYS) & set(keys)
+    assert "`up-still-rising` reproduced" in chapter.lost_sentence(results, claims.reset_index())
+
+
+def test_the_up_o_figure_draws_with_and_without_the_new_metric(monkeypatch):
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    matplotlib.use("Agg")
+    shown = []
+    monkeypatch.setattr(chapter.present, "show_figure", lambda fig, name, caption: shown.append((name, caption)))
+    for results in (_up_o_results(), _up_o_results(cross=False, long=False)):
+        chapter.up_o_figure(results)
+        plt.close("all")
+    assert [name for name, _ in shown] == ["lm-up-o-gap"] * 2

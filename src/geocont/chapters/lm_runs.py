@@ -111,6 +111,8 @@ class LMChapterSettings:
     overrides: dict[str, Any] = field(default_factory=dict)
     #: the variant every claim is judged on
     reference: str = REFERENCE
+    #: the longer reference run trains ``long_factor`` times ``steps`` (0 or 1: no longer run)
+    long_factor: int = 1
 
     @property
     def early_step(self) -> int:
@@ -124,6 +126,24 @@ class LMChapterSettings:
         if label == self.depth_label:
             return self.depth_seeds
         return self.seeds if label in MAIN_VARIANTS else self.other_seeds
+
+    @property
+    def long_label(self) -> str:
+        return f"{self.reference}, {self.long_factor}× steps"
+
+    def long_configs(self) -> dict[str, list[LMRunConfig]]:
+        """``{long_label: [config]}``: the reference variant, its first seed, ``long_factor`` times the
+        steps, snapshotted at ``early_step`` and at ``steps`` too (so it can be read at equal steps);
+        empty where ``long_factor`` is 0 or 1."""
+        if self.long_factor <= 1:
+            return {}
+        base = self.configs()[self.reference][0]
+        return {self.long_label: [base.replace(steps=base.steps * self.long_factor,
+                                               snapshot_steps=(*base.snapshot_steps, base.steps))]}
+
+    def all_configs(self) -> dict[str, list[LMRunConfig]]:
+        """Every run the chapter trains: :meth:`configs`, then the longer run (:meth:`long_configs`)."""
+        return {**self.configs(), **self.long_configs()}
 
     def configs(self) -> dict[str, list[LMRunConfig]]:
         """``{variant label: [config per seed]}``, the deeper model last (where it has seeds)."""
@@ -144,9 +164,10 @@ def build_settings(scale: str, values: dict[str, Any]) -> LMChapterSettings:
     """The settings from a preset's values (:data:`LM_PRESETS`, any of them replaced): every
     :class:`LMRunConfig` field, the :data:`SHAPE_FIELDS`, ``seeds``, ``variants`` (labels of
     :data:`LM_VARIANTS`), ``lr``, ``early_step``, ``other_seeds``, ``depth_layers``,
-    ``depth_seeds``, ``pretrained`` and ``reference`` (default :data:`REFERENCE`); a bad value
-    raises ``ValueError``."""
+    ``depth_seeds``, ``pretrained``, ``reference`` (default :data:`REFERENCE`) and ``long_factor``
+    (default 1: none); a bad value raises ``ValueError``."""
     values = dict(values)
+    long_factor = check_integer("long_factor", values.pop("long_factor", 1), minimum=0)
     seeds = parse_seeds(values.pop("seeds"))
     labels = list(values.pop("variants"))
     unknown_variants = [v for v in labels if v not in LM_VARIANTS]
@@ -172,7 +193,8 @@ def build_settings(scale: str, values: dict[str, Any]) -> LMChapterSettings:
         raise ValueError(f"early_step must lie strictly between 0 and steps ({base.steps}), got {early_step}")
     return LMChapterSettings(scale=scale, base=base, seeds=seeds, variants={v: LM_VARIANTS[v] for v in labels},
                              other_seeds=other_seeds, depth_layers=int(depth_layers), depth_seeds=depth_seeds,
-                             pretrained=None if pretrained in (None, "none") else str(pretrained), reference=reference)
+                             pretrained=None if pretrained in (None, "none") else str(pretrained), reference=reference,
+                             long_factor=long_factor)
 
 
 def scale_rows(settings: LMChapterSettings) -> list[tuple[str, str]]:
@@ -193,12 +215,15 @@ def scale_rows(settings: LMChapterSettings) -> list[tuple[str, str]]:
           if settings.other_seeds and others else "not run")
          + "; " + (f"{settings.depth_layers} layers × {len(settings.depth_seeds)} seed" if settings.depth_seeds
                    else "not run")),
+        ("transformer: longer reference run (steps, seed)",
+         f"{settings.long_factor} × {base.steps} = {settings.long_factor * base.steps}, seed {settings.seeds[0]}"
+         if settings.long_configs() else "not run"),
     ]
 
 
 def run_configs(settings: LMChapterSettings) -> list[LMRunConfig]:
-    """Every run of the transformer chapter, variant by variant (the deeper model last)."""
-    return [config for configs in settings.configs().values() for config in configs]
+    """Every run of the transformer chapter, variant by variant (the deeper model, then the longer run, last)."""
+    return [config for configs in settings.all_configs().values() for config in configs]
 
 
 def reference_settings(scale: str, seeds: Any) -> LMChapterSettings:

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from ...analyzer import analyze
-from ...book.chapter import Chapter, ClaimsBuilder, claim, with_early
+from ...book.chapter import Chapter, ClaimsBuilder, claim, presets, with_early
 from ...config import LMRunConfig
 from ...lm import run_lm_sweep
 from ...metrics import random_abs_cos, vector_name
@@ -35,6 +35,7 @@ PARAMETERS: dict[str, str] = {
     "other_seeds": "seeds of relu and linear attention (0 or [] runs none of them)",
     "depth_layers": "layers of the deeper silu model (same width)",
     "depth_seeds": "seeds of the deeper model (0 or [] runs none)",
+    "long_factor": "the longer silu run: this many times steps, first seed, read at steps too (0 or 1 runs none)",
     "corpus": "kjv (offline) | wikitext-103 (needs a network or a HF cache)",
     "n_layers": "transformer blocks",
     "d_model": "residual-stream width",
@@ -60,13 +61,20 @@ CPU_SECONDS_PER_STEP = {4: 0.189, 8: 0.338}
 CPU_BUDGET_MINUTES = 40
 
 
+#: The longer reference run per scale, in multiples of ``steps`` (the chapter's own preset; 0 or 1: none).
+#: It asks whether Up and O were still rising at the chapter's horizon. ``paper``: none, since
+#: 4 × 20,000 steps of the 34M model would more than double the chapter's device time (set 4 to run it).
+LONG_FACTOR = {"smoke": 4, "cpu": 4, "paper": 1}
+
+
 #: The full design at ``cpu`` (the ``cpu`` preset runs all of it; :func:`budget_note` says what it
 #: costs and what a cheaper re-run leaves out).
-FULL_CPU_DESIGN = dict(seeds=(0, 1, 2), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_seeds=(0,))
+FULL_CPU_DESIGN = dict(seeds=(0, 1, 2), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_seeds=(0,),
+                       long_factor=LONG_FACTOR["cpu"])
 
 
-#: A re-run that fits the budget: two seeds of ``silu`` and ``none``, no other variant, no deeper model.
-BUDGET_CPU_DESIGN = dict(seeds=(0, 1), other_seeds=(), variants=MAIN_VARIANTS, depth_seeds=())
+#: A re-run that fits the budget: two seeds of ``silu`` and ``none``, no other variant, no deeper or longer model.
+BUDGET_CPU_DESIGN = dict(seeds=(0, 1), other_seeds=(), variants=MAIN_VARIANTS, depth_seeds=(), long_factor=0)
 
 
 #: Analyse only this many layers of the pretrained checkpoint at ``smoke`` (all at the other scales).
@@ -77,7 +85,9 @@ def describe(settings: LMChapterSettings) -> dict[str, Any]:
     """The provenance rows of the chapter."""
     base = settings.base
     shape = base.shape
-    runs = ", ".join(f"`{label}` × {len(configs)}" for label, configs in settings.configs().items())
+    runs = ", ".join(f"`{label}` × {len(configs)}" for label, configs in settings.all_configs().items())
+    long = "".join(f"; `{label}`: {c[0].steps} steps, also snapshotted at step {base.steps}"
+                   for label, c in settings.long_configs().items())
     return dict(
         seeds=settings.seeds,
         data=f"`{base.corpus}`, byte-level BPE tokenizer with {shape.vocab_size} tokens trained on its training split",
@@ -87,12 +97,13 @@ def describe(settings: LMChapterSettings) -> dict[str, Any]:
         training=f"{base.steps} steps of {base.batch_size} × {shape.max_seq_len} tokens, {base.optimizer.label} "
                  f"(lr {base.optimizer.lr:g}, constant); {len(base.schedule())} snapshots ({base.n_snapshots} "
                  f"log-spaced, {base.n_late_snapshots} evenly spaced, and step {settings.early_step}), each with the validation "
-                 f"loss on {base.eval_windows} windows",
+                 f"loss on {base.eval_windows} windows{long}",
     )
 
 
-CHAPTER = Chapter("transformer_projections", PARAMETERS, lm_runs.lm_preset, lm_runs.build_settings, describe,
-                  lm_runs.run_configs, scale_rows=lm_runs.scale_rows)
+CHAPTER = Chapter("transformer_projections", PARAMETERS,
+                  presets(lm_runs.lm_preset, {scale: dict(long_factor=f) for scale, f in LONG_FACTOR.items()}),
+                  lm_runs.build_settings, describe, lm_runs.run_configs, scale_rows=lm_runs.scale_rows)
 
 
 def _duration(config: LMRunConfig) -> float:
@@ -106,7 +117,7 @@ def predicted_minutes(settings: LMChapterSettings, workers: int = 2) -> float:
     """Predicted cold wall time of the runs, in minutes, on ``workers`` one-thread workers: the
     longest-first schedule of the runs' predicted durations (:func:`_duration`), plus a minute for
     the tokenizer, the workers' start and the figures, and one for analysing the pretrained checkpoint."""
-    durations = (_duration(c) for group in settings.configs().values() for c in group)
+    durations = (_duration(c) for c in lm_runs.run_configs(settings))
     return predicted_wall_seconds(durations, workers) / 60 + 1 + (1 if settings.pretrained else 0)
 
 
@@ -124,7 +135,8 @@ def projection_finals(table: pd.DataFrame, metric: str = "weight_cos", direction
 @dataclass
 class Results:
     """The run table of every variant and seed, its final per-projection values, the projections'
-    dimensions, and the pretrained checkpoint's analyzer table (None where it was not analysed)."""
+    dimensions, the pretrained checkpoint's analyzer table (None where it was not analysed), and the
+    longer reference run's table (``long``; None where it was not run)."""
 
     settings: LMChapterSettings
     table: pd.DataFrame
@@ -132,6 +144,7 @@ class Results:
     dims: dict[str, dict[str, int]]
     pretrained: pd.DataFrame | None = None
     pretrained_status: str = ""
+    long: pd.DataFrame | None = None
 
     @property
     def variants(self) -> list[str]:
@@ -166,10 +179,22 @@ def _pretrained_table(settings: LMChapterSettings) -> tuple[pd.DataFrame | None,
 
 
 def run(settings: LMChapterSettings) -> Results:
-    """Train (or load from the cache) every variant and seed; analyse the pretrained checkpoint."""
-    table = run_lm_sweep(settings.configs())
+    """Train (or load from the cache) every variant and seed and the longer run (one sweep); analyse the
+    pretrained checkpoint."""
+    table = run_lm_sweep(settings.all_configs())
+    is_long = table["condition"] == settings.long_label
+    long = _observed(table[is_long]) if settings.long_configs() else None
+    table = _observed(table[~is_long])
     pretrained, status = _pretrained_table(settings)
-    return Results(settings, table, projection_finals(table), projection_dims(settings.base.shape), pretrained, status)
+    return Results(settings, table, projection_finals(table), projection_dims(settings.base.shape), pretrained, status,
+                   long)
+
+
+def _observed(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` without the run labels it no longer holds among its ``condition`` categories."""
+    if isinstance(table["condition"].dtype, pd.CategoricalDtype):
+        return table.assign(condition=table["condition"].cat.remove_unused_categories())
+    return table
 
 
 def _short(projection: str) -> str:
@@ -248,16 +273,19 @@ _CLAIM_QUANTITY = {f"{_short(p)}-{s}-continuity": (p, s) for p, s, _ in PROJECTI
 
 def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims table, judged at the last step, with the same claims judged at
-    ``early_step`` in its ``early`` column (:func:`geocont.book.chapter.with_early`); each note adds
-    when the claim holds (:func:`geocont.statistics.holds_when`) and, for a claim on one
-    projection's continuity, its change over the last third of training."""
-    table = transformer_claims(results.table, results.dims, reference=results.reference)
-    early = transformer_claims(results.early, results.dims, reference=results.reference)
-    table = with_early(table, early, results.settings.early_step)
+    ``early_step`` in its ``early`` column (:func:`geocont.book.chapter.with_early`; the longer run's
+    claims have none); each note adds when the claim holds (:func:`geocont.statistics.holds_when`)
+    and, for a claim on one projection's continuity, its change over the last third of training."""
+    reference, dims = results.reference, results.dims
+    table = pd.concat([transformer_claims(results.table, dims, reference=reference),
+                       up_o_claims(results.table, dims, reference)], ignore_index=True)
+    early = pd.concat([transformer_claims(results.early, dims, reference=reference),
+                       up_o_claims(results.early, dims, reference)], ignore_index=True)
+    table = _concat(with_early(table, early, results.settings.early_step), rising_claims(results))
     changes = late_changes(results.table)
     notes = []
     for row in table.itertuples():
-        parts = [f"holds {holds_when(row.early_verdict, row.verdict)}"]
+        parts = [f"holds {holds_when(row.early_verdict, row.verdict)}"] if row.early_verdict else []
         if row.key in _CLAIM_QUANTITY:
             change = _estimate(changes, results.reference, *_CLAIM_QUANTITY[row.key])
             parts.append(f"change over the last third {change.mean:+.2f}" + (f" ± {change.std:.2f}" if change.n > 1 else
@@ -284,8 +312,8 @@ class RunCount:
 
 
 def run_counts(settings: LMChapterSettings) -> tuple[RunCount, ...]:
-    """The run labels of ``settings`` with their number of seeds, in order."""
-    return tuple(RunCount(label, len(configs)) for label, configs in settings.configs().items())
+    """The run labels of ``settings`` with their number of seeds, in order (the longer run last)."""
+    return tuple(RunCount(label, len(configs)) for label, configs in settings.all_configs().items())
 
 
 @dataclass(frozen=True)
@@ -295,11 +323,14 @@ class BudgetFinding:
     ``costed``: the cost is predicted (the ``cpu`` scale only); ``over_budget``: the prediction is
     over :data:`CPU_BUDGET_MINUTES`, and then ``cheap_*`` and ``rerun_flags`` describe the re-run
     within it (:data:`BUDGET_CPU_DESIGN`); ``cut``: the labels of which this build leaves out seeds
-    that the full design (:data:`FULL_CPU_DESIGN`, ``full_*``) runs."""
+    that the full design (:data:`FULL_CPU_DESIGN`, ``full_*``) runs; ``long_*``: the longer run (0 steps: none)."""
 
     scale: str
     steps: int
     runs: tuple[RunCount, ...]
+    long_label: str = ""
+    long_steps: int = 0
+    long_seed: int = 0
     costed: bool = False
     minutes: float = math.nan
     n_runs: int = 0
@@ -318,18 +349,21 @@ class BudgetFinding:
 
 def budget_finding(settings: LMChapterSettings) -> BudgetFinding:
     """:class:`BudgetFinding` of ``settings``."""
-    finding = BudgetFinding(settings.scale, settings.base.steps, run_counts(settings))
+    long = [c for configs in settings.long_configs().values() for c in configs]
+    finding = BudgetFinding(settings.scale, settings.base.steps, run_counts(settings), settings.long_label,
+                            long[0].steps if long else 0, long[0].seed if long else 0)
     if settings.scale != "cpu":
         return finding
     full = CHAPTER.configure(settings.scale, **{**settings.overrides, **FULL_CPU_DESIGN})
     cheap = CHAPTER.configure(settings.scale, **{**settings.overrides, **BUDGET_CPU_DESIGN})
     minutes = predicted_minutes(settings)
-    flags = " ".join(f'-p {name} "{list(value)!r}"' if name == "variants" else f"-p {name} {len(value)}"
-                     for name, value in BUDGET_CPU_DESIGN.items())  # seed lists as counts
-    cut = tuple(label for label, c in full.configs().items()
-                if {x.seed for x in c} - {x.seed for x in settings.configs().get(label, [])})
+    flags = " ".join(f'-p {name} "{list(value)!r}"' if name == "variants" else
+                     f"-p {name} {len(value) if isinstance(value, tuple) else value}"  # seed lists as counts
+                     for name, value in BUDGET_CPU_DESIGN.items())
+    cut = tuple(label for label, c in full.all_configs().items()
+                if {x.seed for x in c} - {x.seed for x in settings.all_configs().get(label, [])})
     return dataclasses.replace(
-        finding, costed=True, minutes=minutes, n_runs=sum(len(c) for c in settings.configs().values()),
+        finding, costed=True, minutes=minutes, n_runs=sum(len(c) for c in settings.all_configs().values()),
         over_budget=minutes > CPU_BUDGET_MINUTES, full_runs=run_counts(full), full_minutes=predicted_minutes(full),
         cheap_runs=run_counts(cheap), cheap_minutes=predicted_minutes(cheap), cheap_seeds=len(cheap.seeds),
         rerun_flags=flags, cut=cut)
@@ -510,9 +544,9 @@ class HoldsFinding:
 
 
 def holds_finding(results: Results, claims: pd.DataFrame) -> HoldsFinding:
-    """:class:`HoldsFinding` of a claims table with early verdicts."""
+    """:class:`HoldsFinding` of a claims table with early verdicts (claims without one left out)."""
     groups: dict[str, list[str]] = {}
-    for row in claims.itertuples():
+    for row in claims[claims["early_verdict"].fillna("") != ""].itertuples():
         groups.setdefault(holds_when(row.early_verdict, row.verdict), []).append(row.key)
     return HoldsFinding(results.settings.early_step, results.settings.base.steps,
                         tuple((when, tuple(keys)) for when, keys in groups.items()))
@@ -674,3 +708,231 @@ def softmax_finding(claims: pd.DataFrame) -> SoftmaxFinding:
     if any(row["verdict"] == "reproduced" for row in rows):
         return SoftmaxFinding("supported")
     return SoftmaxFinding("not-supported", tuple(row["note"].split("; ")[0] for row in rows))
+
+
+# --- The Up/O gap, tested: Up's v1 and O's u1 continuity at ``cpu`` fall short of the paper's. ---
+
+#: The within-layer comparison of Up with Gate (they read the same input): the recorder's group of
+#: ``cross_cos`` rows (direction 1, space input: v1, output: u1; one row per layer).
+UP_GATE = "up~gate"
+
+#: The Up/O gap's quantities, ``name: (metric, group, space, direction)``: adjacent-layer v1/u1 |cos|
+#: (``weight_cos``), adjacent-layer σ²-weighted alignment (``weight_align``), and Up against Gate in the
+#: same layer (``cross_cos``).
+UP_O_QUANTITIES = {
+    "up-v1": ("weight_cos", "up_proj", "input", 1),
+    "up-align": ("weight_align", "up_proj", "input", 0),
+    "up-gate-v1": ("cross_cos", UP_GATE, "input", 1),
+    "up-gate-u1": ("cross_cos", UP_GATE, "output", 1),
+    "o-u1": ("weight_cos", "o_proj", "output", 1),
+    "o-align": ("weight_align", "o_proj", "output", 0),
+}
+
+#: The quantities the longer run follows: Up's and O's predicted continuity.
+RISING = {"up-still-rising": "up-v1", "o-still-rising": "o-u1"}
+
+#: The explanations of the Up/O gap and the claims each predicts to be reproduced, written down before
+#: any of their numbers was read (the notebook states them too):
+#:
+#: * ``not-settled`` (the chapter's earlier, untested reading: the pretrained model is trained far
+#:   longer): Up and O were still rising at the chapter's horizon, so the longer run (same seed) ends
+#:   clearly above its own value there (``up-still-rising``, ``o-still-rising``);
+#: * ``gate-shared`` (the paper's mechanism for Up, the product with the activated Gate): Up's
+#:   continuity is carried by the direction it shares with Gate, so within a layer Up's v1 is Gate's v1
+#:   well above random (``up-gate-shared-v1``), and Up's structure across layers lies beyond its own
+#:   leading direction: its σ²-weighted alignment exceeds its v1 |cos| (``up-align-vs-v1``);
+#: * ``spread``: Up and O are continuous, but over several singular directions rather than the leading
+#:   one, so their σ²-weighted alignment exceeds their v1 / u1 |cos| (``up-align-vs-v1``, ``o-align-vs-v1``).
+#:
+#: The rule (:func:`explanation_case`): kept where every predicted claim is reproduced, dropped where
+#: none is even partly reproduced, not tested where one could not be judged, else mixed.
+GAP_EXPLANATIONS = {
+    "not-settled": ("up-still-rising", "o-still-rising"),
+    "gate-shared": ("up-gate-shared-v1", "up-align-vs-v1"),
+    "spread": ("up-align-vs-v1", "o-align-vs-v1"),
+}
+
+
+def up_o_values(table: pd.DataFrame) -> pd.DataFrame:
+    """Per run, step and Up/O quantity (column ``quantity``, :data:`UP_O_QUANTITIES`): the mean over
+    layers (pairs); a quantity the table does not record has no rows."""
+    frames = []
+    for name, (metric, group, space, direction) in UP_O_QUANTITIES.items():
+        rows = table[(table["metric"] == metric) & (table["group"] == group) & (table["space"] == space)
+                     & (table["direction"] == direction)]
+        values = rows.groupby(RUN_KEYS + ["step"], observed=True)["value"].mean().reset_index()
+        frames.append(values.assign(quantity=name))
+    return pd.concat(frames, ignore_index=True)
+
+
+def up_o_baseline(name: str, dims: dict[str, dict[str, int]]) -> float:
+    """A quantity's random level: E|cos| at its space's dimension (Up's side for Up~Gate), 0 for the
+    σ²-weighted alignment (centred: near 0 for independent random matrices)."""
+    metric, group, space, _ = UP_O_QUANTITIES[name]
+    return 0.0 if metric == "weight_align" else random_abs_cos(dims["up_proj" if group == UP_GATE else group][space])
+
+
+def cross_cos_recorded(table: pd.DataFrame) -> bool:
+    """Whether the run table records Up against Gate in the same layer (tables cached before it do not)."""
+    return bool((table["metric"] == "cross_cos").any())
+
+
+def up_o_estimates(table: pd.DataFrame, reference: str) -> dict[str, Estimate]:
+    """Every Up/O quantity at each run's last step, mean ± sd over the reference variant's seeds."""
+    finals = at_final_step(up_o_values(table))
+    finals = finals[finals["condition"] == reference]
+    return {name: estimate(finals.loc[finals["quantity"] == name, "value"]) for name in UP_O_QUANTITIES}
+
+
+def up_o_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], reference: str = lm_runs.REFERENCE) -> pd.DataFrame:
+    """The Up/O claims a run table judges at its last step: Up against Gate in the same layer (v1 and
+    u1, against random), and the σ²-weighted alignment beside v1 (Up) and u1 (O)."""
+    est, out = up_o_estimates(table, reference), ClaimsBuilder(CHAPTER.name)
+    missing = "" if cross_cos_recorded(table) else "cross_cos not recorded in these runs (their tables predate it)"
+    for key, name, vector in (("up-gate-shared-v1", "up-gate-v1", "v1"), ("up-gate-shared-u1", "up-gate-u1", "u1")):
+        base = up_o_baseline(name, dims)
+        out.add(key, f"(ours) Within a layer, Up's {vector} is Gate's {vector} (they read the same input)",
+                f"|cos| of {vector}(up_proj_l), {vector}(gate_proj_l), mean over layers ({reference})",
+                "implied (Up anchored by the gated product)", est[name], base, verdict_for_difference(est[name], Estimate(base, 0.0, 1)),
+                note=missing)
+    for key, projection, align, leading in (("up-align-vs-v1", "up_proj", "up-align", "up-v1"),
+                                            ("o-align-vs-v1", "o_proj", "o-align", "o-u1")):
+        space, vector = UP_O_QUANTITIES[leading][2], vector_name(UP_O_QUANTITIES[leading][2])
+        out.add(key, f"(ours) {projection}'s {space}-space continuity lies beyond its leading direction",
+                f"{projection} σ²-weighted alignment ({space}) above its {vector} |cos| ({reference})", "not stated",
+                est[align], up_o_baseline(align, dims), verdict_for_difference(est[align], est[leading]),
+                note=f"{vector} |cos| {est[leading]} (random {up_o_baseline(leading, dims):.3f}; the alignment's: 0)")
+    return out.table()
+
+
+@dataclass(frozen=True)
+class StillRising:
+    """One quantity of the longer run (one seed) at the chapter's horizon and at its own end, the reference
+    run of the same seed at the horizon (the same weights: a check), and the verdict "rises"
+    (:func:`geocont.statistics.verdict_for_difference`, end above horizon)."""
+
+    key: str
+    quantity: str
+    at_horizon: Estimate
+    at_end: Estimate
+    reference: Estimate
+    baseline: float
+    verdict: str
+
+
+@dataclass(frozen=True)
+class LongRunFinding:
+    """The longer reference run: its label, seed, the chapter's horizon and its own end, and Up's and O's
+    continuity there (:data:`RISING`)."""
+
+    label: str
+    seed: int
+    factor: int
+    horizon: int
+    end: int
+    items: tuple[StillRising, ...]
+
+
+def long_run_finding(results: Results) -> LongRunFinding | None:
+    """Whether Up and O were still rising at the chapter's horizon, read off the longer run; None where
+    it was not run."""
+    settings = results.settings
+    if results.long is None or not settings.long_configs():
+        return None
+    horizon, seed = settings.base.steps, settings.seeds[0]
+    long = up_o_values(results.long)
+    own = up_o_values(results.table)
+    own = at_step(own[(own["condition"] == results.reference) & (own["seed"] == seed)], horizon)
+    items = []
+    for key, name in RISING.items():
+        frame = long[long["quantity"] == name]
+        at_horizon, at_end = estimate(at_step(frame, horizon)["value"]), estimate(at_final_step(frame)["value"])
+        items.append(StillRising(key, name, at_horizon, at_end, estimate(own.loc[own["quantity"] == name, "value"]),
+                                 up_o_baseline(name, results.dims), verdict_for_difference(at_end, at_horizon)))
+    return LongRunFinding(settings.long_label, seed, settings.long_factor, horizon, int(long["step"].max()),
+                          tuple(items))
+
+
+def rising_claims(results: Results) -> pd.DataFrame:
+    """``up-still-rising`` and ``o-still-rising`` from the longer run (:func:`long_run_finding`); none
+    where it was not run. They have no early value."""
+    finding, out = long_run_finding(results), ClaimsBuilder(CHAPTER.name)
+    for item in finding.items if finding else ():
+        projection, space = UP_O_QUANTITIES[item.quantity][1:3]
+        out.add(item.key, f"(ours) {projection}'s {space}-space continuity was still rising at step {finding.horizon:,}",
+                f"{projection} {vector_name(space)} |cos| at step {finding.end:,} above step {finding.horizon:,} "
+                f"({finding.label}, seed {finding.seed})", "not stated", item.at_end, item.baseline, item.verdict,
+                note=f"at step {finding.horizon:,}: {item.at_horizon}")
+    return out.table()
+
+
+def gap_claims(results: Results) -> pd.DataFrame:
+    """The claims that test the Up/O gap's explanations, judged at the chapter's horizon."""
+    return _concat(up_o_claims(results.table, results.dims, results.reference), rising_claims(results))
+
+
+def _concat(first: pd.DataFrame, *more: pd.DataFrame) -> pd.DataFrame:
+    """Claims tables one after another (empty ones left out: their all-NA columns would change the dtypes)."""
+    return pd.concat([first, *(frame for frame in more if len(frame))], ignore_index=True)
+
+
+def explanation_case(verdicts: list[str]) -> str:
+    """kept (every claim reproduced), dropped (none even partly), not-tested (one not judged), or mixed."""
+    if "not tested" in verdicts:
+        return "not-tested"
+    if all(v == "reproduced" for v in verdicts):
+        return "kept"
+    return "dropped" if all(v == "not reproduced" for v in verdicts) else "mixed"
+
+
+@dataclass(frozen=True)
+class ExplanationVerdict:
+    """One explanation of the Up/O gap (:data:`GAP_EXPLANATIONS`): its case and its claims' verdicts."""
+
+    key: str
+    case: str
+    verdicts: tuple[tuple[str, str], ...]
+
+
+def explanation_verdicts(claims: pd.DataFrame) -> tuple[ExplanationVerdict, ...]:
+    """Each explanation of the Up/O gap, kept or dropped by the claims it predicts (a claim the table
+    lacks, e.g. without the longer run, is not tested)."""
+    keys = set(claims["key"])
+    out = []
+    for key, predicted in GAP_EXPLANATIONS.items():
+        verdicts = tuple((k, claim(claims, k)["verdict"] if k in keys else "not tested") for k in predicted)
+        out.append(ExplanationVerdict(key, explanation_case([v for _, v in verdicts]), verdicts))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class UpOQuantity:
+    """One Up/O quantity of the reference variant at the end and at the early horizon, and its random level."""
+
+    name: str
+    final: Estimate
+    early: Estimate
+    baseline: float
+
+
+@dataclass(frozen=True)
+class UpOFinding:
+    """The Up/O quantities of the reference variant; ``up_gate`` is None where ``cross_cos`` was not recorded."""
+
+    reference: str
+    early_step: int
+    end: int
+    up_gate: tuple[UpOQuantity, ...] | None
+    align: tuple[UpOQuantity, ...]
+
+
+def up_o_finding(results: Results) -> UpOFinding:
+    """:class:`UpOFinding` of ``results``."""
+    final, early = up_o_estimates(results.table, results.reference), up_o_estimates(results.early, results.reference)
+
+    def quantities(*names: str) -> tuple[UpOQuantity, ...]:
+        return tuple(UpOQuantity(n, final[n], early[n], up_o_baseline(n, results.dims)) for n in names)
+
+    up_gate = quantities("up-gate-v1", "up-gate-u1") if cross_cos_recorded(results.table) else None
+    return UpOFinding(results.reference, results.settings.early_step, results.settings.base.steps, up_gate,
+                      quantities("up-v1", "up-align", "o-u1", "o-align"))
