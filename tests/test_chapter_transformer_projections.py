@@ -3,6 +3,8 @@
 import pandas as pd
 import pytest
 
+from helpers import by_name, claim_names
+
 from geocont.statistics import DIFFERENCE_MARGIN
 from geocont.chapters import lm_runs, transformer_projections as chapter
 from geocont.layouts import PROJECTIONS
@@ -216,7 +218,7 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     settings = chapter.CHAPTER.configure("smoke", pretrained="none")
     table = _long_table()
     results = chapter.Results(settings, table, chapter.projection_finals(table), DIMS)
-    claims = chapter.claims(results).set_index("key")
+    claims = by_name(chapter.claims(results))
     assert list(claims.index) == KEYS + UP_O_KEYS  # no longer run here
     assert (claims.loc[UP_O_KEYS[:2], "verdict"] == "not tested").all()  # a table without cross_cos
     assert claims.loc["up-gate-shared-v1", "note"].startswith("cross_cos not recorded")
@@ -279,7 +281,7 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     assert [(m.projection, m.before, m.after) for m in steady_gaps.moved] == [("up_proj", pytest.approx(0.80),
                                                                               pytest.approx(0.15))]
     from geocont.book.chapter import changed_verdicts
-    assert list(changed_verdicts(claims.reset_index())["key"]) == ["up-input-continuity", "v-low-input",
+    assert claim_names(changed_verdicts(claims.reset_index())) == ["up-input-continuity", "v-low-input",
                                                                    "activation-lowers-up"]
     assert claims.loc["up-input-continuity", "claim"] in chapter.verdict(results, claims.reset_index()).data  # renders
     pretrained = chapter.pretrained_finding(results)
@@ -376,7 +378,7 @@ def test_the_up_o_section_completes_without_cross_cos_or_the_longer_run():
 
 def test_the_full_claims_table_judges_the_longer_run_without_an_early_value():
     results = _up_o_results()
-    claims = chapter.claims(results).set_index("key")
+    claims = by_name(chapter.claims(results))
     assert list(claims.index)[-6:] == UP_O_KEYS + RISING_KEYS
     assert claims.loc["up-gate-shared-v1", "early_verdict"] == "partly reproduced"  # 0.20 at step 4, random 0.14
     assert (claims.loc[RISING_KEYS, "early_verdict"] == "").all()

@@ -257,6 +257,13 @@ def claim(claims: pd.DataFrame, key: str, dataset: str | None = None) -> pd.Seri
     return rows.iloc[0]
 
 
+def on_dataset(claims: pd.DataFrame, dataset: str) -> pd.DataFrame:
+    """``claims`` (built without a dataset) judged on ``dataset``: every key names it, and every row is its
+    claim's verdict of record (a chapter that judges each claim on one dataset names it once, here)."""
+    keys = [claim_key(split_claim_key(key)[0], dataset) for key in claims["key"]]
+    return claims.assign(key=keys, dataset=dataset, primary=True)
+
+
 def has_claim(claims: pd.DataFrame, key: str, dataset: str | None = None) -> bool:
     """Whether :func:`claim` finds this key (a full key, a name and ``dataset``, or a name's primary row)."""
     try:

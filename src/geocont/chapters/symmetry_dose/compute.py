@@ -24,19 +24,15 @@ from typing import Any, Sequence
 import pandas as pd
 
 from ... import metrics, paper
-from ...book.chapter import Chapter, ClaimsBuilder, with_early
-from ...statistics import (Estimate, estimate_at_step, final_estimate, up_to_step,
+from ...book.chapter import Chapter, ClaimsBuilder, on_dataset, with_early
+from ...statistics import (Estimate, estimate_at_step, final_estimate, known, up_to_step,
                            verdict_for_difference, verdict_for_value)
 from ...tables import select
 from ...training import run_sweep
 from .. import mlp_runs
 from ..mlp_runs import NEAR_LINEAR_SHARE, MLPChapterSettings
 
-try:
-    from ...mlp import LEAKY_SLOPES
-except ImportError:  # TODO(dose): remove this copy once geocont.mlp.LEAKY_SLOPES is merged (the Leaky-ReLU conditions)
-    LEAKY_SLOPES = {0.0: "res-relu", 0.5: "res-leaky-0.5", 0.9: "res-leaky-0.9", 0.99: "res-leaky-0.99",
-                    1.0: "res-none"}
+from ...mlp import LEAKY_SLOPES
 
 
 #: The dose, slope 0 (ReLU) to slope 1 (the identity), in the order of the slopes: ``{negative slope: condition}``.
@@ -115,11 +111,10 @@ def run(settings: MLPChapterSettings) -> Results:
 # ---------------------------------------------------------------------------------------------
 
 def random_level(baseline: float) -> Estimate:
-    """The random level as an estimate without spread, for :func:`verdict_for_difference` ("above random").
-
-    TODO(dose): once ``geocont.statistics.verdict_at_random_level`` is merged, judge "above random" with it
-    (the random level against its own spread, ``random_level_sd(width, depth - 1)``) instead."""
-    return Estimate(baseline, 0.0, 1)
+    """The random level as an exact number, for :func:`verdict_for_difference` ("above random": a rise of more
+    than the book's margin and two seed sds; a claim *at* the random level uses
+    :func:`geocont.statistics.verdict_at_random_level` instead)."""
+    return known(baseline)
 
 
 @dataclass(frozen=True)
@@ -319,8 +314,9 @@ def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims table, judged at the end of training, with each claim's value after
     ``early_steps`` (the same runs read at that snapshot) in the ``early`` column."""
     early = results.settings.early_steps
-    return with_early(dose_claims(results.table, results.baseline),
-                      dose_claims(up_to_step(results.table, early), results.baseline), early)
+    return on_dataset(with_early(dose_claims(results.table, results.baseline),
+                                 dose_claims(up_to_step(results.table, early), results.baseline), early),
+                      results.settings.base.dataset)
 
 
 def _intervals_text(transition: Transition) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from ...analyzer import analyze
-from ...book.chapter import Chapter, ClaimsBuilder, claim, presets, with_early
+from ...book.chapter import Chapter, ClaimsBuilder, claim, has_claim, on_dataset, presets, with_early
 from ...config import LMRunConfig
 from ...lm import run_lm_sweep
 from ...metrics import random_abs_cos, vector_name
@@ -19,7 +19,7 @@ from ...pretrained import ModelNotAvailable
 from ...statistics import (DIFFERENCE_MARGIN, Estimate, at_final_step, at_step, change_over_last_per_run, estimate, holds_when, per_run,
                            settled, verdict_for_difference)
 from ...sweeps import predicted_wall_seconds
-from ...tables import RUN_KEYS
+from ...tables import RUN_KEYS, split_claim_key
 from ...transformer import PROJECTIONS, build_llama, parameter_count, projection_dims
 from .. import lm_runs
 from ..lm_runs import LM_VARIANTS, MAIN_VARIANTS, PROJECTION_PREDICTIONS, LMChapterSettings
@@ -286,12 +286,12 @@ def claims(results: Results) -> pd.DataFrame:
     notes = []
     for row in table.itertuples():
         parts = [f"holds {holds_when(row.early_verdict, row.verdict)}"] if row.early_verdict else []
-        if row.key in _CLAIM_QUANTITY:
+        if row.key in _CLAIM_QUANTITY:  # the keys name no dataset yet: on_dataset names it below
             change = _estimate(changes, results.reference, *_CLAIM_QUANTITY[row.key])
             parts.append(f"change over the last third {change.mean:+.2f}" + (f" ± {change.std:.2f}" if change.n > 1 else
                                                                           " (1 seed)"))
         notes.append("; ".join(([row.note] if row.note else []) + parts))
-    return table.assign(note=notes)
+    return on_dataset(table.assign(note=notes), results.settings.base.corpus)
 
 
 # --- Findings: what the chapter's computed sentences say, as values. present.py words them from the
@@ -547,7 +547,7 @@ def holds_finding(results: Results, claims: pd.DataFrame) -> HoldsFinding:
     """:class:`HoldsFinding` of a claims table with early verdicts (claims without one left out)."""
     groups: dict[str, list[str]] = {}
     for row in claims[claims["early_verdict"].fillna("") != ""].itertuples():
-        groups.setdefault(holds_when(row.early_verdict, row.verdict), []).append(row.key)
+        groups.setdefault(holds_when(row.early_verdict, row.verdict), []).append(split_claim_key(row.key)[0])
     return HoldsFinding(results.settings.early_step, results.settings.base.steps,
                         tuple((when, tuple(keys)) for when, keys in groups.items()))
 
@@ -586,9 +586,10 @@ def lost_finding(results: Results, claims: pd.DataFrame) -> LostFinding:
     """The predicted continuities that do not hold at the end of training (lost, or never reached)."""
     lost = []
     for row in claims.itertuples():
-        if row.key not in _CLAIM_QUANTITY or row.key.startswith("v-low") or row.verdict == "reproduced":
+        name = split_claim_key(row.key)[0]
+        if name not in _CLAIM_QUANTITY or name.startswith("v-low") or row.verdict == "reproduced":
             continue
-        projection, space = _CLAIM_QUANTITY[row.key]
+        projection, space = _CLAIM_QUANTITY[name]
         lost.append(LostContinuity(
             projection, space, _estimate(results.early_finals, results.reference, projection, space), row.early_verdict,
             _estimate(results.finals, results.reference, projection, space), row.verdict,
@@ -702,7 +703,7 @@ class SoftmaxFinding:
 
 def softmax_finding(claims: pd.DataFrame) -> SoftmaxFinding:
     """:class:`SoftmaxFinding` of a claims table."""
-    rows = [claim(claims, key) for key in SOFTMAX_KEYS if key in set(claims["key"])]
+    rows = [claim(claims, key) for key in SOFTMAX_KEYS if has_claim(claims, key)]
     if not rows:
         return SoftmaxFinding("not-run")
     if any(row["verdict"] == "reproduced" for row in rows):
@@ -897,10 +898,9 @@ class ExplanationVerdict:
 def explanation_verdicts(claims: pd.DataFrame) -> tuple[ExplanationVerdict, ...]:
     """Each explanation of the Up/O gap, kept or dropped by the claims it predicts (a claim the table
     lacks, e.g. without the longer run, is not tested)."""
-    keys = set(claims["key"])
     out = []
     for key, predicted in GAP_EXPLANATIONS.items():
-        verdicts = tuple((k, claim(claims, k)["verdict"] if k in keys else "not tested") for k in predicted)
+        verdicts = tuple((k, claim(claims, k)["verdict"] if has_claim(claims, k) else "not tested") for k in predicted)
         out.append(ExplanationVerdict(key, explanation_case([v for _, v in verdicts]), verdicts))
     return tuple(out)
 
