@@ -111,9 +111,9 @@ class Condition2Settings:
     many_seeds: tuple[int, ...]
     interventions: tuple[str, ...]
     early_steps: int
+    sgd_probe_steps: int
     #: the direct tests of drift (:data:`DRIFT_TESTS`)
     drift_tests: tuple[str, ...] = ()
-    sgd_probe_steps: int
     #: the chapter parameters that were set (not None), as a re-run must repeat them
     overrides: dict[str, Any] = field(default_factory=dict)
 
