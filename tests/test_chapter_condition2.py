@@ -86,6 +86,18 @@ def test_drift_in_stable_windows_leaves_out_intervals_that_hold_an_event():
     assert math.isclose(rates.iloc[0].turn_rate, 1000 * (4 + 6 + 10 + 6) / 80)
 
 
+def test_the_recent_median_rule_follows_a_creeping_loss_and_still_flags_a_spike():
+    creep = [0.5 * 0.7 ** i for i in range(8)] + [0.03 * 1.15 ** i for i in range(15)]  # falls, then creeps up 7x
+    n = len(creep)
+    assert len(instability.instability_events(trace_table(creep, [0.5] * n), factor=3.0)) == 1  # against the minimum
+    assert instability.instability_events(trace_table(creep, [0.5] * n), factor=3.0, window=10).empty
+    spiked = creep[:12] + [1.0] + creep[12:]
+    events = instability.instability_events(trace_table(spiked, [0.5] * (n + 1)), factor=3.0, window=10)
+    assert list(events["start"]) == [120] and math.isclose(events.iloc[0].running_min, float(pd.Series(spiked[2:12]).median()))
+    with pytest.raises(ValueError, match="window must be a positive"):
+        instability.instability_events(trace_table(creep, [0.5] * n), window=0)
+
+
 def test_a_diverged_run_is_marked_in_its_summary():
     table = trace_table([2.0, 1.0, 0.5], [0.1, 0.2, 0.3])
     diverged = pd.DataFrame([(25, "model", MODEL_LAYER, "diverged", "", 0, 0.5)], columns=RUN_COLUMNS).assign(**KEYS)
