@@ -536,6 +536,29 @@ def test_the_drift_claims_read_what_drift_predicts(new_metrics):
     assert not produced.loc[list(DRIFT_CLAIMS), "headline"].any()
 
 
+def test_every_drift_section_renders_with_its_numbers_and_without_them(new_metrics):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    full, bare = full_results(), make_results(rise(0.8, 0.3), smooth_loss, rise(0.8, 0.3))
+    assert "log2 R is 3.32" in condition2.motion_sentence(full) and "not record" in condition2.motion_sentence(bare)
+    assert "ill-defined v1" in condition2.spectrum_sentence(full) and "not record" in condition2.spectrum_sentence(bare)
+    tests = condition2.drift_tests_sentences(full)
+    assert "It stays where it was" in tests and "It falls faster" in tests and "They end alike" in tests
+    assert "batch 256 above batch 64: reproduced" in tests
+    assert "No learning-rate or batch test" in condition2.drift_tests_sentences(bare)
+    assert "**2× running minimum**" in condition2.spike_sentence(full)
+    assert "(chosen)" in condition2.spike_table(full).index.get_level_values("rule")[0]
+    assert "the motion test votes for" in condition2.answer(full).data
+    for results in (full, bare):
+        for figure in (condition2.motion_figure, condition2.spectrum_figure, condition2.drift_tests_figure,
+                       condition2.cosine_figure):
+            figure(results)
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
 def test_an_event_that_lasts_to_the_end_of_the_run_is_read_against_its_last_traced_value():
     losses = [2.0, 1.0, 0.5, 0.2, 0.1, 0.09, 3.0, 4.0]
     v1 = [0.1, 0.5, 0.6, 0.6, 0.6, 0.6, 0.4, 0.3]
