@@ -448,6 +448,7 @@ def test_the_batch_dose_needs_both_batches_and_compares_the_largest_with_the_sma
     assert (found.verdict, found.drift) == ("reproduced", "for")
     one = make_results(rise(0.8, 0.3), smooth_loss, rise(0.8, 0.3), drift_tests={"batch 64": tests["batch 64"]})
     assert condition2.batch_dose(one) is None
+    assert condition2.claims(one).set_index("key").loc["batch-dose", "verdict"] == "not tested"  # the chapter completes
 
 
 def test_the_cosine_course_reads_the_fall_before_and_after_half_the_horizon():
