@@ -11,6 +11,8 @@ adjacent layers' leading singular vectors (``trace_weight_cos``). From these:
   minibatches, while a spike of the kind Adam shows on a fitted training set lifts it by orders of
   magnitude. The floor (the memorisation threshold) keeps a rise from 1e-5 to 1e-4 of an already
   fitted set from counting: it does not un-fit the data;
+  :func:`instability_events` can instead read the loss against the **recent median** (``window``: the
+  median of the previous ``window`` trace points), a reference that follows a loss that creeps up;
 * the **memorised step** is the first trace point whose loss is below :data:`MEMORISED_LOSS`;
 * continuity **across** an event is weight v1 (the layer-pair mean) at the last trace point with
   continuity before it and at the first one after it (continuity is traced at every
@@ -111,11 +113,20 @@ def _first_finite(values: np.ndarray) -> float:
     return float(finite[0]) if len(finite) else math.nan
 
 
-def _events_of_run(run: pd.DataFrame, factor: float, floor: float) -> list[dict]:
+def _reference(loss: np.ndarray, window: int | None) -> np.ndarray:
+    """Per trace point, the level its loss is read against: the minimum of the earlier points, or (``window``)
+    the median of the previous ``window`` points; inf at the first point, which has none."""
+    if window is None:
+        return np.minimum.accumulate(np.concatenate([[np.inf], loss[:-1]]))
+    recent = pd.Series(loss).shift(1).rolling(window, min_periods=1).median()
+    return recent.fillna(np.inf).to_numpy()
+
+
+def _events_of_run(run: pd.DataFrame, factor: float, floor: float, window: int | None = None) -> list[dict]:
     loss = run["loss"].to_numpy()
     v1 = run["v1"].to_numpy()
     steps = run["step"].to_numpy()
-    running_min = np.minimum.accumulate(np.concatenate([[np.inf], loss[:-1]]))
+    running_min = _reference(loss, window)
     threshold = np.maximum(factor * running_min, floor)
     unstable = loss > threshold
     events, index = [], 0
@@ -138,15 +149,18 @@ def _events_of_run(run: pd.DataFrame, factor: float, floor: float) -> list[dict]
 
 
 def instability_events(table: pd.DataFrame, factor: float = INSTABILITY_FACTOR, floor: float = MEMORISED_LOSS,
-                       extra_keys: Sequence[str] = ()) -> pd.DataFrame:
+                       extra_keys: Sequence[str] = (), window: int | None = None) -> pd.DataFrame:
     """One row per instability event of every run (see the module docstring): its number within the
-    run, first and last unstable trace step, peak loss, the running minimum it rose from, and
+    run, first and last unstable trace step, peak loss, the level it rose from (``running_min``: the
+    running minimum, or with ``window`` the median of the previous ``window`` trace points), and
     weight v1 at the trace points just before and just after it (NaN at the run's ends)."""
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        raise ValueError(f"window must be a positive number of trace points, got {window!r}")
     series = trace_series(table, extra_keys)
     keys = _keys(series, extra_keys)
     rows = []
     for key, run in series.groupby(keys, observed=True, sort=False):
-        for event in _events_of_run(run, factor, floor):
+        for event in _events_of_run(run, factor, floor, window):
             rows.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,))), **event})
     return pd.DataFrame(rows, columns=keys + EVENT_COLUMNS)
 

@@ -3,10 +3,12 @@ no figures, no matplotlib."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ... import instability, metrics, paper
@@ -14,12 +16,14 @@ from ...config import MLPRunConfig, OptimizerConfig, check_positive
 from ...data import check_dataset_name
 from ...book.chapter import Chapter, ClaimsBuilder
 from ...scales import parse_seeds
-from ...statistics import (Estimate, Fall, estimate, final_estimate, final_per_run, formed,
-                           peak_and_final, peaks_per_seed, random_level_sd, verdict_at_random_level,
-                           verdict_for_difference, verdict_for_value)
+from ...statistics import (DIFFERENCE_MARGIN, Estimate, Fall, RankCorrelation, at_final_step, at_step,
+                           change_over_last_per_run, estimate, fall_from_peak, final_estimate, final_per_run, formed,
+                           peak_and_final, peaks_per_seed, per_run, random_level_sd, rank_correlation, turn_rates,
+                           verdict_at_random_level, verdict_for_correlation, verdict_for_difference, verdict_for_value,
+                           without_runs)
 from ...sweeps import predicted_wall_seconds
-from ...tables import diverged_runs, select
-from ...training import run_sweep
+from ...tables import RUN_KEYS, diverged_runs, select
+from ...training import cosine_factor, run_sweep
 from .. import mlp_runs
 from ..mlp_runs import predicted_run_seconds
 
@@ -66,6 +70,13 @@ DRIFT_TESTS: dict[str, dict[str, Any]] = {
     "batch 64": dict(batch_size=64),
     "batch 256": dict(batch_size=256),
 }
+
+
+def switch_step(total_steps: int) -> int:
+    """Where the ``step`` schedule switches its learning rate: after ``total_steps // 2`` updates (the
+    training loop's rule, ``geocont.training.step_factor``); the snapshot there is the state at the switch."""
+    return total_steps // 2
+
 
 #: SGD (momentum 0.9): its learning rate is chosen per dataset as the largest of these with no
 #: seed of any SGD condition diverging within ``sgd_probe_steps``.
@@ -137,12 +148,18 @@ class Condition2Settings:
 
     def drift_test_configs(self, name: str) -> list[MLPRunConfig]:
         """The linear net under drift test ``name`` (:data:`DRIFT_TESTS`) on the headline dataset, every seed.
-        A longer run (``steps_factor``) also snapshots the base horizon, so it can be read at equal steps too."""
+        A longer run (``steps_factor``) also snapshots the base horizon, so it can be read at equal steps too;
+        a step schedule also snapshots its switch (:func:`switch_step`), so it can be read there."""
         changes = dict(DRIFT_TESTS[name])
         factor = changes.pop("steps_factor", None)
+        steps = self.base.steps if factor is None else round(self.base.steps * factor)
+        extra = () if factor is None else (self.base.steps,)
+        if changes.get("lr_schedule") == "step":
+            extra += (switch_step(steps),)
         if factor is not None:
-            steps = round(self.base.steps * factor)
-            changes.update(steps=steps, snapshot_steps=(*self.base.snapshot_steps, self.base.steps))
+            changes["steps"] = steps
+        if extra:
+            changes["snapshot_steps"] = (*self.base.snapshot_steps, *extra)
         return [self.base.replace(condition="res-none", seed=s, **changes) for s in self.seeds]
 
     def sgd_configs(self, lr: float, steps: int | None = None) -> list[MLPRunConfig]:
@@ -571,6 +588,571 @@ def comparison_claims(results: Results, builder: ClaimsBuilder) -> None:
                     headline=headline, dataset=dataset)
 
 
+# ---------------------------------------------------------------------------------------------
+# The direct tests of drift: function-preserving motion, the spectrum beside the turn rate, the
+# learning-rate and batch tests, a spike detector calibrated on the baseline
+# ---------------------------------------------------------------------------------------------
+
+def recorded(table: pd.DataFrame, *names: str) -> bool:
+    """Whether ``table`` holds every metric of ``names`` (a table cached before a metric existed lacks it)."""
+    present = set(table["metric"].astype(str).unique()) if len(table) else set()
+    return all(name in present for name in names)
+
+
+def _finite_runs(frame: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (one row per run and step, :func:`geocont.statistics.per_run`) without the runs that diverged."""
+    return without_runs(frame, diverged_runs(table)).sort_values(RUN_KEYS + ["step"])
+
+
+def _second_half_mean(table: pd.DataFrame, metric: str) -> pd.Series:
+    """Per seed, the mean over the snapshots after half of the run's last step of a layer-mean metric."""
+    frame = _finite_runs(per_run(table, metric), table)
+    last = frame.groupby(RUN_KEYS, observed=True)["step"].transform("max")
+    return frame[frame["step"] > last / 2].groupby("seed")["value"].mean()
+
+
+#: Function-preserving motion (drift along flat directions moves the W_l and leaves the function alone): per run
+#: R = (mean over the second half's snapshots of the layer-mean ``step_change``) / (the same mean of ``logit_change``).
+#: The rule, fixed before any run recorded the motion: res-none's log2 R exceeds res-relu's by more than this margin,
+#: a factor of two, and two pooled seed sds (:func:`geocont.statistics.verdict_for_difference` with this margin).
+MOTION_LOG2_MARGIN = 1.0
+
+
+@dataclass(frozen=True)
+class Motion:
+    """One condition's motion over the second half of training (headline dataset, mean ± sd over seeds): the
+    layer-mean relative weight change per snapshot (``weights``), the logits' (``function``), log2 of their ratio R,
+    the end-to-end map's (``product``, res-none only; None elsewhere), and the test loss's change (end minus half)."""
+
+    condition: str
+    weights: Estimate
+    function: Estimate
+    log2_ratio: Estimate
+    product: Estimate | None
+    test_loss_change: Estimate
+
+
+@dataclass(frozen=True)
+class FunctionPreservingMotion:
+    """res-none's and res-relu's :class:`Motion`, and the verdict of :data:`MOTION_LOG2_MARGIN`'s rule."""
+
+    none: Motion
+    relu: Motion
+    verdict: str
+
+
+def motion(table: pd.DataFrame, condition: str) -> Motion:
+    """:class:`Motion` of ``condition``'s runs in ``table``."""
+    runs = table[table["condition"] == condition]
+    weights, function = _second_half_mean(runs, "step_change"), _second_half_mean(runs, "logit_change")
+    ratio = np.log2(weights / function).replace([np.inf, -np.inf], np.nan)
+    product = (estimate(_second_half_mean(runs, "product_change"))
+               if condition == "res-none" and recorded(runs, "product_change") else None)
+    loss_change = (change_over_last_per_run(_finite_runs(per_run(runs, "test_loss"), runs), fraction=0.5)["value"]
+                   if recorded(runs, "test_loss") else pd.Series(dtype=float))
+    return Motion(condition, estimate(weights), estimate(function), estimate(ratio), product, estimate(loss_change))
+
+
+def function_preserving_motion(results: Results) -> FunctionPreservingMotion | None:
+    """The motion test on the headline comparison (None where its runs did not record the motion metrics)."""
+    table = results.comparison[results.settings.headline]
+    if not recorded(table, "step_change", "logit_change"):
+        return None
+    none, relu = motion(table, "res-none"), motion(table, "res-relu")
+    return FunctionPreservingMotion(none, relu, verdict_for_difference(none.log2_ratio, relu.log2_ratio,
+                                                                       margin=MOTION_LOG2_MARGIN))
+
+
+#: The sizes k of the top singular subspaces compared beside v1 (``subspace_cos``, direction = k).
+SUBSPACE_KS = (2, 4)
+
+
+@functools.lru_cache(maxsize=None)
+def random_subspace_cos(d: int, k: int) -> float:
+    """The random level of ``subspace_cos``: :func:`geocont.metrics.random_subspace_cos` where the metrics module
+    has it; until then a Monte Carlo of our own (4,000 draws, seed 0): the mean singular value of the first ``k``
+    rows of a random orthonormal ``[d, k]`` basis (one subspace may be the first ``k`` axes, by symmetry)."""
+    shared = getattr(metrics, "random_subspace_cos", None)
+    if shared is not None:
+        return float(shared(d, k))
+    bases = np.linalg.qr(np.random.default_rng(0).standard_normal((4000, d, k)))[0]
+    return float(np.linalg.svd(bases[:, :k, :], compute_uv=False).clip(max=1.0).mean())
+
+
+def spectral_gaps(table: pd.DataFrame) -> pd.DataFrame:
+    """Per run, layer and snapshot, a layer's spectral gap sigma1 / sigma2 (column ``value``)."""
+    keys = RUN_KEYS + ["step", "layer"]
+    s1 = select(table, "sigma1", "", 1).set_index(keys)["value"]
+    s2 = select(table, "sigma2", "", 2).set_index(keys)["value"]
+    return (s1 / s2).rename("value").dropna().reset_index()
+
+
+def gap_per_run(table: pd.DataFrame) -> pd.DataFrame:
+    """Per run and snapshot, the median over layers of the spectral gap sigma1 / sigma2."""
+    return spectral_gaps(table).groupby(RUN_KEYS + ["step"], observed=True)["value"].median().reset_index()
+
+
+def gap_and_turn(table: pd.DataFrame) -> pd.DataFrame:
+    """Per run, layer and snapshot interval: the rate at which the layer's v1 turned (degrees per 1,000 steps,
+    :func:`geocont.statistics.turn_rates`) and its spectral gap at the interval's start (``gap``)."""
+    # the snapshot rows alone: turn_rates takes the previous step from every row of the table it is given, and a
+    # traced run also has rows at its trace points, between the snapshots
+    rates = turn_rates(table[table["metric"].isin(["turn", "sigma1"])]).dropna(subset=["value", "previous"])
+    gaps = spectral_gaps(table).rename(columns={"value": "gap", "step": "previous"})
+    rates = rates.astype({"previous": int}).merge(gaps, on=RUN_KEYS + ["previous", "layer"])
+    return rates[["condition", "seed", "layer", "step", "value", "gap"]].rename(columns={"value": "turn_rate"})
+
+
+@dataclass(frozen=True)
+class Subspace:
+    """The top-``k`` singular subspaces' continuity (input space) at the end, for res-none and res-relu, with its
+    random level, and res-none's fall from its peak (the book's fall rule)."""
+
+    k: int
+    baseline: float
+    none: Estimate
+    relu: Estimate
+    none_fall: Fall
+
+
+@dataclass(frozen=True)
+class Spectrum:
+    """What the linear net loses: v1 alone or its top subspaces. ``reading`` is "only-v1" (v1 falls and every top-k
+    subspace holds: v1 is ill-defined inside a subspace that stays), "subspace-lost" (every top-k subspace falls too),
+    "no-v1-fall" (res-none's v1 does not fall) or "mixed". ``gap`` is the layer-median sigma1 / sigma2 at the end per
+    condition; ``turn_vs_gap``: the rank correlation over (run, layer, interval) of res-none's turn rate against its
+    gap (expected negative), ``per_run``: the same per run (mean ± sd over seeds), ``relu_turn_vs_gap`` res-relu's."""
+
+    v1_fall: Fall
+    subspaces: tuple[Subspace, ...]
+    reading: str
+    gap: dict[str, Estimate]
+    turn_vs_gap: RankCorrelation
+    per_run: Estimate
+    relu_turn_vs_gap: RankCorrelation
+    verdict: str
+
+
+#: The expected sign of the correlation of the turn rate with the gap: v1 turns more where sigma1 / sigma2 is small;
+#: and the bootstrap draws of its interval (:func:`geocont.statistics.rank_correlation`'s default).
+GAP_TURN_SIGN = -1
+GAP_TURN_DRAWS = 2000
+
+
+def _per_run_rank_correlation(frame: pd.DataFrame) -> Estimate:
+    rhos = frame.groupby("seed").apply(lambda run: run["turn_rate"].corr(run["gap"], method="spearman"),
+                                       include_groups=False)
+    return estimate(rhos)
+
+
+def spectrum(results: Results) -> Spectrum | None:
+    """The spectrum finding on the headline comparison (None where its runs did not record sigma2 and subspace_cos)."""
+    table = results.comparison[results.settings.headline]
+    if not recorded(table, "sigma1", "sigma2", "subspace_cos"):
+        return None
+    width = results.settings.base.width
+    subspaces = tuple(Subspace(k, random_subspace_cos(width, k), weight_v1(table, "res-none", "subspace_cos", "input", k),
+                               weight_v1(table, "res-relu", "subspace_cos", "input", k),
+                               fall_from_peak(table, "subspace_cos", "input", k, condition="res-none"))
+                      for k in SUBSPACE_KS)
+    v1_fall = weight_v1_fall(table, "res-none")
+    if not v1_fall.falls:
+        reading = "no-v1-fall"
+    elif all(s.none_fall.holds for s in subspaces):
+        reading = "only-v1"
+    elif all(s.none_fall.falls for s in subspaces):
+        reading = "subspace-lost"
+    else:
+        reading = "mixed"
+    gaps = at_final_step(_finite_runs(gap_per_run(table), table))
+    pairs = gap_and_turn(table)
+    none, relu = pairs[pairs["condition"] == "res-none"], pairs[pairs["condition"] == "res-relu"]
+    correlation = rank_correlation(none["turn_rate"], none["gap"], n_boot=GAP_TURN_DRAWS)
+    return Spectrum(v1_fall, subspaces, reading,
+                    {c: estimate(gaps.loc[gaps["condition"] == c, "value"]) for c in ("res-none", "res-relu")},
+                    correlation, _per_run_rank_correlation(none),
+                    rank_correlation(relu["turn_rate"], relu["gap"], n_boot=GAP_TURN_DRAWS),
+                    verdict_for_correlation(correlation, GAP_TURN_SIGN))
+
+
+# The learning-rate and batch tests (results.drift_tests; the readings are those of DRIFT_TESTS, written down before
+# any was run). Each gives "for" (what accumulated drift predicts), "against" (what it does not), or "neither".
+
+def _v1_runs(table: pd.DataFrame) -> pd.DataFrame:
+    """Per finite run and snapshot, weight v1 (the layer-pair mean)."""
+    return _finite_runs(per_run(table, "weight_cos", "input", 1), table)
+
+
+def fall_rates(table: pd.DataFrame, step: int) -> pd.DataFrame:
+    """Per finite run (``seed``), weight v1 lost per 1,000 steps ``before`` ``step`` (from the run's peak over the
+    snapshots up to ``step``, to its snapshot at or before ``step``; 0 where the peak is that snapshot) and ``after``
+    it (from there to the run's end), and weight v1 at that snapshot (``at_step``)."""
+    rows = []
+    for seed, run in _v1_runs(table).groupby("seed"):
+        upto = run[run["step"] <= step]
+        at, end = upto.iloc[-1], run.iloc[-1]
+        peak = upto.loc[upto["value"].idxmax()]
+        before = 1000 * (peak["value"] - at["value"]) / (at["step"] - peak["step"]) if at["step"] > peak["step"] else 0.0
+        after = 1000 * (at["value"] - end["value"]) / (end["step"] - at["step"]) if end["step"] > at["step"] else math.nan
+        rows.append(dict(seed=seed, at_step=float(at["value"]), before=before, after=after))
+    return pd.DataFrame(rows, columns=["seed", "at_step", "before", "after"])
+
+
+def rate_margin(total_steps: int, step: int) -> float:
+    """The margin of a difference of fall rates (per 1,000 steps): the book's margin lost over the steps after ``step``."""
+    return 1000 * DIFFERENCE_MARGIN / max(1, total_steps - step)
+
+
+@dataclass(frozen=True)
+class StepTest:
+    """An lr step test: weight v1 at the switch and at the end, the fall per 1,000 steps before and after the switch,
+    the rate margin, ``reading`` and what it says of drift (``drift``: "for", "against", "neither").
+
+    ``lr step-down``: "recovers" (end above switch by the difference rule: an equilibrium set by the noise level,
+    against), "partly-recovers" (neither), "keeps-falling" (switch above end by the rule) or "stays" (both for:
+    accumulated drift). ``lr step-up``: "falls-faster" (the fall after the switch faster than before by the rule with
+    :func:`rate_margin`: for), "partly-faster" (neither), "not-faster" (against)."""
+
+    name: str
+    switch: int
+    at_switch: Estimate
+    at_end: Estimate
+    #: per run, v1 at the end minus at the switch; the fall per 1,000 steps after minus before it
+    change: Estimate
+    rate_change: Estimate
+    fall_before: Estimate
+    fall_after: Estimate
+    margin: float
+    reading: str
+    drift: str
+
+
+def step_test(results: Results, name: str) -> StepTest | None:
+    """The :class:`StepTest` of drift test ``name`` (None where it was not run)."""
+    table = results.drift_tests.get(name)
+    if table is None or table.empty:
+        return None
+    total = results.settings.base.steps
+    switch = switch_step(total)
+    rates = fall_rates(table, switch)
+    at_switch, at_end = estimate(rates["at_step"]), weight_v1(table, "res-none")
+    change = estimate(at_final_step(_v1_runs(table)).set_index("seed")["value"] - rates.set_index("seed")["at_step"])
+    before, after = estimate(rates["before"]), estimate(rates["after"])
+    rate_change = estimate(rates["after"] - rates["before"])
+    margin = rate_margin(total, switch)
+    if DRIFT_TESTS[name]["lr_step_factor"] < 1:
+        recovery = verdict_for_difference(at_end, at_switch)
+        if recovery == "reproduced":
+            reading, drift = "recovers", "against"
+        elif recovery == "partly reproduced":
+            reading, drift = "partly-recovers", "neither"
+        else:
+            reading, drift = ("keeps-falling" if verdict_for_difference(at_switch, at_end) == "reproduced" else "stays"), "for"
+    else:
+        faster = verdict_for_difference(after, before, margin=margin)
+        reading, drift = {"reproduced": ("falls-faster", "for"), "partly reproduced": ("partly-faster", "neither")}.get(
+            faster, ("not-faster", "against"))
+    return StepTest(name, switch, at_switch, at_end, change, rate_change, before, after, margin, reading, drift)
+
+
+#: A run is still rising at its end when its peak of weight v1 lies in the last this share of its steps.
+STILL_RISING_SHARE = 0.1
+
+
+@dataclass(frozen=True)
+class EqualDistance:
+    """``lr 3e-4 long`` against the base run (res-none, lr 1e-3) at equal summed learning rate (the long run's end,
+    ``long_final``, against the base run's, ``base_final``) and at equal steps (``at_base_steps``); runs of the long test
+    still rising at their end (:data:`STILL_RISING_SHARE`). ``verdict``: :func:`verdict_for_value` of ``long_final``
+    against ``base_final``'s mean (the curves coincide on the summed-lr axis). ``drift``: "for" where they coincide,
+    else "neither": a long run that ends higher is what both an equilibrium set by the noise and a diffusive drift
+    (a net turn growing as lr x sqrt(steps)) predict."""
+
+    lr: float
+    base_lr: float
+    steps: int
+    base_steps: int
+    long_final: Estimate
+    base_final: Estimate
+    at_base_steps: Estimate
+    still_rising: int
+    runs: int
+    verdict: str
+    drift: str
+
+
+def equal_distance(results: Results) -> EqualDistance | None:
+    """The :class:`EqualDistance` reading of ``lr 3e-4 long`` (None where it was not run)."""
+    table = results.drift_tests.get("lr 3e-4 long")
+    if table is None or table.empty:
+        return None
+    base = results.settings.base
+    runs = _v1_runs(table)
+    steps = int(runs["step"].max())
+    peaks = runs.loc[runs.groupby("seed")["value"].idxmax()]
+    last = runs.groupby("seed")["step"].max()
+    rising = int((peaks.set_index("seed")["step"] >= (1 - STILL_RISING_SHARE) * last).sum())
+    long_final, base_final = weight_v1(table, "res-none"), weight_v1(results.interventions["adam"], "res-none")
+    verdict = verdict_for_value(long_final, base_final.mean)
+    return EqualDistance(DRIFT_TESTS["lr 3e-4 long"]["optimizer"].lr, base.optimizer.lr, steps, base.steps, long_final,
+                         base_final, estimate(at_step(runs, base.steps)["value"]), rising, runs["seed"].nunique(),
+                         verdict, "for" if verdict == "reproduced" else "neither")
+
+
+#: What a verdict of drift's prediction says of drift; and the verdict of a claim that states drift's prediction, from what its test says.
+_DRIFT_OF_VERDICT = {"reproduced": "for", "partly reproduced": "neither", "not reproduced": "against",
+                     "not tested": "neither"}
+_VERDICT_OF_DRIFT = {"for": "reproduced", "neither": "inconclusive", "against": "not reproduced"}
+
+
+#: The batch tests and their batch sizes (the base run, :attr:`Condition2Settings.base`, is the middle dose).
+BATCH_TESTS = ("batch 64", "batch 256")
+
+
+@dataclass(frozen=True)
+class BatchDose:
+    """res-none's final weight v1 per batch size (the base run's included); ``verdict``: the largest batch above the
+    smallest by the difference rule (gradient noise sets the pace of drift); ``drift`` "for" / "against" / "neither"
+    for reproduced / not / partly."""
+
+    finals: dict[int, Estimate]
+    verdict: str
+    drift: str
+
+
+def batch_dose(results: Results) -> BatchDose | None:
+    """The :class:`BatchDose` (None unless both batch tests ran)."""
+    tables = {DRIFT_TESTS[name]["batch_size"]: results.drift_tests.get(name) for name in BATCH_TESTS}
+    if any(t is None or t.empty for t in tables.values()):
+        return None
+    tables[results.settings.base.batch_size] = results.interventions["adam"]
+    finals = {size: weight_v1(tables[size], "res-none") for size in sorted(tables)}
+    verdict = verdict_for_difference(finals[max(finals)], finals[min(finals)])
+    return BatchDose(finals, verdict, _DRIFT_OF_VERDICT[verdict])
+
+
+@dataclass(frozen=True)
+class CosineCourse:
+    """The cosine intervention: per condition, weight v1 lost per 1,000 steps before and after half the horizon
+    (:func:`fall_rates`), where the learning rate has fallen to half."""
+
+    fall_before: dict[str, Estimate]
+    fall_after: dict[str, Estimate]
+
+
+def cosine_course(results: Results) -> CosineCourse | None:
+    """The :class:`CosineCourse` (None where the cosine intervention was not run)."""
+    table = results.interventions.get("cosine")
+    if table is None:
+        return None
+    half = results.settings.base.steps // 2
+    rates = {c: fall_rates(table[table["condition"] == c], half) for c in ("res-none", "res-relu")}
+    return CosineCourse({c: estimate(r["before"]) for c, r in rates.items()},
+                        {c: estimate(r["after"]) for c, r in rates.items()})
+
+
+def cosine_lr(results: Results, steps) -> np.ndarray:
+    """The cosine intervention's learning rate at ``steps`` (:func:`geocont.training.cosine_factor`)."""
+    factor = cosine_factor(results.settings.base.steps)
+    return np.array([results.settings.base.optimizer.lr * factor(int(s)) for s in steps])
+
+
+@dataclass(frozen=True)
+class DriftTests:
+    """The learning-rate and batch tests that ran (None where one did not)."""
+
+    step_down: StepTest | None
+    step_up: StepTest | None
+    equal_distance: EqualDistance | None
+    batch: BatchDose | None
+
+    def readings(self) -> dict[str, str]:
+        """``{test: "for" | "against" | "neither"}`` of the tests that ran."""
+        found = {"lr step-down": self.step_down, "lr step-up": self.step_up, "lr 3e-4 long": self.equal_distance,
+                 "batch dose": self.batch}
+        return {name: test.drift for name, test in found.items() if test is not None}
+
+
+def drift_tests_found(results: Results) -> DriftTests:
+    return DriftTests(step_test(results, "lr step-down"), step_test(results, "lr step-up"), equal_distance(results),
+                      batch_dose(results))
+
+
+# A spike detector calibrated on the data it judges. The rules compared: a trace point is a spike when its loss
+# exceeds f x the running minimum of the earlier trace points (f in SPIKE_FACTORS), or RECENT_MEDIAN_FACTOR x the
+# median of the previous RECENT_MEDIAN_WINDOW trace points, and the memorisation floor in both.
+# The choice, fixed before any count was read: the rules are tried in the order of spike_rules() (the running
+# minimum from its most sensitive factor up, then the recent median); the chosen rule is the first whose mean number
+# of events per res-relu run (headline dataset, Adam: runs the paper does not expect to spike) is at most
+# CALIBRATION_EVENTS_PER_RUN. It is then read on res-none: res-none spikes when its events per run exceed
+# res-relu's by more than SPIKE_EXCESS and two pooled seed sds (the difference rule with that margin).
+SPIKE_FACTORS = (2.0, 3.0, 10.0)
+RECENT_MEDIAN_FACTOR, RECENT_MEDIAN_WINDOW = 3.0, 10
+CALIBRATION_EVENTS_PER_RUN = 1.0
+SPIKE_EXCESS = 1.0
+
+
+@dataclass(frozen=True)
+class SpikeRule:
+    """A spike rule: loss above ``factor`` x the running minimum (``window`` None) or x the median of the previous
+    ``window`` trace points (:func:`geocont.instability.instability_events`)."""
+
+    factor: float
+    window: int | None = None
+
+    @property
+    def label(self) -> str:
+        reference = "running minimum" if self.window is None else f"median of the previous {self.window}"
+        return f"{self.factor:g}× {reference}"
+
+
+def spike_rules() -> tuple[SpikeRule, ...]:
+    """The rules in the order the calibration tries them."""
+    return (*(SpikeRule(f) for f in SPIKE_FACTORS), SpikeRule(RECENT_MEDIAN_FACTOR, RECENT_MEDIAN_WINDOW))
+
+
+def spike_counts(table: pd.DataFrame, rule: SpikeRule) -> pd.DataFrame:
+    """Per run with a trace: its events under ``rule`` and the step of the first (NaN where none)."""
+    runs = select(table, "trace_loss")[RUN_KEYS].drop_duplicates()
+    events = instability.instability_events(table, factor=rule.factor, window=rule.window)
+    counts = events.groupby(RUN_KEYS, observed=True).agg(events=("event", "size"), first_event=("start", "min"))
+    out = runs.merge(counts.reset_index(), on=RUN_KEYS, how="left")
+    return out.assign(events=out["events"].fillna(0).astype(int))
+
+
+@dataclass(frozen=True)
+class SpikeCalibration:
+    """Per rule and condition (``rows``: runs, runs with events, events per run, first spike steps), the chosen rule
+    (None where none passes the calibration), its events per run on res-relu and res-none, and ``reading``: "spikes",
+    "unclear" (partly by the rule), "no-spikes", or "no-rule"."""
+
+    rows: pd.DataFrame
+    chosen: SpikeRule | None
+    relu: Estimate
+    none: Estimate
+    verdict: str
+    reading: str
+
+
+#: The verdict of the claim "res-none spikes no more than res-relu" from the calibrated detector's reading.
+_SPIKE_CLAIM = {"spikes": "not reproduced", "unclear": "inconclusive", "no-spikes": "reproduced"}
+
+
+def spike_calibration(results: Results) -> SpikeCalibration | None:
+    """The calibrated spike detector on the headline comparison (None where its runs have no trace)."""
+    table = results.comparison[results.settings.headline]
+    if not recorded(table, "trace_loss"):
+        return None
+    rows, per_rule = [], {}
+    for rule in spike_rules():
+        counts = spike_counts(table, rule)
+        for condition in ("res-relu", "res-none"):
+            mine = counts[counts["condition"] == condition]
+            per_rule[(rule, condition)] = estimate(mine["events"].astype(float))
+            rows.append(dict(rule=rule.label, condition=condition, runs=len(mine),
+                             runs_with_events=int((mine["events"] > 0).sum()), events_mean=per_rule[(rule, condition)].mean,
+                             events_sd=per_rule[(rule, condition)].std,
+                             first_events=tuple(int(s) for s in mine["first_event"].dropna().sort_values())))
+    chosen = next((rule for rule in spike_rules()
+                   if per_rule[(rule, "res-relu")].mean <= CALIBRATION_EVENTS_PER_RUN), None)
+    if chosen is None:
+        nothing = Estimate(math.nan, math.nan, 0)
+        return SpikeCalibration(pd.DataFrame(rows), None, nothing, nothing, "not tested", "no-rule")
+    relu, none = per_rule[(chosen, "res-relu")], per_rule[(chosen, "res-none")]
+    verdict = verdict_for_difference(none, relu, margin=SPIKE_EXCESS)
+    reading = {"reproduced": "spikes", "partly reproduced": "unclear"}.get(verdict, "no-spikes")
+    return SpikeCalibration(pd.DataFrame(rows), chosen, relu, none, verdict, reading)
+
+
+def drift_claims(results: Results, builder: ClaimsBuilder) -> None:
+    """The direct tests of drift (headline dataset), into ``builder``: a row for each, "not tested" where its runs or
+    metrics are missing. A test of drift's prediction reads "reproduced" where the test says what drift predicts."""
+    tag = f"({results.settings.headline})"
+    missing = Estimate(math.nan, math.nan, 0)
+
+    found = function_preserving_motion(results)
+    if found is None:
+        builder.add("function-preserving-motion", "The linear net's layers move while its function stands still",
+                    f"log2(weight / function motion), res-none minus res-relu {tag}", "drift (our test)", missing,
+                    math.nan, "not tested", note="motion not recorded in these runs")
+    else:
+        none, relu = found.none.log2_ratio, found.relu.log2_ratio
+        builder.add("function-preserving-motion", "The linear net's layers move while its function stands still",
+                    f"log2(weight / function motion), res-none minus res-relu {tag}", "drift (our test)",
+                    none.mean - relu.mean, math.nan, found.verdict, std=none.std, n=none.n,
+                    note=f"res-none {none}; res-relu {relu}; test loss change over the second half: res-none "
+                         f"{found.none.test_loss_change}, res-relu {found.relu.test_loss_change}")
+
+    shape = spectrum(results)
+    for k in SUBSPACE_KS:
+        key, claim = f"linear-subspace-k{k}-falls", f"The linear net loses the continuity of its top-{k} subspace"
+        quantity = f"res-none top-{k} subspace cos: peak minus final {tag}"
+        sub = None if shape is None else next(s for s in shape.subspaces if s.k == k)
+        if sub is None:
+            builder.add(key, claim, quantity, "drift (our test)", missing, math.nan, "not tested",
+                        note="subspace_cos not recorded in these runs")
+        else:
+            fall = sub.none_fall
+            builder.add(key, claim, quantity, "drift (our test)", fall.amount, sub.baseline, fall.verdict, n=fall.peak.n,
+                        std=fall.peak.std, note=f"peak {fall.peak}, final {fall.final}; res-relu final {sub.relu}")
+    claim, quantity = "v1 turns more where the spectral gap is small", f"ρ(turn rate, σ1/σ2), res-none {tag}"
+    if shape is None:
+        builder.add("linear-gap-turn-correlation", claim, quantity, "negative (our test)", missing, math.nan,
+                    "not tested", note="sigma2 not recorded in these runs")
+    else:
+        builder.add("linear-gap-turn-correlation", claim, quantity, "negative (our test)", shape.turn_vs_gap.rho,
+                    math.nan, shape.verdict, std=shape.per_run.std, n=shape.per_run.n,
+                    note=f"pooled {shape.turn_vs_gap}; per run {shape.per_run}; res-relu {shape.relu_turn_vs_gap}")
+
+    tests = drift_tests_found(results)
+    for key, name, claim, quantity, test in (
+            ("lr-step-down", "lr step-down", "After an lr step-down the linear net does not recover its continuity",
+             "res-none weight v1: end minus switch", tests.step_down),
+            ("lr-step-up", "lr step-up", "After an lr step-up the linear net's continuity falls faster",
+             "res-none weight v1 lost per 1,000 steps: after minus before the switch", tests.step_up)):
+        if test is None:
+            builder.add(key, claim, f"{quantity} {tag}", "accumulated drift (our test)", missing, results.baseline,
+                        "not tested", note=f"{name} not run in this build")
+            continue
+        builder.add(key, claim, f"{quantity} {tag}", "accumulated drift (our test)",
+                    test.change if test.name == "lr step-down" else test.rate_change, results.baseline,
+                    _VERDICT_OF_DRIFT[test.drift], note=f"{test.reading}; at the switch {test.at_switch}, at the end {test.at_end}; fall per 1,000 "
+                         f"steps before {test.fall_before}, after {test.fall_after}")
+    equal = tests.equal_distance
+    claim = "At equal summed learning rate, lr 3e-4 ends where lr 1e-3 ends"
+    quantity = f"res-none weight v1 at the end, lr 3e-4 over 10/3 x the steps {tag}"
+    if equal is None:
+        builder.add("lr-equal-distance", claim, quantity, "drift (our test)", missing, results.baseline, "not tested",
+                    note="lr 3e-4 long not run in this build")
+    else:
+        builder.add("lr-equal-distance", claim, quantity, f"{equal.base_final.mean:.2f} (the base run)", equal.long_final,
+                    results.baseline, equal.verdict,
+                    note=f"base {equal.base_final}; at equal steps {equal.at_base_steps}; "
+                         f"{equal.still_rising} of {equal.runs} runs still rising at the end")
+    dose = tests.batch
+    claim = "A larger batch keeps more of the linear net's continuity"
+    if dose is None:
+        builder.add("batch-dose", claim, f"res-none weight v1, batch 256 minus batch 64 {tag}", "drift (our test)",
+                    missing, results.baseline, "not tested", note="batch tests not run in this build")
+    else:
+        high, low = dose.finals[max(dose.finals)], dose.finals[min(dose.finals)]
+        builder.add("batch-dose", claim, f"res-none weight v1, batch {max(dose.finals)} minus batch {min(dose.finals)} {tag}",
+                    "drift (our test)", high.mean - low.mean, results.baseline, dose.verdict, std=high.std, n=high.n,
+                    note="; ".join(f"batch {size}: {value}" for size, value in dose.finals.items()))
+
+    spikes = spike_calibration(results)
+    claim = "The linear net spikes no more than the baseline (a spike detector calibrated on res-relu)"
+    quantity = f"loss spikes per run, res-none minus res-relu {tag}"
+    if spikes is None or spikes.chosen is None:
+        builder.add("spike-detector", claim, quantity, "drift, not instability (our test)", missing, math.nan,
+                    "not tested", note="no trace in these runs" if spikes is None else "no rule passed the calibration")
+    else:
+        builder.add("spike-detector", claim, quantity, "drift, not instability (our test)",
+                    spikes.none.mean - spikes.relu.mean, math.nan, _SPIKE_CLAIM[spikes.reading],
+                    std=spikes.none.std, n=spikes.none.n,
+                    note=f"rule: {spikes.chosen.label}; res-none {spikes.none}, res-relu {spikes.relu} events per run")
+
+
 @dataclass(frozen=True)
 class Explanation:
     """One candidate explanation of the linear net's fall: its computed verdict ("supported", "not supported"
@@ -590,12 +1172,16 @@ def explanations(results: Results) -> list[Explanation]:
       happens across instability events and no intervention without events makes res-none fall;
       not supported when an intervention whose runs had no event still makes it fall while less
       than half the Adam fall happened across events;
-    * drift is supported when some intervention without events makes res-none fall while res-relu
-      under it holds, and res-none's drift rate in stable windows exceeds res-relu's; not supported
-      when no event-free run of res-none falls;
     * memorisation is supported when every dataset on which res-none falls has every run memorised
       and most of the headline fall comes after the memorised step; not supported when res-none
-      falls on a dataset where no run memorised its training set.
+      falls on a dataset where no run memorised its training set;
+    * rotation drift rests on two positive tests, each a vote "for", "against" or "neither": the motion
+      test (:func:`function_preserving_motion`: reproduced, not reproduced, else neither) and the
+      learning-rate and batch tests that ran (:meth:`DriftTests.readings`: more "for" than "against",
+      the reverse, else neither). It is supported when both vote "for" and neither instability nor
+      memorisation is supported (the exclusion, supporting evidence); not supported when one votes
+      "against" and none "for"; not tested when neither test could be read (motion not recorded, no lr
+      or batch test run); inconclusive otherwise.
     """
     rows = intervention_rows(results).set_index(["intervention", "condition"])
     base = rows.loc[("adam", "res-none")]
@@ -621,18 +1207,6 @@ def explanations(results: Results) -> list[Explanation]:
         without_events=[(name, float(rows.loc[(name, "res-none"), "fall"]), float(rows.loc[(name, "res-relu"), "fall"]))
                         for name in stable]))]
 
-    relu_rate, none_rate = rows.loc[("adam", "res-relu"), "drift_rate"], base["drift_rate"]
-    kept = [name for name in falls_without_events if rows.loc[(name, "res-relu"), "holds"]]
-    if kept and none_rate > relu_rate:
-        drift_verdict = "supported"
-    elif stable and not falls_without_events:
-        drift_verdict = "not supported"
-    else:
-        drift_verdict = "inconclusive"
-    out.append(Explanation("rotation drift", drift_verdict, dict(
-        none_rate=float(none_rate), none_rate_sd=float(base["drift_rate_sd"]), relu_rate=float(relu_rate),
-        relu_rate_sd=float(rows.loc[("adam", "res-relu"), "drift_rate_sd"]), kept=kept)))
-
     comparison = comparison_rows(results)
     linear = comparison[comparison["condition"] == "res-none"].set_index("dataset")
     falling = linear[linear["falls"].astype(bool)]
@@ -644,9 +1218,32 @@ def explanations(results: Results) -> list[Explanation]:
         memorisation_verdict = "supported"
     else:
         memorisation_verdict = "inconclusive"
-    out.append(Explanation("memorisation", memorisation_verdict, dict(
+    memorisation = Explanation("memorisation", memorisation_verdict, dict(
         datasets=[(d, float(r["v1_peak"] - r["v1_final"]), int(r["memorised_runs"]), int(r["seeds"]))
-                  for d, r in linear.iterrows()])))
+                  for d, r in linear.iterrows()]))
+
+    moving = function_preserving_motion(results)
+    motion_vote = "neither" if moving is None else _DRIFT_OF_VERDICT[moving.verdict]
+    readings = drift_tests_found(results).readings()
+    tally = list(readings.values())
+    tests_vote = ("for" if tally.count("for") > tally.count("against") else
+                  "against" if tally.count("against") > tally.count("for") else "neither")
+    votes = (motion_vote, tests_vote)
+    if moving is None and not readings:
+        drift_verdict = "not tested"
+    elif votes == ("for", "for") and "supported" not in (instability_verdict, memorisation_verdict):
+        drift_verdict = "supported"
+    elif "against" in votes and "for" not in votes:
+        drift_verdict = "not supported"
+    else:
+        drift_verdict = "inconclusive"
+    kept = [name for name in falls_without_events if rows.loc[(name, "res-relu"), "holds"]]
+    out.append(Explanation("rotation drift", drift_verdict, dict(
+        motion=moving, motion_vote=motion_vote, readings=readings, tests_vote=tests_vote,
+        alternatives=(instability_verdict, memorisation_verdict), none_rate=float(base["drift_rate"]),
+        none_rate_sd=float(base["drift_rate_sd"]), relu_rate=float(rows.loc[("adam", "res-relu"), "drift_rate"]),
+        relu_rate_sd=float(rows.loc[("adam", "res-relu"), "drift_rate_sd"]), kept=kept)))
+    out.append(memorisation)
     return out
 
 
@@ -751,7 +1348,9 @@ def halves_agree(results: Results) -> dict[str, bool]:
 
 
 def claims(results: Results) -> pd.DataFrame:
-    """The chapter's claims: Condition 2 on every dataset (the headline dataset's under plain keys)."""
+    """The chapter's claims: Condition 2 on every dataset (the headline dataset's the verdicts of record), then the
+    direct tests of drift on the headline dataset."""
     builder = ClaimsBuilder(CHAPTER.name, dataset=results.settings.headline)
     comparison_claims(results, builder)
+    drift_claims(results, builder)
     return builder.table()

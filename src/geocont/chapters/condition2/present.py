@@ -9,12 +9,14 @@ import pandas as pd
 
 from ... import instability
 from ...book.prose import Prose
-from ...statistics import DIFFERENCE_MARGIN, final_per_run
+from ...statistics import DIFFERENCE_MARGIN, final_per_run, per_run
 from ..mlp_runs import BOOK_BUDGET_MINUTES, CPU_SECONDS_PER_MLP_STEP, ROTATED_STEP_FACTOR
-from .compute import (BIMODAL_GAP, NARROW_CPU_RERUN, PAPER_LINEAR_WEIGHT, SGD_LEARNING_RATES, SGD_MOMENTUM,
-                      Condition2Settings, Results, budget, comparison_rows, explanations, formation,
+from .compute import (BIMODAL_GAP, CALIBRATION_EVENTS_PER_RUN, MOTION_LOG2_MARGIN, NARROW_CPU_RERUN,
+                      PAPER_LINEAR_WEIGHT, SGD_LEARNING_RATES, SGD_MOMENTUM, SPIKE_EXCESS, STILL_RISING_SHARE,
+                      SUBSPACE_KS, Condition2Settings, Results, budget, comparison_rows, cosine_course, cosine_lr,
+                      drift_tests_found, explanations, formation, function_preserving_motion, gap_per_run,
                       intervention_rows, seed_groups_found, halves_agree, half_verdicts, seed_values, shared_axes,
-                      weight_decay_prediction)
+                      spectrum, spike_calibration, switch_step, weight_decay_prediction)
 
 PROSE = Prose.of(__package__)
 
@@ -24,6 +26,16 @@ def _fmt(value: float, sd: float = math.nan) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
     return f"{value:.2f}" + (f" ± {sd:.2f}" if isinstance(sd, float) and not math.isnan(sd) else "")
+
+
+def _sig(value) -> str:
+    """An :class:`~geocont.statistics.Estimate` to three significant figures (small quantities: motion, rates, gaps)."""
+    if math.isnan(value.mean):
+        return "n/a"
+    decimals = max(0, 2 - math.floor(math.log10(abs(value.mean)))) if value.mean else 3
+    spread = (f" ± {value.std:.{decimals}f}" if value.n > 1 and not math.isnan(value.std)
+              else " (1 seed)" if value.n == 1 else "")
+    return f"{value.mean:.{decimals}f}{spread}"
 
 
 def _count(n: int, noun: str) -> str:
@@ -320,7 +332,15 @@ def _evidence(explanation) -> str:
                             share="n/a" if math.isnan(numbers["share"]) else f"{100 * numbers['share']:.0f}%",
                             without_events="; ".join(without) or PROSE.render("explanation-no-stable-intervention"))
     if explanation.name == "rotation drift":
-        return PROSE.render("explanation-rotation-drift", none_rate=_fmt(numbers["none_rate"], numbers["none_rate_sd"]),
+        moving = numbers["motion"]
+        motion = (PROSE.render("explanation-motion-not-recorded") if moving is None else PROSE.render(
+            "explanation-motion", none=moving.none.log2_ratio, relu=moving.relu.log2_ratio, verdict=moving.verdict))
+        readings = "; ".join(f"{name}: {vote}" for name, vote in numbers["readings"].items())
+        instability_verdict, memorisation_verdict = numbers["alternatives"]
+        return PROSE.render("explanation-rotation-drift", motion_vote=numbers["motion_vote"], motion=motion,
+                            tests_vote=numbers["tests_vote"], readings=readings or PROSE.render("explanation-no-drift-test"),
+                            instability=instability_verdict, memorisation=memorisation_verdict,
+                            none_rate=_fmt(numbers["none_rate"], numbers["none_rate_sd"]),
                             relu_rate=_fmt(numbers["relu_rate"], numbers["relu_rate_sd"]),
                             kept=", ".join(numbers["kept"]) or "none")
     return PROSE.render("explanation-memorisation", datasets="; ".join(
@@ -342,3 +362,271 @@ def answer(results: Results):
         lines.append(PROSE.render("shared-axes", adam=axes.adam, rotated=axes.rotated, baseline=results.baseline,
                                   share="n/a" if math.isnan(axes.share) else f"{100 * axes.share:.0f}%"))
     return Markdown("\n".join(lines))
+
+
+# ---------------------------------------------------------------------------------------------
+# The direct tests of drift
+# ---------------------------------------------------------------------------------------------
+
+def _note(text: str) -> None:
+    """A section's sentence in place of a figure whose runs or metrics are missing."""
+    from IPython.display import Markdown, display
+
+    display(Markdown(text))
+
+
+def _band(ax, frame: pd.DataFrame, colour, label: str, x: str = "step", linestyle: str = "-") -> None:
+    """Seed mean of ``value`` against ``x`` as a line, ±1 sd as a band."""
+    grouped = frame.groupby(x)["value"]
+    mean, sd = grouped.mean(), grouped.std().fillna(0.0)
+    ax.plot(mean.index, mean.to_numpy(), color=colour, label=label, linestyle=linestyle, linewidth=1.6)
+    ax.fill_between(mean.index, (mean - sd).to_numpy(), (mean + sd).to_numpy(), color=colour, alpha=0.2, linewidth=0)
+
+
+def motion_figure(results: Results) -> None:
+    """The weights' and the logits' relative change per snapshot over training, res-none beside res-relu."""
+    found = function_preserving_motion(results)
+    if found is None:
+        return _note(PROSE.choose("motion", "not-recorded"))
+    import matplotlib.pyplot as plt
+
+    from ... import plotting
+    from ...book.figures import show_figure
+
+    table = results.comparison[results.settings.headline]
+    colours = _colours()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True, sharey=True)
+    for ax, metric, title in zip(axes, ("step_change", "logit_change"),
+                                 ("weights: ‖W(t) − W(t′)‖ / ‖W(t′)‖, layer mean", "function: the probe batch's logits")):
+        for condition in ("res-none", "res-relu"):
+            frame = per_run(table[table["condition"] == condition], metric)
+            _band(ax, frame[frame["step"] > 0], colours[condition], condition)
+        ax.axvspan(results.settings.base.steps / 2, results.settings.base.steps, color="0.92", zorder=0)
+        ax.set_yscale("log")
+        ax.set_title(title, fontsize="medium")
+        ax.set_xlabel("training step")
+    linear = table[table["condition"] == "res-none"]
+    if found.none.product is not None:
+        product = per_run(linear, "product_change")
+        _band(axes[1], product[product["step"] > 0], colours["res-none"], "res-none, P = ∏(I + W_l)", linestyle="--")
+    axes[0].set_ylabel("relative change since the previous snapshot")
+    plotting.figure_legend(fig, axes[1], ncol=3)
+    show_figure(fig, "c2-motion", PROSE.render("motion-caption", headline=results.settings.headline,
+                                              none_ratio=found.none.log2_ratio, relu_ratio=found.relu.log2_ratio))
+
+
+def motion_sentence(results: Results) -> str:
+    """The motion test's numbers and verdict (:func:`.compute.function_preserving_motion`)."""
+    found = function_preserving_motion(results)
+    if found is None:
+        return PROSE.choose("motion", "not-recorded")
+    none, relu = found.none, found.relu
+    product = "" if none.product is None else PROSE.render("motion-product", product=_sig(none.product))
+    return PROSE.choose("motion", "read", headline=results.settings.headline, none_weights=_sig(none.weights),
+                        none_function=_sig(none.function), product=product, relu_weights=_sig(relu.weights),
+                        relu_function=_sig(relu.function), none_ratio=none.log2_ratio, relu_ratio=relu.log2_ratio,
+                        margin=MOTION_LOG2_MARGIN, verdict=found.verdict, none_loss=_sig(none.test_loss_change),
+                        relu_loss=_sig(relu.test_loss_change))
+
+
+def spectrum_figure(results: Results) -> None:
+    """The layer-median spectral gap over training, and v1 beside the top-2 and top-4 subspaces per condition."""
+    found = spectrum(results)
+    if found is None:
+        return _note(PROSE.choose("spectrum", "not-recorded"))
+    import matplotlib.pyplot as plt
+
+    from ... import plotting
+    from ...book.figures import show_figure
+
+    table = results.comparison[results.settings.headline]
+    colours = _colours()
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    gaps = gap_per_run(table)
+    for condition in ("res-none", "res-relu"):
+        _band(axes[0], gaps[gaps["condition"] == condition], colours[condition], condition)
+    axes[0].set_yscale("log")
+    axes[0].set_title("spectral gap", fontsize="medium")
+    axes[0].set_ylabel("σ1 / σ2, median over layers")
+    axes[0].legend(fontsize="small")
+    shades = plotting.palette(["v1", *(f"top-{k}" for k in SUBSPACE_KS)])
+    for ax, condition in zip(axes[1:], ("res-none", "res-relu")):
+        one = table[table["condition"] == condition]
+        _band(ax, per_run(one, "weight_cos", "input", 1), shades["v1"], "v1")
+        ax.axhline(results.baseline, color=shades["v1"], linestyle="--", linewidth=0.9)
+        for sub in found.subspaces:
+            _band(ax, per_run(one, "subspace_cos", "input", sub.k), shades[f"top-{sub.k}"], f"top-{sub.k} subspace")
+            ax.axhline(sub.baseline, color=shades[f"top-{sub.k}"], linestyle="--", linewidth=0.9)
+        ax.set_ylim(0, 1)
+        ax.set_title(condition, fontsize="medium")
+        ax.set_ylabel("adjacent layers' cos, pair mean")
+    for ax in axes:
+        ax.set_xlabel("training step")
+    handles, labels = axes[1].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False, bbox_to_anchor=(0.6, -0.02))
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    show_figure(fig, "c2-spectrum", PROSE.render("spectrum-caption", headline=results.settings.headline,
+                                                baseline=results.baseline))
+
+
+def spectrum_sentence(results: Results) -> str:
+    """Whether the linear net loses its top subspaces or only v1, and the turn rate against the gap."""
+    found = spectrum(results)
+    if found is None:
+        return PROSE.choose("spectrum", "not-recorded")
+    subspaces = "; ".join(PROSE.render("spectrum-subspace", k=s.k, none=s.none, peak=s.none_fall.peak,
+                                       fall=s.none_fall.verdict, relu=s.relu, baseline=s.baseline)
+                          for s in found.subspaces)
+    return PROSE.choose("spectrum", "read", headline=results.settings.headline, none_gap=_sig(found.gap["res-none"]),
+                        relu_gap=_sig(found.gap["res-relu"]), v1_peak=found.v1_fall.peak, v1_final=found.v1_fall.final,
+                        v1_fall=found.v1_fall.verdict, subspaces=subspaces,
+                        reading=PROSE.choose("spectrum-reading", found.reading), correlation=found.turn_vs_gap,
+                        per_run=found.per_run, relu_correlation=found.relu_turn_vs_gap, verdict=found.verdict)
+
+
+def drift_tests_figure(results: Results) -> None:
+    """Weight v1 of the linear net under each lr and batch test that ran: the step tests over steps (the switch
+    marked, the base run beside them), ``lr 3e-4 long`` and the base run on a summed-lr axis, and the batch dose."""
+    tests = drift_tests_found(results)
+    panels = [name for name, test in (("lr step-down", tests.step_down), ("lr step-up", tests.step_up),
+                                      ("lr 3e-4 long", tests.equal_distance), ("batch dose", tests.batch))
+              if test is not None]
+    if not panels:
+        return _note(PROSE.choose("drift-tests", "none"))
+    import matplotlib.pyplot as plt
+
+    from ... import plotting
+    from ...book.figures import show_figure
+
+    base_table = results.interventions["adam"]
+    base = per_run(base_table[base_table["condition"] == "res-none"], "weight_cos", "input", 1)
+    colours = plotting.palette(["base (lr 1e-3)", "test"])
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 4), squeeze=False)
+    for ax, name in zip(axes[0], panels):
+        if name == "batch dose":
+            sizes = sorted(tests.batch.finals)
+            means = [tests.batch.finals[s].mean for s in sizes]
+            sds = [0.0 if math.isnan(tests.batch.finals[s].std) else tests.batch.finals[s].std for s in sizes]
+            ax.errorbar(sizes, means, yerr=sds, marker="o", color=colours["test"], capsize=3, label="test")
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(sizes, [str(s) for s in sizes])
+            ax.set_xlabel("batch size (same lr and steps)")
+            ax.set_ylabel("weight v1 |cos| at the end")
+        else:
+            frame = per_run(results.drift_tests[name], "weight_cos", "input", 1)
+            if name == "lr 3e-4 long":
+                found = tests.equal_distance
+                _band(ax, base.assign(summed=base["step"] * found.base_lr), colours["base (lr 1e-3)"], "base (lr 1e-3)",
+                      x="summed")
+                _band(ax, frame.assign(summed=frame["step"] * found.lr), colours["test"], "test", x="summed")
+                ax.axvline(found.base_lr * found.base_steps, color="0.4", linestyle=":", linewidth=1)
+                ax.set_xlabel("summed learning rate (lr × steps)")
+            else:
+                _band(ax, base, colours["base (lr 1e-3)"], "base (lr 1e-3)")
+                _band(ax, frame, colours["test"], "test")
+                ax.axvline(switch_step(results.settings.base.steps), color="0.4", linestyle=":", linewidth=1)
+                ax.set_xlabel("training step")
+            ax.set_ylabel("weight v1 |cos|, mean over layer pairs")
+        plotting.draw_baseline(ax, results.baseline)
+        ax.set_ylim(0, 1)
+        ax.set_title(name, fontsize="medium")
+    plotting.figure_legend(fig, axes[0][0], ncol=3)
+    show_figure(fig, "c2-drift-tests", PROSE.render("drift-tests-caption", headline=results.settings.headline,
+                                                   tests=", ".join(panels)))
+
+
+def cosine_figure(results: Results) -> None:
+    """The cosine intervention: weight v1 over steps beside its learning rate, so that one sees when the fall slows."""
+    found = cosine_course(results)
+    if found is None:
+        return _note(PROSE.choose("cosine", "not-run"))
+    import matplotlib.pyplot as plt
+
+    from ... import plotting
+    from ...book.figures import show_figure
+
+    table = results.interventions["cosine"]
+    colours = _colours()
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for condition in ("res-none", "res-relu"):
+        _band(ax, per_run(table[table["condition"] == condition], "weight_cos", "input", 1), colours[condition], condition)
+    plotting.draw_baseline(ax, results.baseline)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("weight v1 |cos|, mean over layer pairs")
+    twin = ax.twinx()
+    steps = sorted(table["step"].unique())
+    twin.plot(steps, cosine_lr(results, steps), color="0.45", linestyle=":", label="learning rate (right)")
+    twin.set_ylabel("learning rate")
+    twin.set_ylim(bottom=0)
+    twin.grid(False)
+    handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+    ax.legend(handles=handles, fontsize="small", loc="upper right")
+    fig.tight_layout()
+    show_figure(fig, "c2-cosine", PROSE.render(
+        "cosine-caption", headline=results.settings.headline, half=results.settings.base.steps // 2,
+        none_before=_sig(found.fall_before["res-none"]), none_after=_sig(found.fall_after["res-none"]),
+        relu_before=_sig(found.fall_before["res-relu"]), relu_after=_sig(found.fall_after["res-relu"])))
+
+
+def drift_tests_sentences(results: Results) -> str:
+    """One sentence per lr or batch test: its numbers and its reading (those of ``DRIFT_TESTS``)."""
+    tests = drift_tests_found(results)
+    if not tests.readings():
+        return PROSE.choose("drift-tests", "none")
+    parts = []
+    for name, test in (("lr step-down", tests.step_down), ("lr step-up", tests.step_up)):
+        if test is None:
+            parts.append(PROSE.render("drift-not-run", name=name))
+        elif name == "lr step-down":
+            parts.append(PROSE.render("drift-step-down", switch=test.switch, at_switch=test.at_switch,
+                                      at_end=test.at_end, change=test.change,
+                                      reading=PROSE.choose("drift-step-down-reading", test.reading)))
+        else:
+            parts.append(PROSE.render("drift-step-up", switch=test.switch, before=_sig(test.fall_before),
+                                      after=_sig(test.fall_after), margin=test.margin, book_margin=DIFFERENCE_MARGIN,
+                                      reading=PROSE.choose("drift-step-up-reading", test.reading)))
+    equal = tests.equal_distance
+    if equal is None:
+        parts.append(PROSE.render("drift-not-run", name="lr 3e-4 long"))
+    else:
+        parts.append(PROSE.render("drift-long", steps=equal.steps, lr=equal.lr, base_lr=equal.base_lr,
+                                  base_steps=equal.base_steps, long=equal.long_final, base=equal.base_final,
+                                  verdict=equal.verdict, at_base=equal.at_base_steps, rising=equal.still_rising,
+                                  runs=equal.runs, share=STILL_RISING_SHARE,
+                                  reading=PROSE.choose("drift-long-reading", equal.drift)))
+    dose = tests.batch
+    if dose is None:
+        parts.append(PROSE.render("drift-not-run", name="batch 64 and batch 256"))
+    else:
+        parts.append(PROSE.render("drift-batch", finals="; ".join(f"batch {s}: {v}" for s, v in dose.finals.items()),
+                                  high=max(dose.finals), low=min(dose.finals), verdict=dose.verdict))
+    return "\n\n".join(parts)
+
+
+def spike_table(results: Results) -> pd.DataFrame:
+    """Spike counts and first spike steps per rule and condition (headline dataset), the chosen rule marked."""
+    found = spike_calibration(results)
+    if found is None:
+        return pd.DataFrame()
+    rows = found.rows
+    chosen = None if found.chosen is None else found.chosen.label
+    return pd.DataFrame({
+        "rule": [f"{r}{' (chosen)' if r == chosen else ''}" for r in rows["rule"]], "condition": rows["condition"],
+        "runs with spikes": [f"{e} of {n}" for e, n in zip(rows["runs_with_events"], rows["runs"])],
+        "spikes per run": [_fmt(m, s) for m, s in zip(rows["events_mean"], rows["events_sd"])],
+        "first spike (step, per run with one)": [", ".join(f"{s:,}" for s in steps) or "–" for steps in rows["first_events"]],
+    }).set_index(["rule", "condition"])
+
+
+def spike_sentence(results: Results) -> str:
+    """The calibrated detector's choice and its reading on res-none (:func:`.compute.spike_calibration`)."""
+    found = spike_calibration(results)
+    if found is None:
+        return PROSE.choose("spikes", "no-trace")
+    if found.chosen is None:
+        return PROSE.choose("spikes", "no-rule", limit=CALIBRATION_EVENTS_PER_RUN)
+    row = found.rows[(found.rows["rule"] == found.chosen.label) & (found.rows["condition"] == "res-none")].iloc[0]
+    return PROSE.choose("spikes", "chosen", rule=found.chosen.label, relu=found.relu, limit=CALIBRATION_EVENTS_PER_RUN,
+                        none=found.none, runs_with_events=int(row["runs_with_events"]), runs=int(row["runs"]),
+                        excess=SPIKE_EXCESS, reading=PROSE.choose("spikes-reading", found.reading))
