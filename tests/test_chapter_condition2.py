@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from geocont.book.chapter import claim
+from helpers import by_name
 
 from geocont import instability
 from geocont.chapters import condition2
@@ -450,7 +451,7 @@ def test_the_batch_dose_needs_both_batches_and_compares_the_largest_with_the_sma
     assert (found.verdict, found.drift) == ("reproduced", "for")
     one = make_results(rise(0.8, 0.3), smooth_loss, rise(0.8, 0.3), drift_tests={"batch 64": tests["batch 64"]})
     assert condition2.batch_dose(one) is None
-    assert condition2.claims(one).set_index("key").loc["batch-dose", "verdict"] == "not tested"  # the chapter completes
+    assert by_name(condition2.claims(one)).loc["batch-dose", "verdict"] == "not tested"  # the chapter completes
 
 
 def test_the_cosine_course_reads_the_fall_before_and_after_half_the_horizon():
@@ -479,7 +480,7 @@ def test_the_spike_detector_is_chosen_on_res_relu_and_read_on_res_none(relu_loss
     rows = found.rows.set_index(["rule", "condition"])
     assert rows.loc[(chosen, "res-none"), "first_events"] == (500, 500, 500)
     assert rows.loc[("3× median of the previous 10", "res-none"), "runs_with_events"] == 3
-    assert condition2.claims(results).set_index("key").loc["spike-detector", "verdict"] == claim
+    assert by_name(condition2.claims(results)).loc["spike-detector", "verdict"] == claim
 
 
 def test_no_spike_rule_passes_when_the_baseline_spikes_under_every_rule():
@@ -505,7 +506,7 @@ def test_the_claims_name_their_dataset_and_the_headline_keys_are_the_summarys():
     row = claim(produced, "relu-above-linear")
     assert row.verdict == "reproduced" and math.isclose(row.ours_mean, 0.9 - 0.3)
     # tables cached before the new metrics, and no drift test run: those claims are there, not tested
-    untested = produced.set_index("key").loc[list(DRIFT_CLAIMS), "verdict"]
+    untested = by_name(produced).loc[list(DRIFT_CLAIMS), "verdict"]
     assert set(untested) == {"not tested"}, untested[untested != "not tested"]
 
 
@@ -529,7 +530,7 @@ def full_results():
 
 
 def test_the_drift_claims_read_what_drift_predicts(new_metrics):
-    produced = condition2.claims(full_results()).set_index("key")
+    produced = by_name(condition2.claims(full_results()))
     assert dict(produced.loc[list(DRIFT_CLAIMS), "verdict"]) == {
         "function-preserving-motion": "reproduced", "linear-subspace-k2-falls": "not reproduced",
         "linear-subspace-k4-falls": "not reproduced", "linear-gap-turn-correlation": "reproduced",
