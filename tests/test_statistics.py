@@ -95,7 +95,10 @@ def test_turn_rates_divide_by_the_snapshot_interval_and_the_window_mean_weights_
     rows = []
     for step, turn in ((10, 1.0), (30, 4.0), (100, 7.0)):
         rows.append(make_row(step, "hidden", 0, "turn", "input", 1, turn))
-    rows.append(make_row(0, "hidden", 0, "weight_cos", "input", 1, 0.1))
+    for step in (0, 10, 30, 100):  # the snapshots
+        rows.append(make_row(step, "hidden", 0, "weight_cos", "input", 1, 0.1))
+    for step in range(0, 101, 20):  # dense-trace points between them: not snapshots
+        rows.append(make_row(step, "model", -1, "trace_loss", "", 0, 1.0))
     table = rows_to_frame(rows).assign(condition="a", optimizer="adam", init_scale=1.0, seed=0)
     rates = statistics.turn_rates(table).sort_values("step")
     assert list(rates["value"]) == pytest.approx([100.0, 200.0, 100.0])  # degrees per 1,000 steps

@@ -168,8 +168,10 @@ def turn_rates(table: pd.DataFrame, space: str = "input") -> pd.DataFrame:
     """Rotation drift as a rate: each ``turn`` row (degrees since the previous snapshot)
     divided by its snapshot interval, in degrees per 1,000 steps (columns as :func:`per_run`'s
     input, metric ``turn``). Snapshots are unevenly spaced, so turns per snapshot of
-    different intervals are not comparable; rates are."""
-    steps = _with_previous_step(table[["step"] + RUN_KEYS].drop_duplicates())
+    different intervals are not comparable; rates are. The interval is the one since the run's previous
+    *snapshot* (the steps with ``weight_cos`` rows), not since its previous dense-trace point."""
+    snapshots = select(table, "weight_cos", space, 1)
+    steps = _with_previous_step(snapshots[["step"] + RUN_KEYS].drop_duplicates())
     rows = select(table, "turn", space, 1).merge(steps, on=RUN_KEYS + ["step"], how="left")
     return rows.assign(value=1000 * rows["value"] / (rows["step"] - rows["previous"]))
 
