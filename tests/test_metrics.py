@@ -440,6 +440,11 @@ def test_a_tie_at_k_makes_the_top_k_subspace_undefined_and_a_tie_inside_it_does_
     assert torch.isnan(metrics.subspace_cosines(zero, "output", [2, 4])).all()
     with pytest.raises(ValueError, match="top-5 subspace but 4 directions"):
         metrics.subspace_flag(zero[1], 5)
+    assert metrics.subspace_cosines(zero, "input", []).shape == (1, 0)
+    mixed = [metrics.top_singular_triplets(spiked(40, n, seed=n), 2) for n in (30, 20)]
+    with pytest.raises(ValueError, match="different input-space dimensions"):
+        metrics.subspace_cosines(mixed, "input", [2])
+    assert metrics.subspace_cosines(mixed, "output", [2]).shape == (1, 1)
 
 
 def test_the_random_subspace_level_agrees_with_random_abs_cos_at_k_one_and_with_random_matrices():

@@ -471,8 +471,13 @@ def subspace_cosines(
     _check_space(space)
     if len(triplets) < 2:
         raise ValueError("need at least two layers to measure adjacent-layer continuity")
+    dims = sorted({t.vectors(space).shape[0] for t in triplets})
+    if len(dims) > 1:
+        raise ValueError(f"layers have different {space}-space dimensions {dims}; continuity is undefined there")
     n = min(t.s.numel() for t in triplets)
     vectors = torch.stack([t.vectors(space)[:, :n] for t in triplets]).detach().double()  # [L, d, n]
+    if not ks:
+        return torch.empty(len(triplets) - 1, 0)
     columns = []
     for k in ks:
         defined = torch.tensor([not subspace_flag(t, k, tol) for t in triplets])
