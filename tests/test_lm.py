@@ -77,7 +77,10 @@ def test_lm_run_is_deterministic_and_recorded_per_projection():
     b, model_b = train_lm(config, progress=False)
     pd.testing.assert_frame_equal(a, b)
     assert torch.equal(model_a.model.layers[0].mlp.down_proj.weight, model_b.model.layers[0].mlp.down_proj.weight)
-    assert set(a["group"].unique()) == set(PROJECTIONS) | {"model"}  # "model": loss rows
+    assert set(a["group"].unique()) == set(PROJECTIONS) | {"model", "up~gate"}  # "model": loss rows
+    cross = a[a["group"] == "up~gate"]  # the up and gate projections of each layer, compared in both spaces
+    assert set(cross["metric"]) == {"cross_cos"} and set(cross["space"]) == {"input", "output"}
+    assert len(cross) == 3 * 2 * config.shape.n_layers and cross["value"].between(0, 1).all()
     val = a[a["metric"] == "val_loss"].sort_values("step")["value"]
     assert len(val) == 3 and abs(val.iloc[0] - math.log(512)) < 0.5  # untrained: about uniform guessing
 

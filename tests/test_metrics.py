@@ -382,3 +382,87 @@ def test_one_method_vocabulary_for_every_triplet_function():
                                                                                                        method=method)):
         with pytest.raises(ValueError, match="valid choices: auto, exact, gram-eigh, iterative"):
             function(W, 1, method="iterative-first")
+
+
+def _shared_top(n: int, top: torch.Tensor, spectrum, seed: int) -> torch.Tensor:
+    """A [n, n] matrix whose top-``top.shape[1]`` right singular subspace is span(top), rotated
+    inside at random, with private directions (off that span) below."""
+    k = top.shape[1]
+    inside = orthonormal(k, k, seed)
+    private = orthonormal(n, len(spectrum) - k, seed + 1)
+    private, _ = torch.linalg.qr(private - top @ (top.T @ private))
+    v = torch.cat([top @ inside, private], dim=1)
+    return with_spectrum(orthonormal(n, len(spectrum), seed + 2), torch.tensor(spectrum), v)
+
+
+def test_layers_sharing_a_top_two_subspace_have_subspace_cos_one_whatever_their_v1():
+    n, top = 48, orthonormal(48, 2, seed=30)
+    spectrum = [9.0, 7.0, 3.0, 2.0, 1.0, 0.5]
+    stack = torch.stack([_shared_top(n, top, spectrum, seed) for seed in (31, 41, 51)])
+    triplets = metrics.stacked_singular_triplets(stack, 5)
+    cos = metrics.subspace_cosines(triplets, "input", [1, 2, 4])
+    assert cos.shape == (2, 3)
+    assert torch.allclose(cos[:, 1], torch.ones(2), atol=1e-5)  # the shared top-2 subspace
+    assert float(cos[:, 0].max()) < 0.999  # though v1 differs (rotated inside the subspace)
+    # k = 1 is direction 1's |cos|; the output spaces share nothing
+    assert torch.allclose(cos[:, 0], metrics.adjacent_direction_cosines(triplets, "input")[:, 0], atol=1e-6)
+    assert float(metrics.subspace_cosines(triplets, "output", [2]).max()) < 0.6
+
+
+def test_subspace_cos_of_known_principal_angles_is_the_mean_of_their_cosines():
+    basis = orthonormal(20, 4, seed=60)
+    a, b = [0.3, 1.1], [basis[:, 0], basis[:, 1]]
+    rotated = torch.stack([math.cos(t) * e + math.sin(t) * basis[:, 2 + i] for i, (t, e) in enumerate(zip(a, b))], 1)
+    u = orthonormal(16, 2, seed=61)
+    lower = with_spectrum(u, torch.tensor([5.0, 3.0]), basis[:, :2])
+    upper = with_spectrum(u, torch.tensor([5.0, 3.0]), rotated)
+    triplets = metrics.stacked_singular_triplets(torch.stack([lower, upper]), 2)
+    value = float(metrics.subspace_cosines(triplets, "input", [2])[0, 0])
+    assert value == pytest.approx((math.cos(0.3) + math.cos(1.1)) / 2, abs=1e-5)
+    assert float(metrics.subspace_cosines(triplets, "output", [2])[0, 0]) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_tie_at_k_makes_the_top_k_subspace_undefined_and_a_tie_inside_it_does_not():
+    u, v = orthonormal(40, 5, seed=70), orthonormal(40, 5, seed=71)
+    tie_below_two = with_spectrum(u, torch.tensor([10.0, 6.0, 6.0, 2.0, 1.0]), v)  # sigma2 = sigma3
+    tie_inside_two = with_spectrum(u, torch.tensor([6.0, 6.0, 3.0, 2.0, 1.0]), v)  # sigma1 = sigma2
+    for W, undefined in ((tie_below_two, [2]), (tie_inside_two, [1])):
+        triplets = metrics.stacked_singular_triplets(torch.stack([W, W]), 5)
+        cos = metrics.subspace_cosines(triplets, "input", [1, 2, 4])
+        for j, k in enumerate([1, 2, 4]):
+            if k in undefined:
+                assert math.isnan(float(cos[0, j]))
+                assert metrics.subspace_flag(triplets[0], k).startswith(f"tied sigma{k}/sigma{k + 1} (gap ")
+            else:
+                assert float(cos[0, j]) == pytest.approx(1.0, abs=1e-5) and metrics.subspace_flag(triplets[0], k) == ""
+    zero = metrics.stacked_singular_triplets(torch.stack([torch.zeros(40, 40), tie_below_two]), 4)
+    assert metrics.subspace_flag(zero[0], 2) == "zero matrix"
+    assert torch.isnan(metrics.subspace_cosines(zero, "output", [2, 4])).all()
+    with pytest.raises(ValueError, match="top-5 subspace but 4 directions"):
+        metrics.subspace_flag(zero[1], 5)
+    assert metrics.subspace_cosines(zero, "input", []).shape == (1, 0)
+    mixed = [metrics.top_singular_triplets(spiked(40, n, seed=n), 2) for n in (30, 20)]
+    with pytest.raises(ValueError, match="different input-space dimensions"):
+        metrics.subspace_cosines(mixed, "input", [2])
+    assert metrics.subspace_cosines(mixed, "output", [2]).shape == (1, 1)
+
+
+def test_the_random_subspace_level_agrees_with_random_abs_cos_at_k_one_and_with_random_matrices():
+    for d in (16, 256):  # |cos| has sd about 0.75 x its mean: the estimate's standard error
+        assert metrics.random_subspace_cos(d, 1) == pytest.approx(metrics.random_abs_cos(d), rel=4 * 0.75 / 20_000**0.5)
+    assert metrics.random_subspace_cos(8, 8) == pytest.approx(1.0)
+    assert metrics.random_subspace_cos(64, 2) < metrics.random_subspace_cos(64, 4) < metrics.random_subspace_cos(32, 4)
+    hits = metrics.random_subspace_cos.cache_info().hits
+    metrics.random_subspace_cos(16, 1)
+    assert metrics.random_subspace_cos.cache_info().hits == hits + 1  # cached
+    # two independent random subspaces (no axis-aligned one), and Gaussian matrices' top-4 subspaces
+    d, generator = 64, torch.Generator().manual_seed(80)
+    a, _ = torch.linalg.qr(torch.randn(4000, d, 4, generator=generator, dtype=torch.float64))
+    b, _ = torch.linalg.qr(torch.randn(4000, d, 4, generator=generator, dtype=torch.float64))
+    direct = torch.linalg.svdvals(a.transpose(1, 2) @ b).mean(-1)
+    assert float(direct.mean()) == pytest.approx(metrics.random_subspace_cos(d, 4), abs=4 * float(direct.std()) / 4000**0.5)
+    stack = torch.randn(41, d, d, generator=generator)
+    cos = metrics.subspace_cosines(metrics.stacked_singular_triplets(stack, 5), "input", [4])[:, 0]
+    assert float(cos.mean()) == pytest.approx(metrics.random_subspace_cos(d, 4), abs=4 * float(cos.std()) / 40**0.5)
+    with pytest.raises(ValueError, match="1 <= k <= d"):
+        metrics.random_subspace_cos(4, 5)

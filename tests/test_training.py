@@ -28,10 +28,10 @@ def test_log_spaced_schedule():
 def test_run_table_is_tidy_and_complete():
     table = train_mlp(TINY, progress=False)
     assert list(table.columns) == RUN_COLUMNS
-    # val_loss is the LM's; the trace and divergence rows appear only where asked for or met, and
-    # near_linear_share in radial conditions only
-    assert set(table["metric"].unique()) == set(METRICS) - {"val_loss", "trace_loss", "trace_weight_cos", "diverged",
-                                                            "near_linear_share"}
+    # val_loss and cross_cos (its up~gate pairs) are the LM's; the trace and divergence rows appear only
+    # where asked for or met, and near_linear_share in radial conditions only
+    assert set(table["metric"].unique()) == set(METRICS) - {"val_loss", "cross_cos", "trace_loss", "trace_weight_cos",
+                                                             "diverged", "near_linear_share"}
     steps = sorted(table["step"].unique())
     assert steps[0] == 0 and steps[-1] == 2 * (256 // 64)
     weight_v = select(table, "weight_cos", "input")

@@ -2,7 +2,8 @@
 
 Uses the package's one training loop (:func:`geocont.training.train_with_recording`) and
 recorder; each of the seven projections (``q_proj`` ... ``down_proj``) is one recorder
-group, so the run table has one ``group`` per projection.
+group, so the run table has one ``group`` per projection, and ``up~gate`` holds the
+layer-wise comparison of the up and gate projections (:data:`CROSS_PAIRS`).
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ def _windows(ids: torch.Tensor, starts: torch.Tensor, length: int) -> torch.Tens
     return torch.stack([ids[s:s + length] for s in starts.tolist()])
 
 
+#: Projections of one layer compared with each other (the recorder's ``cross_pairs``, metric
+#: ``cross_cos``): the up and gate projections read the same input.
+CROSS_PAIRS: dict[str, tuple[str, str]] = {"up~gate": ("up_proj", "gate_proj")}
+
+
 def train_lm(config: LMRunConfig, progress: bool = True, record: bool = True) -> TrainedLM:
     """Train one model; return its run table and the trained model (uncached; see :func:`run_lm`).
 
@@ -66,8 +72,9 @@ def train_lm(config: LMRunConfig, progress: bool = True, record: bool = True) ->
     sampler = torch.Generator().manual_seed(config.seed)
     eval_starts = torch.linspace(0, len(val_ids) - length - 1, config.eval_windows).long()
     eval_batch = _windows(val_ids, eval_starts, length).to(device)
-    recorder = ContinuityRecorder(projection_groups(model), config.schedule(),
-                                  n_directions=config.n_directions)
+    groups = projection_groups(model)
+    cross_pairs = {name: pair for name, pair in CROSS_PAIRS.items() if set(pair) <= set(groups)}
+    recorder = ContinuityRecorder(groups, config.schedule(), n_directions=config.n_directions, cross_pairs=cross_pairs)
     optimizer = make_optimizer(model.parameters(), config.optimizer, fused=None if config.fused_optimizer else False)
 
     def compute_loss(step: int) -> torch.Tensor:

@@ -17,7 +17,20 @@ Semantics of a snapshot at step ``t`` (``t`` optimizer updates done so far):
   (:func:`geocont.metrics.co_rotation`);
 * the Frobenius norm of each layer's minibatch gradient (``grad_norm``);
 * the relative gap of each compared singular direction (``weight_gap``, ``grad_gap``,
-  ``cumgrad_gap``; :func:`geocont.metrics.direction_gaps`).
+  ``cumgrad_gap``; :func:`geocont.metrics.direction_gaps`);
+* each layer's largest singular values ``sigma1`` and, where two or more directions are
+  computed, ``sigma2`` (direction 2; sigma1 / sigma2 is the spectral gap);
+* top-k subspace continuity (``subspace_cos``, direction = k, for k in :data:`SUBSPACE_KS` below
+  the number of computed directions): the mean principal-angle cosine of adjacent layers' top-k
+  singular subspaces (:func:`geocont.metrics.subspace_cosines`; NaN where sigma_k and
+  sigma_{k+1} are tied, :func:`geocont.metrics.subspace_flag`), whose random level is
+  :func:`geocont.metrics.random_subspace_cos`;
+* motion since the previous snapshot ``t'`` (``step_change``): ``||W(t) - W(t')||_F / ||W(t')||_F``
+  per layer, from the second snapshot on (NaN where ``W(t') = 0``);
+* for each *cross pair* of groups with as many layers (``cross_pairs``, e.g. ``up~gate``: the
+  transformer's up and gate projections read the same input), ``cross_cos``: the |cos| of the two
+  groups' layer-l leading singular vectors, in each space whose dimension they share (group: the
+  pair's name; direction 1).
 
 A singular direction is undefined in a zero matrix, where sigma1 overflowed, or where its gap
 is below :data:`geocont.metrics.DEGENERACY_TOL`; every value that compares such a direction (a
@@ -37,6 +50,11 @@ from torch import nn
 
 from . import metrics
 from .tables import MODEL_LAYER, Row, make_row
+
+
+#: The sizes k of the top-k singular subspaces whose adjacent-layer continuity a snapshot records
+#: (``subspace_cos``): those below the recorder's ``n_directions``.
+SUBSPACE_KS: tuple[int, ...] = (2, 4)
 
 
 def log_spaced_steps(total_steps: int, n_snapshots: int) -> list[int]:
@@ -79,7 +97,9 @@ class ContinuityRecorder:
     ``optimizer.step()``. ``n_directions`` singular directions are compared per weight
     pair (direction 1 is v1 / u1); gradients are compared on direction 1. With
     ``n_directions = 1`` (the cheap, fine-schedule setting) the σ²-weighted alignment, a
-    whole-spectrum measure, is not recorded.
+    whole-spectrum measure, is not recorded, nor are ``sigma2`` and ``subspace_cos``.
+    ``cross_pairs``: ``{name: (group_a, group_b)}``, two groups of as many layers whose layer-l
+    leading directions are compared (``cross_cos``, recorded under the group ``name``).
     """
 
     def __init__(
@@ -87,6 +107,7 @@ class ContinuityRecorder:
         groups: Mapping[str, Sequence[nn.Parameter]],
         schedule: Iterable[int],
         n_directions: int = 8,
+        cross_pairs: Mapping[str, tuple[str, str]] | None = None,
     ):
         if not groups:
             raise ValueError("the recorder needs at least one group of matrices")
@@ -97,6 +118,8 @@ class ContinuityRecorder:
                     f"group {name!r} must hold at least two 2-D matrices of one shape, got {sorted(shapes)}"
                 )
         self.groups = {name: list(params) for name, params in groups.items()}
+        self.cross_pairs = {name: tuple(pair) for name, pair in (cross_pairs or {}).items()}
+        self._cross_spaces = {name: self._shared_spaces(name, pair) for name, pair in self.cross_pairs.items()}
         self.schedule = frozenset(schedule)
         self.n_directions = n_directions
         self.rows: list[Row] = []
@@ -105,11 +128,28 @@ class ContinuityRecorder:
         self._cumulative_views = {name: list(stack.unbind(0)) for name, stack in self._cumulative.items()}
         # group -> the previous snapshot's weight triplets and their direction flags
         self._previous_weights: dict[str, tuple[list[metrics.SingularTriplets], list[list[str]]]] = {}
+        self._previous_stack: dict[str, torch.Tensor] = {}  # group -> the previous snapshot's weights
         self._warm_starts: dict[str, dict[str, torch.Tensor]] = {}  # group -> quantity -> [L, in, 1]
         self._initial_sigma1 = {
             name: torch.stack([t.s[0] for t in metrics.stacked_singular_triplets(stack, 1)])
             for name, stack in self._initial.items()
         }
+
+    def _shared_spaces(self, name: str, pair: tuple[str, str]) -> tuple[str, ...]:
+        """The spaces in which a cross pair's two groups have one dimension (validating the pair)."""
+        valid = ", ".join(self.groups)
+        if len(pair) != 2 or any(group not in self.groups for group in pair):
+            raise ValueError(f"cross pair {name!r} must name two of the groups {valid}; got {pair}")
+        if name in self.groups:
+            raise ValueError(f"cross pair {name!r} has a group's name; its rows need a name of their own")
+        a, b = (self.groups[group] for group in pair)
+        if len(a) != len(b):
+            raise ValueError(f"cross pair {name!r}: {pair[0]!r} has {len(a)} layers, {pair[1]!r} {len(b)}")
+        shape_a, shape_b = a[0].shape, b[0].shape  # [out, in]
+        spaces = tuple(space for space in metrics.SPACES if shape_a[space == "input"] == shape_b[space == "input"])
+        if not spaces:
+            raise ValueError(f"cross pair {name!r}: shapes {tuple(shape_a)} and {tuple(shape_b)} share no space")
+        return spaces
 
     @staticmethod
     def _stack(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -123,8 +163,8 @@ class ContinuityRecorder:
             torch._foreach_add_(self._cumulative_views[name], [p.grad.detach() for p in params])
         if step not in self.schedule:
             return False
-        for name, params in self.groups.items():
-            self._snapshot(step, name, params)
+        current = {name: self._snapshot(step, name, params) for name, params in self.groups.items()}
+        self._record_cross_pairs(step, current)
         return True
 
     def record(self, step: int, metric: str, value: float, *, group: str = "model", layer: int = MODEL_LAYER) -> None:
@@ -150,7 +190,40 @@ class ContinuityRecorder:
         for layer, value in enumerate(co_rotation.tolist()):
             self.rows.append(make_row(step, name, layer, "co_rotation", space, 1, value))
 
-    def _snapshot(self, step: int, name: str, params: Sequence[nn.Parameter]) -> None:
+    def _record_cross_pairs(self, step: int, current: Mapping[str, tuple[Sequence[metrics.SingularTriplets],
+                                                                        Sequence[Sequence[str]]]]) -> None:
+        """|cos| of each cross pair's layer-l leading directions (:func:`geocont.metrics.pair_directions`)."""
+        for name, (a, b) in self.cross_pairs.items():
+            (triplets_a, flags_a), (triplets_b, flags_b) = current[a], current[b]
+            for space in self._cross_spaces[name]:
+                for layer, (ta, tb, fa, fb) in enumerate(zip(triplets_a, triplets_b, flags_a, flags_b)):
+                    pair = metrics.pair_directions(ta, tb, space, 1, labels=(a, b), flags=(fa, fb))
+                    self.rows.append(make_row(step, name, layer, "cross_cos", space, 1, float(pair.cos[0])))
+
+    def _record_subspaces(self, step: int, name: str, triplets: Sequence[metrics.SingularTriplets]) -> None:
+        """Adjacent layers' top-k subspace continuity for each k of :data:`SUBSPACE_KS` below ``n_directions``."""
+        ks = [k for k in SUBSPACE_KS if k < triplets[0].s.numel()]  # numel: n_directions, or a smaller side
+        if not ks:
+            return
+        for space in metrics.SPACES:
+            for layer, values in enumerate(metrics.subspace_cosines(triplets, space, ks).tolist()):
+                for k, value in zip(ks, values):
+                    self.rows.append(make_row(step, name, layer, "subspace_cos", space, k, value))
+
+    def _record_motion(self, step: int, name: str, weights: torch.Tensor) -> None:
+        """``||W(t) - W(t')||_F / ||W(t')||_F`` since the previous snapshot ``t'`` (NaN where ``W(t') = 0``)."""
+        previous = self._previous_stack.get(name)
+        self._previous_stack[name] = weights
+        if previous is None:
+            return
+        change = metrics.relative_update(weights, previous)
+        change = torch.where(previous.flatten(1).any(dim=1), change, torch.nan)
+        for layer, value in enumerate(change.tolist()):
+            self.rows.append(make_row(step, name, layer, "step_change", "", 0, value))
+
+    def _snapshot(self, step: int, name: str, params: Sequence[nn.Parameter]
+                  ) -> tuple[list[metrics.SingularTriplets], list[list[str]]]:
+        """Record one group's rows; return its weights' triplets and their direction flags."""
         weights = self._stack(params)
         gradients = self._stack([p.grad for p in params])
         cumulative = self._cumulative[name]
@@ -200,6 +273,11 @@ class ContinuityRecorder:
             rows.append(make_row(step, name, layer, "rel_update", "", 0, update))
             rows.append(make_row(step, name, layer, "rel_update_spectral", "", 0, spectral))
             rows.append(make_row(step, name, layer, "sigma1", "", 1, float(triplets.s[0])))
+            if triplets.s.numel() > 1:
+                rows.append(make_row(step, name, layer, "sigma2", "", 2, float(triplets.s[1])))
+        self._record_subspaces(step, name, w_triplets)
+        self._record_motion(step, name, weights)
+        return w_triplets, w_flags
 
 
 #: The trace records continuity at every this-many-th loss trace point (continuity costs ~10^4 times a loss).

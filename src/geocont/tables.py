@@ -6,12 +6,14 @@
 column      meaning
 =========== ==================================================================
 step        optimizer updates done when the snapshot was taken
-group       which family of matrices ("hidden" for the MLP, "q_proj", ... later)
+group       which family of matrices ("hidden" for the MLP, "q_proj", ... later);
+            for ``cross_cos``, the cross pair's name (``up~gate``)
 layer       for pair metrics, the lower layer ``l`` of the pair (l, l+1);
             for per-layer metrics, the layer; -1 for model-level scalars
 metric      see :data:`METRICS`
 space       "input" (v, right singular vectors), "output" (u), or "" if none
-direction   singular direction i (1 = leading); 0 if the metric has none
+direction   singular direction i (1 = leading); for ``subspace_cos`` the subspace's
+            size k; 0 if the metric has none
 value       the number
 =========== ==================================================================
 
@@ -44,6 +46,13 @@ METRICS: dict[str, str] = {
     "turn": "degrees a layer's leading singular vector, v1 (input) / u1 (output), turned since the previous snapshot",
     "co_rotation": "signed cos between the turns of adjacent layers' v1/u1 since the previous snapshot",
     "sigma1": "leading singular value of one layer",
+    "sigma2": "second singular value of one layer (direction 2; recorded where n_directions > 1)",
+    "subspace_cos": "mean principal-angle cosine of adjacent layers' top-k singular subspaces (direction = k; "
+                    "metrics.subspace_cosines; NaN where sigma_k and sigma_{k+1} are tied; random level "
+                    "metrics.random_subspace_cos)",
+    "step_change": "||W(t) - W(t')||_F / ||W(t')||_F of one layer since the previous snapshot t'",
+    "cross_cos": "|cos| of two groups' layer-l leading singular vectors (group: the cross pair's name, e.g. "
+                 "up~gate, the transformer's up and gate projections)",
     "grad_norm": "Frobenius norm of one layer's minibatch gradient dL/dW",
     "weight_gap": "relative gap min(s_{i-1} - s_i, s_i - s_{i+1}) / s_1 of a layer's i-th singular direction "
                   "(metrics.direction_gaps); below metrics.DEGENERACY_TOL the direction is undefined and every "
