@@ -6,6 +6,7 @@ import math
 import pandas as pd
 import pytest
 
+from geocont import metrics
 from geocont.book.chapter import claim
 from helpers import by_name
 
@@ -288,11 +289,6 @@ NEW_METRICS = ("step_change", "logit_change", "product_change", "sigma2", "subsp
 
 @pytest.fixture
 def new_metrics(monkeypatch):
-    from geocont import tables
-
-    for name in NEW_METRICS:
-        if name not in tables.METRICS:
-            monkeypatch.setitem(tables.METRICS, name, "recorded by the recording branch")
     # the gap-turn interval from fewer bootstrap draws: the synthetic correlations are exact, and a test is faster
     from geocont.chapters.condition2 import compute
 
@@ -386,18 +382,12 @@ def test_the_spectrum_tells_an_ill_defined_v1_from_a_lost_subspace(new_metrics, 
     assert found.v1_fall.falls and found.gap["res-none"].mean == pytest.approx(_gap(1000, 1))  # the layer median
     sub = {s.k: s for s in found.subspaces}
     assert sub[2].relu.mean == pytest.approx(0.9)
-    assert sub[2].baseline == pytest.approx(condition2.random_subspace_cos(results.settings.base.width, 2))
+    assert sub[2].baseline == pytest.approx(metrics.random_subspace_cos(results.settings.base.width, 2))
     # v1 turns 10 / gap degrees per interval: a perfectly negative rank correlation, in every run
     assert found.turn_vs_gap.rho == pytest.approx(-1.0, abs=1e-2) and found.verdict == "reproduced"
     assert found.per_run.mean == pytest.approx(-1.0, abs=1e-2) and found.per_run.n == 3
     assert math.isnan(found.relu_turn_vs_gap.rho)  # a constant gap: undefined
     assert condition2.spectrum(make_results(rise(0.8, 0.3), smooth_loss, rise(0.8, 0.3))) is None
-
-
-def test_the_random_subspace_level_grows_with_k_and_matches_the_vector_level_at_k_1():
-    assert condition2.random_subspace_cos(256, 1) == pytest.approx(0.0499, abs=0.002)
-    assert condition2.random_subspace_cos(256, 1) < condition2.random_subspace_cos(256, 2) < \
-        condition2.random_subspace_cos(256, 4) < 0.2
 
 
 @pytest.mark.parametrize("v1, reading, drift", [

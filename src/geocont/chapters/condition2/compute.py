@@ -3,7 +3,6 @@ no figures, no matplotlib."""
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ... import instability, metrics, paper
+from ... import recorder, instability, metrics, paper
 from ...config import MLPRunConfig, OptimizerConfig, check_positive
 from ...data import check_dataset_name
 from ...book.chapter import Chapter, ClaimsBuilder
@@ -663,20 +662,8 @@ def function_preserving_motion(results: Results) -> FunctionPreservingMotion | N
                                                                        margin=MOTION_LOG2_MARGIN))
 
 
-#: The sizes k of the top singular subspaces compared beside v1 (``subspace_cos``, direction = k).
-SUBSPACE_KS = (2, 4)
-
-
-@functools.lru_cache(maxsize=None)
-def random_subspace_cos(d: int, k: int) -> float:
-    """The random level of ``subspace_cos``: :func:`geocont.metrics.random_subspace_cos` where the metrics module
-    has it; until then a Monte Carlo of our own (4,000 draws, seed 0): the mean singular value of the first ``k``
-    rows of a random orthonormal ``[d, k]`` basis (one subspace may be the first ``k`` axes, by symmetry)."""
-    shared = getattr(metrics, "random_subspace_cos", None)
-    if shared is not None:
-        return float(shared(d, k))
-    bases = np.linalg.qr(np.random.default_rng(0).standard_normal((4000, d, k)))[0]
-    return float(np.linalg.svd(bases[:, :k, :], compute_uv=False).clip(max=1.0).mean())
+#: The sizes k of the top singular subspaces compared beside v1 (``subspace_cos``, direction = k): the recorder's.
+SUBSPACE_KS = recorder.SUBSPACE_KS
 
 
 def spectral_gaps(table: pd.DataFrame) -> pd.DataFrame:
@@ -695,9 +682,7 @@ def gap_per_run(table: pd.DataFrame) -> pd.DataFrame:
 def gap_and_turn(table: pd.DataFrame) -> pd.DataFrame:
     """Per run, layer and snapshot interval: the rate at which the layer's v1 turned (degrees per 1,000 steps,
     :func:`geocont.statistics.turn_rates`) and its spectral gap at the interval's start (``gap``)."""
-    # the snapshot rows alone: turn_rates takes the previous step from every row of the table it is given, and a
-    # traced run also has rows at its trace points, between the snapshots
-    rates = turn_rates(table[table["metric"].isin(["turn", "sigma1"])]).dropna(subset=["value", "previous"])
+    rates = turn_rates(table).dropna(subset=["value", "previous"])
     gaps = spectral_gaps(table).rename(columns={"value": "gap", "step": "previous"})
     rates = rates.astype({"previous": int}).merge(gaps, on=RUN_KEYS + ["previous", "layer"])
     return rates[["condition", "seed", "layer", "step", "value", "gap"]].rename(columns={"value": "turn_rate"})
@@ -751,7 +736,7 @@ def spectrum(results: Results) -> Spectrum | None:
     if not recorded(table, "sigma1", "sigma2", "subspace_cos"):
         return None
     width = results.settings.base.width
-    subspaces = tuple(Subspace(k, random_subspace_cos(width, k), weight_v1(table, "res-none", "subspace_cos", "input", k),
+    subspaces = tuple(Subspace(k, metrics.random_subspace_cos(width, k), weight_v1(table, "res-none", "subspace_cos", "input", k),
                                weight_v1(table, "res-relu", "subspace_cos", "input", k),
                                fall_from_peak(table, "subspace_cos", "input", k, condition="res-none"))
                       for k in SUBSPACE_KS)
