@@ -116,13 +116,20 @@ def _compute_lm_run_with_progress(config: LMRunConfig) -> cache.Computed:
     return compute_lm_run(config, progress=True)
 
 
+#: Metrics every language-model run of this code records: a cached table without them was recorded by earlier
+#: code and is recomputed (``cross_cos``: the up~gate pairs of :data:`CROSS_PAIRS`).
+RECORDED_METRICS = ("step_change", "cross_cos")
+
+
 def lm_job(config: LMRunConfig, label: str = "", progress: bool = False) -> sweeps.Job:
-    """The sweep job of one language-model run (kind ``lm``); the entry must hold the weights."""
+    """The sweep job of one language-model run (kind ``lm``); the entry must hold the weights and
+    :data:`RECORDED_METRICS`."""
     shape = config.shape
     return sweeps.Job(
         "lm", config.to_dict(), _compute_lm_run_with_progress if progress else compute_lm_run, config,
         label=f"{label or f'{shape.mlp_activation}/{shape.attention}'} seed={config.seed}", device=config.device,
-        require_artifacts=(MODEL_ARTIFACT,), cost=float(config.steps * (shape.n_layers + 1)),
+        require_metrics=RECORDED_METRICS, require_artifacts=(MODEL_ARTIFACT,),
+        cost=float(config.steps * (shape.n_layers + 1)),
     )
 
 

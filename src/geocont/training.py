@@ -396,7 +396,7 @@ def _compute_mlp_run_with_progress(config: MLPRunConfig) -> pd.DataFrame:
 
 #: Metrics every MLP run of this code records (the probe's and the recorder's latest): a cached table without
 #: them was recorded by earlier code and is recomputed, so that every chapter reads one version of the recording.
-RECORDED_METRICS = ("mean_input_cos",)
+RECORDED_METRICS = ("mean_input_cos", "step_change")
 
 
 def mlp_job(config: MLPRunConfig, require_metrics: Sequence[str] = (), progress: bool = False) -> sweeps.Job:
