@@ -258,7 +258,8 @@ def test_a_step_run_follows_the_constant_run_until_the_switch():
     assert not a.loc[7].equals(b.loc[7])  # the update after step 6 was the first at lr x 0.1
 
 
-PROBE_METRICS = ["mean_input_cos", "mean_input_share", "logit_change", "product_change", "near_linear_share"]
+PROBE_METRICS = ["mean_input_cos", "mean_input_share", "mean_input_pair_cos", "logit_change", "product_change",
+                 "near_linear_share"]
 
 
 @pytest.mark.parametrize("condition", ["res-relu", "res-relu-centred", "res-radial-track"])
@@ -275,6 +276,8 @@ def test_the_probe_changes_nothing_in_training(condition):
     cos = select(probed, "mean_input_cos", "input", 1, group="hidden")
     assert sorted(cos["step"].unique()) == steps and set(cos["layer"]) == set(range(TINY.depth))
     assert cos["value"].between(0, 1 + 1e-6).all()
+    pairs = select(probed, "mean_input_pair_cos", "input", 1, group="hidden")
+    assert len(pairs) == len(steps) * (TINY.depth - 1) and pairs["value"].between(0, 1 + 1e-9).all()
     share = select(probed, "mean_input_share", group="hidden")
     assert len(share) == len(steps) * TINY.depth and share["value"].between(0, 1 + 1e-12).all()
     for metric in ("logit_change", "product_change"):
