@@ -6,12 +6,19 @@ Usage (from the repository root)::
     python -m geocont.book build --scale smoke   # (re-)execute every chapter at `smoke`, render
     python -m geocont.book build --scale smoke --output /tmp/book   # build under /tmp/book/_build
     python -m geocont.book run book/mlp_conditions.ipynb -p scale cpu -p steps 2000
+    python -m geocont.book build --fresh         # ignore the results store: train what the run cache lacks
+    python -m geocont.book store --scale cpu --minutes 120   # train missing runs into results/cpu (a slice)
+    python -m geocont.book store status --scale cpu          # what the results store holds and lacks
+    python -m geocont.book verify --scale cpu    # retrain a sample of the store and compare
+    python -m geocont.book check --scale cpu     # a complete store: the chapters from it vs the claims snapshot
 
 Source notebooks in ``book/`` stay free of outputs. Executed copies live in
 ``_build/executed/`` and record their parameters and the hash of the source they came
 from; the rendered site is ``_build/html/index.html``. Training results are cached
 separately (:mod:`geocont.cache`), so re-executing a chapter with unchanged parameters
-costs no training.
+costs no training; a run the cache lacks is read from the committed results store
+(``results/<scale>``, :mod:`geocont.store`) before it is trained. ``store``, ``verify`` and
+``check`` are the store's commands (:mod:`geocont.book.results`).
 
 Each chapter publishes its claims table into ``_build/claims/book/`` when executed
 (:mod:`geocont.book.claims`); the closing chapter (``book/claims.ipynb``) is executed after all
@@ -35,6 +42,7 @@ import sys
 from pathlib import Path
 
 from ..scales import ParameterError, check_scale
+from ..store import CHAPTER_ENV, STORE_ENV, STORE_OFF, StoreError
 from ..sweeps import EXECUTOR_ENV, resolve_executor
 from .paths import (BOOK_ENV, CLAIMS_ENV, CLOSING, DEFAULT_SCALE, Layout, chapters,
                     repository_root)
@@ -131,7 +139,7 @@ def execute(root: Path, notebook: Path, parameters: dict, layout: Layout | None 
     if notebook == CLOSING:
         state["claims_sha256"] = _claims_inputs_sha256(layout, root)
     print(f"executing {notebook} with {parameters}", flush=True)
-    with _environment(**{BOOK_ENV: "1", CLAIMS_ENV: str(layout.claims.resolve())}):
+    with _environment(**{BOOK_ENV: "1", CLAIMS_ENV: str(layout.claims.resolve()), CHAPTER_ENV: notebook.stem}):
         try:
             papermill.execute_notebook(
                 str(root / notebook), str(partial), parameters=parameters, cwd=str(root), progress_bar=True,
@@ -399,6 +407,24 @@ def main(argv: list[str] | None = None) -> None:
     build.add_argument("--output", type=Path, default=None,
                        help="build under OUTPUT/_build instead of the repository's _build")
     build.add_argument("--executor", help=EXECUTOR_HELP)
+    build.add_argument("--fresh", action="store_true",
+                       help=f"ignore the results store ({STORE_ENV}={STORE_OFF}) and re-execute every chapter: every "
+                            "run your run cache lacks is trained")
+    store = sub.add_parser("store", help="train the runs the results store lacks into it (or: store status)")
+    store.add_argument("action", nargs="?", choices=("status",), help="status: what the store holds and lacks")
+    store.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
+    store.add_argument("--minutes", type=float, default=None,
+                       help="start no run after this many minutes (a slice; finished runs are kept)")
+    store.add_argument("--executor", help=EXECUTOR_HELP)
+    verify = sub.add_parser("verify", help="retrain a sample of the results store and compare it")
+    verify.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
+    verify.add_argument("--sample", nargs="+", default=["default"], metavar="SAMPLE",
+                        help="default (one SGD and one Adam run per MLP chapter, one transformer run), all, or keys")
+    verify.add_argument("--executor", help=EXECUTOR_HELP)
+    check = sub.add_parser("check", help="a complete store: the chapters executed from it vs the claims snapshot")
+    check.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
+    check.add_argument("--write-snapshot", action="store_true",
+                       help="replace the committed claims snapshot with the tables the store gives")
     run = sub.add_parser("run", help="execute one chapter with parameters, then build the book")
     run.add_argument("notebook", type=Path)
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
@@ -407,7 +433,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         _main(args)
-    except ParameterError as error:
+    except (ParameterError, StoreError) as error:
         raise SystemExit(f"error: {error}") from None
 
 
@@ -416,17 +442,33 @@ def _main(args: argparse.Namespace) -> None:
         root = repository_root()
     except FileNotFoundError as error:
         raise SystemExit(str(error)) from None
-    if args.executor:  # the chapters' kernels inherit it; checked before any work
+    if getattr(args, "executor", None):  # the chapters' kernels inherit it; checked before any work
         try:
             resolve_executor(args.executor)
         except ValueError as error:
             raise ParameterError(str(error)) from None
         os.environ[EXECUTOR_ENV] = args.executor
+    if args.command in ("store", "verify", "check"):
+        from . import results
+
+        check_scale(args.scale)
+        if getattr(args, "minutes", None) is not None and not args.minutes > 0:
+            raise ParameterError(f"--minutes must be a positive number, got {args.minutes:g}")
+        if args.command == "store":
+            code = (results.print_status(args.scale, args.executor) if args.action == "status"
+                    else results.fill(args.scale, args.minutes, args.executor))
+        elif args.command == "verify":
+            code = results.verify(args.scale, args.sample, args.executor)
+        else:
+            code = results.check(args.scale, args.write_snapshot)
+        raise SystemExit(code)
     if args.command == "build":
         if args.scale:
             check_scale(args.scale)
+        if args.fresh:
+            os.environ[STORE_ENV] = STORE_OFF  # the chapters' kernels inherit it
         layout = Layout((args.output or root).resolve())
-        execute_stale(root, args.scale, args.force, layout)
+        execute_stale(root, args.scale, args.force or args.fresh, layout)
         render(root, strict=not args.no_strict, layout=layout)
     else:
         notebook = args.notebook
