@@ -19,7 +19,8 @@ import pytest
 
 from geocont import cache, store
 from geocont.book import results, runs
-from geocont.book.provenance import runs_markdown
+from geocont.book.build import check
+from geocont.book.provenance import provenance_markdown, run_sources, runs_markdown
 from geocont.config import MLPRunConfig, OptimizerConfig
 from geocont.sweeps import Job, run_jobs
 from geocont.tables import make_row, rows_to_frame
@@ -102,7 +103,7 @@ def test_values_float32_would_change_keep_float64(value):
 
 def test_an_entry_written_from_the_cache_round_trips_with_its_provenance(store_root):
     one = computed_entry(0.25)
-    written = store.write_entry(store_root, "mlp", one.key_config(), label=one.label, chapters=["chapter_a"])
+    written = results.copy_from_cache(store_root, "mlp", one.key_config(), label=one.label, chapters=["chapter_a"])
     entry = json.loads((written.folder / store.ENTRY).read_text())
     assert written.folder == store_root / "mlp" / cache.cache_key("mlp", one.key_config())
     assert entry["values"] == "float32" and entry["label"] == "run 0.25" and entry["chapters"] == ["chapter_a"]
@@ -122,7 +123,7 @@ def test_an_entry_written_from_the_cache_round_trips_with_its_provenance(store_r
 def test_a_cache_entry_without_provenance_is_not_stored(store_root):
     cache.store("mlp", {"old": 1}, run_table(1.0))  # as cached before provenance was recorded
     with pytest.raises(store.StoreError, match="without provenance"):
-        store.write_entry(store_root, "mlp", {"old": 1})
+        results.copy_from_cache(store_root, "mlp", {"old": 1})
 
 
 # --------------------------------------------------------------------------- lookup
@@ -130,7 +131,7 @@ def test_a_cache_entry_without_provenance_is_not_stored(store_root):
 
 def test_the_cache_is_read_first_then_the_store(store_root, isolated_cache):
     one = computed_entry(1.0)
-    store.write_entry(store_root, "mlp", one.key_config())
+    results.copy_from_cache(store_root, "mlp", one.key_config())
     cache.store("mlp", one.key_config(), run_table(50.0))  # the user's own, newer entry of the same key
     assert cache.load("mlp", one.key_config())["value"].iloc[0] == 50.0
     cache._remove(cache.key_path("mlp", one.key_config()))
@@ -152,7 +153,7 @@ def test_a_normal_run_never_writes_the_store(store_root, isolated_cache):
 
 def test_store_off_reads_no_store(store_root, monkeypatch):
     one = computed_entry(4.0)
-    store.write_entry(store_root, "mlp", one.key_config())
+    results.copy_from_cache(store_root, "mlp", one.key_config())
     cache._remove(cache.key_path("mlp", one.key_config()))
     monkeypatch.setenv(store.STORE_ENV, store.STORE_OFF)
     assert store.store_roots() == [] and cache.load("mlp", one.key_config()) is None
@@ -181,7 +182,7 @@ def test_strict_mode_computes_what_the_store_does_not_hold(monkeypatch):
 
 def test_a_store_mixing_revisions_is_refused_naming_the_entries(store_root):
     for value in (1.0, 2.0, 3.0):
-        store.write_entry(store_root, "mlp", computed_entry(value).key_config())
+        results.copy_from_cache(store_root, "mlp", computed_entry(value).key_config())
     odd = store.entry_folder(store_root, "mlp", job(3.0).key_config())
     entry = json.loads((odd / store.ENTRY).read_text())
     entry["provenance"]["training_code_hash"] = "0" * 64
@@ -196,19 +197,19 @@ def test_a_store_mixing_revisions_is_refused_naming_the_entries(store_root):
 
 
 def test_writing_an_entry_of_another_revision_is_refused(store_root):
-    store.write_entry(store_root, "mlp", computed_entry(1.0).key_config())
+    results.copy_from_cache(store_root, "mlp", computed_entry(1.0).key_config())
     other = computed_entry(2.0)
     manifest_path = cache.entry_path("mlp", other.key_config()) / cache.MANIFEST
     manifest = json.loads(manifest_path.read_text())
     manifest["run"]["numerics_revision"] = 99
     manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(store.StoreError, match="would mix revisions"):
-        store.write_entry(store_root, "mlp", other.key_config())
+        results.copy_from_cache(store_root, "mlp", other.key_config())
 
 
 def test_a_corrupt_store_entry_is_reported_and_never_read(store_root, monkeypatch):
     one = computed_entry(7.0)
-    folder = store.write_entry(store_root, "mlp", one.key_config()).folder
+    folder = results.copy_from_cache(store_root, "mlp", one.key_config()).folder
     cache._remove(cache.key_path("mlp", one.key_config()))
     data = bytearray((folder / store.TABLE).read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -229,13 +230,13 @@ def test_a_corrupt_store_entry_is_reported_and_never_read(store_root, monkeypatc
 def test_a_dropped_artifact_still_gives_the_table_but_no_file(store_root):
     config = {"with": "weights"}
     cache.ensure("lm", config, lambda: cache.Computed(run_table(1.0), {"model.safetensors": lambda p: p.write_bytes(b"w")}))
-    store.write_entry(store_root, "lm", config)  # the weights are not kept
+    results.copy_from_cache(store_root, "lm", config)  # the weights are not kept
     cache._remove(cache.key_path("lm", config))
     assert cache.load("lm", config, require_artifacts=("model.safetensors",)) is not None
     assert cache.artifact_path("lm", config, "model.safetensors") is None
     cache.store("lm", config, run_table(1.0), {"model.safetensors": lambda p: p.write_bytes(b"w")},
                 provenance=store.run_provenance(0.0))  # ensure() would now find the store's entry
-    store.write_entry(store_root, "lm", config, keep_artifacts=("model.safetensors",))
+    results.copy_from_cache(store_root, "lm", config, keep_artifacts=("model.safetensors",))
     cache._remove(cache.key_path("lm", config))
     assert cache.artifact_path("lm", config, "model.safetensors").read_bytes() == b"w"
 
@@ -330,12 +331,12 @@ def test_a_run_finished_but_not_stored_is_copied_in_without_training(store_root,
 def test_status_lists_missing_runs_and_the_check_skips_an_incomplete_store(store_root, monkeypatch):
     jobs = [job(1.0), job(2.0)]
     _fake_run_set(monkeypatch, jobs)
-    store.write_entry(store_root, "mlp", computed_entry(1.0).key_config())
+    results.copy_from_cache(store_root, "mlp", computed_entry(1.0).key_config())
     out = io.StringIO()
     assert results.print_status("smoke", out=out) == 0
     assert f"missing: mlp/{cache.cache_key('mlp', jobs[1].key_config())}" in out.getvalue()
     out = io.StringIO()
-    assert results.check("smoke", out=out) == 0
+    assert check("smoke", out=out) == 0
     assert out.getvalue().count("\n") == 1 and "1 of 2 runs missing" in out.getvalue()
 
 
@@ -402,10 +403,22 @@ def test_the_snapshot_comparison_passes_on_equal_claims_and_fails_on_a_changed_v
 def test_the_provenance_block_counts_where_runs_came_from():
     row, listing = runs_markdown([("mlp/a", "run a", "store"), ("mlp/b", "run b", "cache"),
                                   ("mlp/c", "run c", "trained")])
-    assert row.startswith("3, as looked up when the chapter started: 1 from the results store, 1 from your run cache, "
-                          "1 trained now")
+    assert row.startswith("3 listed, as looked up when the chapter started")
+    assert "1 from the results store, 1 from your run cache, 1 trained now" in row
     assert "`mlp/b` run b: from your run cache" in listing and "mlp/a" not in listing
     assert runs_markdown([("mlp/a", "run a", "store")])[1] == ""
+
+
+def test_the_provenance_block_looks_each_run_up_in_the_cache_then_the_store(store_root):
+    stored, cached, new = (tiny_config("sgd").replace(seed=seed) for seed in (1, 2, 3))
+    run_jobs([mlp_job(stored)], executor="serial", progress=False)
+    results.copy_from_cache(store_root, "mlp", mlp_job(stored).key_config())
+    cache._remove(cache.key_path("mlp", mlp_job(stored).key_config()))
+    run_jobs([mlp_job(cached)], executor="serial", progress=False)
+    assert [source for _, _, source in run_sources([stored, cached, new, new])] == ["store", "cache", "trained"]
+    text = provenance_markdown(notebook="book/x.ipynb", scale="smoke", data="d", seeds=[0], model="m", training="t",
+                               runs=[stored, cached, new])
+    assert "| runs | 3 listed" in text and f"`{store.entry_name('mlp', mlp_job(new).key_config())}`" in text
 
 
 @pytest.mark.parametrize("argv, message", [

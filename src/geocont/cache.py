@@ -5,7 +5,7 @@ entries, the driver reads them, possibly from other machines over shared storage
 therefore safe under concurrent writers and readers in separate processes or hosts.
 
 Layout of one entry (``key`` hashes the kind, :data:`SCHEMA_VERSION` and the whole
-configuration)::
+configuration, :func:`geocont.keys.cache_key`)::
 
     <cache>/<kind>/<key>/
         CURRENT                 one line: the name of the version that is the entry
@@ -85,19 +85,10 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import pandas as pd
 
+from . import store as results
+# the schema, the numerics revision and the key, shared with the results store (re-exported here)
+from .keys import NUMERICS_REVISION, SCHEMA_VERSION, cache_key  # noqa: F401
 from .tables import current_metric_names
-
-#: Bump when the meaning or layout of cached tables changes; old entries are then ignored.
-#: 2: entries are versioned with checksums, and runs are computed at a fixed torch thread count.
-SCHEMA_VERSION = 2
-
-#: The revision of the runs' numerics: bump it with any code change that alters the numbers a run
-#: produces for an unchanged configuration (kernels, subnormal flushing, an optimizer's
-#: implementation, data preparation, precision), so that runs cached by earlier code are never read
-#: as this code's. A linear residual net's end point is sensitive to perturbations of the size such
-#: changes make, so mixing them moves published numbers. Part of the key from revision 2 on (see
-#: :meth:`geocont.sweeps.Job.key_config`), so that entries cached at revision 1 keep their keys.
-NUMERICS_REVISION = 1
 
 #: A superseded version younger than this is left in place (another writer may be about to point to it).
 GRACE_SECONDS = 120.0
@@ -150,11 +141,7 @@ def has_entry(kind: str, config: dict[str, Any], include_store: bool = True) -> 
     (``include_store``) the results store."""
     if _current(key_path(kind, config)) is not None:
         return True
-    if not include_store:
-        return False
-    from . import store as results
-
-    return results.has(kind, config)
+    return include_store and results.has(kind, config)
 
 
 def manifest(kind: str, config: dict[str, Any]) -> dict[str, Any] | None:
@@ -167,12 +154,6 @@ def manifest(kind: str, config: dict[str, Any]) -> dict[str, Any] | None:
         return _read_manifest(folder, version)
     except (OSError, ValueError):
         return None
-
-
-def cache_key(kind: str, config: dict[str, Any]) -> str:
-    """Stable hash of ``kind``, the schema version and the configuration."""
-    payload = json.dumps({"kind": kind, "schema": SCHEMA_VERSION, "config": config}, sort_keys=True, default=str)
-    return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
 def key_path(kind: str, config: dict[str, Any]) -> Path:
@@ -246,8 +227,6 @@ def load(kind: str, config: dict[str, Any], require_metrics: Iterable[str] = (),
     table = _load_cached(kind, config, require_metrics, require_artifacts, warn)
     if table is not None or not include_store:
         return table
-    from . import store as results
-
     return results.lookup(kind, config, require_metrics, require_artifacts)
 
 
@@ -304,8 +283,6 @@ def artifact_path(kind: str, config: dict[str, Any], name: str, include_store: b
     path = _cached_artifact(kind, config, name)
     if path is not None or not include_store:
         return path
-    from . import store as results
-
     return results.artifact(kind, config, name)
 
 
@@ -659,8 +636,6 @@ def ensure(kind: str, config: dict[str, Any], compute: Callable[[], pd.DataFrame
     (:func:`geocont.store.forbid_training`) a run of a stored kind is never computed. The entry records
     the computation's wall seconds and provenance (:func:`geocont.store.run_provenance`).
     """
-    from . import store as results
-
     require_metrics, require_artifacts = tuple(require_metrics), tuple(require_artifacts)
     table = load(kind, config, require_metrics, require_artifacts=require_artifacts, warn=warn)
     if table is not None:
@@ -669,7 +644,7 @@ def ensure(kind: str, config: dict[str, Any], compute: Callable[[], pd.DataFrame
         table = load(kind, config, require_metrics, require_artifacts=require_artifacts, warn=False)
         if table is not None:  # another process computed it while we waited for the claim
             return table, True
-        results.forbid_training(kind, config)
+        results.forbid_training(kind, config, cache_dir=cache_root())
         started = time.perf_counter()
         result = compute()
         wall_seconds = time.perf_counter() - started

@@ -4,7 +4,9 @@ The run cache (:mod:`geocont.cache`) is the user's, filled by whatever trained o
 store is the book's evidence: one entry per run of a scale's book, keyed exactly as the cache keys
 it, holding the run's table, its configuration and where and by which code it was trained. A fresh
 clone reads the store instead of training. Nothing writes to it but
-``python -m geocont.book store`` (:func:`write_entry`); every other path only reads.
+``python -m geocont.book store`` (:func:`write_entry`, fed from the run cache by
+:func:`geocont.book.results.copy_from_cache`); every other path only reads. This module reads no cache:
+:mod:`geocont.cache` reads it.
 
 Layout of one store root (``results/<scale>`` of the checkout, or ``$GEOCONT_STORE``)::
 
@@ -13,7 +15,7 @@ Layout of one store root (``results/<scale>`` of the checkout, or ``$GEOCONT_STO
         table.parquet       the run table, zstd; values float32 where that loses nothing (:func:`thin_table`)
         model.safetensors   only where a chapter reads the trained weights (else listed as dropped)
 
-``<key>`` is :func:`geocont.cache.cache_key` of the job's key configuration, so a store entry and a
+``<key>`` is :func:`geocont.keys.cache_key` of the job's key configuration, so a store entry and a
 cache entry of one run share their key. An entry is written into a private folder and renamed into
 place, so a reader sees a whole entry or none.
 
@@ -53,7 +55,8 @@ from typing import Any, Iterable, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
-from . import cache
+from .keys import NUMERICS_REVISION, SCHEMA_VERSION, cache_key
+from .tables import current_metric_names
 
 STORE_ENV = "GEOCONT_STORE"
 STORE_ONLY_ENV = "GEOCONT_STORE_ONLY"
@@ -68,7 +71,7 @@ STORED_KINDS = ("mlp", "lm")
 #: The folder of the checkout that holds one store per scale (``results/cpu``, ...).
 RESULTS = "results"
 ENTRY = "entry.json"
-TABLE = cache.TABLE
+TABLE = "table.parquet"
 #: Bump when the layout of a store entry changes.
 STORE_FORMAT = 1
 #: zstd level of the stored tables (19: about 1 % smaller than level 3 on a run table, written once).
@@ -199,8 +202,8 @@ def training_code_hash() -> str:
 
 
 def revision() -> dict[str, Any]:
-    """This code's training-code revision: :data:`geocont.cache.NUMERICS_REVISION` and :func:`training_code_hash`."""
-    return {"numerics_revision": cache.NUMERICS_REVISION, "training_code_hash": training_code_hash()}
+    """This code's training-code revision: :data:`geocont.keys.NUMERICS_REVISION` and :func:`training_code_hash`."""
+    return {"numerics_revision": NUMERICS_REVISION, "training_code_hash": training_code_hash()}
 
 
 def revision_text(entry_revision: Mapping[str, Any]) -> str:
@@ -290,7 +293,7 @@ def _sha256_file(path: Path) -> str:
 
 
 def entry_folder(root: Path, kind: str, config: Mapping[str, Any]) -> Path:
-    return root / kind / cache.cache_key(kind, dict(config))
+    return root / kind / cache_key(kind, dict(config))
 
 
 def read_entry(folder: Path) -> dict[str, Any] | None:
@@ -414,7 +417,7 @@ def read_table(folder: Path, entry: Mapping[str, Any]) -> pd.DataFrame | None:
     table = pd.read_parquet(io.BytesIO(data))
     if "value" in table and table["value"].dtype != np.float64:
         table["value"] = table["value"].astype(np.float64)
-    return cache.current_metric_names(table) if "metric" in table else table
+    return current_metric_names(table) if "metric" in table else table
 
 
 def artifact(kind: str, config: Mapping[str, Any], name: str) -> Path | None:
@@ -437,22 +440,25 @@ def artifact(kind: str, config: Mapping[str, Any], name: str) -> Path | None:
     return folder / name
 
 
-def missing_message(kind: str, config: Mapping[str, Any], label: str = "", more: int = 0) -> str:
-    """Strict mode's one line for a run found nowhere: its key, label, chapter, and where it was looked for."""
-    key = cache.cache_key(kind, dict(config))
+def missing_message(kind: str, config: Mapping[str, Any], label: str = "", more: int = 0,
+                    cache_dir: Path | str | None = None) -> str:
+    """Strict mode's one line for a run found nowhere: its key, label, chapter, and where it was looked for
+    (``cache_dir``: the run cache's folder)."""
+    key = cache_key(kind, dict(config))
     chapter = os.environ.get(CHAPTER_ENV)
     roots = ", ".join(map(str, store_roots())) or f"none ({STORE_ENV}={store_setting() or 'unset'})"
     problem = f"; {_PROBLEMS[key]}" if key in _PROBLEMS else ""
     return (f"run {kind}/{key}" + (f" ({label})" if label else "") + (f" of chapter {chapter}" if chapter else "")
             + (f" and {more} more run{'s' if more > 1 else ''}" if more else "")
-            + f" in neither the run cache ({cache.cache_root()}) nor the results store ({roots}){problem}; "
+            + f" in neither the run cache{f' ({cache_dir})' if cache_dir else ''} nor the results store ({roots}){problem}; "
             f"{STORE_ONLY_ENV}=1 forbids training: add it with `python -m geocont.book store --scale SCALE`")
 
 
-def forbid_training(kind: str, config: Mapping[str, Any], label: str = "", more: int = 0) -> None:
+def forbid_training(kind: str, config: Mapping[str, Any], label: str = "", more: int = 0,
+                    cache_dir: Path | str | None = None) -> None:
     """In strict mode, raise :class:`RunMissing` for a run of a :data:`STORED_KINDS` kind about to be computed."""
     if strict() and kind in STORED_KINDS:
-        raise RunMissing(missing_message(kind, config, label, more))
+        raise RunMissing(missing_message(kind, config, label, more, cache_dir))
 
 
 # --------------------------------------------------------------------------- writing
@@ -467,54 +473,40 @@ class Written:
     values: str = ""
 
 
-def write_entry(root: Path, kind: str, config: Mapping[str, Any], *, label: str = "",
-                chapters: Iterable[str] = (), keep_artifacts: Iterable[str] = ()) -> Written:
-    """Copy the run cache's entry of the key into the store at ``root`` (thinned, :func:`thin_table`), with
-    the provenance the cache recorded where the run was computed. Artifacts in ``keep_artifacts`` are
-    copied; the entry's other artifacts are listed as dropped. Raises :class:`StoreError` (one line) where
-    the cache has no whole entry, it recorded no provenance, or its revision differs from the store's."""
+def write_entry(root: Path, kind: str, config: Mapping[str, Any], table: pd.DataFrame, provenance: Mapping[str, Any],
+                *, artifacts: Mapping[str, Path] | None = None, dropped: Iterable[str] = (), label: str = "",
+                chapters: Iterable[str] = ()) -> Written:
+    """Write one run into the store at ``root``: its table (thinned, :func:`thin_table`), the files of
+    ``artifacts`` (name -> a path to copy), the names of the artifacts left out (``dropped``), and the
+    ``provenance`` recorded where the run was computed (:func:`run_provenance`). The entry appears whole or
+    not at all. Raises :class:`StoreError` (one line) for a run without provenance, or of another training-code
+    revision than the store's entries."""
     config = dict(config)
-    key = cache.cache_key(kind, config)
-    table = cache.load(kind, config, warn=False, include_store=False)
-    manifest = cache.manifest(kind, config)
-    if table is None or manifest is None:
-        raise StoreError(f"run {kind}/{key} ({label}) has no readable entry in the run cache {cache.cache_root()}")
-    provenance = manifest.get("run")
+    key = cache_key(kind, config)
     if not provenance or provenance.get("training_code_hash") is None:
         raise StoreError(f"run {kind}/{key} ({label}) was cached without provenance (before it was recorded): "
                          "retrain it to store it")
     existing = revisions(root)
     mine = _revision_of({"provenance": provenance})
     if existing and set(existing) != {mine}:
+        held = ", ".join(revision_text(dict(numerics_revision=r[0], training_code_hash=r[1])) for r in existing)
         raise StoreError(f"run {kind}/{key} ({label}) was trained at {revision_text(provenance)}, but the store "
-                         f"{root} holds {', '.join(revision_text(dict(numerics_revision=r[0], training_code_hash=r[1])) for r in existing)}: "
-                         "adding it would mix revisions")
+                         f"{root} holds {held}: adding it would mix revisions")
     thinned, values = thin_table(table)
     staging = root / kind / f".staging-{key}-{uuid.uuid4().hex[:8]}"
     target = root / kind / key
     staging.mkdir(parents=True)
     try:
         (staging / TABLE).write_bytes(_table_bytes(thinned))
-        kept, dropped = [], []
-        for name in sorted(set(manifest.get("files", {})) - {TABLE}):
-            if name in set(keep_artifacts):
-                source = cache.artifact_path(kind, config, name, include_store=False)
-                if source is None:
-                    raise StoreError(f"run {kind}/{key} ({label}): its {name} in the run cache is missing or corrupt")
-                shutil.copyfile(source, staging / name)
-                kept.append(name)
-            else:
-                dropped.append(name)
-        absent = sorted(set(keep_artifacts) - set(kept))
-        if absent:
-            raise StoreError(f"run {kind}/{key} ({label}) has no {', '.join(absent)} in the run cache")
-        files = [TABLE, *kept]
+        for name, source in (artifacts or {}).items():
+            shutil.copyfile(source, staging / name)
+        files = [TABLE, *(artifacts or {})]
         entry = {
-            "format": STORE_FORMAT, "kind": kind, "key": key, "schema": cache.SCHEMA_VERSION, "label": label,
+            "format": STORE_FORMAT, "kind": kind, "key": key, "schema": SCHEMA_VERSION, "label": label,
             "chapters": sorted(set(chapters)), "config": config, "values": values,
             "files": {name: _sha256_file(staging / name) for name in files},
             "sizes": {name: (staging / name).stat().st_size for name in files},
-            "dropped_artifacts": dropped, "provenance": provenance,
+            "dropped_artifacts": sorted(dropped), "provenance": dict(provenance),
         }
         (staging / ENTRY).write_text(json.dumps(entry, indent=1, sort_keys=True, default=str) + "\n")
         if target.exists():
@@ -559,7 +551,7 @@ class StoreStatus:
     @property
     def current_code(self) -> bool:
         """Whether every entry was trained by this code's revision (:func:`revision`)."""
-        mine = (cache.NUMERICS_REVISION, training_code_hash())
+        mine = (NUMERICS_REVISION, training_code_hash())
         return not self.revisions or set(self.revisions) == {mine}
 
     @property
@@ -595,5 +587,5 @@ def status(root: Path, wanted: Iterable[str] = (), verify_files: bool = True) ->
 
 def entry_name(kind: str, config: Mapping[str, Any]) -> str:
     """``kind/key`` of a run."""
-    return f"{kind}/{cache.cache_key(kind, dict(config))}"
+    return f"{kind}/{cache_key(kind, dict(config))}"
 

@@ -63,6 +63,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from . import cache
+from . import store as results
 
 EXECUTORS = ("serial", "local", "local:N", "ray", "ray:ADDRESS")
 #: The environment variable that chooses the executor when no ``executor`` argument is given.
@@ -479,7 +480,6 @@ def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = 
     first, and the table of a run not started is None. ``on_result(job, table)`` is called in
     this process as each computed run lands (it must not raise).
     """
-    from . import store as results
 
     jobs = list(jobs)
     if getattr(multiprocessing.current_process(), "_inheriting", False):
@@ -500,7 +500,8 @@ def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = 
     unique = [indices[0] for indices in todo.values()]
     trained = [jobs[index] for index in unique if jobs[index].kind in results.STORED_KINDS]
     if trained:
-        results.forbid_training(trained[0].kind, trained[0].key_config(), trained[0].label, len(trained) - 1)
+        results.forbid_training(trained[0].kind, trained[0].key_config(), trained[0].label, len(trained) - 1,
+                                cache_dir=cache.cache_root())
     announce_claims([jobs[index] for index in unique])
     failures: list[tuple[str, dict[str, Any], str]] = []
     cached: list[int] = []  # runs of this sweep whose entry the cache now holds
@@ -572,9 +573,7 @@ def run_job(job: Job, progress: bool = True) -> pd.DataFrame:
     table = job.load()
     if table is not None:
         return table
-    from . import store as results
-
-    results.forbid_training(job.kind, job.key_config(), job.label)
+    results.forbid_training(job.kind, job.key_config(), job.label, cache_dir=cache.cache_root())
     with pinned_threads():
         return cache.cached(job.kind, job.key_config(), lambda: job.compute(job.argument), job.require_metrics,
                             require_artifacts=job.require_artifacts)

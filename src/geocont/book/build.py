@@ -39,11 +39,14 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from ..scales import ParameterError, check_scale
+from .. import store
 from ..store import CHAPTER_ENV, STORE_ENV, STORE_OFF, StoreError
 from ..sweeps import EXECUTOR_ENV, resolve_executor
+from . import results
 from .paths import (BOOK_ENV, CLAIMS_ENV, CLOSING, DEFAULT_SCALE, Layout, chapters,
                     repository_root)
 
@@ -410,20 +413,20 @@ def main(argv: list[str] | None = None) -> None:
     build.add_argument("--fresh", action="store_true",
                        help=f"ignore the results store ({STORE_ENV}={STORE_OFF}) and re-execute every chapter: every "
                             "run your run cache lacks is trained")
-    store = sub.add_parser("store", help="train the runs the results store lacks into it (or: store status)")
-    store.add_argument("action", nargs="?", choices=("status",), help="status: what the store holds and lacks")
-    store.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
-    store.add_argument("--minutes", type=float, default=None,
+    store_command = sub.add_parser("store", help="train the runs the results store lacks into it (or: store status)")
+    store_command.add_argument("action", nargs="?", choices=("status",), help="status: what the store holds and lacks")
+    store_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
+    store_command.add_argument("--minutes", type=float, default=None,
                        help="start no run after this many minutes (a slice; finished runs are kept)")
-    store.add_argument("--executor", help=EXECUTOR_HELP)
-    verify = sub.add_parser("verify", help="retrain a sample of the results store and compare it")
-    verify.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
-    verify.add_argument("--sample", nargs="+", default=["default"], metavar="SAMPLE",
+    store_command.add_argument("--executor", help=EXECUTOR_HELP)
+    verify_command = sub.add_parser("verify", help="retrain a sample of the results store and compare it")
+    verify_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
+    verify_command.add_argument("--sample", nargs="+", default=["default"], metavar="SAMPLE",
                         help="default (one SGD and one Adam run per MLP chapter, one transformer run), all, or keys")
-    verify.add_argument("--executor", help=EXECUTOR_HELP)
-    check = sub.add_parser("check", help="a complete store: the chapters executed from it vs the claims snapshot")
-    check.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
-    check.add_argument("--write-snapshot", action="store_true",
+    verify_command.add_argument("--executor", help=EXECUTOR_HELP)
+    check_command = sub.add_parser("check", help="a complete store: the chapters executed from it vs the claims snapshot")
+    check_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
+    check_command.add_argument("--write-snapshot", action="store_true",
                        help="replace the committed claims snapshot with the tables the store gives")
     run = sub.add_parser("run", help="execute one chapter with parameters, then build the book")
     run.add_argument("notebook", type=Path)
@@ -449,8 +452,6 @@ def _main(args: argparse.Namespace) -> None:
             raise ParameterError(str(error)) from None
         os.environ[EXECUTOR_ENV] = args.executor
     if args.command in ("store", "verify", "check"):
-        from . import results
-
         check_scale(args.scale)
         if getattr(args, "minutes", None) is not None and not args.minutes > 0:
             raise ParameterError(f"--minutes must be a positive number, got {args.minutes:g}")
@@ -460,7 +461,7 @@ def _main(args: argparse.Namespace) -> None:
         elif args.command == "verify":
             code = results.verify(args.scale, args.sample, args.executor)
         else:
-            code = results.check(args.scale, args.write_snapshot)
+            code = check(args.scale, args.write_snapshot)
         raise SystemExit(code)
     if args.command == "build":
         if args.scale:
@@ -492,6 +493,51 @@ def render_after_run(root: Path, scale: str, layout: Layout | None = None) -> Pa
     if CLOSING in chapters(root) and published and _stale_reason(root, CLOSING, layout, scale):
         execute(root, CLOSING, {"scale": scale}, layout)
     return render(root, layout=layout, scale=scale)
+
+
+def check(scale: str, write_snapshot: bool = False, out=sys.stdout) -> int:
+    """``python -m geocont.book check`` (the results store's CI check, :mod:`geocont.book.results`): where the
+    store of ``scale`` is complete, execute and render every chapter strictly from it (an empty run cache,
+    :data:`geocont.store.STORE_ONLY_ENV`) into ``_build/check-<scale>`` and compare the published claims tables
+    with the store's snapshot exactly (``write_snapshot``: replace the snapshot with them instead); where it is
+    incomplete, one line saying so and 0 (1 where entries are corrupt). 1 on any difference."""
+    root_repo = repository_root()
+    status = results.book_status(scale)
+    if not status.complete:
+        corrupt = f", {len(status.store.corrupt)} entries corrupt" if status.store.corrupt else ""
+        print(f"the {scale} results store {status.store.root} is incomplete "
+              f"({results.missing_summary(status, results.local_workers())}{corrupt}), so the {scale} chapters are "
+              "not checked against their claims snapshot", file=out)
+        return 1 if status.store.corrupt else 0
+    snapshot = status.store.root / results.SNAPSHOT
+    if not write_snapshot and not snapshot.is_dir():
+        print(f"error: the {scale} store is complete but has no claims snapshot {snapshot}: write it with "
+              f"`python -m geocont.book check --scale {scale} --write-snapshot` and commit it", file=out)
+        return 1
+    layout = Layout(root_repo / "_build" / f"check-{scale}")
+    with tempfile.TemporaryDirectory(prefix="geocont-check-") as scratch, store.environment(
+            GEOCONT_CACHE_DIR=scratch, **{store.STORE_ENV: str(status.store.root), store.STORE_ONLY_ENV: "1"}):
+        execute_stale(root_repo, scale, force=True, layout=layout)
+        render(root_repo, layout=layout)
+    if write_snapshot:
+        if snapshot.exists():
+            shutil.rmtree(snapshot)
+        shutil.copytree(layout.claims, snapshot)
+        print(f"wrote the claims snapshot {snapshot} ({len(list(snapshot.glob('*.json')))} chapters): commit it",
+              file=out)
+        return 0
+    lines = results.compare_claims(layout.claims, snapshot)
+    if lines:
+        print(f"the {scale} claims moved from the committed snapshot {snapshot} ({len(lines)} differences):",
+              file=out)
+        for line in lines:
+            print(f"  {line}", file=out)
+        print("review them; if the new numbers are right, replace the snapshot with "
+              f"`python -m geocont.book check --scale {scale} --write-snapshot`", file=out)
+        return 1
+    print(f"the {scale} claims equal the committed snapshot ({len(list(snapshot.glob('*.json')))} chapters)",
+          file=out)
+    return 0
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import platform
 import shlex
 import subprocess
 from pathlib import Path
+from typing import Any, Iterable
 
 import torch
 
@@ -48,24 +49,26 @@ def code_version() -> str:
         return f"geocont {__version__}"
 
 
-def run_sources(notebook: str, scale: str, overrides: dict | None = None) -> list[tuple[str, str, str]] | None:
-    """``(kind/key, label, source)`` of every run of the chapter of ``notebook`` (source: a key of
-    :data:`SOURCES`), looked up when the chapter starts, before it trains; the runs it chooses from others'
-    results while it runs count as trained now. None for a notebook that is no chapter."""
-    from ..chapters import CHAPTER_MODULES, chapter
-    from .runs import chapter_runs
+def run_sources(runs: Iterable[Any]) -> list[tuple[str, str, str]]:
+    """``(kind/key, label, source)`` of each run configuration (source: a key of :data:`SOURCES`), looked up
+    now: in the user's run cache, else in the results store, else it will be trained."""
+    from ..config import MLPRunConfig
 
-    name = Path(notebook).stem
-    if name not in CHAPTER_MODULES:
-        return None
-    runs, pending = chapter_runs(name, chapter(name).configure(scale, **(overrides or {})))
-    sources = []
-    for run in runs:
-        config = run.job.key_config()
-        source = ("cache" if cache.has_entry(run.kind, config, include_store=False)
-                  else "store" if store.has(run.kind, config) else "trained")
-        sources.append((run.name, run.label, source))
-    return sources + [(run.name, run.label, "trained") for run in pending]
+    sources = {}
+    for config in runs:
+        if isinstance(config, MLPRunConfig):
+            from ..training import mlp_job
+
+            job = mlp_job(config)
+        else:
+            from ..lm import lm_job
+
+            job = lm_job(config)
+        key = job.key_config()
+        source = ("cache" if cache.has_entry(job.kind, key, include_store=False)
+                  else "store" if store.has(job.kind, key) else "trained")
+        sources.setdefault(store.entry_name(job.kind, key), (store.entry_name(job.kind, key), job.label, source))
+    return list(sources.values())
 
 
 def _store_text() -> str:
@@ -89,7 +92,8 @@ def runs_markdown(sources: list[tuple[str, str, str]]) -> tuple[str, str]:
     """The provenance row "runs" (how many runs came from where) and, where they came from more than one
     place, a collapsed list naming each run that did not come from the results store."""
     counts = {source: sum(s == source for _, _, s in sources) for source in SOURCES}
-    row = (f"{len(sources)}, as looked up when the chapter started: "
+    row = (f"{len(sources)} listed, as looked up when the chapter started (runs it chooses from their results "
+           "while it runs are not counted): "
            + ", ".join(f"{counts[source]} {words}" for source, words in SOURCES.items())
            + f"; {_store_text()}")
     if counts["store"] == 0 or counts["store"] == len(sources):
@@ -123,12 +127,12 @@ def rerun_box(notebook: str, scale: str, overrides: dict | None = None) -> str:
 
 
 def provenance_markdown(*, notebook: str, scale: str, data: str, seeds, model: str, training: str,
-                        overrides: dict | None = None) -> str:
-    """A Markdown block stating what produced the chapter (for a chapter, where its runs came from:
-    :func:`run_sources`), then the "Re-run this chapter" box."""
+                        overrides: dict | None = None, runs: Iterable[Any] | None = None) -> str:
+    """A Markdown block stating what produced the chapter (with ``runs``, the chapter's run configurations:
+    where they came from, :func:`run_sources`), then the "Re-run this chapter" box."""
     seeds = list(seeds)
     changed = ", ".join(f"{k}={v}" for k, v in (overrides or {}).items()) or "none"
-    sources = run_sources(notebook, scale, overrides)
+    sources = run_sources(runs) if runs is not None else []
     runs_row, runs_list = runs_markdown(sources) if sources else ("", "")
     return (
         f"| | |\n|---|---|\n"

@@ -11,16 +11,16 @@
 * ``python -m geocont.book verify --scale cpu [--sample default|all|KEY...]`` (:func:`verify`): retrains a
   sample into a temporary cache and prints, per run, the largest difference from the store in every
   claim-bearing metric.
-* ``python -m geocont.book check --scale cpu [--write-snapshot]`` (:func:`check`): where the store is
-  complete, executes and renders the chapters strictly from it and compares every published claims table
-  with the committed snapshot (``<store>/claims-snapshot/``) exactly; else one line saying what is missing.
+* ``python -m geocont.book check --scale cpu [--write-snapshot]`` (:func:`geocont.book.build.check`, which
+  executes and renders; :func:`compare_claims` here): where the store is complete, executes and renders the
+  chapters strictly from it and compares every published claims table with the committed snapshot
+  (``<store>/claims-snapshot/``) exactly; else one line saying what is missing.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -41,8 +41,6 @@ from .runs import BookRun, RunSet, book_run_set
 STAGING_CACHE = ".staging-cache"
 #: The committed claims tables the strict build is compared with (:func:`check`).
 SNAPSHOT = "claims-snapshot"
-#: The trained weights' file name (:data:`geocont.lm.MODEL_ARTIFACT`, named here without importing transformers).
-MODEL_ARTIFACT = "model.safetensors"
 
 #: The metrics the chapters' claims and figures read (tests/test_store.py checks each is named in the chapters'
 #: code): ``verify`` prints the largest difference in each.
@@ -66,6 +64,11 @@ def _minutes(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def local_workers() -> int:
+    """The workers of the default executor here (for predicted times)."""
+    return _workers(None)
 
 
 def _workers(executor: str | None) -> int:
@@ -167,10 +170,35 @@ def _adoptable(run: BookRun) -> bool:
     return all(provenance.get(name) == value for name, value in mine.items())
 
 
+def copy_from_cache(root: Path, kind: str, config: dict[str, Any], *, label: str = "", chapters: Iterable[str] = (),
+                    keep_artifacts: Iterable[str] = ()) -> store.Written:
+    """Write the run cache's entry of the key into the store at ``root`` (:func:`geocont.store.write_entry`) with
+    the provenance the cache recorded where the run was computed; its artifacts in ``keep_artifacts`` are copied,
+    its others listed as dropped. One-line :class:`geocont.store.StoreError` where the cache has no whole entry."""
+    key = cache.cache_key(kind, config)
+    table = cache.load(kind, config, warn=False, include_store=False)
+    manifest = cache.manifest(kind, config)
+    if table is None or manifest is None:
+        raise store.StoreError(f"run {kind}/{key} ({label}) has no readable entry in the run cache {cache.cache_root()}")
+    artifacts, keep = {}, set(keep_artifacts)
+    for name in sorted(keep):
+        path = cache.artifact_path(kind, config, name, include_store=False)
+        if path is None:
+            raise store.StoreError(f"run {kind}/{key} ({label}) has no readable {name} in the run cache")
+        artifacts[name] = path
+    dropped = sorted(set(manifest.get("files", {})) - {cache.TABLE} - keep)
+    return store.write_entry(root, kind, config, table, manifest.get("run") or {}, artifacts=artifacts,
+                             dropped=dropped, label=label, chapters=chapters)
+
+
 def _write(root: Path, run: BookRun) -> store.Written:
-    keep = (MODEL_ARTIFACT,) if run.keep_weights else ()
-    return store.write_entry(root, run.kind, run.job.key_config(), label=run.label, chapters=run.chapters,
-                             keep_artifacts=keep)
+    keep = ()
+    if run.keep_weights:
+        from ..lm import MODEL_ARTIFACT
+
+        keep = (MODEL_ARTIFACT,)
+    return copy_from_cache(root, run.kind, run.job.key_config(), label=run.label, chapters=run.chapters,
+                           keep_artifacts=keep)
 
 
 def fill(scale: str, minutes: float | None = None, executor: str | None = None, out=sys.stdout,
@@ -397,50 +425,3 @@ def compare_claims(published: Path, snapshot: Path) -> list[str]:
                         lines.append(f"{chapter}: claim {key}: {column}: snapshot {a.get(column)!r} -> now "
                                      f"{b.get(column)!r}")
     return lines
-
-
-def check(scale: str, write_snapshot: bool = False, out=sys.stdout) -> int:
-    """``check``: where the store of ``scale`` is complete, execute and render every chapter strictly from it
-    (an empty run cache, :data:`geocont.store.STORE_ONLY_ENV`) and compare the published claims tables with
-    the snapshot (``write_snapshot``: replace the snapshot with them instead); where it is incomplete, one line
-    saying so and 0. 1 on any difference."""
-    from .build import execute_stale, render
-    from .paths import Layout, repository_root
-
-    root_repo = repository_root()
-    status = book_status(scale)
-    if not status.complete:
-        problems = [f"{len(status.store.corrupt)} corrupt" if status.store.corrupt else ""]
-        print(f"the {scale} results store {status.store.root} is incomplete ({missing_summary(status, _workers(None))}"
-              + "".join(f", {p}" for p in problems if p) + f"), so the {scale} chapters are not checked against "
-              "their claims snapshot", file=out)
-        return 1 if status.store.corrupt else 0
-    snapshot = status.store.root / SNAPSHOT
-    if not write_snapshot and not snapshot.is_dir():
-        print(f"error: the {scale} store is complete but has no claims snapshot {snapshot}: write it with "
-              f"`python -m geocont.book check --scale {scale} --write-snapshot` and commit it", file=out)
-        return 1
-    layout = Layout(root_repo / "_build" / f"check-{scale}")
-    with tempfile.TemporaryDirectory(prefix="geocont-check-") as scratch, store.environment(
-            GEOCONT_CACHE_DIR=scratch, **{store.STORE_ENV: str(status.store.root), store.STORE_ONLY_ENV: "1"}):
-        execute_stale(root_repo, scale, force=True, layout=layout)
-        render(root_repo, layout=layout)
-    if write_snapshot:
-        if snapshot.exists():
-            shutil.rmtree(snapshot)
-        shutil.copytree(layout.claims, snapshot)
-        print(f"wrote the claims snapshot {snapshot} ({len(list(snapshot.glob('*.json')))} chapters): commit it",
-              file=out)
-        return 0
-    lines = compare_claims(layout.claims, snapshot)
-    if lines:
-        print(f"the {scale} claims moved from the committed snapshot {snapshot} ({len(lines)} differences):",
-              file=out)
-        for line in lines:
-            print(f"  {line}", file=out)
-        print("review them; if the new numbers are right, replace the snapshot with "
-              f"`python -m geocont.book check --scale {scale} --write-snapshot`", file=out)
-        return 1
-    print(f"the {scale} claims equal the committed snapshot ({len(list(snapshot.glob('*.json')))} chapters)",
-          file=out)
-    return 0
