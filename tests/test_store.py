@@ -320,7 +320,7 @@ def test_a_slice_stops_starting_runs_at_its_deadline_and_keeps_what_finished(sto
 def test_a_run_finished_but_not_stored_is_copied_in_without_training(store_root, monkeypatch):
     jobs = [job(8.0)]
     _fake_run_set(monkeypatch, jobs)
-    with store.environment(GEOCONT_CACHE_DIR=str(store_root / results.STAGING_CACHE)):
+    with store.environment(GEOCONT_CACHE_DIR=str(results.staging_cache(store_root))):
         run_jobs(jobs, executor="serial", progress=False)  # a slice killed after the run landed in its cache
     CALLS.clear()
     out = io.StringIO()
@@ -333,8 +333,9 @@ def test_status_lists_missing_runs_and_the_check_skips_an_incomplete_store(store
     _fake_run_set(monkeypatch, jobs)
     results.copy_from_cache(store_root, "mlp", computed_entry(1.0).key_config())
     out = io.StringIO()
-    assert results.print_status("smoke", out=out) == 0
+    assert results.print_status("smoke", out=out, list_entries=True) == 0
     assert f"missing: mlp/{cache.cache_key('mlp', jobs[1].key_config())}" in out.getvalue()
+    assert f"entry: mlp/{cache.cache_key('mlp', jobs[0].key_config())}" in out.getvalue()
     out = io.StringIO()
     assert check("smoke", out=out) == 0
     assert out.getvalue().count("\n") == 1 and "1 of 2 runs missing" in out.getvalue()

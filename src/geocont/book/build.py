@@ -419,6 +419,7 @@ def main(argv: list[str] | None = None) -> None:
     store_command.add_argument("--minutes", type=float, default=None,
                        help="start no run after this many minutes (a slice; finished runs are kept)")
     store_command.add_argument("--executor", help=EXECUTOR_HELP)
+    store_command.add_argument("--entries", action="store_true", help="status: list every entry")
     verify_command = sub.add_parser("verify", help="retrain a sample of the results store and compare it")
     verify_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
     verify_command.add_argument("--sample", nargs="+", default=["default"], metavar="SAMPLE",
@@ -456,7 +457,7 @@ def _main(args: argparse.Namespace) -> None:
         if getattr(args, "minutes", None) is not None and not args.minutes > 0:
             raise ParameterError(f"--minutes must be a positive number, got {args.minutes:g}")
         if args.command == "store":
-            code = (results.print_status(args.scale, args.executor) if args.action == "status"
+            code = (results.print_status(args.scale, args.executor, list_entries=args.entries) if args.action == "status"
                     else results.fill(args.scale, args.minutes, args.executor))
         elif args.command == "verify":
             code = results.verify(args.scale, args.sample, args.executor)

@@ -4,10 +4,10 @@
   runs the store lacks, longest first, writing each into the store as it lands; with ``--minutes`` no run
   starts after N minutes (a slice); then says what is still missing and its predicted time. Runs the
   user's run cache already holds, trained by this code with their provenance recorded, are copied in
-  without training. It trains into ``<store>/.staging-cache`` (not committed), so that an interrupted
-  slice loses no finished run: the next one copies it in.
-* ``python -m geocont.book store status --scale cpu`` (:func:`print_status`): entries, missing runs,
-  pending ones, revisions and provenance.
+  without training. It trains into ``<store>/.staging-cache/<code hash>`` (not committed), so that an
+  interrupted slice loses no finished run: the next one copies it in.
+* ``python -m geocont.book store status --scale cpu [--entries]`` (:func:`print_status`): entries, missing
+  runs, pending ones, revisions and provenance.
 * ``python -m geocont.book verify --scale cpu [--sample default|all|KEY...]`` (:func:`verify`): retrains a
   sample into a temporary cache and prints, per run, the largest difference from the store in every
   claim-bearing metric.
@@ -118,8 +118,10 @@ def missing_summary(status: BookStatus, workers: int) -> str:
     return text + f"; predicted {_minutes(seconds)} of training on {workers} worker{'s' if workers > 1 else ''}"
 
 
-def print_status(scale: str, executor: str | None = None, out=sys.stdout, chapters: Sequence[str] | None = None) -> int:
-    """``store status``: what the store holds and lacks; 1 where it is refused (mixed revisions) or corrupt."""
+def print_status(scale: str, executor: str | None = None, out=sys.stdout, chapters: Sequence[str] | None = None,
+                 list_entries: bool = False) -> int:
+    """``store status``: what the store holds and lacks (``list_entries``: every entry, one line each); 1 where
+    it is refused (mixed revisions) or corrupt."""
     try:
         status = book_status(scale, chapters=chapters)
     except store.StoreError as error:
@@ -141,6 +143,13 @@ def print_status(scale: str, executor: str | None = None, out=sys.stdout, chapte
     known = [w for w in walls if isinstance(w, (int, float))]
     if known:
         print(f"  training time of the stored runs: {_minutes(sum(known))} on one worker", file=out)
+    if list_entries:
+        for name, entry in st.entries.items():
+            where = entry.get("provenance", {})
+            print(f"  entry: {name}  {entry.get('label', '')}  [{', '.join(entry.get('chapters', []))}]  "
+                  f"{_size(sum(entry.get('sizes', {}).values()))}, {entry.get('values')}, trained in "
+                  f"{where.get('wall_seconds')} s on {where.get('cpu_capability')} ({where.get('host')}, "
+                  f"{where.get('finished')})", file=out)
     for name, why in st.corrupt.items():
         print(f"  corrupt: {name}: {why}", file=out)
     if st.extra:
@@ -161,6 +170,12 @@ def print_status(scale: str, executor: str | None = None, out=sys.stdout, chapte
 
 
 # --------------------------------------------------------------------------- fill
+
+
+def staging_cache(root: Path) -> Path:
+    """The run cache ``store`` trains into: one per training-code revision, so that a run left there by other
+    code is never taken for this code's (it stays, unused)."""
+    return root / STAGING_CACHE / store.training_code_hash()[:12]
 
 
 def _adoptable(run: BookRun) -> bool:
@@ -215,7 +230,7 @@ def fill(scale: str, minutes: float | None = None, executor: str | None = None, 
         raise store.StoreError(f"the store {root} holds runs of {held}, but this code is {mine}: runs trained now "
                                "would mix revisions; restore that code, or move the store aside and retrain it")
     deadline = time.time() + 60 * minutes if minutes else None
-    staging = root / STAGING_CACHE
+    staging = staging_cache(root)
     user_cache = str(cache.cache_root())
     failures: list[str] = []
     stored_now = 0
