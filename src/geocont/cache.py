@@ -5,7 +5,7 @@ entries, the driver reads them, possibly from other machines over shared storage
 therefore safe under concurrent writers and readers in separate processes or hosts.
 
 Layout of one entry (``key`` hashes the kind, :data:`SCHEMA_VERSION` and the whole
-configuration)::
+configuration, :func:`geocont.keys.cache_key`)::
 
     <cache>/<kind>/<key>/
         CURRENT                 one line: the name of the version that is the entry
@@ -52,6 +52,11 @@ at once. A waiter says once which holder it waits for and for how long (:func:`h
 Breaking a stale claim has a small window in which two waiters can both take over; the cost is a
 duplicated computation, never a broken entry.
 
+Below the cache lies the results store (:mod:`geocont.store`), read-only: :func:`load`,
+:func:`artifact_path` and :func:`has_entry` fall back to it where the cache has no entry (unless
+``include_store=False``), and nothing here writes to it. A computed entry's manifest records where and
+by which code the run was computed, and its wall seconds (``run``, :func:`geocont.store.run_provenance`).
+
 A store that fails (read-only directory, disk full) warns and the computed table is still
 returned. Shared storage: ``GEOCONT_CACHE_DIR`` may point at NFS or another shared file
 system mounted at the same path on every node; the scheme needs only atomic ``rename``,
@@ -80,19 +85,10 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import pandas as pd
 
+from . import store as results
+# the schema, the numerics revision and the key, shared with the results store (re-exported here)
+from .keys import NUMERICS_REVISION, SCHEMA_VERSION, cache_key  # noqa: F401
 from .tables import current_metric_names
-
-#: Bump when the meaning or layout of cached tables changes; old entries are then ignored.
-#: 2: entries are versioned with checksums, and runs are computed at a fixed torch thread count.
-SCHEMA_VERSION = 2
-
-#: The revision of the runs' numerics: bump it with any code change that alters the numbers a run
-#: produces for an unchanged configuration (kernels, subnormal flushing, an optimizer's
-#: implementation, data preparation, precision), so that runs cached by earlier code are never read
-#: as this code's. A linear residual net's end point is sensitive to perturbations of the size such
-#: changes make, so mixing them moves published numbers. Part of the key from revision 2 on (see
-#: :meth:`geocont.sweeps.Job.key_config`), so that entries cached at revision 1 keep their keys.
-NUMERICS_REVISION = 1
 
 #: A superseded version younger than this is left in place (another writer may be about to point to it).
 GRACE_SECONDS = 120.0
@@ -140,15 +136,24 @@ def cache_root_problem() -> str | None:
             "cached; point GEOCONT_CACHE_DIR at a folder")
 
 
-def has_entry(kind: str, config: dict[str, Any]) -> bool:
-    """Whether the key has a stored entry (its pointer exists; nothing is read or checked)."""
-    return _current(key_path(kind, config)) is not None
+def has_entry(kind: str, config: dict[str, Any], include_store: bool = True) -> bool:
+    """Whether the key has an entry (its pointer exists; nothing is read or checked), in the cache or
+    (``include_store``) the results store."""
+    if _current(key_path(kind, config)) is not None:
+        return True
+    return include_store and results.has(kind, config)
 
 
-def cache_key(kind: str, config: dict[str, Any]) -> str:
-    """Stable hash of ``kind``, the schema version and the configuration."""
-    payload = json.dumps({"kind": kind, "schema": SCHEMA_VERSION, "config": config}, sort_keys=True, default=str)
-    return hashlib.sha256(payload.encode()).hexdigest()[:20]
+def manifest(kind: str, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The manifest (``config.json``) of the key's current version in the cache, or None."""
+    folder = key_path(kind, config)
+    version = _current(folder)
+    if version is None:
+        return None
+    try:
+        return _read_manifest(folder, version)
+    except (OSError, ValueError):
+        return None
 
 
 def key_path(kind: str, config: dict[str, Any]) -> Path:
@@ -209,14 +214,25 @@ def _read_manifest(folder: Path, version: str) -> dict[str, Any]:
 
 
 def load(kind: str, config: dict[str, Any], require_metrics: Iterable[str] = (), *,
-         require_artifacts: Iterable[str] = (), warn: bool = True) -> pd.DataFrame | None:
-    """The cached table for this configuration, or None.
+         require_artifacts: Iterable[str] = (), warn: bool = True, include_store: bool = True) -> pd.DataFrame | None:
+    """The cached table for this configuration, else (``include_store``) the results store's, or None.
 
     The table's checksum is verified; a corrupt version is discarded (with a warning) and
     None returned. An entry recorded before one of ``require_metrics`` existed, or without
     one of ``require_artifacts``, is stale for the caller that needs it: None is returned
-    (with a warning unless ``warn=False``), and the caller recomputes it.
+    (with a warning unless ``warn=False``), and the caller recomputes it. The store is read
+    only where the cache gives no table (:func:`geocont.store.lookup`).
     """
+    require_metrics, require_artifacts = tuple(require_metrics), tuple(require_artifacts)
+    table = _load_cached(kind, config, require_metrics, require_artifacts, warn)
+    if table is not None or not include_store:
+        return table
+    return results.lookup(kind, config, require_metrics, require_artifacts)
+
+
+def _load_cached(kind: str, config: dict[str, Any], require_metrics: tuple[str, ...],
+                 require_artifacts: tuple[str, ...], warn: bool) -> pd.DataFrame | None:
+    """:func:`load` from the cache alone."""
     folder = key_path(kind, config)
     for _ in range(10):  # a concurrent replacement can remove a version under us; follow the pointer again
         version = _current(folder)
@@ -260,9 +276,17 @@ def load(kind: str, config: dict[str, Any], require_metrics: Iterable[str] = (),
     return None
 
 
-def artifact_path(kind: str, config: dict[str, Any], name: str) -> Path | None:
+def artifact_path(kind: str, config: dict[str, Any], name: str, include_store: bool = True) -> Path | None:
     """Path of an artifact stored with an entry, after checking its sha256, or None if the
-    entry or the artifact is missing (a corrupt one is discarded with a warning)."""
+    entry or the artifact is missing (a corrupt one is discarded with a warning). Where the cache
+    has none, the results store's (``include_store``, :func:`geocont.store.artifact`)."""
+    path = _cached_artifact(kind, config, name)
+    if path is not None or not include_store:
+        return path
+    return results.artifact(kind, config, name)
+
+
+def _cached_artifact(kind: str, config: dict[str, Any], name: str) -> Path | None:
     folder = key_path(kind, config)
     version = _current(folder)
     if version is None:
@@ -453,11 +477,14 @@ def store(
     config: dict[str, Any],
     table: pd.DataFrame,
     artifacts: Mapping[str, Callable[[Path], None]] | None = None,
+    provenance: Mapping[str, Any] | None = None,
 ) -> Path | None:
     """Publish a new version of the entry atomically; the folder of that version, or None.
 
     ``artifacts`` maps a file name to a function that writes that file at the given path
-    (e.g. ``{"model.safetensors": lambda p: save_file(state, p)}``). Concurrent stores of
+    (e.g. ``{"model.safetensors": lambda p: save_file(state, p)}``); ``provenance`` (where and
+    by which code the run was computed, :func:`geocont.store.run_provenance`) goes into the
+    manifest as ``run``. Concurrent stores of
     one key all succeed; the last to switch the pointer wins. A store that fails (read-only
     or full disk, a failing artifact writer) warns, leaves nothing behind and returns None.
     """
@@ -474,7 +501,8 @@ def store(
             write(staging / name)
         files = {name: _file_sha256(staging / name) for name in [TABLE, *(artifacts or {})]}
         (staging / MANIFEST).write_text(json.dumps(
-            {"kind": kind, "schema": SCHEMA_VERSION, "config": config, "files": files, "written_by": _owner()},
+            {"kind": kind, "schema": SCHEMA_VERSION, "config": config, "files": files, "written_by": _owner(),
+             **({"run": dict(provenance)} if provenance else {})},
             indent=2, default=str))
         (staging / "owner.json").unlink()
         os.rename(staging, folder / version)
@@ -604,7 +632,9 @@ def ensure(kind: str, config: dict[str, Any], compute: Callable[[], pd.DataFrame
     """:func:`cached`, also saying whether the table is now in the cache (False: its store failed).
 
     ``warn=False``: no warning about a stale entry (the caller has warned already); ``announce=False``: no
-    line about a claim it waits for (:func:`claim`; the caller has said it).
+    line about a claim it waits for (:func:`claim`; the caller has said it). In strict mode
+    (:func:`geocont.store.forbid_training`) a run of a stored kind is never computed. The entry records
+    the computation's wall seconds and provenance (:func:`geocont.store.run_provenance`).
     """
     require_metrics, require_artifacts = tuple(require_metrics), tuple(require_artifacts)
     table = load(kind, config, require_metrics, require_artifacts=require_artifacts, warn=warn)
@@ -614,9 +644,13 @@ def ensure(kind: str, config: dict[str, Any], compute: Callable[[], pd.DataFrame
         table = load(kind, config, require_metrics, require_artifacts=require_artifacts, warn=False)
         if table is not None:  # another process computed it while we waited for the claim
             return table, True
+        results.forbid_training(kind, config, cache_dir=cache_root())
+        started = time.perf_counter()
         result = compute()
+        wall_seconds = time.perf_counter() - started
         computed = result if isinstance(result, Computed) else Computed(result)
-        stored = store(kind, config, computed.table, computed.artifacts) is not None
+        stored = store(kind, config, computed.table, computed.artifacts,
+                       provenance=results.run_provenance(wall_seconds)) is not None
         return computed.table, stored
 
 

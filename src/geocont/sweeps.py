@@ -30,6 +30,13 @@ threads and change the last digits otherwise). One thread per run is the fastest
 a machine whose cores all run sweeps, and avoids oversubscription. A count other than 1
 is part of the cache key, so values computed differently never mix.
 
+Results store: a run is looked up in the cache, then in the read-only results store
+(:mod:`geocont.store`); in strict mode (``GEOCONT_STORE_ONLY=1``) a training run found in neither is
+a one-line :class:`geocont.store.RunMissing` before any run of the sweep starts.
+
+Slices: with a ``deadline`` (:func:`run_jobs`), no run starts after it; the runs in flight finish and
+are cached, the others are left (None), so that a long sweep can be run a few hours at a time.
+
 Failures: a run that raises (``TrainingDiverged``, out of memory, anything) or whose
 worker process dies is reported at once with its configuration; the other runs finish and
 are cached, then :class:`SweepFailed` names every failed run.
@@ -56,6 +63,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from . import cache
+from . import store as results
 
 EXECUTORS = ("serial", "local", "local:N", "ray", "ray:ADDRESS")
 #: The environment variable that chooses the executor when no ``executor`` argument is given.
@@ -300,9 +308,16 @@ def _pool_context() -> multiprocessing.context.BaseContext:
 # --------------------------------------------------------------------------- executors
 
 
-def _serial(jobs: list[Job], threads: int, report: Callable[[int, Outcome], None]) -> None:
-    for index, job in enumerate(jobs):
-        report(index, execute(job, threads))
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.time() >= deadline
+
+
+def _serial(jobs: list[Job], threads: int, report: Callable[[int, Outcome], None],
+            deadline: float | None = None) -> None:
+    for index in sorted(range(len(jobs)), key=lambda i: -jobs[i].cost) if deadline is not None else range(len(jobs)):
+        if _past(deadline):
+            return
+        report(index, execute(jobs[index], threads))
 
 
 #: Local worker pools by (workers, threads), kept between sweeps so that workers keep their
@@ -326,7 +341,7 @@ def _drop_pool(workers: int, threads: int) -> None:
 
 
 def _local(jobs: list[Job], workers: int, threads: int, environment: dict[str, str],
-           report: Callable[[int, Outcome], None]) -> None:
+           report: Callable[[int, Outcome], None], deadline: float | None = None) -> None:
     """A process pool (:func:`_pool_context`, kept for later sweeps) with at most ``workers`` runs in flight.
 
     If a worker dies (killed, out of memory) the pool breaks: the runs in flight are
@@ -340,6 +355,10 @@ def _local(jobs: list[Job], workers: int, threads: int, environment: dict[str, s
         broken = False
         try:
             while in_flight or (queue and not broken):
+                if _past(deadline):
+                    queue.clear()  # no run starts after the deadline; those in flight finish
+                    if not in_flight:
+                        break
                 while queue and not broken and len(in_flight) < workers:
                     index = queue.pop(0)
                     in_flight[pool.submit(execute, jobs[index], threads, environment)] = index
@@ -395,20 +414,33 @@ def _ensure_ray(address: str | None):
 
 
 def _ray(jobs: list[Job], address: str | None, threads: int, environment: dict[str, str],
-         report: Callable[[int, Outcome], None]) -> None:
+         report: Callable[[int, Outcome], None], deadline: float | None = None) -> None:
     """Ray tasks, one per run; Ray's scheduler decides how many run at once.
 
     Connects to the cluster at ``address`` or starts a local Ray once per process (kept
-    for later sweeps; :func:`shutdown` stops it).
+    for later sweeps; :func:`shutdown` stops it). With a ``deadline``, runs are submitted
+    longest first, no more at once than the cluster's CPUs hold, and none after the deadline.
     """
     ray = _ensure_ray(address)
-    has_gpus = ray.cluster_resources().get("GPU", 0) > 0
+    resources = ray.cluster_resources()
+    has_gpus = resources.get("GPU", 0) > 0
     remote = ray.remote(execute)
     pending = {}
-    for index, job in enumerate(jobs):
-        gpu = job.device == "cuda" or (job.device == "auto" and has_gpus)
-        options = dict(num_cpus=threads, num_gpus=1 if gpu else 0, max_retries=0)
-        pending[remote.options(**options).remote(job, threads, environment)] = index
+    queue = list(range(len(jobs)))
+    window = len(jobs)
+    if deadline is not None:
+        queue.sort(key=lambda index: -jobs[index].cost)
+        window = max(1, int(resources.get("CPU", 1) // threads))
+
+    def submit() -> None:
+        while queue and len(pending) < window and not _past(deadline):
+            index = queue.pop(0)
+            job = jobs[index]
+            gpu = job.device == "cuda" or (job.device == "auto" and has_gpus)
+            options = dict(num_cpus=threads, num_gpus=1 if gpu else 0, max_retries=0)
+            pending[remote.options(**options).remote(job, threads, environment)] = index
+
+    submit()
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1)
         for reference in ready:
@@ -418,6 +450,7 @@ def _ray(jobs: list[Job], address: str | None, threads: int, environment: dict[s
             except Exception as error:  # noqa: BLE001 - a dead worker or node, reported with the run
                 outcome = Outcome(error=f"the Ray task failed: {type(error).__name__}: {error}")
             report(index, outcome)
+        submit()
 
 
 def shutdown() -> None:
@@ -431,14 +464,23 @@ def shutdown() -> None:
 # --------------------------------------------------------------------------- the entry point
 
 
-def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = True) -> list[pd.DataFrame]:
-    """The table of every job, in order: from the cache, or computed by ``executor``.
+def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = True, *,
+             deadline: float | None = None,
+             on_result: Callable[[Job, pd.DataFrame], None] | None = None) -> list[pd.DataFrame]:
+    """The table of every job, in order: from the cache (or the results store), or computed by ``executor``.
 
     The executor is validated before any work. Cached runs are loaded in this process
     without starting any worker; the rest go to the executor, deduplicated by cache key.
+    In strict mode (:func:`geocont.store.strict`) a training run among the rest is a one-line
+    :class:`geocont.store.RunMissing` here, before any run starts.
     One progress bar advances as runs finish; a failed run is reported as soon as it
     fails (with its configuration) and :class:`SweepFailed` is raised after the others.
+
+    ``deadline`` (a ``time.time()`` value): no run starts after it, the runs are started longest
+    first, and the table of a run not started is None. ``on_result(job, table)`` is called in
+    this process as each computed run lands (it must not raise).
     """
+
     jobs = list(jobs)
     if getattr(multiprocessing.current_process(), "_inheriting", False):
         raise RuntimeError("a sweep was started while a worker process imported the main script: put the script's "
@@ -456,6 +498,10 @@ def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = 
         if tables[index] is None:
             todo.setdefault(cache.cache_key(job.kind, job.key_config()), []).append(index)
     unique = [indices[0] for indices in todo.values()]
+    trained = [jobs[index] for index in unique if jobs[index].kind in results.STORED_KINDS]
+    if trained:
+        results.forbid_training(trained[0].kind, trained[0].key_config(), trained[0].label, len(trained) - 1,
+                                cache_dir=cache.cache_root())
     announce_claims([jobs[index] for index in unique])
     failures: list[tuple[str, dict[str, Any], str]] = []
     cached: list[int] = []  # runs of this sweep whose entry the cache now holds
@@ -480,17 +526,19 @@ def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = 
                     "is GEOCONT_CACHE_DIR on storage shared by every node?")))
             for index in indices:
                 tables[index] = table
+            if table is not None and on_result is not None:
+                on_result(job, table)
         bar.set_postfix_str(job.label, refresh=False)
         bar.update(len(indices))
 
     pending = [jobs[index] for index in unique]
     try:
         if pending and spec.name == "serial":
-            _serial(pending, threads, report)
+            _serial(pending, threads, report, deadline)
         elif pending and spec.name == "local":
-            _local(pending, spec.workers, threads, geocont_environment(), report)
+            _local(pending, spec.workers, threads, geocont_environment(), report, deadline)
         elif pending:
-            _ray(pending, spec.address, threads, geocont_environment(), report)
+            _ray(pending, spec.address, threads, geocont_environment(), report, deadline)
     finally:
         bar.close()
     if failures:
@@ -525,6 +573,7 @@ def run_job(job: Job, progress: bool = True) -> pd.DataFrame:
     table = job.load()
     if table is not None:
         return table
+    results.forbid_training(job.kind, job.key_config(), job.label, cache_dir=cache.cache_root())
     with pinned_threads():
         return cache.cached(job.kind, job.key_config(), lambda: job.compute(job.argument), job.require_metrics,
                             require_artifacts=job.require_artifacts)

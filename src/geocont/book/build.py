@@ -6,12 +6,19 @@ Usage (from the repository root)::
     python -m geocont.book build --scale smoke   # (re-)execute every chapter at `smoke`, render
     python -m geocont.book build --scale smoke --output /tmp/book   # build under /tmp/book/_build
     python -m geocont.book run book/mlp_conditions.ipynb -p scale cpu -p steps 2000
+    python -m geocont.book build --fresh         # ignore the results store: train what the run cache lacks
+    python -m geocont.book store --scale cpu --minutes 120   # train missing runs into results/cpu (a slice)
+    python -m geocont.book store status --scale cpu          # what the results store holds and lacks
+    python -m geocont.book verify --scale cpu    # retrain a sample of the store and compare
+    python -m geocont.book check --scale cpu     # a complete store: the chapters from it vs the claims snapshot
 
 Source notebooks in ``book/`` stay free of outputs. Executed copies live in
 ``_build/executed/`` and record their parameters and the hash of the source they came
 from; the rendered site is ``_build/html/index.html``. Training results are cached
 separately (:mod:`geocont.cache`), so re-executing a chapter with unchanged parameters
-costs no training.
+costs no training; a run the cache lacks is read from the committed results store
+(``results/<scale>``, :mod:`geocont.store`) before it is trained. ``store``, ``verify`` and
+``check`` are the store's commands (:mod:`geocont.book.results`).
 
 Each chapter publishes its claims table into ``_build/claims/book/`` when executed
 (:mod:`geocont.book.claims`); the closing chapter (``book/claims.ipynb``) is executed after all
@@ -32,10 +39,14 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from ..scales import ParameterError, check_scale
+from .. import store
+from ..store import CHAPTER_ENV, STORE_ENV, STORE_OFF, StoreError
 from ..sweeps import EXECUTOR_ENV, resolve_executor
+from . import results
 from .paths import (BOOK_ENV, CLAIMS_ENV, CLOSING, DEFAULT_SCALE, Layout, chapters,
                     repository_root)
 
@@ -131,7 +142,7 @@ def execute(root: Path, notebook: Path, parameters: dict, layout: Layout | None 
     if notebook == CLOSING:
         state["claims_sha256"] = _claims_inputs_sha256(layout, root)
     print(f"executing {notebook} with {parameters}", flush=True)
-    with _environment(**{BOOK_ENV: "1", CLAIMS_ENV: str(layout.claims.resolve())}):
+    with _environment(**{BOOK_ENV: "1", CLAIMS_ENV: str(layout.claims.resolve()), CHAPTER_ENV: notebook.stem}):
         try:
             papermill.execute_notebook(
                 str(root / notebook), str(partial), parameters=parameters, cwd=str(root), progress_bar=True,
@@ -399,6 +410,25 @@ def main(argv: list[str] | None = None) -> None:
     build.add_argument("--output", type=Path, default=None,
                        help="build under OUTPUT/_build instead of the repository's _build")
     build.add_argument("--executor", help=EXECUTOR_HELP)
+    build.add_argument("--fresh", action="store_true",
+                       help=f"ignore the results store ({STORE_ENV}={STORE_OFF}) and re-execute every chapter: every "
+                            "run your run cache lacks is trained")
+    store_command = sub.add_parser("store", help="train the runs the results store lacks into it (or: store status)")
+    store_command.add_argument("action", nargs="?", choices=("status",), help="status: what the store holds and lacks")
+    store_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
+    store_command.add_argument("--minutes", type=float, default=None,
+                       help="start no run after this many minutes (a slice; finished runs are kept)")
+    store_command.add_argument("--executor", help=EXECUTOR_HELP)
+    store_command.add_argument("--entries", action="store_true", help="status: list every entry")
+    verify_command = sub.add_parser("verify", help="retrain a sample of the results store and compare it")
+    verify_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
+    verify_command.add_argument("--sample", nargs="+", default=["default"], metavar="SAMPLE",
+                        help="default (one SGD and one Adam run per MLP chapter, one transformer run), all, or keys")
+    verify_command.add_argument("--executor", help=EXECUTOR_HELP)
+    check_command = sub.add_parser("check", help="a complete store: the chapters executed from it vs the claims snapshot")
+    check_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
+    check_command.add_argument("--write-snapshot", action="store_true",
+                       help="replace the committed claims snapshot with the tables the store gives")
     run = sub.add_parser("run", help="execute one chapter with parameters, then build the book")
     run.add_argument("notebook", type=Path)
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
@@ -407,7 +437,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         _main(args)
-    except ParameterError as error:
+    except (ParameterError, StoreError) as error:
         raise SystemExit(f"error: {error}") from None
 
 
@@ -416,17 +446,31 @@ def _main(args: argparse.Namespace) -> None:
         root = repository_root()
     except FileNotFoundError as error:
         raise SystemExit(str(error)) from None
-    if args.executor:  # the chapters' kernels inherit it; checked before any work
+    if getattr(args, "executor", None):  # the chapters' kernels inherit it; checked before any work
         try:
             resolve_executor(args.executor)
         except ValueError as error:
             raise ParameterError(str(error)) from None
         os.environ[EXECUTOR_ENV] = args.executor
+    if args.command in ("store", "verify", "check"):
+        check_scale(args.scale)
+        if getattr(args, "minutes", None) is not None and not args.minutes > 0:
+            raise ParameterError(f"--minutes must be a positive number, got {args.minutes:g}")
+        if args.command == "store":
+            code = (results.print_status(args.scale, args.executor, list_entries=args.entries) if args.action == "status"
+                    else results.fill(args.scale, args.minutes, args.executor))
+        elif args.command == "verify":
+            code = results.verify(args.scale, args.sample, args.executor)
+        else:
+            code = check(args.scale, args.write_snapshot)
+        raise SystemExit(code)
     if args.command == "build":
         if args.scale:
             check_scale(args.scale)
+        if args.fresh:
+            os.environ[STORE_ENV] = STORE_OFF  # the chapters' kernels inherit it
         layout = Layout((args.output or root).resolve())
-        execute_stale(root, args.scale, args.force, layout)
+        execute_stale(root, args.scale, args.force or args.fresh, layout)
         render(root, strict=not args.no_strict, layout=layout)
     else:
         notebook = args.notebook
@@ -450,6 +494,51 @@ def render_after_run(root: Path, scale: str, layout: Layout | None = None) -> Pa
     if CLOSING in chapters(root) and published and _stale_reason(root, CLOSING, layout, scale):
         execute(root, CLOSING, {"scale": scale}, layout)
     return render(root, layout=layout, scale=scale)
+
+
+def check(scale: str, write_snapshot: bool = False, out=sys.stdout) -> int:
+    """``python -m geocont.book check`` (the results store's CI check, :mod:`geocont.book.results`): where the
+    store of ``scale`` is complete, execute and render every chapter strictly from it (an empty run cache,
+    :data:`geocont.store.STORE_ONLY_ENV`) into ``_build/check-<scale>`` and compare the published claims tables
+    with the store's snapshot exactly (``write_snapshot``: replace the snapshot with them instead); where it is
+    incomplete, one line saying so and 0 (1 where entries are corrupt). 1 on any difference."""
+    root_repo = repository_root()
+    status = results.book_status(scale)
+    if not status.complete:
+        corrupt = f", {len(status.store.corrupt)} entries corrupt" if status.store.corrupt else ""
+        print(f"the {scale} results store {status.store.root} is incomplete "
+              f"({results.missing_summary(status, results.local_workers())}{corrupt}), so the {scale} chapters are "
+              "not checked against their claims snapshot", file=out)
+        return 1 if status.store.corrupt else 0
+    snapshot = status.store.root / results.SNAPSHOT
+    if not write_snapshot and not snapshot.is_dir():
+        print(f"error: the {scale} store is complete but has no claims snapshot {snapshot}: write it with "
+              f"`python -m geocont.book check --scale {scale} --write-snapshot` and commit it", file=out)
+        return 1
+    layout = Layout(root_repo / "_build" / f"check-{scale}")
+    with tempfile.TemporaryDirectory(prefix="geocont-check-") as scratch, store.environment(
+            GEOCONT_CACHE_DIR=scratch, **{store.STORE_ENV: str(status.store.root), store.STORE_ONLY_ENV: "1"}):
+        execute_stale(root_repo, scale, force=True, layout=layout)
+        render(root_repo, layout=layout)
+    if write_snapshot:
+        if snapshot.exists():
+            shutil.rmtree(snapshot)
+        shutil.copytree(layout.claims, snapshot)
+        print(f"wrote the claims snapshot {snapshot} ({len(list(snapshot.glob('*.json')))} chapters): commit it",
+              file=out)
+        return 0
+    lines = results.compare_claims(layout.claims, snapshot)
+    if lines:
+        print(f"the {scale} claims moved from the committed snapshot {snapshot} ({len(lines)} differences):",
+              file=out)
+        for line in lines:
+            print(f"  {line}", file=out)
+        print("review them; if the new numbers are right, replace the snapshot with "
+              f"`python -m geocont.book check --scale {scale} --write-snapshot`", file=out)
+        return 1
+    print(f"the {scale} claims equal the committed snapshot ({len(list(snapshot.glob('*.json')))} chapters)",
+          file=out)
+    return 0
 
 
 if __name__ == "__main__":

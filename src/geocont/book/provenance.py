@@ -1,4 +1,5 @@
-"""What produced a chapter: scale, data, seeds, hardware, executor, code version, re-run command."""
+"""What produced a chapter: scale, data, seeds, hardware, executor, code version, where its runs came from
+(the results store, the user's run cache, or trained now), re-run command."""
 
 from __future__ import annotations
 
@@ -8,10 +9,15 @@ import platform
 import shlex
 import subprocess
 from pathlib import Path
+from typing import Any, Iterable
 
 import torch
 
+from .. import cache, store
 from ..sweeps import executor_description
+
+#: Where a run comes from, in the words of the provenance block.
+SOURCES = {"store": "from the results store", "cache": "from your run cache", "trained": "trained now"}
 
 
 def hardware() -> str:
@@ -43,6 +49,60 @@ def code_version() -> str:
         return f"geocont {__version__}"
 
 
+def run_sources(runs: Iterable[Any]) -> list[tuple[str, str, str]]:
+    """``(kind/key, label, source)`` of each run configuration (source: a key of :data:`SOURCES`), looked up
+    now: in the user's run cache, else in the results store, else it will be trained."""
+    from ..config import MLPRunConfig
+
+    sources = {}
+    for config in runs:
+        if isinstance(config, MLPRunConfig):
+            from ..training import mlp_job
+
+            job = mlp_job(config)
+        else:
+            from ..lm import lm_job
+
+            job = lm_job(config)
+        key = job.key_config()
+        source = ("cache" if cache.has_entry(job.kind, key, include_store=False)
+                  else "store" if store.has(job.kind, key) else "trained")
+        sources.setdefault(store.entry_name(job.kind, key), (store.entry_name(job.kind, key), job.label, source))
+    return list(sources.values())
+
+
+def _store_text() -> str:
+    roots = store.store_roots()
+    if not roots:
+        return "no results store is read" + (f" (`{store.STORE_ENV}={store.STORE_OFF}`)"
+                                             if store.store_setting() == store.STORE_OFF else "")
+    checkout = store.checkout_root()
+    texts = []
+    for root in roots:
+        shown = root.relative_to(checkout) if checkout and root.is_relative_to(checkout) else root
+        revisions = store.revisions(root)
+        mine = (cache.NUMERICS_REVISION, store.training_code_hash())
+        held = "; ".join(store.revision_text(dict(numerics_revision=r[0], training_code_hash=r[1]))
+                         + ("" if r == mine else " (not this code's)") for r in revisions) or "empty"
+        texts.append(f"`{shown}` ({held})")
+    return "results store " + ", ".join(texts)
+
+
+def runs_markdown(sources: list[tuple[str, str, str]]) -> tuple[str, str]:
+    """The provenance row "runs" (how many runs came from where) and, where they came from more than one
+    place, a collapsed list naming each run that did not come from the results store."""
+    counts = {source: sum(s == source for _, _, s in sources) for source in SOURCES}
+    row = (f"{len(sources)} listed, as looked up when the chapter started (runs it chooses from their results "
+           "while it runs are not counted): "
+           + ", ".join(f"{counts[source]} {words}" for source, words in SOURCES.items())
+           + f"; {_store_text()}")
+    if counts["store"] == 0 or counts["store"] == len(sources):
+        return row, ""
+    lines = "\n".join(f"- `{name}` {label}: {SOURCES[source]}" for name, label, source in sources if source != "store")
+    return row, (f"````{{admonition}} The runs that did not come from the results store\n:class: dropdown\n\n"
+                 f"{lines}\n````\n\n")
+
+
 def rerun_commands(notebook: str, scale: str, overrides: dict | None = None) -> list[str]:
     """The commands that re-run one chapter with these parameters (and rebuild the book)."""
     params = " ".join(f"-p {k} {shlex.quote(str(v))}" for k, v in {"scale": scale, **(overrides or {})}.items())
@@ -67,10 +127,13 @@ def rerun_box(notebook: str, scale: str, overrides: dict | None = None) -> str:
 
 
 def provenance_markdown(*, notebook: str, scale: str, data: str, seeds, model: str, training: str,
-                        overrides: dict | None = None) -> str:
-    """A Markdown block stating what produced the chapter, then the "Re-run this chapter" box."""
+                        overrides: dict | None = None, runs: Iterable[Any] | None = None) -> str:
+    """A Markdown block stating what produced the chapter (with ``runs``, the chapter's run configurations:
+    where they came from, :func:`run_sources`), then the "Re-run this chapter" box."""
     seeds = list(seeds)
     changed = ", ".join(f"{k}={v}" for k, v in (overrides or {}).items()) or "none"
+    sources = run_sources(runs) if runs is not None else []
+    runs_row, runs_list = runs_markdown(sources) if sources else ("", "")
     return (
         f"| | |\n|---|---|\n"
         f"| scale | `{scale}` (parameter overrides: {changed}) |\n"
@@ -78,9 +141,10 @@ def provenance_markdown(*, notebook: str, scale: str, data: str, seeds, model: s
         f"| seeds | {len(seeds)}: {', '.join(map(str, seeds))} |\n"
         f"| model | {model} |\n"
         f"| training | {training} |\n"
+        + (f"| runs | {runs_row} |\n" if runs_row else "") +
         f"| hardware | {hardware()} |\n"
         f"| executor | {executor_description()} (`--executor` of `python -m geocont.book`, or `$GEOCONT_EXECUTOR`) |\n"
         f"| software | torch {torch.__version__}, code {code_version()} |\n"
         f"| executed | {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M UTC} |\n\n"
-        + rerun_box(notebook, scale, overrides)
+        + runs_list + rerun_box(notebook, scale, overrides)
     )

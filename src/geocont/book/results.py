@@ -1,0 +1,442 @@
+"""The commands of the results store (:mod:`geocont.store`) for the book's run set (:mod:`geocont.book.runs`).
+
+* ``python -m geocont.book store --scale cpu [--minutes N] [--executor ...]`` (:func:`fill`): trains the
+  runs the store lacks, longest first, writing each into the store as it lands; with ``--minutes`` no run
+  starts after N minutes (a slice); then says what is still missing and its predicted time. Runs the
+  user's run cache already holds, trained by this code with their provenance recorded, are copied in
+  without training. It trains into ``<store>/.staging-cache/<code hash>`` (not committed), so that an
+  interrupted slice loses no finished run: the next one copies it in.
+* ``python -m geocont.book store status --scale cpu [--entries]`` (:func:`print_status`): entries, missing
+  runs, pending ones, revisions and provenance.
+* ``python -m geocont.book verify --scale cpu [--sample default|all|KEY...]`` (:func:`verify`): retrains a
+  sample into a temporary cache and prints, per run, the largest difference from the store in every
+  claim-bearing metric.
+* ``python -m geocont.book check --scale cpu [--write-snapshot]`` (:func:`geocont.book.build.check`, which
+  executes and renders; :func:`compare_claims` here): where the store is complete, executes and renders the
+  chapters strictly from it and compares every published claims table with the committed snapshot
+  (``<store>/claims-snapshot/``) exactly; else one line saying what is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .. import cache, store
+from ..scales import ParameterError
+from ..sweeps import SweepFailed, predicted_wall_seconds, resolve_executor, run_jobs
+from .runs import BookRun, RunSet, book_run_set
+
+#: Where ``store`` trains (inside the store root, ignored by git): finished runs wait there until copied in.
+STAGING_CACHE = ".staging-cache"
+#: The committed claims tables the strict build is compared with (:func:`check`).
+SNAPSHOT = "claims-snapshot"
+
+#: The metrics the chapters' claims and figures read (tests/test_store.py checks each is named in the chapters'
+#: code): ``verify`` prints the largest difference in each.
+CLAIM_METRICS = (
+    "weight_cos", "grad_cos", "cumgrad_cos", "weight_align", "weight_cumgrad_cos", "rel_update", "rel_update_spectral",
+    "turn", "co_rotation", "weight_gap", "grad_norm", "test_acc", "train_set_loss", "train_loss", "val_loss",
+    "trace_loss", "trace_weight_cos", "diverged",
+)
+
+#: The largest absolute difference in a claim-bearing metric that an Adam run retrained here may show
+#: against its store entry, or an SGD run on other CPU kernels (SGD on the same torch and CPU flags must be
+#: bit-identical). NOT MEASURED YET: it must be measured from seed-to-seed and machine-to-machine differences
+#: (and stated in the methods page) before ``verify`` judges such runs; until then it reports them unjudged.
+ADAM_TOLERANCE: float | None = None
+
+#: The columns that identify one value of a run table.
+VALUE_INDEX = ["step", "group", "layer", "metric", "space", "direction"]
+
+
+def _minutes(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def local_workers() -> int:
+    """The workers of the default executor here (for predicted times)."""
+    return _workers(None)
+
+
+def _workers(executor: str | None) -> int:
+    spec = resolve_executor(executor)
+    return spec.workers if spec.name == "local" else 1 if spec.name == "serial" else max(1, os.cpu_count() or 1)
+
+
+def _size(nbytes: float) -> str:
+    return f"{nbytes / 1e6:.1f} MB" if nbytes >= 1e6 else f"{nbytes / 1e3:.0f} KB"
+
+
+@dataclass
+class BookStatus:
+    """The book's run set at a scale checked against its store."""
+
+    run_set: RunSet
+    store: store.StoreStatus
+
+    @property
+    def missing(self) -> list[BookRun]:
+        missing = set(self.store.missing)
+        return [run for run in self.run_set.runs if run.name in missing]
+
+    @property
+    def complete(self) -> bool:
+        return self.store.complete and not self.run_set.pending
+
+
+def book_status(scale: str, verify_files: bool = True, chapters: Sequence[str] | None = None) -> BookStatus:
+    """The book's run set at ``scale`` (``chapters``: of these alone) and its store's state (the pending runs
+    resolved from the store)."""
+    root = store.store_root(scale)
+    with store.environment(**{store.STORE_ENV: str(root)}):
+        store.check_revisions(root)
+        run_set = book_run_set(scale, chapters)
+    return BookStatus(run_set, store.status(root, [run.name for run in run_set.runs], verify_files=verify_files))
+
+
+def missing_summary(status: BookStatus, workers: int) -> str:
+    """One line: how many runs are missing and pending, and their predicted time on ``workers`` workers."""
+    missing, pending = status.missing, status.run_set.pending
+    total = len(status.run_set.runs)
+    seconds = predicted_wall_seconds([run.seconds for run in missing + pending], workers)
+    text = f"{len(missing)} of {total} runs missing"
+    if pending:
+        text += f", and {len(pending)} more pending (chosen from runs not all trained yet)"
+    return text + f"; predicted {_minutes(seconds)} of training on {workers} worker{'s' if workers > 1 else ''}"
+
+
+def print_status(scale: str, executor: str | None = None, out=sys.stdout, chapters: Sequence[str] | None = None,
+                 list_entries: bool = False) -> int:
+    """``store status``: what the store holds and lacks (``list_entries``: every entry, one line each); 1 where
+    it is refused (mixed revisions) or corrupt."""
+    try:
+        status = book_status(scale, chapters=chapters)
+    except store.StoreError as error:
+        print(f"error: {error}", file=out)
+        return 1
+    st = status.store
+    mine = store.revision()
+    print(f"results store {st.root}: {len(st.entries)} entries, {_size(st.bytes)}", file=out)
+    for revision, names in st.revisions.items():
+        same = revision == (mine["numerics_revision"], mine["training_code_hash"])
+        print(f"  {store.revision_text(dict(numerics_revision=revision[0], training_code_hash=revision[1]))}: "
+              f"{len(names)} entries" + ("" if same else " (NOT this code's: "
+                                          f"{store.revision_text(mine)}; `verify` a sample)"), file=out)
+    for field in ("torch", "cpu_capability", "threads"):
+        counts = Counter(str(entry.get("provenance", {}).get(field)) for entry in st.entries.values())
+        if counts:
+            print(f"  {field}: " + ", ".join(f"{value} ({n})" for value, n in counts.most_common()), file=out)
+    walls = [entry.get("provenance", {}).get("wall_seconds") for entry in st.entries.values()]
+    known = [w for w in walls if isinstance(w, (int, float))]
+    if known:
+        print(f"  training time of the stored runs: {_minutes(sum(known))} on one worker", file=out)
+    if list_entries:
+        for name, entry in st.entries.items():
+            where = entry.get("provenance", {})
+            print(f"  entry: {name}  {entry.get('label', '')}  [{', '.join(entry.get('chapters', []))}]  "
+                  f"{_size(sum(entry.get('sizes', {}).values()))}, {entry.get('values')}, trained in "
+                  f"{where.get('wall_seconds')} s on {where.get('cpu_capability')} ({where.get('host')}, "
+                  f"{where.get('finished')})", file=out)
+    for name, why in st.corrupt.items():
+        print(f"  corrupt: {name}: {why}", file=out)
+    if st.extra:
+        print(f"  {len(st.extra)} entries are not in the book's run set (left from an earlier design): "
+              + ", ".join(st.extra[:10]) + (" ..." if len(st.extra) > 10 else ""), file=out)
+    missing = status.missing
+    for run in sorted(missing, key=lambda r: -r.seconds)[:30]:
+        print(f"  missing: {run.name}  {run.label}  [{', '.join(run.chapters)}]  ~{_minutes(run.seconds)}", file=out)
+    if len(missing) > 30:
+        print(f"  ... and {len(missing) - 30} more missing runs", file=out)
+    for chapter, reason in status.run_set.pending_reason.items():
+        count = sum(chapter in run.chapters for run in status.run_set.pending)
+        print(f"  pending: {count} runs of {chapter}: {reason}", file=out)
+    workers = _workers(executor)
+    print(("complete: every run of the book is stored" if status.complete else
+           f"incomplete: {missing_summary(status, workers)}: `python -m geocont.book store --scale {scale}`"), file=out)
+    return 1 if st.corrupt or st.mixed else 0
+
+
+# --------------------------------------------------------------------------- fill
+
+
+def staging_cache(root: Path) -> Path:
+    """The run cache ``store`` trains into: one per training-code revision, so that a run left there by other
+    code is never taken for this code's (it stays, unused)."""
+    return root / STAGING_CACHE / store.training_code_hash()[:12]
+
+
+def _adoptable(run: BookRun) -> bool:
+    """Whether the current run cache holds the run, trained by this code, with its provenance."""
+    provenance = (cache.manifest(run.kind, run.job.key_config()) or {}).get("run") or {}
+    mine = store.revision()
+    return all(provenance.get(name) == value for name, value in mine.items())
+
+
+def copy_from_cache(root: Path, kind: str, config: dict[str, Any], *, label: str = "", chapters: Iterable[str] = (),
+                    keep_artifacts: Iterable[str] = ()) -> store.Written:
+    """Write the run cache's entry of the key into the store at ``root`` (:func:`geocont.store.write_entry`) with
+    the provenance the cache recorded where the run was computed; its artifacts in ``keep_artifacts`` are copied,
+    its others listed as dropped. One-line :class:`geocont.store.StoreError` where the cache has no whole entry."""
+    key = cache.cache_key(kind, config)
+    table = cache.load(kind, config, warn=False, include_store=False)
+    manifest = cache.manifest(kind, config)
+    if table is None or manifest is None:
+        raise store.StoreError(f"run {kind}/{key} ({label}) has no readable entry in the run cache {cache.cache_root()}")
+    artifacts, keep = {}, set(keep_artifacts)
+    for name in sorted(keep):
+        path = cache.artifact_path(kind, config, name, include_store=False)
+        if path is None:
+            raise store.StoreError(f"run {kind}/{key} ({label}) has no readable {name} in the run cache")
+        artifacts[name] = path
+    dropped = sorted(set(manifest.get("files", {})) - {cache.TABLE} - keep)
+    return store.write_entry(root, kind, config, table, manifest.get("run") or {}, artifacts=artifacts,
+                             dropped=dropped, label=label, chapters=chapters)
+
+
+def _write(root: Path, run: BookRun) -> store.Written:
+    keep = ()
+    if run.keep_weights:
+        from ..lm import MODEL_ARTIFACT
+
+        keep = (MODEL_ARTIFACT,)
+    return copy_from_cache(root, run.kind, run.job.key_config(), label=run.label, chapters=run.chapters,
+                           keep_artifacts=keep)
+
+
+def fill(scale: str, minutes: float | None = None, executor: str | None = None, out=sys.stdout,
+         chapters: Sequence[str] | None = None) -> int:
+    """``store``: train the runs of the book at ``scale`` that its store lacks into the store (see the module
+    docstring); 0 when nothing failed."""
+    root = store.store_root(scale)
+    store.check_revisions(root)
+    existing = store.status(root, verify_files=False)
+    if existing.revisions and not existing.current_code:
+        mine = store.revision_text(store.revision())
+        held = "; ".join(store.revision_text(dict(numerics_revision=r[0], training_code_hash=r[1]))
+                         for r in existing.revisions)
+        raise store.StoreError(f"the store {root} holds runs of {held}, but this code is {mine}: runs trained now "
+                               "would mix revisions; restore that code, or move the store aside and retrain it")
+    deadline = time.time() + 60 * minutes if minutes else None
+    staging = staging_cache(root)
+    user_cache = str(cache.cache_root())
+    failures: list[str] = []
+    stored_now = 0
+
+    def put(run: BookRun, source: str) -> bool:
+        nonlocal stored_now
+        try:
+            written = _write(root, run)
+        except (store.StoreError, OSError) as error:
+            failures.append(f"{run.name} ({run.label}): {error}")
+            print(f"could not store {run.name} ({run.label}): {error}", file=out, flush=True)
+            return False
+        stored_now += 1
+        print(f"stored {run.name} ({run.label}, from {source}): {_size(sum(written.sizes.values()))}", file=out,
+              flush=True)
+        return True
+
+    while True:
+        before = stored_now
+        with store.environment(GEOCONT_CACHE_DIR=str(staging), **{store.STORE_ENV: str(root)}):
+            run_set = book_run_set(scale, chapters)
+            missing = [run for run in run_set.runs if not (store.entry_folder(root, run.kind, run.job.key_config())
+                                                              / store.ENTRY).exists()]
+            missing = [run for run in missing if not (_adoptable(run) and put(run, "the staging cache"))]
+        with store.environment(GEOCONT_CACHE_DIR=user_cache):
+            missing = [run for run in missing if not (_adoptable(run) and put(run, "your run cache"))]
+        if missing and (deadline is None or time.time() < deadline):
+            by_name = {run.name: run for run in missing}
+            predicted = predicted_wall_seconds([run.seconds for run in missing], _workers(executor))
+            print(f"training {len(missing)} runs into {root} (predicted {_minutes(predicted)})"
+                  + (f"; none starts after {minutes:g} min" if minutes else ""), file=out, flush=True)
+            with store.environment(GEOCONT_CACHE_DIR=str(staging), **{store.STORE_ENV: str(root)}):
+                try:
+                    run_jobs([run.job for run in missing], executor, deadline=deadline,
+                             on_result=lambda job, _: put(by_name[store.entry_name(job.kind, job.key_config())],
+                                                          "this slice"))
+                except SweepFailed as error:
+                    failures.append(str(error))
+                    print(error, file=out, flush=True)
+        if stored_now == before:  # nothing new: done, out of time, or every remaining run failed
+            break
+    status = book_status(scale, verify_files=False, chapters=chapters)
+    print(f"results store {root}: {len(status.store.entries)} of {len(status.run_set.runs)} runs stored "
+          f"({_size(status.store.bytes)}); {stored_now} added now", file=out)
+    if not status.complete:
+        print(f"still to do: {missing_summary(status, _workers(executor))}; continue with "
+              f"`python -m geocont.book store --scale {scale} [--minutes N]` (`store status` lists the runs)", file=out)
+    return 1 if failures else 0
+
+
+# --------------------------------------------------------------------------- verify
+
+
+def differences(stored: pd.DataFrame, fresh: pd.DataFrame, float32: bool) -> pd.DataFrame:
+    """Per metric, the largest absolute difference between two tables of one run where both values are finite
+    (``fresh`` rounded to float32 first where the store holds float32), how many values differ in being NaN or
+    infinite, and how many values only one table has."""
+    def values(table: pd.DataFrame, dtype) -> pd.DataFrame:
+        keys = table[VALUE_INDEX].astype({c: str for c in ("group", "metric", "space")})
+        return keys.assign(value=table["value"].to_numpy().astype(dtype).astype(np.float64))
+
+    both = values(stored, np.float64).merge(values(fresh, np.float32 if float32 else np.float64), on=VALUE_INDEX,
+                                            how="outer", suffixes=("_stored", "_fresh"), indicator=True)
+    rows = []
+    for metric, group in both.groupby("metric", sort=True):
+        matched = group[group["_merge"] == "both"]
+        s, f = matched["value_stored"].to_numpy(), matched["value_fresh"].to_numpy()
+        finite = np.isfinite(s) & np.isfinite(f)
+        same_flag = (np.isnan(s) & np.isnan(f)) | (s == f)
+        rows.append(dict(metric=metric, max_abs_diff=float(np.max(np.abs(s[finite] - f[finite]))) if finite.any() else 0.0,
+                         flag_mismatches=int(np.sum(~finite & ~same_flag)),
+                         unmatched=int((group["_merge"] != "both").sum())))
+    return pd.DataFrame(rows, columns=["metric", "max_abs_diff", "flag_mismatches", "unmatched"])
+
+
+def default_sample(run_set: RunSet, stored: Iterable[str]) -> list[BookRun]:
+    """One SGD and one Adam run (each the first of its chapter's listed runs in the store) per MLP chapter, and
+    the first stored language-model run: about 20 minutes on two workers at ``cpu``."""
+    stored = set(stored)
+    chosen: dict[str, BookRun] = {}
+    chapters = list(dict.fromkeys(chapter for run in run_set.runs for chapter in run.chapters))
+    for chapter in chapters:
+        runs = [run for run in run_set.of_chapter(chapter) if run.name in stored and run.kind == "mlp"]
+        for optimizer in ("sgd", "adam"):
+            pick = next((run for run in runs if run.optimizer == optimizer and run.name not in chosen), None)
+            if pick is not None:
+                chosen[pick.name] = pick
+    lm = next((run for run in run_set.runs if run.kind == "lm" and run.name in stored), None)
+    if lm is not None:
+        chosen[lm.name] = lm
+    return list(chosen.values())
+
+
+def choose_sample(run_set: RunSet, stored: Iterable[str], sample: Sequence[str]) -> list[BookRun]:
+    """The runs ``verify`` retrains: ``default`` (:func:`default_sample`), ``all`` stored runs, or the runs whose
+    ``kind/key`` or key starts with each given text (at least 6 characters); one-line ParameterError otherwise."""
+    stored = set(stored)
+    if list(sample) in ([], ["default"]):
+        return default_sample(run_set, stored)
+    runs = [run for run in run_set.runs if run.name in stored]
+    if list(sample) == ["all"]:
+        return runs
+    chosen: dict[str, BookRun] = {}
+    for text in sample:
+        matches = [run for run in runs if len(text) >= 6 and (run.key.startswith(text) or run.name.startswith(text))]
+        if len(matches) != 1:
+            raise ParameterError(f"--sample {text!r} matches {len(matches)} stored runs; give default, all, or a key "
+                             "(kind/key or at least 6 characters of one) that `store status` lists")
+        chosen[matches[0].name] = matches[0]
+    return list(chosen.values())
+
+
+def verify(scale: str, sample: Sequence[str] = ("default",), executor: str | None = None, out=sys.stdout,
+           chapters: Sequence[str] | None = None) -> int:
+    """``verify``: retrain ``sample`` (:func:`choose_sample`) with no store and an empty cache, and print per run
+    the largest difference from its store entry in every claim-bearing metric (:data:`CLAIM_METRICS`). SGD on
+    the same torch and CPU flags must be bit-identical, everything else within :data:`ADAM_TOLERANCE` (unjudged
+    while it is unmeasured). 0 when no judged run fails."""
+    status = book_status(scale, verify_files=False, chapters=chapters)
+    root = status.store.root
+    chosen = choose_sample(status.run_set, status.store.entries, sample)
+    if not chosen:
+        print(f"nothing to verify: the store {root} holds none of the sampled runs", file=out)
+        return 0
+    seconds = predicted_wall_seconds([run.seconds for run in chosen], _workers(executor))
+    print(f"verifying {len(chosen)} stored runs by retraining them (predicted {_minutes(seconds)})", file=out, flush=True)
+    with tempfile.TemporaryDirectory(prefix="geocont-verify-") as scratch, store.environment(
+            GEOCONT_CACHE_DIR=scratch, **{store.STORE_ENV: store.STORE_OFF, store.STORE_ONLY_ENV: None}):
+        fresh_tables = run_jobs([run.job for run in chosen], executor)
+        here = {run.name: cache.manifest(run.kind, run.job.key_config()) for run in chosen}
+    failed = 0
+    for run, fresh in zip(chosen, fresh_tables):
+        folder = store.entry_folder(root, run.kind, run.job.key_config())
+        entry = store.read_entry(folder) or {}
+        stored = store.read_table(folder, entry)
+        if stored is None:
+            print(f"{run.name} ({run.label}): the store entry cannot be read", file=out)
+            failed += 1
+            continue
+        table = differences(stored, fresh, float32=entry.get("values") == "float32")
+        mine = (here.get(run.name) or {}).get("run", {})
+        identical = bool((table["max_abs_diff"] == 0).all() and (table["flag_mismatches"] == 0).all()
+                         and (table["unmatched"] == 0).all())
+        largest = float(table["max_abs_diff"].max()) if len(table) else 0.0
+        broken = bool((table["flag_mismatches"] > 0).any() or (table["unmatched"] > 0).any())
+        if run.optimizer == "sgd" and store.same_platform(entry.get("provenance", {}), mine):
+            verdict, ok = ("bit-identical", True) if identical else ("DIFFERS (SGD on the same torch and CPU "
+                                                                     "flags must be bit-identical)", False)
+        elif ADAM_TOLERANCE is None:
+            verdict, ok = ("identical" if identical else
+                           "not judged: ADAM_TOLERANCE is not measured yet"), not broken
+        else:
+            ok = largest <= ADAM_TOLERANCE and not broken
+            verdict = f"within {ADAM_TOLERANCE:g}" if ok else f"EXCEEDS {ADAM_TOLERANCE:g}"
+        failed += not ok
+        where = entry.get("provenance", {})
+        print(f"{run.name} ({run.label}; {run.optimizer}; stored on {where.get('cpu_capability')}/torch "
+              f"{where.get('torch')}, retrained on {mine.get('cpu_capability')}/torch {mine.get('torch')}): "
+              f"{verdict}", file=out)
+        claim = table[table["metric"].isin(CLAIM_METRICS)]
+        for row in claim.itertuples():
+            extra = "".join([f", {row.flag_mismatches} NaN/inf flags differ" if row.flag_mismatches else "",
+                             f", {row.unmatched} values in one table only" if row.unmatched else ""])
+            print(f"    {row.metric:22s} max |diff| {row.max_abs_diff:.3g}{extra}", file=out)
+        others = table[~table["metric"].isin(CLAIM_METRICS)]
+        if len(others):
+            print(f"    {'(other metrics)':22s} max |diff| {others['max_abs_diff'].max():.3g}", file=out)
+    return 1 if failed else 0
+
+
+# --------------------------------------------------------------------------- check
+
+
+def _records(path: Path) -> dict[str, Any]:
+    payload = json.loads(path.read_text())
+    claims = {str(row.get("key")) + (f"@{row['dataset']}" if row.get("dataset") else ""): row
+              for row in payload.get("claims", [])}
+    return {"scale": payload.get("scale"), "overrides": payload.get("overrides"), "claims": claims}
+
+
+def compare_claims(published: Path, snapshot: Path) -> list[str]:
+    """Every difference between the claims tables published in ``published`` and those in ``snapshot``, one
+    line each (a chapter or claim only one side has, a field whose value differs, exactly); [] when equal."""
+    lines = []
+    names = sorted({p.name for p in published.glob("*.json")} | {p.name for p in snapshot.glob("*.json")})
+    for name in names:
+        chapter = name[:-len(".json")]
+        if not (snapshot / name).exists():
+            lines.append(f"{chapter}: published, but not in the snapshot")
+            continue
+        if not (published / name).exists():
+            lines.append(f"{chapter}: in the snapshot, but not published")
+            continue
+        new, old = _records(published / name), _records(snapshot / name)
+        for field in ("scale", "overrides"):
+            if new[field] != old[field]:
+                lines.append(f"{chapter}: {field}: snapshot {old[field]!r} -> now {new[field]!r}")
+        for key in sorted(set(new["claims"]) | set(old["claims"])):
+            if key not in old["claims"]:
+                lines.append(f"{chapter}: claim {key}: new")
+            elif key not in new["claims"]:
+                lines.append(f"{chapter}: claim {key}: gone")
+            else:
+                a, b = old["claims"][key], new["claims"][key]
+                for column in sorted(set(a) | set(b)):
+                    if a.get(column) != b.get(column):
+                        lines.append(f"{chapter}: claim {key}: {column}: snapshot {a.get(column)!r} -> now "
+                                     f"{b.get(column)!r}")
+    return lines

@@ -1,0 +1,591 @@
+"""The results store: finished runs committed with the repository, read after the user's run cache.
+
+The run cache (:mod:`geocont.cache`) is the user's, filled by whatever trained on their machine. The
+store is the book's evidence: one entry per run of a scale's book, keyed exactly as the cache keys
+it, holding the run's table, its configuration and where and by which code it was trained. A fresh
+clone reads the store instead of training. Nothing writes to it but
+``python -m geocont.book store`` (:func:`write_entry`, fed from the run cache by
+:func:`geocont.book.results.copy_from_cache`); every other path only reads. This module reads no cache:
+:mod:`geocont.cache` reads it.
+
+Layout of one store root (``results/<scale>`` of the checkout, or ``$GEOCONT_STORE``)::
+
+    <root>/<kind>/<key>/
+        entry.json          kind, key, config, label, provenance, and the sha256 and size of every file
+        table.parquet       the run table, zstd; values float32 where that loses nothing (:func:`thin_table`)
+        model.safetensors   only where a chapter reads the trained weights (else listed as dropped)
+
+``<key>`` is :func:`geocont.keys.cache_key` of the job's key configuration, so a store entry and a
+cache entry of one run share their key. An entry is written into a private folder and renamed into
+place, so a reader sees a whole entry or none.
+
+Lookup (:func:`lookup`, called by :func:`geocont.cache.load` after the cache misses): the entry's
+table is read only after its sha256 matches; a mismatch is reported (a warning naming the entry) and
+the entry is not read at all. A store whose entries were trained by different training-code
+revisions (:func:`revision`) is refused: :class:`StoreError` names the entries of each revision.
+
+Environment:
+
+* ``GEOCONT_STORE``: a store root to read (and to write) instead of the checkout's ``results/*``;
+  ``off`` reads no store (a fresh retrain, :func:`geocont.book.build` ``--fresh``);
+* ``GEOCONT_STORE_ONLY=1``: strict mode: a run of a stored kind (:data:`STORED_KINDS`) found in
+  neither the cache nor the store is a one-line :class:`RunMissing` before any training;
+* ``GEOCONT_CHAPTER``: the chapter being executed (set by the book build), named by that error.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import functools
+import hashlib
+import io
+import json
+import os
+import platform
+import shutil
+import time
+import tokenize
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+import numpy as np
+import pandas as pd
+
+from .keys import NUMERICS_REVISION, SCHEMA_VERSION, cache_key
+from .tables import current_metric_names
+
+STORE_ENV = "GEOCONT_STORE"
+STORE_ONLY_ENV = "GEOCONT_STORE_ONLY"
+CHAPTER_ENV = "GEOCONT_CHAPTER"
+#: ``GEOCONT_STORE`` set to this reads no store at all.
+STORE_OFF = "off"
+
+#: The cache kinds the store holds: training runs. Strict mode forbids computing these; the analyses of
+#: trained and pretrained models (kinds ``sharing``, ``pretrained``) are computed where they are missing.
+STORED_KINDS = ("mlp", "lm")
+
+#: The folder of the checkout that holds one store per scale (``results/cpu``, ...).
+RESULTS = "results"
+ENTRY = "entry.json"
+TABLE = "table.parquet"
+#: Bump when the layout of a store entry changes.
+STORE_FORMAT = 1
+#: zstd level of the stored tables (19: about 1 % smaller than level 3 on a run table, written once).
+ZSTD_LEVEL = 19
+
+#: The source files (under ``src/geocont``) that determine the numbers a run produces for a given
+#: configuration: models, data, optimizers, the training loop, the recorder and its metrics, the table
+#: format. Not: the cache and the executors (:mod:`geocont.sweeps`: the thread count they set is in the
+#: key and the provenance), nor error messages (:mod:`geocont.extras`). tests/test_store.py checks that
+#: this is every module the training code imports.
+TRAINING_CODE = (
+    "config.py", "data.py", "dataset_names.py", "layouts.py", "lm.py", "metrics.py", "mlp.py", "optimizers.py",
+    "recorder.py", "tables.py", "text.py", "training.py", "transformer.py",
+)
+
+#: The /proc/cpuinfo flags that decide which kernels torch runs (two machines that differ in one may
+#: give an Adam run different last digits).
+SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+              "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8")
+
+
+class StoreError(RuntimeError):
+    """The store cannot be used as it is (mixed revisions, a write that would mix them); one line."""
+
+
+class RunMissing(RuntimeError):
+    """Strict mode: a run is in neither the run cache nor the results store; one line."""
+
+
+# --------------------------------------------------------------------------- where the store is
+
+
+def checkout_root() -> Path | None:
+    """The repository checkout this package was imported from (it has ``pyproject.toml`` and ``_toc.yml``),
+    or None (an installed package)."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "pyproject.toml").exists() and (root / "_toc.yml").exists() else None
+
+
+def store_setting() -> str:
+    return os.environ.get(STORE_ENV, "").strip()
+
+
+def store_roots() -> list[Path]:
+    """Every store root a lookup reads: ``$GEOCONT_STORE`` (none if ``off``), else each ``results/<scale>``
+    folder of the checkout."""
+    setting = store_setting()
+    if setting == STORE_OFF:
+        return []
+    if setting:
+        return [Path(setting)]
+    checkout = checkout_root()
+    if checkout is None or not (checkout / RESULTS).is_dir():
+        return []
+    return sorted(path for path in (checkout / RESULTS).iterdir() if path.is_dir() and not path.name.startswith("."))
+
+
+def store_root(scale: str) -> Path:
+    """The store of ``scale``'s book, as written by ``python -m geocont.book store``: ``$GEOCONT_STORE``, else
+    ``results/<scale>`` of the checkout. One-line :class:`StoreError` where there is none."""
+    setting = store_setting()
+    if setting == STORE_OFF:
+        raise StoreError(f"{STORE_ENV}=off: no results store is used; unset it to use results/{scale}")
+    if setting:
+        return Path(setting)
+    checkout = checkout_root()
+    if checkout is None:
+        raise StoreError(f"geocont is not imported from a repository checkout, so there is no results/{scale}; "
+                         f"set {STORE_ENV} to a store folder")
+    return checkout / RESULTS / scale
+
+
+def strict() -> bool:
+    """Whether strict mode is on (``GEOCONT_STORE_ONLY=1``)."""
+    return os.environ.get(STORE_ONLY_ENV, "").strip() not in ("", "0")
+
+
+@contextlib.contextmanager
+def environment(**values: str | None) -> Iterator[None]:
+    """Set (or, with None, remove) environment variables for the body, then restore them."""
+    saved = {name: os.environ.get(name) for name in values}
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+# --------------------------------------------------------------------------- provenance
+
+
+def _source_tokens(path: Path) -> Iterator[str]:
+    """The tokens of a Python file without its comments, blank lines and docstrings: what a hash of the
+    code should change with (a comment or docstring edit changes no number)."""
+    source = path.read_text()
+    docstrings = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
+                    first.value.value, str):
+                docstrings.add((first.value.lineno, first.value.col_offset))
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type in (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER):
+            continue
+        if token.type == tokenize.STRING and token.start in docstrings:
+            continue
+        yield tokenize.tok_name[token.type] if token.type in (tokenize.NEWLINE, tokenize.INDENT,
+                                                              tokenize.DEDENT) else token.string
+
+
+@functools.lru_cache(maxsize=1)
+def training_code_hash() -> str:
+    """sha256 over the code of :data:`TRAINING_CODE` (comments, blank lines and docstrings left out)."""
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parent
+    for name in TRAINING_CODE:
+        digest.update(name.encode() + b"\0" + "\x1f".join(_source_tokens(package / name)).encode() + b"\0")
+    return digest.hexdigest()
+
+
+def revision() -> dict[str, Any]:
+    """This code's training-code revision: :data:`geocont.keys.NUMERICS_REVISION` and :func:`training_code_hash`."""
+    return {"numerics_revision": NUMERICS_REVISION, "training_code_hash": training_code_hash()}
+
+
+def revision_text(entry_revision: Mapping[str, Any]) -> str:
+    """``revision 1, code 3fa2c9d1e0b4``."""
+    code = str(entry_revision.get("training_code_hash") or "unrecorded")[:12]
+    return f"revision {entry_revision.get('numerics_revision', '?')}, code {code}"
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_description() -> dict[str, Any]:
+    """The CPU model, torch's kernel capability (e.g. ``AVX512``) and the :data:`SIMD_FLAGS` it has."""
+    import torch
+
+    model, flags = platform.processor() or platform.machine(), set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and model in ("", platform.machine(), platform.processor()):
+                model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+    capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: "unknown")()
+    return {"cpu_model": model, "cpu_capability": capability, "cpu_flags": [f for f in SIMD_FLAGS if f in flags]}
+
+
+def run_provenance(wall_seconds: float | None) -> dict[str, Any]:
+    """What a run's numbers depend on besides its configuration, recorded where it was computed: the
+    training-code revision, torch, the CPU, the torch thread count, and the run's wall seconds."""
+    import torch
+
+    return {**revision(), "torch": torch.__version__, "python": platform.python_version(), **cpu_description(),
+            "threads": torch.get_num_threads(),
+            "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+            "wall_seconds": None if wall_seconds is None else round(float(wall_seconds), 3),
+            "host": platform.node(), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def same_platform(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two provenance records name the same torch and CPU kernels (bit-identical SGD expected)."""
+    return all(a.get(name) == b.get(name) for name in ("torch", "cpu_capability", "cpu_flags", "threads"))
+
+
+# --------------------------------------------------------------------------- thinning
+
+
+def float32_safe(values: np.ndarray) -> bool:
+    """Whether float64 ``values`` survive a float32 round trip: every NaN and +-inf where it was, every
+    finite value finite, zero exactly where it was zero, and within float32 rounding (relative 2**-24)."""
+    values = np.asarray(values, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        rounded = values.astype(np.float32).astype(np.float64)
+    finite = np.isfinite(values)
+    if not (np.array_equal(np.isnan(values), np.isnan(rounded)) and np.array_equal(finite, np.isfinite(rounded))
+            and np.array_equal(values[~finite & ~np.isnan(values)], rounded[~finite & ~np.isnan(rounded)])
+            and np.array_equal(values[finite] == 0, rounded[finite] == 0)):
+        return False
+    nonzero = finite & (values != 0)
+    small = np.abs(values[nonzero]) < np.finfo(np.float32).tiny  # subnormal in float32: precision lost
+    return not small.any() and bool(np.all(np.abs(rounded[nonzero] - values[nonzero])
+                                           <= 2.0 ** -24 * np.abs(values[nonzero])))
+
+
+def thin_table(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The table as stored, and the dtype of its values: float32 where :func:`float32_safe` (every value
+    the chapters read then survives within float32 rounding), else float64 unchanged. No metric is
+    dropped: the metrics no chapter names (``grad_gap``, ``cumgrad_gap``, ``test_loss``) are 5 % of a run's
+    bytes (measured on a smoke run), too little to risk a reader that finds them indirectly."""
+    if "value" in table and table["value"].dtype == np.float64 and float32_safe(table["value"].to_numpy()):
+        return table.assign(value=table["value"].astype(np.float32)), "float32"
+    return table, str(table["value"].dtype) if "value" in table else "none"
+
+
+def _table_bytes(table: pd.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    table.reset_index(drop=True).to_parquet(buffer, compression="zstd", compression_level=ZSTD_LEVEL, index=False)
+    return buffer.getvalue()
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def entry_folder(root: Path, kind: str, config: Mapping[str, Any]) -> Path:
+    return root / kind / cache_key(kind, dict(config))
+
+
+def read_entry(folder: Path) -> dict[str, Any] | None:
+    """An entry's ``entry.json``, or None where the folder holds no entry."""
+    try:
+        return json.loads((folder / ENTRY).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        raise StoreError(f"results store entry {folder} has an unreadable {ENTRY} ({error})") from None
+
+
+def entries(root: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every entry of a store root: (folder, its ``entry.json``), by kind and key."""
+    if not root.is_dir():
+        return
+    for kind in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for folder in sorted(p for p in kind.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            entry = read_entry(folder)
+            if entry is not None:
+                yield folder, entry
+
+
+def _revision_of(entry: Mapping[str, Any]) -> tuple[Any, Any]:
+    provenance = entry.get("provenance", {})
+    return provenance.get("numerics_revision"), provenance.get("training_code_hash")
+
+
+def revisions(root: Path) -> dict[tuple[Any, Any], list[str]]:
+    """``{(numerics revision, training-code hash): [kind/key, ...]}`` over the store's entries."""
+    groups: dict[tuple[Any, Any], list[str]] = {}
+    for folder, entry in entries(root):
+        groups.setdefault(_revision_of(entry), []).append(f"{folder.parent.name}/{folder.name}")
+    return groups
+
+
+def mixed_revisions_message(root: Path, groups: Mapping[tuple[Any, Any], list[str]]) -> str:
+    """One line naming the entries of every revision but the largest (and counting those)."""
+    ordered = sorted(groups.items(), key=lambda item: -len(item[1]))
+    parts = [f"{revision_text(dict(numerics_revision=r[0], training_code_hash=r[1]))}: {len(keys)} entries"
+             + (f" ({', '.join(keys)})" if index else "") for index, (r, keys) in enumerate(ordered)]
+    return (f"the results store {root} mixes training-code revisions, so its runs are not one version of the "
+            f"science: {'; '.join(parts)}; retrain the minority with `python -m geocont.book store` after moving "
+            "them aside, or remove them")
+
+
+_CHECKED: set[Path] = set()
+
+
+def check_revisions(root: Path) -> None:
+    """Refuse (:class:`StoreError`) a store whose entries mix training-code revisions; checked once per
+    process and root."""
+    if root in _CHECKED:
+        return
+    groups = revisions(root)
+    if len(groups) > 1:
+        raise StoreError(mixed_revisions_message(root, groups))
+    _CHECKED.add(root)
+
+
+#: Why the last lookup of a key found no usable store entry (a corrupt one), for strict mode's message.
+_PROBLEMS: dict[str, str] = {}
+
+
+def _find(kind: str, config: Mapping[str, Any]) -> tuple[Path, dict[str, Any]] | None:
+    for root in store_roots():
+        folder = entry_folder(root, kind, config)
+        entry = read_entry(folder)
+        if entry is not None:
+            check_revisions(root)
+            return folder, entry
+    return None
+
+
+def has(kind: str, config: Mapping[str, Any]) -> bool:
+    """Whether a store holds an entry for the key (nothing is read but its ``entry.json``)."""
+    return _find(kind, config) is not None
+
+
+def _report(folder: Path, reason: str) -> None:
+    _PROBLEMS[folder.name] = f"{folder} {reason}"
+    warnings.warn(f"results store entry {folder} {reason}: not read (the run is computed as if it were absent; "
+                  "restore the entry with `git checkout` or retrain it with `python -m geocont.book store`)",
+                  stacklevel=3)
+
+
+def lookup(kind: str, config: Mapping[str, Any], require_metrics: Iterable[str] = (),
+           require_artifacts: Iterable[str] = ()) -> pd.DataFrame | None:
+    """The stored table of the key (values as float64, the dtype training gives), or None.
+
+    The table's sha256 is checked before it is parsed; a mismatch is reported and nothing of the entry
+    is read. ``require_metrics`` as in :func:`geocont.cache.load`; an artifact in ``require_artifacts``
+    is satisfied by one stored, or by one the entry lists as dropped (no chapter reads it: the table is
+    still this run's; :func:`artifact` then has nothing to give)."""
+    found = _find(kind, config)
+    if found is None:
+        return None
+    folder, entry = found
+    table = read_table(folder, entry)
+    if table is None:
+        return None
+    if "metric" in table and set(require_metrics) - set(table["metric"].unique()):
+        return None
+    held = set(entry.get("files", {})) | set(entry.get("dropped_artifacts", []))
+    if set(require_artifacts) - held:
+        return None
+    return table
+
+
+def read_table(folder: Path, entry: Mapping[str, Any]) -> pd.DataFrame | None:
+    """The table of the entry in ``folder`` (values as float64), after its sha256 matched ``entry``; None,
+    reported, where it cannot be read or fails the check (nothing of it is parsed)."""
+    try:
+        data = (folder / TABLE).read_bytes()
+    except OSError as error:
+        _report(folder, f"cannot be read ({error})")
+        return None
+    if hashlib.sha256(data).hexdigest() != entry.get("files", {}).get(TABLE):
+        _report(folder, f"fails its checksum ({TABLE})")
+        return None
+    table = pd.read_parquet(io.BytesIO(data))
+    if "value" in table and table["value"].dtype != np.float64:
+        table["value"] = table["value"].astype(np.float64)
+    return current_metric_names(table) if "metric" in table else table
+
+
+def artifact(kind: str, config: Mapping[str, Any], name: str) -> Path | None:
+    """The path of a stored artifact after its sha256 matched, or None (absent, dropped, or reported corrupt)."""
+    found = _find(kind, config)
+    if found is None:
+        return None
+    folder, entry = found
+    expected = entry.get("files", {}).get(name)
+    if expected is None:
+        return None
+    try:
+        actual = _sha256_file(folder / name)
+    except OSError as error:
+        _report(folder, f"cannot be read ({error})")
+        return None
+    if actual != expected:
+        _report(folder, f"fails its checksum ({name})")
+        return None
+    return folder / name
+
+
+def missing_message(kind: str, config: Mapping[str, Any], label: str = "", more: int = 0,
+                    cache_dir: Path | str | None = None) -> str:
+    """Strict mode's one line for a run found nowhere: its key, label, chapter, and where it was looked for
+    (``cache_dir``: the run cache's folder)."""
+    key = cache_key(kind, dict(config))
+    chapter = os.environ.get(CHAPTER_ENV)
+    roots = ", ".join(map(str, store_roots())) or f"none ({STORE_ENV}={store_setting() or 'unset'})"
+    problem = f"; {_PROBLEMS[key]}" if key in _PROBLEMS else ""
+    return (f"run {kind}/{key}" + (f" ({label})" if label else "") + (f" of chapter {chapter}" if chapter else "")
+            + (f" and {more} more run{'s' if more > 1 else ''}" if more else "")
+            + f" in neither the run cache{f' ({cache_dir})' if cache_dir else ''} nor the results store ({roots}){problem}; "
+            f"{STORE_ONLY_ENV}=1 forbids training: add it with `python -m geocont.book store --scale SCALE`")
+
+
+def forbid_training(kind: str, config: Mapping[str, Any], label: str = "", more: int = 0,
+                    cache_dir: Path | str | None = None) -> None:
+    """In strict mode, raise :class:`RunMissing` for a run of a :data:`STORED_KINDS` kind about to be computed."""
+    if strict() and kind in STORED_KINDS:
+        raise RunMissing(missing_message(kind, config, label, more, cache_dir))
+
+
+# --------------------------------------------------------------------------- writing
+
+
+@dataclass
+class Written:
+    """What :func:`write_entry` wrote: the folder, each file's bytes, the values' dtype."""
+
+    folder: Path
+    sizes: dict[str, int] = field(default_factory=dict)
+    values: str = ""
+
+
+def write_entry(root: Path, kind: str, config: Mapping[str, Any], table: pd.DataFrame, provenance: Mapping[str, Any],
+                *, artifacts: Mapping[str, Path] | None = None, dropped: Iterable[str] = (), label: str = "",
+                chapters: Iterable[str] = ()) -> Written:
+    """Write one run into the store at ``root``: its table (thinned, :func:`thin_table`), the files of
+    ``artifacts`` (name -> a path to copy), the names of the artifacts left out (``dropped``), and the
+    ``provenance`` recorded where the run was computed (:func:`run_provenance`). The entry appears whole or
+    not at all. Raises :class:`StoreError` (one line) for a run without provenance, or of another training-code
+    revision than the store's entries."""
+    config = dict(config)
+    key = cache_key(kind, config)
+    if not provenance or provenance.get("training_code_hash") is None:
+        raise StoreError(f"run {kind}/{key} ({label}) was cached without provenance (before it was recorded): "
+                         "retrain it to store it")
+    existing = revisions(root)
+    mine = _revision_of({"provenance": provenance})
+    if existing and set(existing) != {mine}:
+        held = ", ".join(revision_text(dict(numerics_revision=r[0], training_code_hash=r[1])) for r in existing)
+        raise StoreError(f"run {kind}/{key} ({label}) was trained at {revision_text(provenance)}, but the store "
+                         f"{root} holds {held}: adding it would mix revisions")
+    thinned, values = thin_table(table)
+    staging = root / kind / f".staging-{key}-{uuid.uuid4().hex[:8]}"
+    target = root / kind / key
+    staging.mkdir(parents=True)
+    try:
+        (staging / TABLE).write_bytes(_table_bytes(thinned))
+        for name, source in (artifacts or {}).items():
+            shutil.copyfile(source, staging / name)
+        files = [TABLE, *(artifacts or {})]
+        entry = {
+            "format": STORE_FORMAT, "kind": kind, "key": key, "schema": SCHEMA_VERSION, "label": label,
+            "chapters": sorted(set(chapters)), "config": config, "values": values,
+            "files": {name: _sha256_file(staging / name) for name in files},
+            "sizes": {name: (staging / name).stat().st_size for name in files},
+            "dropped_artifacts": sorted(dropped), "provenance": dict(provenance),
+        }
+        (staging / ENTRY).write_text(json.dumps(entry, indent=1, sort_keys=True, default=str) + "\n")
+        if target.exists():
+            aside = root / kind / f".replaced-{key}-{uuid.uuid4().hex[:8]}"
+            os.rename(target, aside)
+            os.rename(staging, target)
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _CHECKED.discard(root)
+    return Written(target, dict(entry["sizes"]), values)
+
+
+# --------------------------------------------------------------------------- status
+
+
+@dataclass
+class StoreStatus:
+    """A store root checked against the keys it should hold (:func:`status`)."""
+
+    root: Path
+    #: ``{kind/key: entry.json}`` of every entry
+    entries: dict[str, dict[str, Any]]
+    #: wanted ``kind/key`` not in the store
+    missing: list[str]
+    #: entries not among the wanted keys (left from an earlier run set)
+    extra: list[str]
+    #: ``kind/key -> why`` for entries whose files are absent or fail their checksum
+    corrupt: dict[str, str]
+    #: ``{(numerics revision, code hash): [kind/key]}``
+    revisions: dict[tuple[Any, Any], list[str]]
+    #: the size of every file of every entry, in bytes
+    bytes: int
+
+    @property
+    def mixed(self) -> bool:
+        return len(self.revisions) > 1
+
+    @property
+    def current_code(self) -> bool:
+        """Whether every entry was trained by this code's revision (:func:`revision`)."""
+        mine = (NUMERICS_REVISION, training_code_hash())
+        return not self.revisions or set(self.revisions) == {mine}
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing and not self.corrupt and not self.mixed and bool(self.entries)
+
+
+def status(root: Path, wanted: Iterable[str] = (), verify_files: bool = True) -> StoreStatus:
+    """The entries of the store at ``root``, which of ``wanted`` (``kind/key``) it lacks or holds besides,
+    its revisions, and (``verify_files``) the entries whose files fail their sha256."""
+    found = {f"{folder.parent.name}/{folder.name}": (folder, entry) for folder, entry in entries(root)}
+    corrupt: dict[str, str] = {}
+    total = 0
+    for name, (folder, entry) in found.items():
+        for file, expected in entry.get("files", {}).items():
+            path = folder / file
+            if not path.exists():
+                corrupt[name] = f"{file} is missing"
+                continue
+            total += path.stat().st_size
+            if verify_files and _sha256_file(path) != expected:
+                corrupt[name] = f"{file} fails its checksum"
+    wanted = list(dict.fromkeys(wanted))
+    wanted_set = set(wanted)
+    groups: dict[tuple[Any, Any], list[str]] = {}
+    for name, (_, entry) in found.items():
+        groups.setdefault(_revision_of(entry), []).append(name)
+    return StoreStatus(root=root, entries={name: entry for name, (_, entry) in found.items()},
+                       missing=[name for name in wanted if name not in found],
+                       extra=sorted(set(found) - wanted_set) if wanted_set else [], corrupt=corrupt,
+                       revisions=groups, bytes=total)
+
+
+def entry_name(kind: str, config: Mapping[str, Any]) -> str:
+    """``kind/key`` of a run."""
+    return f"{kind}/{cache_key(kind, dict(config))}"
+

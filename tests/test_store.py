@@ -1,0 +1,434 @@
+"""The results store: written from cache entries, read after the cache, never written by a run, strict mode,
+one revision, corruption reported, slices, verify, and the claims snapshot comparison.
+
+Every test reads a store in its own temporary folder (``GEOCONT_STORE``), never the checkout's ``results/``.
+"""
+
+import ast
+import io
+import json
+import math
+import re
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from geocont import cache, store
+from geocont.book import results, runs
+from geocont.book.build import check
+from geocont.book.provenance import provenance_markdown, run_sources, runs_markdown
+from geocont.config import MLPRunConfig, OptimizerConfig
+from geocont.sweeps import Job, run_jobs
+from geocont.tables import make_row, rows_to_frame
+from geocont.training import mlp_job
+
+SRC = Path(store.__file__).resolve().parent
+
+
+@pytest.fixture(autouse=True)
+def store_root(tmp_path, monkeypatch):
+    """Every test reads and writes its own store, in no strict mode."""
+    root = tmp_path / "store"
+    monkeypatch.setenv(store.STORE_ENV, str(root))
+    monkeypatch.delenv(store.STORE_ONLY_ENV, raising=False)
+    monkeypatch.delenv(store.CHAPTER_ENV, raising=False)
+    store._CHECKED.clear()
+    store._PROBLEMS.clear()
+    return root
+
+
+CALLS: list[int] = []
+
+
+def run_table(value: float) -> pd.DataFrame:
+    """A small run table: two metrics, a NaN, and values that are not exact in float32."""
+    rows = [make_row(step, "hidden", layer, "weight_cos", "input", 1, value + step / 3 + layer / 7)
+            for step in (0, 5, 10) for layer in (0, 1)]
+    rows += [make_row(10, "model", -1, "test_acc", "", 0, 0.8123456789), make_row(5, "hidden", 0, "turn", "input", 1,
+                                                                                 math.nan)]
+    return rows_to_frame(rows)
+
+
+def compute_table(value: float) -> pd.DataFrame:
+    CALLS.append(value)
+    return run_table(value)
+
+
+def slow_table(value: float) -> pd.DataFrame:
+    CALLS.append(value)
+    time.sleep(0.4)
+    return run_table(value)
+
+
+def job(value: float, compute=compute_table, cost: float = 1.0) -> Job:
+    return Job("mlp", {"test-run": value}, compute, value, label=f"run {value:g}", cost=cost)
+
+
+def computed_entry(value: float) -> Job:
+    """A job computed into the run cache (with its provenance)."""
+    one = job(value)
+    run_jobs([one], executor="serial", progress=False)
+    return one
+
+
+def book_run(one: Job, chapters=("chapter_a",)) -> runs.BookRun:
+    return runs.BookRun(one, tuple(chapters))
+
+
+# --------------------------------------------------------------------------- thinning and round trip
+
+
+def test_float32_keeps_every_value_within_rounding_and_every_flag():
+    values = np.array([0.0, 1 / 3, -2.5e-7, 123456.789, math.nan, math.inf, -math.inf, 1e30])
+    assert store.float32_safe(values)
+    thinned, dtype = store.thin_table(pd.DataFrame({"value": values}))
+    assert dtype == "float32"
+    back = thinned["value"].astype(np.float64).to_numpy()
+    assert np.array_equal(np.isnan(back), np.isnan(values))
+    assert np.array_equal(back[np.isinf(values)], values[np.isinf(values)])
+    finite = np.isfinite(values)
+    assert np.all(np.abs(back[finite] - values[finite]) <= 2.0 ** -24 * np.abs(values[finite]))
+
+
+@pytest.mark.parametrize("value", [1e300, 1e-42])
+def test_values_float32_would_change_keep_float64(value):
+    """A finite value float32 would make infinite, or a tiny one it would make subnormal, keeps the table float64."""
+    assert not store.float32_safe(np.array([0.5, value]))
+    assert store.thin_table(pd.DataFrame({"value": [0.5, value]}))[1] == "float64"
+
+
+def test_an_entry_written_from_the_cache_round_trips_with_its_provenance(store_root):
+    one = computed_entry(0.25)
+    written = results.copy_from_cache(store_root, "mlp", one.key_config(), label=one.label, chapters=["chapter_a"])
+    entry = json.loads((written.folder / store.ENTRY).read_text())
+    assert written.folder == store_root / "mlp" / cache.cache_key("mlp", one.key_config())
+    assert entry["values"] == "float32" and entry["label"] == "run 0.25" and entry["chapters"] == ["chapter_a"]
+    assert entry["files"][store.TABLE] == store._sha256_file(written.folder / store.TABLE)
+    provenance = entry["provenance"]
+    assert provenance["numerics_revision"] == cache.NUMERICS_REVISION
+    assert provenance["training_code_hash"] == store.training_code_hash()
+    assert provenance["threads"] >= 1 and provenance["wall_seconds"] >= 0 and "torch" in provenance
+    assert pd.read_parquet(written.folder / store.TABLE)["value"].dtype == np.float32
+    original = run_table(0.25)
+    back = store.lookup("mlp", one.key_config())
+    assert back["value"].dtype == np.float64 and list(back.columns) == list(original.columns)
+    pd.testing.assert_frame_equal(back.drop(columns="value"), original.drop(columns="value"))
+    np.testing.assert_allclose(back["value"], original["value"], rtol=2.0 ** -24, equal_nan=True)
+
+
+def test_a_cache_entry_without_provenance_is_not_stored(store_root):
+    cache.store("mlp", {"old": 1}, run_table(1.0))  # as cached before provenance was recorded
+    with pytest.raises(store.StoreError, match="without provenance"):
+        results.copy_from_cache(store_root, "mlp", {"old": 1})
+
+
+# --------------------------------------------------------------------------- lookup
+
+
+def test_the_cache_is_read_first_then_the_store(store_root, isolated_cache):
+    one = computed_entry(1.0)
+    results.copy_from_cache(store_root, "mlp", one.key_config())
+    cache.store("mlp", one.key_config(), run_table(50.0))  # the user's own, newer entry of the same key
+    assert cache.load("mlp", one.key_config())["value"].iloc[0] == 50.0
+    cache._remove(cache.key_path("mlp", one.key_config()))
+    assert cache.load("mlp", one.key_config())["value"].iloc[0] == pytest.approx(1.0)
+    assert cache.load("mlp", one.key_config(), include_store=False) is None
+    CALLS.clear()
+    assert run_jobs([one], executor="serial", progress=False)[0]["value"].iloc[0] == pytest.approx(1.0)
+    assert CALLS == []  # read from the store, not trained
+
+
+def test_a_normal_run_never_writes_the_store(store_root, isolated_cache):
+    store_root.mkdir()
+    (store_root / "README").write_text("left alone\n")
+    before = sorted(p.relative_to(store_root) for p in store_root.rglob("*"))
+    run_jobs([job(2.0), job(3.0)], executor="serial", progress=False)
+    assert sorted(p.relative_to(store_root) for p in store_root.rglob("*")) == before
+    assert cache.load("mlp", job(2.0).key_config(), include_store=False) is not None
+
+
+def test_store_off_reads_no_store(store_root, monkeypatch):
+    one = computed_entry(4.0)
+    results.copy_from_cache(store_root, "mlp", one.key_config())
+    cache._remove(cache.key_path("mlp", one.key_config()))
+    monkeypatch.setenv(store.STORE_ENV, store.STORE_OFF)
+    assert store.store_roots() == [] and cache.load("mlp", one.key_config()) is None
+
+
+def test_strict_mode_is_one_line_naming_key_label_and_chapter_before_any_training(monkeypatch):
+    monkeypatch.setenv(store.STORE_ONLY_ENV, "1")
+    monkeypatch.setenv(store.CHAPTER_ENV, "chapter_a")
+    CALLS.clear()
+    with pytest.raises(store.RunMissing) as caught:
+        run_jobs([job(5.0), job(6.0)], executor="serial", progress=False)
+    message = str(caught.value)
+    assert "\n" not in message and CALLS == []
+    assert cache.cache_key("mlp", job(5.0).key_config()) in message
+    assert "run 5" in message and "chapter chapter_a" in message and "1 more run" in message
+    with pytest.raises(store.RunMissing):  # the cache's own path, e.g. a single cached run, is strict too
+        cache.ensure("mlp", {"other": 1}, lambda: run_table(0.0))
+
+
+def test_strict_mode_computes_what_the_store_does_not_hold(monkeypatch):
+    """Analyses of trained models (kinds other than :data:`geocont.store.STORED_KINDS`) are still computed."""
+    monkeypatch.setenv(store.STORE_ONLY_ENV, "1")
+    table, _ = cache.ensure("sharing", {"analysis": 1}, lambda: run_table(0.0))
+    assert len(table)
+
+
+def test_a_store_mixing_revisions_is_refused_naming_the_entries(store_root):
+    for value in (1.0, 2.0, 3.0):
+        results.copy_from_cache(store_root, "mlp", computed_entry(value).key_config())
+    odd = store.entry_folder(store_root, "mlp", job(3.0).key_config())
+    entry = json.loads((odd / store.ENTRY).read_text())
+    entry["provenance"]["training_code_hash"] = "0" * 64
+    (odd / store.ENTRY).write_text(json.dumps(entry))
+    store._CHECKED.clear()
+    cache._remove(cache.key_path("mlp", job(1.0).key_config()))
+    with pytest.raises(store.StoreError) as caught:
+        cache.load("mlp", job(1.0).key_config())
+    message = str(caught.value)
+    assert "mixes training-code revisions" in message and f"mlp/{odd.name}" in message and "\n" not in message
+    assert store.status(store_root).mixed
+
+
+def test_writing_an_entry_of_another_revision_is_refused(store_root):
+    results.copy_from_cache(store_root, "mlp", computed_entry(1.0).key_config())
+    other = computed_entry(2.0)
+    manifest_path = cache.entry_path("mlp", other.key_config()) / cache.MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    manifest["run"]["numerics_revision"] = 99
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(store.StoreError, match="would mix revisions"):
+        results.copy_from_cache(store_root, "mlp", other.key_config())
+
+
+def test_a_corrupt_store_entry_is_reported_and_never_read(store_root, monkeypatch):
+    one = computed_entry(7.0)
+    folder = results.copy_from_cache(store_root, "mlp", one.key_config()).folder
+    cache._remove(cache.key_path("mlp", one.key_config()))
+    data = bytearray((folder / store.TABLE).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (folder / store.TABLE).write_bytes(bytes(data))
+    parsed = []
+    monkeypatch.setattr(pd, "read_parquet", lambda *a, **k: parsed.append(1))
+    with pytest.warns(UserWarning, match="fails its checksum"):
+        assert cache.load("mlp", one.key_config()) is None
+    assert parsed == []
+    assert store.status(store_root).corrupt == {f"mlp/{folder.name}": f"{store.TABLE} fails its checksum"}
+    monkeypatch.setenv(store.STORE_ONLY_ENV, "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(store.RunMissing, match="fails its checksum"):
+            run_jobs([one], executor="serial", progress=False)
+
+
+def test_a_dropped_artifact_still_gives_the_table_but_no_file(store_root):
+    config = {"with": "weights"}
+    cache.ensure("lm", config, lambda: cache.Computed(run_table(1.0), {"model.safetensors": lambda p: p.write_bytes(b"w")}))
+    results.copy_from_cache(store_root, "lm", config)  # the weights are not kept
+    cache._remove(cache.key_path("lm", config))
+    assert cache.load("lm", config, require_artifacts=("model.safetensors",)) is not None
+    assert cache.artifact_path("lm", config, "model.safetensors") is None
+    cache.store("lm", config, run_table(1.0), {"model.safetensors": lambda p: p.write_bytes(b"w")},
+                provenance=store.run_provenance(0.0))  # ensure() would now find the store's entry
+    results.copy_from_cache(store_root, "lm", config, keep_artifacts=("model.safetensors",))
+    cache._remove(cache.key_path("lm", config))
+    assert cache.artifact_path("lm", config, "model.safetensors").read_bytes() == b"w"
+
+
+# --------------------------------------------------------------------------- revision
+
+
+def _imports(path: Path) -> set[str]:
+    """The top-level geocont modules a module imports (relative imports, anywhere in it)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                names.add(node.module.split(".")[0] + ".py")
+            else:
+                names.update(alias.name + ".py" for alias in node.names)
+    return {name for name in names if (SRC / name).exists()}
+
+
+def test_the_training_code_is_every_module_training_imports():
+    excluded = {"cache.py", "sweeps.py", "extras.py"}  # keys and storage, executors, error messages
+    seen, todo = set(), ["training.py", "lm.py"]
+    while todo:
+        name = todo.pop()
+        if name in seen or name in excluded:
+            continue
+        seen.add(name)
+        todo.extend(_imports(SRC / name))
+    assert sorted(seen) == sorted(store.TRAINING_CODE)
+
+
+def test_the_code_hash_ignores_comments_and_docstrings(tmp_path):
+    a, b, c = tmp_path / "a.py", tmp_path / "b.py", tmp_path / "c.py"
+    a.write_text('"""Module."""\n\ndef f(x):\n    """Doc."""\n    return x + 1  # add one\n')
+    b.write_text('"""Another docstring."""\n\n\ndef f(x):\n    """Other."""\n    # a comment\n    return x + 1\n')
+    c.write_text('"""Module."""\n\ndef f(x):\n    """Doc."""\n    return x + 2\n')
+    tokens = [list(store._source_tokens(path)) for path in (a, b, c)]
+    assert tokens[0] == tokens[1] != tokens[2]
+    assert re.fullmatch(r"[0-9a-f]{64}", store.training_code_hash())
+
+
+# --------------------------------------------------------------------------- the book's run set and commands
+
+
+def _chapter_source(name: str) -> str:
+    return "\n".join(path.read_text() for path in (SRC / "chapters" / name).glob("*.py"))
+
+
+def test_weights_are_kept_for_exactly_the_chapters_that_read_them():
+    from geocont.chapters import CHAPTER_MODULES
+
+    reading = {name for name in CHAPTER_MODULES if re.search(r"\btrained_(lm|subject)\(", _chapter_source(name))}
+    assert reading == set(runs.WEIGHTS_READ_BY)
+
+
+def test_every_claim_metric_is_read_by_a_chapter():
+    code = "\n".join(path.read_text() for path in [*(SRC / "chapters").rglob("*.py"), SRC / "statistics.py",
+                                                    SRC / "instability.py"])
+    assert [m for m in results.CLAIM_METRICS if f'"{m}"' not in code and f"'{m}'" not in code] == []
+
+
+def _fake_run_set(monkeypatch, jobs):
+    run_set = runs.RunSet("smoke", [book_run(one) for one in jobs])
+    monkeypatch.setattr(results, "book_run_set", lambda scale, chapters=None: run_set)
+    return run_set
+
+
+def test_a_slice_stops_starting_runs_at_its_deadline_and_keeps_what_finished(store_root, monkeypatch):
+    jobs = [job(value, slow_table, cost=10 - value) for value in (1.0, 2.0, 3.0)]
+    _fake_run_set(monkeypatch, jobs)
+    CALLS.clear()
+    out = io.StringIO()
+    assert results.fill("smoke", minutes=0.3 / 60, executor="serial", out=out) == 0
+    assert CALLS == [1.0]  # longest first; none started after the deadline
+    assert len(store.status(store_root).entries) == 1
+    assert "2 of 3 runs missing" in out.getvalue()
+    assert results.fill("smoke", executor="serial", out=io.StringIO()) == 0
+    assert CALLS == [1.0, 2.0, 3.0] and len(store.status(store_root).entries) == 3
+
+
+def test_a_run_finished_but_not_stored_is_copied_in_without_training(store_root, monkeypatch):
+    jobs = [job(8.0)]
+    _fake_run_set(monkeypatch, jobs)
+    with store.environment(GEOCONT_CACHE_DIR=str(results.staging_cache(store_root))):
+        run_jobs(jobs, executor="serial", progress=False)  # a slice killed after the run landed in its cache
+    CALLS.clear()
+    out = io.StringIO()
+    assert results.fill("smoke", executor="serial", out=out) == 0
+    assert CALLS == [] and "from the staging cache" in out.getvalue()
+
+
+def test_status_lists_missing_runs_and_the_check_skips_an_incomplete_store(store_root, monkeypatch):
+    jobs = [job(1.0), job(2.0)]
+    _fake_run_set(monkeypatch, jobs)
+    results.copy_from_cache(store_root, "mlp", computed_entry(1.0).key_config())
+    out = io.StringIO()
+    assert results.print_status("smoke", out=out, list_entries=True) == 0
+    assert f"missing: mlp/{cache.cache_key('mlp', jobs[1].key_config())}" in out.getvalue()
+    assert f"entry: mlp/{cache.cache_key('mlp', jobs[0].key_config())}" in out.getvalue()
+    out = io.StringIO()
+    assert check("smoke", out=out) == 0
+    assert out.getvalue().count("\n") == 1 and "1 of 2 runs missing" in out.getvalue()
+
+
+def tiny_config(optimizer: str) -> MLPRunConfig:
+    return MLPRunConfig(condition="res-relu", seed=0, dataset="fashion-mnist", max_train=256, depth=3, width=8,
+                        optimizer=OptimizerConfig(optimizer, lr=0.01), batch_size=32, steps=6, n_snapshots=3,
+                        n_late_snapshots=1, n_directions=2, trace_every=2)
+
+
+def test_verify_reports_zero_difference_for_a_deterministic_run(store_root, monkeypatch):
+    tiny = mlp_job(tiny_config("sgd"))
+    _fake_run_set(monkeypatch, [tiny])
+    assert results.fill("smoke", executor="serial", out=io.StringIO()) == 0
+    out = io.StringIO()
+    assert results.verify("smoke", executor="serial", out=out) == 0
+    text = out.getvalue()
+    assert "bit-identical" in text
+    lines = [line for line in text.splitlines() if "max |diff|" in line]
+    assert lines and all(line.rstrip().endswith("max |diff| 0") for line in lines)
+
+
+def test_verify_reports_a_difference_from_the_store(store_root, monkeypatch):
+    tiny = mlp_job(tiny_config("sgd"))
+    _fake_run_set(monkeypatch, [tiny])
+    results.fill("smoke", executor="serial", out=io.StringIO())
+    folder = store.entry_folder(store_root, "mlp", tiny.key_config())
+    table = pd.read_parquet(folder / store.TABLE)
+    table.loc[table["metric"] == "test_acc", "value"] += np.float32(0.25)
+    (folder / store.TABLE).write_bytes(store._table_bytes(table))
+    entry = json.loads((folder / store.ENTRY).read_text())
+    entry["files"][store.TABLE] = store._sha256_file(folder / store.TABLE)
+    (folder / store.ENTRY).write_text(json.dumps(entry))
+    out = io.StringIO()
+    assert results.verify("smoke", executor="serial", out=out) == 1
+    assert re.search(r"test_acc\s+max \|diff\| 0\.25", out.getvalue()) and "DIFFERS" in out.getvalue()
+
+
+def test_a_sample_key_that_matches_nothing_is_one_line(store_root, monkeypatch):
+    _fake_run_set(monkeypatch, [job(1.0)])
+    with pytest.raises(results.ParameterError, match="matches 0 stored runs"):
+        results.verify("smoke", sample=["abcdef"], executor="serial", out=io.StringIO())
+
+
+def _claims(path: Path, value: float) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    rows = [{"chapter": "chapter_a", "key": "weight-v1", "ours_mean": value, "ours_std": None, "verdict": "reproduced"},
+            {"chapter": "chapter_a", "key": "accuracy", "ours_mean": 0.9, "ours_std": 0.01, "verdict": "reproduced"}]
+    (path / "chapter_a.json").write_text(json.dumps({"chapter": "chapter_a", "scale": "cpu", "overrides": {},
+                                                     "claims": rows}))
+
+
+def test_the_snapshot_comparison_passes_on_equal_claims_and_fails_on_a_changed_value(tmp_path):
+    _claims(tmp_path / "snapshot", 0.4213)
+    _claims(tmp_path / "equal", 0.4213)
+    _claims(tmp_path / "moved", 0.4214)
+    assert results.compare_claims(tmp_path / "equal", tmp_path / "snapshot") == []
+    assert results.compare_claims(tmp_path / "moved", tmp_path / "snapshot") == [
+        "chapter_a: claim weight-v1: ours_mean: snapshot 0.4213 -> now 0.4214"]
+    (tmp_path / "equal" / "chapter_b.json").write_text((tmp_path / "equal" / "chapter_a.json").read_text())
+    assert results.compare_claims(tmp_path / "equal", tmp_path / "snapshot") == [
+        "chapter_b: published, but not in the snapshot"]
+
+
+def test_the_provenance_block_counts_where_runs_came_from():
+    row, listing = runs_markdown([("mlp/a", "run a", "store"), ("mlp/b", "run b", "cache"),
+                                  ("mlp/c", "run c", "trained")])
+    assert row.startswith("3 listed, as looked up when the chapter started")
+    assert "1 from the results store, 1 from your run cache, 1 trained now" in row
+    assert "`mlp/b` run b: from your run cache" in listing and "mlp/a" not in listing
+    assert runs_markdown([("mlp/a", "run a", "store")])[1] == ""
+
+
+def test_the_provenance_block_looks_each_run_up_in_the_cache_then_the_store(store_root):
+    stored, cached, new = (tiny_config("sgd").replace(seed=seed) for seed in (1, 2, 3))
+    run_jobs([mlp_job(stored)], executor="serial", progress=False)
+    results.copy_from_cache(store_root, "mlp", mlp_job(stored).key_config())
+    cache._remove(cache.key_path("mlp", mlp_job(stored).key_config()))
+    run_jobs([mlp_job(cached)], executor="serial", progress=False)
+    assert [source for _, _, source in run_sources([stored, cached, new, new])] == ["store", "cache", "trained"]
+    text = provenance_markdown(notebook="book/x.ipynb", scale="smoke", data="d", seeds=[0], model="m", training="t",
+                               runs=[stored, cached, new])
+    assert "| runs | 3 listed" in text and f"`{store.entry_name('mlp', mlp_job(new).key_config())}`" in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["store", "--scale", "smoke", "--minutes", "-1"], "--minutes must be a positive number"),
+    (["store", "--scale", "huge"], "unknown scale 'huge'"),
+])
+def test_the_store_command_rejects_bad_input_in_one_line(argv, message, capsys):
+    from geocont.book.build import main
+
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
