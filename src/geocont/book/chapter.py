@@ -166,8 +166,8 @@ class Chapter:
 
     def provenance(self, settings: Any) -> Markdown:
         """What produced the chapter (scale, data, seeds, model, training, hardware), and how to re-run it."""
-        return Markdown(provenance_markdown(notebook=self.notebook, scale=settings.scale,
-                                            overrides=settings.overrides, **self.describe(settings)))
+        return Markdown(provenance_markdown(notebook=self.notebook, scale=settings.scale, overrides=settings.overrides,
+                                            runs=self.run_configs(settings), **self.describe(settings)))
 
     def publish(self, settings: Any, claims: pd.DataFrame) -> None:
         """Publish the claims table for the book's closing chapter."""
