@@ -108,7 +108,7 @@ def main() -> None:
     run_set = book_run_set(args.scale)
     longest = max((run for run in run_set.runs if run.kind == "mlp"), key=lambda run: run.job.argument.steps)
     typical = next(run for run in run_set.runs if run.kind == "mlp")
-    for run in dict.fromkeys((typical, longest)):
+    for run in [typical] + ([longest] if longest is not typical else []):
         rows = predicted_rows(run.job.argument)
         print(f"{args.scale} {run.label} ({run.job.argument.steps:,} steps): {rows:,} rows predicted, "
               f"{rows * per_row['mlp'] / 1e3:.0f} KB")
