@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import contextlib
 import hashlib
 import os
 import re
@@ -87,21 +86,6 @@ def _claims_inputs_sha256(layout: Layout, root: Path) -> str:
     return digest.hexdigest()
 
 
-@contextlib.contextmanager
-def _environment(**values: str):
-    """Set environment variables (inherited by the kernel papermill starts), then restore them."""
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 def check_parameters(root: Path, notebook: Path, parameters: dict) -> None:
     """Validate a chapter's parameters in this process, before papermill starts a kernel.
 
@@ -142,7 +126,7 @@ def execute(root: Path, notebook: Path, parameters: dict, layout: Layout | None 
     if notebook == CLOSING:
         state["claims_sha256"] = _claims_inputs_sha256(layout, root)
     print(f"executing {notebook} with {parameters}", flush=True)
-    with _environment(**{BOOK_ENV: "1", CLAIMS_ENV: str(layout.claims.resolve()), CHAPTER_ENV: notebook.stem}):
+    with store.environment(**{BOOK_ENV: "1", CLAIMS_ENV: str(layout.claims.resolve()), CHAPTER_ENV: notebook.stem}):
         try:
             papermill.execute_notebook(
                 str(root / notebook), str(partial), parameters=parameters, cwd=str(root), progress_bar=True,

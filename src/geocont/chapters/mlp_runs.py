@@ -273,6 +273,23 @@ def horizon_table(table: pd.DataFrame, early_steps: int, by: str = "condition",
     return out
 
 
+@dataclass(frozen=True)
+class RunSummary:
+    """An MLP chapter's run note: how many conditions and seeds, and the random level at the width."""
+
+    conditions: int
+    seeds: int
+    width: int
+    baseline: float
+
+
+def run_summary(results: Any) -> RunSummary:
+    """The numbers of an MLP chapter's run note, from its results (``order``, ``settings``, ``baseline``)."""
+    settings = results.settings
+    return RunSummary(conditions=len(results.order), seeds=len(settings.seeds), width=settings.base.width,
+                      baseline=results.baseline)
+
+
 def last_step(table: pd.DataFrame) -> int:
     """The final step of the runs in ``table`` (they share one horizon)."""
     return int(table["step"].max())

@@ -145,21 +145,7 @@ def norm_claims(table: pd.DataFrame, baseline: float, *, dataset: str) -> pd.Dat
 # the templates in ``prose.md``; which case applies is decided here, never there.
 
 
-@dataclass(frozen=True)
-class RunSummary:
-    """The run note: how many conditions and seeds, and the random baseline at the width."""
-
-    conditions: int
-    seeds: int
-    width: int
-    baseline: float
-
-
-def run_summary(results: Results) -> RunSummary:
-    """The numbers of the run note."""
-    settings = results.settings
-    return RunSummary(conditions=len(results.order), seeds=len(settings.seeds), width=settings.base.width,
-                      baseline=results.baseline)
+RunSummary, run_summary = mlp_runs.RunSummary, mlp_runs.run_summary  # the run note, shared by the MLP chapters
 
 
 @dataclass(frozen=True)

@@ -381,17 +381,4 @@ def dose_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
     return out.table()
 
 
-@dataclass(frozen=True)
-class RunSummary:
-    """The run note: how many conditions and seeds, and the random level at the width."""
-
-    conditions: int
-    seeds: int
-    width: int
-    baseline: float
-
-
-def run_summary(results: Results) -> RunSummary:
-    settings = results.settings
-    return RunSummary(conditions=len(results.order), seeds=len(settings.seeds), width=settings.base.width,
-                      baseline=results.baseline)
+RunSummary, run_summary = mlp_runs.RunSummary, mlp_runs.run_summary  # the run note, shared by the MLP chapters
