@@ -60,18 +60,29 @@ def test_a_full_disk_leaves_no_empty_output(checkpoint, full_tmpfs, capsys):
     assert sorted(p.name for p in mount.iterdir()) == ["filler", "rest"]  # no 0-byte t.json, no temporary file
 
 
-def test_every_nan_pair_value_is_flagged(tmp_path):
+def flipped_exponent_table(tmp_path, factor):
     model = planted_model(["q_proj"])
-    model["q_proj"][0][2] = model["q_proj"][0][2] * 1.95e35  # a flipped exponent bit: sigma1 ~ 1.95e36
+    model["q_proj"][0][2] = model["q_proj"][0][2] * factor
     path = tmp_path / "flipped.safetensors"
     save_file(state_from_names(model, LLAMA_NAMES), str(path))
     table = analyzer.analyze(str(path), progress=False, use_cache=False)
-    pairs = table[table["layer"] < table["layer"].max()]
+    return table[table["layer"] < table["layer"].max()]
+
+
+def test_every_nan_pair_value_is_flagged(tmp_path):
+    pairs = flipped_exponent_table(tmp_path, 1e38)  # entries near float32's largest: sigma1 overflows
     nan = pairs[pairs[["v1_cos", "u1_cos", "align_input", "align_output"]].isna().any(axis=1)]
     assert len(nan) == 2 and (nan["flag"] != "").all()
-    assert all("align_input, align_output NaN" in flag and "1.95e+36" in flag for flag in nan["flag"])
+    assert all("overflow (sigma1 = inf)" in flag for flag in nan["flag"])
     clean = pairs.drop(nan.index)
     assert (clean["flag"] == "").all() and clean[["v1_cos", "align_input"]].notna().all().all()
+
+
+def test_a_huge_but_finite_matrix_is_measured_like_any_other(tmp_path):
+    pairs = flipped_exponent_table(tmp_path, 1.95e35)  # a flipped exponent bit: sigma1 ~ 1.95e36
+    assert float(pairs["sigma1"].max()) == pytest.approx(1.95e36, rel=0.01)
+    assert pairs[["v1_cos", "u1_cos", "align_input", "align_output"]].notna().all().all()
+    assert (pairs["flag"] == "").all()
 
 
 def test_adjacent_layers_of_different_shapes_say_which_space_they_do_not_share(tmp_path):

@@ -466,3 +466,28 @@ def test_the_random_subspace_level_agrees_with_random_abs_cos_at_k_one_and_with_
     assert float(cos.mean()) == pytest.approx(metrics.random_subspace_cos(d, 4), abs=4 * float(cos.std()) / 40**0.5)
     with pytest.raises(ValueError, match="1 <= k <= d"):
         metrics.random_subspace_cos(4, 5)
+
+
+def test_subspace_iteration_handles_entries_whose_gram_overflows_float32_and_is_scale_exact():
+    generator = torch.Generator().manual_seed(3)
+    stack = torch.randn(3, 64, 48, generator=generator)
+    u, s, v, converged, s_next = metrics.batched_subspace_iteration(stack, 2)
+    hu, hs, hv, hconverged, hs_next = metrics.batched_subspace_iteration(stack * 2.0**120, 2)  # ~1e36
+    assert converged.all() and hconverged.all()
+    assert torch.equal(hu, u) and torch.equal(hv, v)  # a power of two changes no digit
+    assert torch.equal(hs, s * 2.0**120) and torch.equal(hs_next, s_next * 2.0**120)
+    broken = stack.clone()
+    broken[1, 0, 0] = float("inf")
+    assert metrics.batched_subspace_iteration(broken, 1)[3].tolist() == [True, False, True]
+
+
+def test_spectral_alignment_does_not_depend_on_the_two_matrices_scales_and_flags_isotropy():
+    generator = torch.Generator().manual_seed(4)
+    a = torch.randn(100, 80, generator=generator, dtype=torch.float64)
+    b = a + 0.3 * torch.randn(100, 80, generator=generator, dtype=torch.float64)
+    assert metrics.spectral_alignment(a, b * 1e5, "input") == pytest.approx(metrics.spectral_alignment(a, b, "input"))
+    orthogonal, _ = torch.linalg.qr(torch.randn(64, 64, generator=generator))
+    assert math.isnan(metrics.spectral_alignment(orthogonal, a[:64, :64], "input"))
+    batched = metrics.adjacent_spectral_alignment(torch.stack([orthogonal, torch.randn(64, 64, generator=generator),
+                                                               torch.randn(64, 64, generator=generator)]), "input")
+    assert math.isnan(float(batched[0])) and math.isfinite(float(batched[1]))

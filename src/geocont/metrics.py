@@ -123,6 +123,13 @@ def batched_subspace_iteration(
     columns: a warm start that converges in a few steps when the matrices changed little.
     """
     W = stack.detach().float()
+    # Each matrix is divided by a power of two near its largest entry (exact in floating point, so the
+    # result is bit for bit that of the unscaled matrix): W^T W of a matrix with entries ~1e20 would
+    # overflow float32. A matrix with a non-finite entry is left unconverged (callers fall back to SVD).
+    largest = W.abs().amax(dim=(1, 2))
+    finite = torch.isfinite(largest)
+    scale = torch.ldexp(torch.ones_like(largest), torch.frexp(torch.where(finite, largest, 0)).exponent)
+    W = torch.where(finite[:, None, None], W / scale[:, None, None], 0)
     n_layers, n_out, n_in = W.shape
     q = min(k + oversample, n_in, n_out)
     generator = torch.Generator().manual_seed(seed)
@@ -144,10 +151,10 @@ def batched_subspace_iteration(
         u, s, v = Ub[..., :k], S[..., :k], V @ Vbh.transpose(1, 2)[..., :k]
         s_next = S[..., k] if q > k else torch.zeros_like(S[..., 0])
         residual = torch.linalg.vector_norm(Wt @ u - v * s.unsqueeze(1), dim=1)
-        converged = (residual <= tol * s[:, :1]).all(dim=1) & (s[:, 0] > 0)
+        converged = (residual <= tol * s[:, :1]).all(dim=1) & (s[:, 0] > 0) & finite
         if bool(converged.all()):
             break
-    return u, s, v, converged, s_next
+    return u, s * scale[:, None], v, converged, s_next * scale
 
 
 def iterative_singular_triplets(W: torch.Tensor, k: int = 1, **options) -> SingularTriplets | None:
@@ -493,19 +500,27 @@ def _gram_frobenius_sq(W: torch.Tensor) -> torch.Tensor:
     return torch.linalg.matrix_norm(small) ** 2
 
 
+#: A Gram matrix ``A`` counts as isotropic (no direction stands out; the alignment is not defined) when
+#: its trace-free part is this small: ``|A0|_F^2 <= ISOTROPY_TOL |A|_F^2``. Above float32 rounding (an
+#: orthogonal 256 x 256 matrix gives ~1e-7 from Grams formed in float32), far below any trained or random
+#: matrix (a square Gaussian matrix gives ~0.5).
+ISOTROPY_TOL = 1e-6
+
+
 def _centred_gram_cosine(
     cross: torch.Tensor, norm_a: torch.Tensor, norm_b: torch.Tensor,
     trace_a: torch.Tensor, trace_b: torch.Tensor, d: int,
 ) -> torch.Tensor:
     """``<A0, B0> / (|A0| |B0|)`` from ``<A,B>``, ``|A|^2``, ``|B|^2``, ``tr A``, ``tr B``.
 
-    ``A0 = A - (tr A / d) I``. NaN where a Gram matrix is isotropic (no direction stands out).
+    ``A0 = A - (tr A / d) I``. NaN where either Gram matrix is isotropic: ``|A0|^2 <=``
+    :data:`ISOTROPY_TOL` ``|A|^2``, each matrix judged against its own size, so the rule does not
+    depend on the two matrices' scales.
     """
     centred_a = (norm_a - trace_a**2 / d).clamp_min(0)
     centred_b = (norm_b - trace_b**2 / d).clamp_min(0)
-    denom = (centred_a * centred_b).sqrt()
-    value = (cross - trace_a * trace_b / d) / denom
-    isotropic = denom <= 1e-10 * torch.maximum(norm_a, norm_b)
+    value = (cross - trace_a * trace_b / d) / (centred_a * centred_b).sqrt()
+    isotropic = (centred_a <= ISOTROPY_TOL * norm_a) | (centred_b <= ISOTROPY_TOL * norm_b)
     return torch.where(isotropic, torch.full_like(value, float("nan")), value)
 
 
