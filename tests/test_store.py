@@ -425,6 +425,8 @@ def test_the_provenance_block_looks_each_run_up_in_the_cache_then_the_store(stor
 @pytest.mark.parametrize("argv, message", [
     (["store", "--scale", "smoke", "--minutes", "-1"], "--minutes must be a positive number"),
     (["store", "--scale", "huge"], "unknown scale 'huge'"),
+    (["store", "--chapters", "condition9"], "unknown chapter condition9; valid choices: activation_vs_norm"),
+    (["verify", "--chapters", "condition2", "x"], "unknown chapter x; valid choices"),
 ])
 def test_the_store_command_rejects_bad_input_in_one_line(argv, message, capsys):
     from geocont.book.build import main
@@ -432,3 +434,12 @@ def test_the_store_command_rejects_bad_input_in_one_line(argv, message, capsys):
     with pytest.raises(SystemExit) as caught:
         main(argv)
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_chapter_slice_holds_the_runs_it_reads_each_naming_every_chapter_that_reads_it():
+    whole = runs.book_run_set("smoke")
+    part = runs.book_run_set("smoke", ["timeline"])
+    assert part.runs and all("timeline" in run.chapters for run in part.runs)
+    assert {run.name for run in part.runs} == {run.name for run in whole.of_chapter("timeline")}
+    shared = [run for run in part.runs if len(run.chapters) > 1]
+    assert shared and all(run.chapters == next(r for r in whole.runs if r.name == run.name).chapters for run in shared)

@@ -46,6 +46,7 @@ from .. import store
 from ..store import CHAPTER_ENV, STORE_ENV, STORE_OFF, StoreError
 from ..sweeps import EXECUTOR_ENV, resolve_executor
 from . import results
+from .runs import check_chapter_names
 from .paths import (BOOK_ENV, CLAIMS_ENV, CLOSING, DEFAULT_SCALE, Layout, chapters,
                     repository_root)
 
@@ -404,11 +405,15 @@ def main(argv: list[str] | None = None) -> None:
                        help="start no run after this many minutes (a slice; finished runs are kept)")
     store_command.add_argument("--executor", help=EXECUTOR_HELP)
     store_command.add_argument("--entries", action="store_true", help="status: list every entry")
+    store_command.add_argument("--chapters", nargs="+", metavar="CHAPTER", default=None,
+                               help="only the runs these chapters read (a slice by chapter)")
     verify_command = sub.add_parser("verify", help="retrain a sample of the results store and compare it")
     verify_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
     verify_command.add_argument("--sample", nargs="+", default=["default"], metavar="SAMPLE",
                         help="default (one SGD and one Adam run per MLP chapter, one transformer run), all, or keys")
     verify_command.add_argument("--executor", help=EXECUTOR_HELP)
+    verify_command.add_argument("--chapters", nargs="+", metavar="CHAPTER", default=None,
+                                help="sample only the runs these chapters read")
     check_command = sub.add_parser("check", help="a complete store: the chapters executed from it vs the claims snapshot")
     check_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
     check_command.add_argument("--write-snapshot", action="store_true",
@@ -440,11 +445,17 @@ def _main(args: argparse.Namespace) -> None:
         check_scale(args.scale)
         if getattr(args, "minutes", None) is not None and not args.minutes > 0:
             raise ParameterError(f"--minutes must be a positive number, got {args.minutes:g}")
+        if getattr(args, "chapters", None):
+            try:
+                check_chapter_names(args.chapters)
+            except ValueError as error:
+                raise ParameterError(str(error)) from None
         if args.command == "store":
-            code = (results.print_status(args.scale, args.executor, list_entries=args.entries) if args.action == "status"
-                    else results.fill(args.scale, args.minutes, args.executor))
+            code = (results.print_status(args.scale, args.executor, chapters=args.chapters, list_entries=args.entries)
+                    if args.action == "status" else results.fill(args.scale, args.minutes, args.executor,
+                                                                  chapters=args.chapters))
         elif args.command == "verify":
-            code = results.verify(args.scale, args.sample, args.executor)
+            code = results.verify(args.scale, args.sample, args.executor, chapters=args.chapters)
         else:
             code = check(args.scale, args.write_snapshot)
         raise SystemExit(code)

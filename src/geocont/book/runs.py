@@ -156,15 +156,17 @@ def _unique(name: str, configs: Iterable[Any]) -> list[BookRun]:
 
 
 def book_run_set(scale: str, chapters: Iterable[str] | None = None) -> RunSet:
-    """Every run of the book at ``scale`` (each chapter at its preset), once each, in the chapters' order
-    (default: every chapter of :data:`geocont.chapters.CHAPTER_MODULES`); a run several chapters read names
-    them all."""
+    """Every run of the book at ``scale`` (each chapter at its preset), once each, in the chapters' order; a
+    run several chapters read names them all. ``chapters``: only the runs these chapters read (each still
+    naming every chapter that reads it)."""
     from ..chapters import CHAPTER_MODULES, chapter
 
+    if chapters is not None:
+        check_chapter_names(chapters)
     result = RunSet(scale)
     found: dict[str, BookRun] = {}
     pending: dict[str, BookRun] = {}
-    for name in (CHAPTER_MODULES if chapters is None else chapters):
+    for name in CHAPTER_MODULES:
         settings = chapter(name).configure(scale)
         configs, waiting, reason = chapter_configs(name, settings)
         for run in _unique(name, configs):
@@ -178,6 +180,17 @@ def book_run_set(scale: str, chapters: Iterable[str] | None = None) -> RunSet:
             pending.setdefault(run.name, run)
         if reason:
             result.pending_reason[name] = reason
-    result.runs = list(found.values())
-    result.pending = [run for key, run in pending.items() if key not in found]
+    wanted = set(CHAPTER_MODULES if chapters is None else chapters)
+    result.runs = [run for run in found.values() if wanted & set(run.chapters)]
+    result.pending = [run for key, run in pending.items() if key not in found and wanted & set(run.chapters)]
+    result.pending_reason = {name: reason for name, reason in result.pending_reason.items() if name in wanted}
     return result
+
+
+def check_chapter_names(chapters: Iterable[str]) -> None:
+    """A one-line :class:`ValueError` for a name that is not a chapter module, listing the valid ones."""
+    from ..chapters import CHAPTER_MODULES
+
+    unknown = [name for name in chapters if name not in CHAPTER_MODULES]
+    if unknown:
+        raise ValueError(f"unknown chapter {', '.join(unknown)}; valid choices: {', '.join(CHAPTER_MODULES)}")
