@@ -173,9 +173,12 @@ def test_strict_mode_is_one_line_naming_key_label_and_chapter_before_any_trainin
         cache.ensure("mlp", {"other": 1}, lambda: run_table(0.0))
 
 
-def test_strict_mode_computes_what_the_store_does_not_hold(monkeypatch):
-    """Analyses of trained models (kinds other than :data:`geocont.store.STORED_KINDS`) are still computed."""
-    monkeypatch.setenv(store.STORE_ONLY_ENV, "1")
+def test_strict_mode_computes_no_analysis_either():
+    """Analyses (:data:`geocont.store.ANALYSIS_KINDS`) are captured into the store, so strict mode never
+    computes them: the check renders the book in minutes or names what is missing."""
+    with store.environment(**{store.STORE_ONLY_ENV: "1"}):
+        with pytest.raises(store.RunMissing, match="analysis sharing/.* forbids computing it"):
+            cache.ensure("sharing", {"analysis": 1}, lambda: run_table(0.0))
     table, _ = cache.ensure("sharing", {"analysis": 1}, lambda: run_table(0.0))
     assert len(table)
 
@@ -301,6 +304,7 @@ def test_every_claim_metric_is_read_by_a_chapter():
 def _fake_run_set(monkeypatch, jobs):
     run_set = runs.RunSet("smoke", [book_run(one) for one in jobs])
     monkeypatch.setattr(results, "book_run_set", lambda scale, chapters=None: run_set)
+    monkeypatch.setattr(results, "ANALYSES_READ_BY", ())  # no chapter to execute
     return run_set
 
 
@@ -443,3 +447,33 @@ def test_a_chapter_slice_holds_the_runs_it_reads_each_naming_every_chapter_that_
     assert {run.name for run in part.runs} == {run.name for run in whole.of_chapter("timeline")}
     shared = [run for run in part.runs if len(run.chapters) > 1]
     assert shared and all(run.chapters == next(r for r in whole.runs if r.name == run.name).chapters for run in shared)
+
+
+def test_an_analysing_chapter_is_captured_once_its_runs_are_stored_and_then_read_strictly(store_root, monkeypatch):
+    from geocont.book import build
+
+    jobs = [job(1.0)]
+    run_set = runs.RunSet("smoke", [book_run(jobs[0], chapters=("compression",))])
+    monkeypatch.setattr(results, "book_run_set", lambda scale, chapters=None: run_set)
+    monkeypatch.setattr(results, "ANALYSES_READ_BY", ("compression",))
+    executed = []
+
+    def execute(root, notebook, parameters, layout=None):  # what a chapter does: read a run, compute an analysis
+        executed.append((notebook.name, parameters))
+        assert cache.load("mlp", jobs[0].key_config()) is not None
+        cache.cached("sharing", {"analysis": 1}, lambda: run_table(9.0))
+
+    monkeypatch.setattr(build, "execute", execute)
+    status = results.book_status("smoke")
+    assert status.analyses_to_capture == ["compression"] and not status.ready_to_capture("compression")
+    assert not status.complete and "the analyses of compression to capture" in results.missing_summary(status, 2)
+    out = io.StringIO()
+    assert results.fill("smoke", executor="serial", out=out) == 0
+    assert executed == [("compression.ipynb", {"scale": "smoke"})] and "captured 1 analyses" in out.getvalue()
+    status = results.book_status("smoke")
+    assert status.complete and status.analyses["compression"] == [store.entry_name("sharing", {"analysis": 1})]
+    assert status.store.extra == []
+    assert results.fill("smoke", executor="serial", out=io.StringIO()) == 0 and len(executed) == 1  # nothing new
+    with store.environment(GEOCONT_CACHE_DIR=str(store_root.parent / "empty"), **{store.STORE_ONLY_ENV: "1"}):
+        assert cache.cached("sharing", {"analysis": 1}, lambda: pytest.fail("computed")).equals(
+            cache.load("sharing", {"analysis": 1}))

@@ -57,6 +57,10 @@ Below the cache lies the results store (:mod:`geocont.store`), read-only: :func:
 ``include_store=False``), and nothing here writes to it. A computed entry's manifest records where and
 by which code the run was computed, and its wall seconds (``run``, :func:`geocont.store.run_provenance`).
 
+Read log: with ``GEOCONT_READ_LOG`` set to a file, every entry a process (or its workers) reads or computes
+appends one line ``kind/key`` to it; ``python -m geocont.book store`` uses it to learn which analyses a chapter
+reads (:func:`geocont.book.results.capture_analyses`).
+
 A store that fails (read-only directory, disk full) warns and the computed table is still
 returned. Shared storage: ``GEOCONT_CACHE_DIR`` may point at NFS or another shared file
 system mounted at the same path on every node; the scheme needs only atomic ``rename``,
@@ -136,6 +140,18 @@ def cache_root_problem() -> str | None:
             "cached; point GEOCONT_CACHE_DIR at a folder")
 
 
+READ_LOG_ENV = "GEOCONT_READ_LOG"
+
+
+def log_read(kind: str, config: dict[str, Any]) -> None:
+    """Append ``kind/key`` to ``$GEOCONT_READ_LOG`` where it is set (one short write: lines of concurrent
+    workers do not interleave)."""
+    path = os.environ.get(READ_LOG_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(f"{kind}/{cache_key(kind, config)}\n")
+
+
 def has_entry(kind: str, config: dict[str, Any], include_store: bool = True) -> bool:
     """Whether the key has an entry (its pointer exists; nothing is read or checked), in the cache or
     (``include_store``) the results store."""
@@ -153,6 +169,16 @@ def manifest(kind: str, config: dict[str, Any]) -> dict[str, Any] | None:
     try:
         return _read_manifest(folder, version)
     except (OSError, ValueError):
+        return None
+
+
+def entry_config(kind: str, key: str) -> dict[str, Any] | None:
+    """The configuration of the cache's current entry ``kind/key`` (from its manifest), or None."""
+    folder = cache_root() / kind / key
+    version = _current(folder)
+    try:
+        return _read_manifest(folder, version)["config"] if version else None
+    except (OSError, ValueError, KeyError):
         return None
 
 
@@ -225,9 +251,11 @@ def load(kind: str, config: dict[str, Any], require_metrics: Iterable[str] = (),
     """
     require_metrics, require_artifacts = tuple(require_metrics), tuple(require_artifacts)
     table = _load_cached(kind, config, require_metrics, require_artifacts, warn)
-    if table is not None or not include_store:
-        return table
-    return results.lookup(kind, config, require_metrics, require_artifacts)
+    if table is None and include_store:
+        table = results.lookup(kind, config, require_metrics, require_artifacts)
+    if table is not None:
+        log_read(kind, config)
+    return table
 
 
 def _load_cached(kind: str, config: dict[str, Any], require_metrics: tuple[str, ...],
@@ -651,6 +679,7 @@ def ensure(kind: str, config: dict[str, Any], compute: Callable[[], pd.DataFrame
         computed = result if isinstance(result, Computed) else Computed(result)
         stored = store(kind, config, computed.table, computed.artifacts,
                        provenance=results.run_provenance(wall_seconds)) is not None
+        log_read(kind, config)
         return computed.table, stored
 
 

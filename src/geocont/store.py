@@ -28,8 +28,8 @@ Environment:
 
 * ``GEOCONT_STORE``: a store root to read (and to write) instead of the checkout's ``results/*``;
   ``off`` reads no store (a fresh retrain, :func:`geocont.book.build` ``--fresh``);
-* ``GEOCONT_STORE_ONLY=1``: strict mode: a run of a stored kind (:data:`STORED_KINDS`) found in
-  neither the cache nor the store is a one-line :class:`RunMissing` before any training;
+* ``GEOCONT_STORE_ONLY=1``: strict mode: a run or an analysis (:data:`STRICT_KINDS`) found in
+  neither the cache nor the store is a one-line :class:`RunMissing` before any computation;
 * ``GEOCONT_CHAPTER``: the chapter being executed (set by the book build), named by that error.
 """
 
@@ -64,9 +64,17 @@ CHAPTER_ENV = "GEOCONT_CHAPTER"
 #: ``GEOCONT_STORE`` set to this reads no store at all.
 STORE_OFF = "off"
 
-#: The cache kinds the store holds: training runs. Strict mode forbids computing these; the analyses of
-#: trained and pretrained models (kinds ``sharing``, ``pretrained``) are computed where they are missing.
+#: The cache kinds of training runs: the book's run set (:func:`geocont.book.runs.book_run_set`) lists them, and
+#: ``python -m geocont.book store`` trains them into the store.
 STORED_KINDS = ("mlp", "lm")
+
+#: The cache kinds of analyses of trained and pretrained models (weight sharing and pruning, the checkpoint
+#: analyzer): no run set lists them; ``store`` captures the ones a chapter reads by executing it once
+#: (:func:`geocont.book.results.capture_analyses`), so that the book renders without computing them.
+ANALYSIS_KINDS = ("sharing", "pretrained")
+
+#: The kinds strict mode never computes.
+STRICT_KINDS = STORED_KINDS + ANALYSIS_KINDS
 
 #: The folder of the checkout that holds one store per scale (``results/cpu``, ...).
 RESULTS = "results"
@@ -448,16 +456,19 @@ def missing_message(kind: str, config: Mapping[str, Any], label: str = "", more:
     chapter = os.environ.get(CHAPTER_ENV)
     roots = ", ".join(map(str, store_roots())) or f"none ({STORE_ENV}={store_setting() or 'unset'})"
     problem = f"; {_PROBLEMS[key]}" if key in _PROBLEMS else ""
-    return (f"run {kind}/{key}" + (f" ({label})" if label else "") + (f" of chapter {chapter}" if chapter else "")
-            + (f" and {more} more run{'s' if more > 1 else ''}" if more else "")
+    what, whats, action = (("analysis", "analyses", "computing it") if kind in ANALYSIS_KINDS
+                           else ("run", "runs", "training"))
+    return (f"{what} {kind}/{key}" + (f" ({label})" if label else "") + (f" of chapter {chapter}" if chapter else "")
+            + (f" and {more} more {whats if more > 1 else what}" if more else "")
             + f" in neither the run cache{f' ({cache_dir})' if cache_dir else ''} nor the results store ({roots}){problem}; "
-            f"{STORE_ONLY_ENV}=1 forbids training: add it with `python -m geocont.book store --scale SCALE`")
+            f"{STORE_ONLY_ENV}=1 forbids {action}: add it with `python -m geocont.book store --scale SCALE`")
 
 
 def forbid_training(kind: str, config: Mapping[str, Any], label: str = "", more: int = 0,
                     cache_dir: Path | str | None = None) -> None:
-    """In strict mode, raise :class:`RunMissing` for a run of a :data:`STORED_KINDS` kind about to be computed."""
-    if strict() and kind in STORED_KINDS:
+    """In strict mode, raise :class:`RunMissing` for a run or analysis of a :data:`STRICT_KINDS` kind about to
+    be computed."""
+    if strict() and kind in STRICT_KINDS:
         raise RunMissing(missing_message(kind, config, label, more, cache_dir))
 
 

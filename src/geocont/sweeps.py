@@ -498,7 +498,7 @@ def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = 
         if tables[index] is None:
             todo.setdefault(cache.cache_key(job.kind, job.key_config()), []).append(index)
     unique = [indices[0] for indices in todo.values()]
-    trained = [jobs[index] for index in unique if jobs[index].kind in results.STORED_KINDS]
+    trained = [jobs[index] for index in unique if jobs[index].kind in results.STRICT_KINDS]
     if trained:
         results.forbid_training(trained[0].kind, trained[0].key_config(), trained[0].label, len(trained) - 1,
                                 cache_dir=cache.cache_root())

@@ -6,8 +6,11 @@
   user's run cache already holds, trained by this code with their provenance recorded, are copied in
   without training. It trains into ``<store>/.staging-cache/<code hash>`` (not committed), so that an
   interrupted slice loses no finished run: the next one copies it in.
+  Once every run a chapter of :data:`geocont.book.runs.ANALYSES_READ_BY` reads is stored, the chapter is
+  executed once to capture the analyses it computes (:func:`capture_analyses`); ``<store>/analyses/<chapter>.json``
+  lists them.
 * ``python -m geocont.book store status --scale cpu [--entries]`` (:func:`print_status`): entries, missing
-  runs, pending ones, revisions and provenance.
+  runs, pending ones, analyses to capture, revisions and provenance.
 * ``python -m geocont.book verify --scale cpu [--sample default|all|KEY...]`` (:func:`verify`): retrains a
   sample into a temporary cache and prints, per run, the largest difference from the store in every
   claim-bearing metric.
@@ -35,12 +38,14 @@ import pandas as pd
 from .. import cache, store
 from ..scales import ParameterError
 from ..sweeps import SweepFailed, predicted_wall_seconds, resolve_executor, run_jobs
-from .runs import BookRun, RunSet, book_run_set
+from .runs import ANALYSES_READ_BY, BookRun, RunSet, book_run_set
 
 #: Where ``store`` trains (inside the store root, ignored by git): finished runs wait there until copied in.
 STAGING_CACHE = ".staging-cache"
 #: The committed claims tables the strict build is compared with (:func:`check`).
 SNAPSHOT = "claims-snapshot"
+#: ``<store>/analyses/<chapter>.json``: the analyses a chapter read when it was captured (:func:`capture_analyses`).
+ANALYSES = "analyses"
 
 #: The metrics the chapters' claims and figures read (tests/test_store.py checks each is named in the chapters'
 #: code): ``verify`` prints the largest difference in each.
@@ -82,10 +87,12 @@ def _size(nbytes: float) -> str:
 
 @dataclass
 class BookStatus:
-    """The book's run set at a scale checked against its store."""
+    """The book's run set at a scale checked against its store, and each analysing chapter's captured analyses
+    (``analyses``: chapter -> the entry names it read, None where not captured)."""
 
     run_set: RunSet
     store: store.StoreStatus
+    analyses: dict[str, list[str] | None]
 
     @property
     def missing(self) -> list[BookRun]:
@@ -93,29 +100,63 @@ class BookStatus:
         return [run for run in self.run_set.runs if run.name in missing]
 
     @property
+    def analyses_to_capture(self) -> list[str]:
+        """The chapters whose analyses are not captured, or whose captured analyses the store lacks."""
+        return [chapter for chapter, names in self.analyses.items()
+                if names is None or any(name not in self.store.entries for name in names)]
+
+    def ready_to_capture(self, chapter: str) -> bool:
+        """Whether every run ``chapter`` reads is stored (and none is pending)."""
+        missing = {run.name for run in self.missing}
+        return not any(chapter in run.chapters and (run.name in missing or run in self.run_set.pending)
+                       for run in self.run_set.runs + self.run_set.pending)
+
+    @property
     def complete(self) -> bool:
-        return self.store.complete and not self.run_set.pending
+        return self.store.complete and not self.run_set.pending and not self.analyses_to_capture
+
+
+def analyses_path(root: Path, chapter: str) -> Path:
+    return root / ANALYSES / f"{chapter}.json"
+
+
+def captured_analyses(root: Path, chapter: str) -> list[str] | None:
+    """The analyses (``kind/key``) ``chapter`` read when it was captured, or None (not captured, or unreadable)."""
+    try:
+        return list(json.loads(analyses_path(root, chapter).read_text())["entries"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _analysing(chapters: Sequence[str] | None) -> list[str]:
+    return [name for name in ANALYSES_READ_BY if chapters is None or name in chapters]
 
 
 def book_status(scale: str, verify_files: bool = True, chapters: Sequence[str] | None = None) -> BookStatus:
-    """The book's run set at ``scale`` (``chapters``: of these alone) and its store's state (the pending runs
-    resolved from the store)."""
+    """The book's run set at ``scale`` (``chapters``: of these alone), its analyses and its store's state (the
+    pending runs resolved from the store)."""
     root = store.store_root(scale)
     with store.environment(**{store.STORE_ENV: str(root)}):
         store.check_revisions(root)
         run_set = book_run_set(scale, chapters)
-    return BookStatus(run_set, store.status(root, [run.name for run in run_set.runs], verify_files=verify_files))
+    analyses = {name: captured_analyses(root, name) for name in _analysing(chapters)}
+    wanted = [run.name for run in run_set.runs] + [name for names in analyses.values() for name in names or ()]
+    return BookStatus(run_set, store.status(root, wanted, verify_files=verify_files), analyses)
 
 
 def missing_summary(status: BookStatus, workers: int) -> str:
-    """One line: how many runs are missing and pending, and their predicted time on ``workers`` workers."""
+    """One line: how many runs are missing and pending, and their predicted time on ``workers`` workers, and the
+    chapters whose analyses are still to capture."""
     missing, pending = status.missing, status.run_set.pending
     total = len(status.run_set.runs)
     seconds = predicted_wall_seconds([run.seconds for run in missing + pending], workers)
     text = f"{len(missing)} of {total} runs missing"
     if pending:
         text += f", and {len(pending)} more pending (chosen from runs not all trained yet)"
-    return text + f"; predicted {_minutes(seconds)} of training on {workers} worker{'s' if workers > 1 else ''}"
+    text += f"; predicted {_minutes(seconds)} of training on {workers} worker{'s' if workers > 1 else ''}"
+    if status.analyses_to_capture:
+        text += f"; the analyses of {', '.join(status.analyses_to_capture)} to capture (each chapter executed once)"
+    return text
 
 
 def print_status(scale: str, executor: str | None = None, out=sys.stdout, chapters: Sequence[str] | None = None,
@@ -163,6 +204,12 @@ def print_status(scale: str, executor: str | None = None, out=sys.stdout, chapte
     for chapter, reason in status.run_set.pending_reason.items():
         count = sum(chapter in run.chapters for run in status.run_set.pending)
         print(f"  pending: {count} runs of {chapter}: {reason}", file=out)
+    for chapter, names in status.analyses.items():
+        if chapter not in status.analyses_to_capture:
+            print(f"  analyses of {chapter}: {len(names or ())} captured", file=out)
+        else:
+            print(f"  analyses of {chapter}: to capture by executing it once"
+                  + ("" if status.ready_to_capture(chapter) else ", after the runs it reads are stored"), file=out)
     workers = _workers(executor)
     print(("complete: every run of the book is stored" if status.complete else
            f"incomplete: {missing_summary(status, workers)}: `python -m geocont.book store --scale {scale}`"), file=out)
@@ -272,6 +319,16 @@ def fill(scale: str, minutes: float | None = None, executor: str | None = None, 
                     print(error, file=out, flush=True)
         if stored_now == before:  # nothing new: done, out of time, or every remaining run failed
             break
+    if not failures:
+        status = book_status(scale, verify_files=False, chapters=chapters)
+        for chapter in status.analyses_to_capture:
+            if status.ready_to_capture(chapter) and (deadline is None or time.time() < deadline):
+                try:
+                    capture_analyses(root, scale, chapter, out)
+                except (store.StoreError, OSError, RuntimeError) as error:  # papermill's failures are RuntimeErrors
+                    failures.append(f"the analyses of {chapter}: {error}")
+                    print(f"could not capture the analyses of {chapter}: {str(error).splitlines()[0]}", file=out,
+                          flush=True)
     status = book_status(scale, verify_files=False, chapters=chapters)
     print(f"results store {root}: {len(status.store.entries)} of {len(status.run_set.runs)} runs stored "
           f"({_size(status.store.bytes)}); {stored_now} added now", file=out)
@@ -279,6 +336,46 @@ def fill(scale: str, minutes: float | None = None, executor: str | None = None, 
         print(f"still to do: {missing_summary(status, _workers(executor))}; continue with "
               f"`python -m geocont.book store --scale {scale} [--minutes N]` (`store status` lists the runs)", file=out)
     return 1 if failures else 0
+
+
+def capture_analyses(root: Path, scale: str, chapter: str, out=sys.stdout) -> list[str]:
+    """Execute ``chapter`` once at ``scale`` (its runs read from the store, nothing trained), logging every entry
+    it reads (``GEOCONT_READ_LOG``); copy each analysis among them (:data:`geocont.store.ANALYSIS_KINDS`) that the
+    store lacks into it from the staging cache, and write ``<store>/analyses/<chapter>.json`` listing them all.
+    Returns their names."""
+    from .build import execute, repository_root
+    from .paths import Layout
+
+    staging = staging_cache(root)
+    started = time.perf_counter()
+    print(f"capturing the analyses of {chapter}: executing it once at {scale}", file=out, flush=True)
+    with tempfile.TemporaryDirectory(prefix="geocont-capture-") as scratch:
+        log = Path(scratch) / "reads.log"
+        log.touch()
+        with store.environment(GEOCONT_CACHE_DIR=str(staging), **{store.STORE_ENV: str(root),
+                                                                   store.STORE_ONLY_ENV: "", cache.READ_LOG_ENV: str(log)}):
+            execute(repository_root(), Path("book") / f"{chapter}.ipynb", {"scale": scale}, Layout(Path(scratch)))
+        read = list(dict.fromkeys(log.read_text().split()))
+    names = [name for name in read if name.split("/")[0] in store.ANALYSIS_KINDS]
+    with store.environment(GEOCONT_CACHE_DIR=str(staging)):
+        for name in names:
+            kind, key = name.split("/")
+            if (root / kind / key / store.ENTRY).exists():
+                continue
+            config = cache.entry_config(kind, key)
+            if config is None:
+                raise store.StoreError(f"analysis {name} of {chapter} was read, but not from the staging cache "
+                                       f"{staging}: it cannot be copied into the store")
+            copy_from_cache(root, kind, config, label=f"analysis of {chapter}", chapters=(chapter,))
+    path = analyses_path(root, chapter)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = dict(chapter=chapter, scale=scale, entries=names, wall_seconds=round(time.perf_counter() - started, 1),
+                  **store.revision())
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(record, indent=1) + "\n")
+    partial.replace(path)
+    print(f"captured {len(names)} analyses of {chapter} in {_minutes(record['wall_seconds'])}", file=out, flush=True)
+    return names
 
 
 # --------------------------------------------------------------------------- verify

@@ -28,6 +28,11 @@ from ..sweeps import Job
 #: left out (tests/test_store.py checks this list against the chapters' code).
 WEIGHTS_READ_BY = ("compression", "pretrained_continuity")
 
+#: The chapters that compute analyses (:data:`geocont.store.ANALYSIS_KINDS`: weight sharing and pruning, the
+#: checkpoint analyzer) from trained or pretrained models: ``store`` captures them once every run such a chapter
+#: reads is stored (:func:`geocont.book.results.capture_analyses`).
+ANALYSES_READ_BY = ("compression", "pretrained_continuity")
+
 
 @dataclass(frozen=True)
 class BookRun:
