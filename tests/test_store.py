@@ -477,3 +477,15 @@ def test_an_analysing_chapter_is_captured_once_its_runs_are_stored_and_then_read
     with store.environment(GEOCONT_CACHE_DIR=str(store_root.parent / "empty"), **{store.STORE_ONLY_ENV: "1"}):
         assert cache.cached("sharing", {"analysis": 1}, lambda: pytest.fail("computed")).equals(
             cache.load("sharing", {"analysis": 1}))
+
+
+def test_predictions_are_scaled_by_the_measured_times_of_the_stored_runs(store_root, monkeypatch):
+    jobs = [job(1.0, cost=100.0), job(2.0, cost=100.0)]
+    _fake_run_set(monkeypatch, jobs)
+    monkeypatch.setattr(runs.BookRun, "optimizer", property(lambda run: "adam"))
+    results.copy_from_cache(store_root, "mlp", computed_entry(1.0).key_config())
+    status = results.book_status("smoke")
+    wall = status.store.entries[status.run_set.runs[0].name]["provenance"]["wall_seconds"]
+    assert status.calibration() == {"mlp/adam": pytest.approx(wall / 100), "mlp": pytest.approx(wall / 100)}
+    assert status.seconds(status.run_set.runs[1]) == pytest.approx(wall)
+    assert "scaled by the stored runs' measured times: mlp/adam x" in results.missing_summary(status, 1)

@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -115,6 +116,32 @@ class BookStatus:
     def complete(self) -> bool:
         return self.store.complete and not self.run_set.pending and not self.analyses_to_capture
 
+    @functools.cached_property
+    def _calibration(self) -> dict[str, float]:
+        return self.calibration()
+
+    def calibration(self) -> dict[str, float]:
+        """Per run family (:func:`run_family`), the median of measured over predicted seconds of the stored runs
+        (their ``wall_seconds``): how far this machine's runs, as they were trained, stray from the model."""
+        ratios: dict[str, list[float]] = {}
+        for run in self.run_set.runs:
+            wall = self.store.entries.get(run.name, {}).get("provenance", {}).get("wall_seconds")
+            if isinstance(wall, (int, float)) and run.seconds > 0:
+                ratios.setdefault(run_family(run), []).append(wall / run.seconds)
+                ratios.setdefault(run.kind, []).append(wall / run.seconds)
+        return {family: float(np.median(values)) for family, values in ratios.items()}
+
+    def seconds(self, run: BookRun) -> float:
+        """``run``'s predicted seconds, scaled by its family's :meth:`calibration` where a run of it is stored
+        (else by its kind's, else not at all)."""
+        factors = self._calibration
+        return run.seconds * factors.get(run_family(run), factors.get(run.kind, 1.0))
+
+
+def run_family(run: BookRun) -> str:
+    """Runs whose cost one step-time model predicts alike: ``mlp/<optimizer>`` or ``lm``."""
+    return f"mlp/{run.optimizer}" if run.kind == "mlp" and run.optimizer else run.kind
+
 
 def analyses_path(root: Path, chapter: str) -> Path:
     return root / ANALYSES / f"{chapter}.json"
@@ -149,11 +176,16 @@ def missing_summary(status: BookStatus, workers: int) -> str:
     chapters whose analyses are still to capture."""
     missing, pending = status.missing, status.run_set.pending
     total = len(status.run_set.runs)
-    seconds = predicted_wall_seconds([run.seconds for run in missing + pending], workers)
+    calibration = status.calibration()
+    seconds = predicted_wall_seconds([status.seconds(run) for run in missing + pending], workers)
     text = f"{len(missing)} of {total} runs missing"
     if pending:
         text += f", and {len(pending)} more pending (chosen from runs not all trained yet)"
     text += f"; predicted {_minutes(seconds)} of training on {workers} worker{'s' if workers > 1 else ''}"
+    if calibration:
+        text += (" (scaled by the stored runs' measured times: "
+                 + ", ".join(f"{family} x{factor:.2f}" for family, factor in sorted(calibration.items())
+                             if "/" in family or family == "lm") + ")")
     if status.analyses_to_capture:
         text += f"; the analyses of {', '.join(status.analyses_to_capture)} to capture (each chapter executed once)"
     return text
@@ -198,7 +230,8 @@ def print_status(scale: str, executor: str | None = None, out=sys.stdout, chapte
               + ", ".join(st.extra[:10]) + (" ..." if len(st.extra) > 10 else ""), file=out)
     missing = status.missing
     for run in sorted(missing, key=lambda r: -r.seconds)[:30]:
-        print(f"  missing: {run.name}  {run.label}  [{', '.join(run.chapters)}]  ~{_minutes(run.seconds)}", file=out)
+        print(f"  missing: {run.name}  {run.label}  [{', '.join(run.chapters)}]  ~{_minutes(status.seconds(run))}",
+              file=out)
     if len(missing) > 30:
         print(f"  ... and {len(missing) - 30} more missing runs", file=out)
     for chapter, reason in status.run_set.pending_reason.items():

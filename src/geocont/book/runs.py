@@ -66,8 +66,9 @@ class BookRun:
 
     @property
     def optimizer(self) -> str:
-        """The optimizer's name (``adam``, ``sgd``, ``adam-rotated``, ...)."""
-        return self.job.argument.optimizer.name
+        """The optimizer's name (``adam``, ``sgd``, ``adam-rotated``, ...); "" for a job that is no run
+        configuration."""
+        return getattr(getattr(self.job.argument, "optimizer", None), "name", "")
 
 
 @dataclass
