@@ -387,6 +387,7 @@ def test_a_horizon_of_years_is_said_before_training(monkeypatch, capsys):
     from geocont import cache, preflight, sweeps
 
     monkeypatch.setattr(preflight, "dataset_problem", lambda name: None)
+    monkeypatch.setenv("GEOCONT_STORE", "off")  # the committed cpu store would hold some of the runs predicted
     long = MLP.run_configs(MLP.configure("smoke", steps=10 ** 12))
     preflight.check_run_configs(long, executor="local:2")
     note = capsys.readouterr().err.strip()

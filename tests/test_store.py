@@ -450,8 +450,6 @@ def test_a_chapter_slice_holds_the_runs_it_reads_each_naming_every_chapter_that_
 
 
 def test_an_analysing_chapter_is_captured_once_its_runs_are_stored_and_then_read_strictly(store_root, monkeypatch):
-    from geocont.book import build
-
     jobs = [job(1.0)]
     run_set = runs.RunSet("smoke", [book_run(jobs[0], chapters=("compression",))])
     monkeypatch.setattr(results, "book_run_set", lambda scale, chapters=None: run_set)
@@ -463,17 +461,17 @@ def test_an_analysing_chapter_is_captured_once_its_runs_are_stored_and_then_read
         assert cache.load("mlp", jobs[0].key_config()) is not None
         cache.cached("sharing", {"analysis": 1}, lambda: run_table(9.0))
 
-    monkeypatch.setattr(build, "execute", execute)
     status = results.book_status("smoke")
     assert status.analyses_to_capture == ["compression"] and not status.ready_to_capture("compression")
     assert not status.complete and "the analyses of compression to capture" in results.missing_summary(status, 2)
     out = io.StringIO()
-    assert results.fill("smoke", executor="serial", out=out) == 0
+    assert results.fill("smoke", executor="serial", out=out, execute_chapter=execute) == 0
     assert executed == [("compression.ipynb", {"scale": "smoke"})] and "captured 1 analyses" in out.getvalue()
     status = results.book_status("smoke")
     assert status.complete and status.analyses["compression"] == [store.entry_name("sharing", {"analysis": 1})]
     assert status.store.extra == []
-    assert results.fill("smoke", executor="serial", out=io.StringIO()) == 0 and len(executed) == 1  # nothing new
+    assert results.fill("smoke", executor="serial", out=io.StringIO(), execute_chapter=execute) == 0
+    assert len(executed) == 1  # nothing new
     with store.environment(GEOCONT_CACHE_DIR=str(store_root.parent / "empty"), **{store.STORE_ONLY_ENV: "1"}):
         assert cache.cached("sharing", {"analysis": 1}, lambda: pytest.fail("computed")).equals(
             cache.load("sharing", {"analysis": 1}))

@@ -453,7 +453,7 @@ def _main(args: argparse.Namespace) -> None:
         if args.command == "store":
             code = (results.print_status(args.scale, args.executor, chapters=args.chapters, list_entries=args.entries)
                     if args.action == "status" else results.fill(args.scale, args.minutes, args.executor,
-                                                                  chapters=args.chapters))
+                                                                  chapters=args.chapters, execute_chapter=execute))
         elif args.command == "verify":
             code = results.verify(args.scale, args.sample, args.executor, chapters=args.chapters)
         else:

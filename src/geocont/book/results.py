@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -39,7 +39,12 @@ import pandas as pd
 from .. import cache, store
 from ..scales import ParameterError
 from ..sweeps import SweepFailed, predicted_wall_seconds, resolve_executor, run_jobs
+from .paths import Layout, repository_root
 from .runs import ANALYSES_READ_BY, BookRun, RunSet, book_run_set
+
+#: How ``store`` executes a chapter to capture its analyses: ``(repository root, notebook, parameters, layout)``
+#: (:func:`geocont.book.build.execute`, passed in by the command).
+ExecuteChapter = Callable[[Path, Path, dict, Layout], Any]
 
 #: Where ``store`` trains (inside the store root, ignored by git): finished runs wait there until copied in.
 STAGING_CACHE = ".staging-cache"
@@ -297,9 +302,10 @@ def _write(root: Path, run: BookRun) -> store.Written:
 
 
 def fill(scale: str, minutes: float | None = None, executor: str | None = None, out=sys.stdout,
-         chapters: Sequence[str] | None = None) -> int:
+         chapters: Sequence[str] | None = None, execute_chapter: ExecuteChapter | None = None) -> int:
     """``store``: train the runs of the book at ``scale`` that its store lacks into the store (see the module
-    docstring); 0 when nothing failed."""
+    docstring), then capture the analyses of each chapter whose runs are all stored by executing it with
+    ``execute_chapter`` (the book build's ``execute``; None: no analysis is captured); 0 when nothing failed."""
     root = store.store_root(scale)
     store.check_revisions(root)
     existing = store.status(root, verify_files=False)
@@ -355,9 +361,10 @@ def fill(scale: str, minutes: float | None = None, executor: str | None = None, 
     if not failures:
         status = book_status(scale, verify_files=False, chapters=chapters)
         for chapter in status.analyses_to_capture:
-            if status.ready_to_capture(chapter) and (deadline is None or time.time() < deadline):
+            if (execute_chapter is not None and status.ready_to_capture(chapter)
+                    and (deadline is None or time.time() < deadline)):
                 try:
-                    capture_analyses(root, scale, chapter, out)
+                    capture_analyses(root, scale, chapter, execute_chapter, out)
                 except (store.StoreError, OSError, RuntimeError) as error:  # papermill's failures are RuntimeErrors
                     failures.append(f"the analyses of {chapter}: {error}")
                     print(f"could not capture the analyses of {chapter}: {str(error).splitlines()[0]}", file=out,
@@ -371,13 +378,13 @@ def fill(scale: str, minutes: float | None = None, executor: str | None = None, 
     return 1 if failures else 0
 
 
-def capture_analyses(root: Path, scale: str, chapter: str, out=sys.stdout) -> list[str]:
-    """Execute ``chapter`` once at ``scale`` (its runs read from the store, nothing trained), logging every entry
+def capture_analyses(root: Path, scale: str, chapter: str, execute_chapter: ExecuteChapter,
+                     out=sys.stdout) -> list[str]:
+    """Execute ``chapter`` once at ``scale`` with ``execute_chapter(repository root, notebook, parameters,
+    layout)`` (its runs read from the store, nothing trained), logging every entry
     it reads (``GEOCONT_READ_LOG``); copy each analysis among them (:data:`geocont.store.ANALYSIS_KINDS`) that the
     store lacks into it from the staging cache, and write ``<store>/analyses/<chapter>.json`` listing them all.
     Returns their names."""
-    from .build import execute, repository_root
-    from .paths import Layout
 
     staging = staging_cache(root)
     started = time.perf_counter()
@@ -387,7 +394,8 @@ def capture_analyses(root: Path, scale: str, chapter: str, out=sys.stdout) -> li
         log.touch()
         with store.environment(GEOCONT_CACHE_DIR=str(staging), **{store.STORE_ENV: str(root),
                                                                    store.STORE_ONLY_ENV: "", cache.READ_LOG_ENV: str(log)}):
-            execute(repository_root(), Path("book") / f"{chapter}.ipynb", {"scale": scale}, Layout(Path(scratch)))
+            execute_chapter(repository_root(), Path("book") / f"{chapter}.ipynb", {"scale": scale},
+                            Layout(Path(scratch)))
         read = list(dict.fromkeys(log.read_text().split()))
     names = [name for name in read if name.split("/")[0] in store.ANALYSIS_KINDS]
     with store.environment(GEOCONT_CACHE_DIR=str(staging)):
