@@ -46,7 +46,6 @@ from .. import store
 from ..store import CHAPTER_ENV, STORE_ENV, STORE_OFF, StoreError
 from ..sweeps import EXECUTOR_ENV, resolve_executor
 from . import results
-from .runs import check_chapter_names
 from .paths import (BOOK_ENV, CLAIMS_ENV, CLOSING, DEFAULT_SCALE, Layout, chapters,
                     repository_root)
 
@@ -446,6 +445,8 @@ def _main(args: argparse.Namespace) -> None:
         if getattr(args, "minutes", None) is not None and not args.minutes > 0:
             raise ParameterError(f"--minutes must be a positive number, got {args.minutes:g}")
         if getattr(args, "chapters", None):
+            from ..chapters import check_chapter_names
+
             try:
                 check_chapter_names(args.chapters)
             except ValueError as error:

@@ -113,21 +113,19 @@ class BookStatus:
 
     def ready_to_capture(self, chapter: str) -> bool:
         """Whether every run ``chapter`` reads is stored (and none is pending)."""
-        missing = {run.name for run in self.missing}
-        return not any(chapter in run.chapters and (run.name in missing or run in self.run_set.pending)
-                       for run in self.run_set.runs + self.run_set.pending)
+        return not any(chapter in run.chapters for run in self.missing + self.run_set.pending)
 
     @property
     def complete(self) -> bool:
         return self.store.complete and not self.run_set.pending and not self.analyses_to_capture
 
-    @functools.cached_property
-    def _calibration(self) -> dict[str, float]:
-        return self.calibration()
-
     def calibration(self) -> dict[str, float]:
         """Per run family (:func:`run_family`), the median of measured over predicted seconds of the stored runs
         (their ``wall_seconds``): how far this machine's runs, as they were trained, stray from the model."""
+        return dict(self._calibration)
+
+    @functools.cached_property
+    def _calibration(self) -> dict[str, float]:
         ratios: dict[str, list[float]] = {}
         for run in self.run_set.runs:
             wall = self.store.entries.get(run.name, {}).get("provenance", {}).get("wall_seconds")

@@ -165,7 +165,7 @@ def book_run_set(scale: str, chapters: Iterable[str] | None = None) -> RunSet:
     """Every run of the book at ``scale`` (each chapter at its preset), once each, in the chapters' order; a
     run several chapters read names them all. ``chapters``: only the runs these chapters read (each still
     naming every chapter that reads it)."""
-    from ..chapters import CHAPTER_MODULES, chapter
+    from ..chapters import CHAPTER_MODULES, chapter, check_chapter_names
 
     if chapters is not None:
         check_chapter_names(chapters)
@@ -192,11 +192,3 @@ def book_run_set(scale: str, chapters: Iterable[str] | None = None) -> RunSet:
     result.pending_reason = {name: reason for name, reason in result.pending_reason.items() if name in wanted}
     return result
 
-
-def check_chapter_names(chapters: Iterable[str]) -> None:
-    """A one-line :class:`ValueError` for a name that is not a chapter module, listing the valid ones."""
-    from ..chapters import CHAPTER_MODULES
-
-    unknown = [name for name in chapters if name not in CHAPTER_MODULES]
-    if unknown:
-        raise ValueError(f"unknown chapter {', '.join(unknown)}; valid choices: {', '.join(CHAPTER_MODULES)}")

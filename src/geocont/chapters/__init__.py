@@ -41,10 +41,16 @@ CHAPTER_MODULES: dict[str, str] = {
 }
 
 
+def check_chapter_names(names: Iterable[str]) -> None:
+    """A one-line :class:`ValueError` naming every name that is not a chapter, and listing the valid ones."""
+    unknown = [name for name in names if name not in CHAPTER_MODULES]
+    if unknown:
+        raise ValueError(f"unknown chapter {', '.join(unknown)}; valid choices: {', '.join(CHAPTER_MODULES)}")
+
+
 def chapter_module(name: str) -> ModuleType:
     """The module of chapter ``name`` (a notebook stem); an unknown name lists the valid ones."""
-    if name not in CHAPTER_MODULES:
-        raise ValueError(f"unknown chapter {name!r}; valid choices: {', '.join(CHAPTER_MODULES)}")
+    check_chapter_names([name])
     return importlib.import_module(CHAPTER_MODULES[name])
 
 
