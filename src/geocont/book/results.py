@@ -318,6 +318,7 @@ def fill(scale: str, minutes: float | None = None, executor: str | None = None, 
     user_cache = str(cache.cache_root())
     failures: list[str] = []
     stored_now = 0
+    timing = book_status(scale, verify_files=False)  # the whole book's stored runs calibrate predicted times
 
     def put(run: BookRun, source: str) -> bool:
         nonlocal stored_now
@@ -343,7 +344,7 @@ def fill(scale: str, minutes: float | None = None, executor: str | None = None, 
             missing = [run for run in missing if not (_adoptable(run) and put(run, "your run cache"))]
         if missing and (deadline is None or time.time() < deadline):
             by_name = {run.name: run for run in missing}
-            predicted = predicted_wall_seconds([run.seconds for run in missing], _workers(executor))
+            predicted = predicted_wall_seconds([timing.seconds(run) for run in missing], _workers(executor))
             print(f"training {len(missing)} runs into {root} (predicted {_minutes(predicted)})"
                   + (f"; none starts after {minutes:g} min" if minutes else ""), file=out, flush=True)
             with store.environment(GEOCONT_CACHE_DIR=str(staging), **{store.STORE_ENV: str(root)}):
