@@ -379,6 +379,85 @@ def test_verify_reports_a_difference_from_the_store(store_root, monkeypatch):
     assert re.search(r"test_acc\s+max \|diff\| 0\.25", out.getvalue()) and "DIFFERS" in out.getvalue()
 
 
+def _rewrite_table(folder: Path, change) -> None:
+    """Change a stored table in place (``change(table)``) and re-seal its checksum."""
+    table = pd.read_parquet(folder / store.TABLE)
+    change(table)
+    (folder / store.TABLE).write_bytes(store._table_bytes(table))
+    entry = json.loads((folder / store.ENTRY).read_text())
+    entry["files"][store.TABLE] = store._sha256_file(folder / store.TABLE)
+    (folder / store.ENTRY).write_text(json.dumps(entry))
+
+
+def test_on_other_kernels_a_run_must_look_like_another_seed_of_its_condition(store_root, monkeypatch):
+    import dataclasses
+
+    seeds = [mlp_job(dataclasses.replace(tiny_config("adam"), seed=seed)) for seed in (0, 1, 2)]
+    run_set = _fake_run_set(monkeypatch, seeds)
+    assert results.fill("smoke", executor="serial", out=io.StringIO()) == 0
+    siblings = results.seed_siblings(run_set, run_set.runs[0], store.status(store_root).entries)
+    assert [run.name for run in siblings] == [run.name for run in run_set.runs]
+    finals = results.seed_finals(store_root, siblings)
+    assert finals.shape[1] == 3
+    sd = float(finals.loc["weight_cos"].std(axis=1).min())
+    assert sd > 0
+    monkeypatch.setattr(store, "same_platform", lambda a, b: False)  # as if retrained on another machine
+
+    def shift(by: float):
+        def change(table):
+            last = table["step"] == table.loc[table["metric"] == "weight_cos", "step"].max()
+            table.loc[(table["metric"] == "weight_cos") & last, "value"] += np.float32(by)
+        return change
+
+    folders = [store.entry_folder(store_root, "mlp", one.key_config()) for one in seeds]
+    for folder in folders:  # every stored seed moved by a fifth of their spread: the fresh run is one of them
+        _rewrite_table(folder, shift(0.2 * sd))
+    out = io.StringIO()
+    assert results.verify("smoke", sample=[run_set.runs[0].name], executor="serial", out=out) == 0
+    assert "like another seed of its 3 stored" in out.getvalue()
+    assert re.search(r"weight_cos\s+max \|diff\| \S+; final mean \S+ prediction sd from the seeds'", out.getvalue())
+    limit = float(re.search(r"limit (\S+),", out.getvalue()).group(1))
+    for folder in folders:  # now the code gives numbers far outside what the seeds allow
+        _rewrite_table(folder, shift(10 * limit * sd))
+    out = io.StringIO()
+    assert results.verify("smoke", sample=[run_set.runs[0].name], executor="serial", out=out) == 1
+    assert "NOT LIKE another seed" in out.getvalue()
+
+
+def test_a_retrained_adam_run_on_its_own_platform_must_be_bit_identical(store_root, monkeypatch):
+    tiny = mlp_job(tiny_config("adam"))
+    _fake_run_set(monkeypatch, [tiny])
+    results.fill("smoke", executor="serial", out=io.StringIO())
+    out = io.StringIO()
+    assert results.verify("smoke", executor="serial", out=out) == 0 and "bit-identical" in out.getvalue()
+    _rewrite_table(store.entry_folder(store_root, "mlp", tiny.key_config()),
+                   lambda table: table.__setitem__("value", table["value"] + np.float32(1e-3)))
+    out = io.StringIO()
+    assert results.verify("smoke", executor="serial", out=out) == 1 and "DIFFERS" in out.getvalue()
+
+
+def test_a_run_with_one_stored_seed_is_not_judged_by_the_seed_rule(store_root, monkeypatch):
+    tiny = mlp_job(tiny_config("adam"))
+    _fake_run_set(monkeypatch, [tiny])
+    results.fill("smoke", executor="serial", out=io.StringIO())
+    _rewrite_table(store.entry_folder(store_root, "mlp", tiny.key_config()),
+                   lambda table: table.__setitem__("value", table["value"] + np.float32(1e-3)))
+    monkeypatch.setattr(store, "same_platform", lambda a, b: False)
+    out = io.StringIO()
+    assert results.verify("smoke", executor="serial", out=out) == 0
+    assert "not judged: 1 seed of its condition stored" in out.getvalue()
+
+
+def test_verify_retrains_with_the_threads_asked_for_and_compares_to_the_one_thread_entry(store_root, monkeypatch):
+    tiny = mlp_job(tiny_config("sgd"))
+    _fake_run_set(monkeypatch, [tiny])
+    results.fill("smoke", executor="serial", out=io.StringIO())
+    out = io.StringIO()
+    assert results.verify("smoke", executor="serial", out=out, threads=2) == 0
+    assert "with 2 threads each" in out.getvalue() and "1 thread(s), retrained on" in out.getvalue()
+    assert "/2 thread(s))" in out.getvalue() and "bit-identical" not in out.getvalue()
+
+
 def test_a_sample_key_that_matches_nothing_is_one_line(store_root, monkeypatch):
     _fake_run_set(monkeypatch, [job(1.0)])
     with pytest.raises(results.ParameterError, match="matches 0 stored runs"):

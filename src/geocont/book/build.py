@@ -384,6 +384,12 @@ EXECUTOR_HELP = ("where the chapters' runs execute: serial | local | local:N | r
                  "(default: $GEOCONT_EXECUTOR, else local on every core)")
 
 
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m geocont.book", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -413,6 +419,8 @@ def main(argv: list[str] | None = None) -> None:
     verify_command.add_argument("--executor", help=EXECUTOR_HELP)
     verify_command.add_argument("--chapters", nargs="+", metavar="CHAPTER", default=None,
                                 help="sample only the runs these chapters read")
+    verify_command.add_argument("--threads", type=_positive_int, default=None, metavar="N",
+                                help="retrain each run with N torch threads (other kernels, as on another machine)")
     check_command = sub.add_parser("check", help="a complete store: the chapters executed from it vs the claims snapshot")
     check_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
     check_command.add_argument("--write-snapshot", action="store_true",
@@ -456,7 +464,8 @@ def _main(args: argparse.Namespace) -> None:
                     if args.action == "status" else results.fill(args.scale, args.minutes, args.executor,
                                                                   chapters=args.chapters, execute_chapter=execute))
         elif args.command == "verify":
-            code = results.verify(args.scale, args.sample, args.executor, chapters=args.chapters)
+            code = results.verify(args.scale, args.sample, args.executor, chapters=args.chapters,
+                                  threads=args.threads)
         else:
             code = check(args.scale, args.write_snapshot)
         raise SystemExit(code)
