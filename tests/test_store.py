@@ -555,6 +555,11 @@ def test_predictions_are_scaled_by_the_measured_times_of_the_stored_runs(store_r
     assert status.calibration() == {"mlp/adam": pytest.approx(wall / 100), "mlp": pytest.approx(wall / 100)}
     assert status.seconds(status.run_set.runs[1]) == pytest.approx(wall)
     assert "scaled by the stored runs' measured times: mlp/adam x" in results.missing_summary(status, 1)
+    # narrowed to chapters none of whose runs is stored, the whole book's stored runs still calibrate
+    narrowed = runs.RunSet("smoke", [book_run(job(3.0, cost=100.0))], book_runs=status.run_set.runs)
+    monkeypatch.setattr(results, "book_run_set", lambda scale, chapters=None: narrowed)
+    assert results.book_status("smoke").seconds(narrowed.runs[0]) == pytest.approx(wall)
+    _fake_run_set(monkeypatch, jobs)
     out = io.StringIO()
     assert results.fill("smoke", executor="serial", out=out) == 0
     assert f"training 1 runs into {store_root} (predicted {results._minutes(wall)})" in out.getvalue()

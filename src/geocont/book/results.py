@@ -123,14 +123,15 @@ class BookStatus:
         return self.store.complete and not self.run_set.pending and not self.analyses_to_capture
 
     def calibration(self) -> dict[str, float]:
-        """Per run family (:func:`run_family`), the median of measured over predicted seconds of the stored runs
-        (their ``wall_seconds``): how far this machine's runs, as they were trained, stray from the model."""
+        """Per run family (:func:`run_family`), the median of measured over predicted seconds of the whole book's
+        stored runs (their ``wall_seconds``), whichever chapters the status is narrowed to: how far this machine's
+        runs, as they were trained, stray from the model."""
         return dict(self._calibration)
 
     @functools.cached_property
     def _calibration(self) -> dict[str, float]:
         ratios: dict[str, list[float]] = {}
-        for run in self.run_set.runs:
+        for run in self.run_set.book_runs or self.run_set.runs:
             wall = self.store.entries.get(run.name, {}).get("provenance", {}).get("wall_seconds")
             if isinstance(wall, (int, float)) and run.seconds > 0:
                 ratios.setdefault(run_family(run), []).append(wall / run.seconds)
@@ -321,7 +322,7 @@ def fill(scale: str, minutes: float | None = None, executor: str | None = None, 
     user_cache = str(cache.cache_root())
     failures: list[str] = []
     stored_now = 0
-    timing = book_status(scale, verify_files=False)  # the whole book's stored runs calibrate predicted times
+    timing = book_status(scale, verify_files=False, chapters=chapters)
 
     def put(run: BookRun, source: str) -> bool:
         nonlocal stored_now

@@ -82,6 +82,8 @@ class RunSet:
     pending: list[BookRun] = field(default_factory=list)
     #: ``{chapter: why its runs are pending}``
     pending_reason: dict[str, str] = field(default_factory=dict)
+    #: every run of the whole book, whichever chapters ``runs`` was narrowed to (what calibrates predicted times)
+    book_runs: list[BookRun] = field(default_factory=list)
 
     def of_chapter(self, chapter: str) -> list[BookRun]:
         return [run for run in self.runs if chapter in run.chapters]
@@ -187,6 +189,7 @@ def book_run_set(scale: str, chapters: Iterable[str] | None = None) -> RunSet:
         if reason:
             result.pending_reason[name] = reason
     wanted = set(CHAPTER_MODULES if chapters is None else chapters)
+    result.book_runs = list(found.values())
     result.runs = [run for run in found.values() if wanted & set(run.chapters)]
     result.pending = [run for key, run in pending.items() if key not in found and wanted & set(run.chapters)]
     result.pending_reason = {name: reason for name, reason in result.pending_reason.items() if name in wanted}
