@@ -6,8 +6,8 @@
 #   make test   -> install, run the unit tests, every chapter at the `smoke` scale (nbval) and the
 #                  browser test (the smoke-scale book opened page by page in headless Chromium), on two
 #                  workers; then the closing chapter, which collects what the chapters published
-#   make check-store -> where results/cpu is complete: the `cpu` chapters executed from it alone (no training)
-#                  and their claims compared with results/cpu/claims-snapshot; else one line saying what is missing
+#   make check-store -> the `cpu` chapters results/cpu serves whole executed from it alone (no training) and
+#                  their claims compared with results/cpu/claims-snapshot; the others named with what they wait for
 #   make browser -> the browser test on the book already built in _build/html
 
 VENV ?= .venv

@@ -8,6 +8,7 @@ import ast
 import io
 import json
 import math
+import os
 import re
 import time
 import warnings
@@ -453,12 +454,12 @@ def test_a_sample_key_that_matches_nothing_is_one_line(store_root, monkeypatch):
         results.verify("smoke", sample=["abcdef"], executor="serial", out=io.StringIO())
 
 
-def _claims(path: Path, value: float) -> None:
+def _claims(path: Path, value: float, chapter: str = "chapter_a") -> None:
     path.mkdir(parents=True, exist_ok=True)
-    rows = [{"chapter": "chapter_a", "key": "weight-v1", "ours_mean": value, "ours_std": None, "verdict": "reproduced"},
-            {"chapter": "chapter_a", "key": "accuracy", "ours_mean": 0.9, "ours_std": 0.01, "verdict": "reproduced"}]
-    (path / "chapter_a.json").write_text(json.dumps({"chapter": "chapter_a", "scale": "cpu", "overrides": {},
-                                                     "claims": rows}))
+    rows = [{"chapter": chapter, "key": "weight-v1", "ours_mean": value, "ours_std": None, "verdict": "reproduced"},
+            {"chapter": chapter, "key": "accuracy", "ours_mean": 0.9, "ours_std": 0.01, "verdict": "reproduced"}]
+    (path / f"{chapter}.json").write_text(json.dumps({"chapter": chapter, "scale": "cpu", "overrides": {},
+                                                      "claims": rows}))
 
 
 def test_the_snapshot_comparison_passes_on_equal_claims_and_fails_on_a_changed_value(tmp_path):
@@ -471,6 +472,44 @@ def test_the_snapshot_comparison_passes_on_equal_claims_and_fails_on_a_changed_v
     (tmp_path / "equal" / "chapter_b.json").write_text((tmp_path / "equal" / "chapter_a.json").read_text())
     assert results.compare_claims(tmp_path / "equal", tmp_path / "snapshot") == [
         "chapter_b: published, but not in the snapshot"]
+
+
+def test_the_check_executes_strictly_each_chapter_the_store_serves_whole_and_compares_its_claims(
+        store_root, monkeypatch, tmp_path):
+    from geocont.book import build
+
+    jobs = [job(1.0), job(2.0)]
+    run_set = runs.RunSet("smoke", [book_run(jobs[0], chapters=("timeline",)),
+                                    book_run(jobs[1], chapters=("condition2",))])
+    monkeypatch.setattr(results, "book_run_set", lambda scale, chapters=None: run_set)
+    monkeypatch.setattr(results, "ANALYSES_READ_BY", ())
+    results.copy_from_cache(store_root, "mlp", computed_entry(1.0).key_config())  # the timeline's run alone
+    monkeypatch.setattr(build, "repository_root", lambda: tmp_path)
+    monkeypatch.setattr(build, "chapters", lambda root: [Path("book/timeline.ipynb"), Path("book/condition2.ipynb")])
+    monkeypatch.setattr(build, "check_parameters", lambda root, notebook, parameters: None)
+    executed, published = [], {"value": 0.4213}
+
+    def execute(root, notebook, parameters, layout):
+        assert os.environ[store.STORE_ONLY_ENV] == "1" and parameters == {"scale": "smoke"}
+        executed.append(notebook.stem)
+        _claims(layout.claims, published["value"], notebook.stem)
+
+    monkeypatch.setattr(build, "execute", execute)
+    out = io.StringIO()
+    assert check("smoke", out=out) == 1 and "serves timeline whole, but its claims snapshot" in out.getvalue()
+    assert executed == []  # refused before executing anything
+    assert check("smoke", write_snapshot=True, out=io.StringIO()) == 0
+    assert executed == ["timeline"] and sorted(p.name for p in (store_root / results.SNAPSHOT).iterdir()) == [
+        "timeline.json"]
+    out = io.StringIO()
+    assert check("smoke", out=out) == 0
+    assert "claims of 1 of " in out.getvalue() and "(timeline) equal the committed snapshot" in out.getvalue()
+    assert "1 of 2 runs missing" in out.getvalue()
+    published["value"] = 0.4214
+    out = io.StringIO()
+    assert check("smoke", out=out) == 1
+    assert "timeline: claim weight-v1: ours_mean: snapshot 0.4213 -> now 0.4214" in out.getvalue()
+    assert executed == ["timeline"] * 3
 
 
 def test_the_provenance_block_counts_where_runs_came_from():

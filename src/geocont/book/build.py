@@ -10,7 +10,7 @@ Usage (from the repository root)::
     python -m geocont.book store --scale cpu --minutes 120   # train missing runs into results/cpu (a slice)
     python -m geocont.book store status --scale cpu          # what the results store holds and lacks
     python -m geocont.book verify --scale cpu    # retrain a sample of the store and compare
-    python -m geocont.book check --scale cpu     # a complete store: the chapters from it vs the claims snapshot
+    python -m geocont.book check --scale cpu     # the chapters the store serves whole vs the claims snapshot
 
 Source notebooks in ``book/`` stay free of outputs. Executed copies live in
 ``_build/executed/`` and record their parameters and the hash of the source they came
@@ -421,7 +421,8 @@ def main(argv: list[str] | None = None) -> None:
                                 help="sample only the runs these chapters read")
     verify_command.add_argument("--threads", type=_positive_int, default=None, metavar="N",
                                 help="retrain each run with N torch threads (other kernels, as on another machine)")
-    check_command = sub.add_parser("check", help="a complete store: the chapters executed from it vs the claims snapshot")
+    check_command = sub.add_parser("check", help="the chapters the store serves whole, executed from it alone, "
+                                                 "vs the claims snapshot")
     check_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
     check_command.add_argument("--write-snapshot", action="store_true",
                        help="replace the committed claims snapshot with the tables the store gives")
@@ -502,47 +503,66 @@ def render_after_run(root: Path, scale: str, layout: Layout | None = None) -> Pa
 
 
 def check(scale: str, write_snapshot: bool = False, out=sys.stdout) -> int:
-    """``python -m geocont.book check`` (the results store's CI check, :mod:`geocont.book.results`): where the
-    store of ``scale`` is complete, execute and render every chapter strictly from it (an empty run cache,
-    :data:`geocont.store.STORE_ONLY_ENV`) into ``_build/check-<scale>`` and compare the published claims tables
-    with the store's snapshot exactly (``write_snapshot``: replace the snapshot with them instead); where it is
-    incomplete, one line saying so and 0 (1 where entries are corrupt). 1 on any difference."""
+    """``python -m geocont.book check`` (the results store's CI check, :mod:`geocont.book.results`): execute
+    strictly from the store of ``scale`` (an empty run cache, :data:`geocont.store.STORE_ONLY_ENV`) into
+    ``_build/check-<scale>`` every chapter it can serve whole (where the store is complete, the whole book, then
+    rendered) and compare those chapters' published claims tables with the store's snapshot exactly
+    (``write_snapshot``: replace their snapshot with them instead). Where no chapter can be served, one line
+    saying so and 0 (1 where entries are corrupt); 1 on any difference."""
+    from ..chapters import CHAPTER_MODULES
+
     root_repo = repository_root()
     status = results.book_status(scale)
-    if not status.complete:
-        corrupt = f", {len(status.store.corrupt)} entries corrupt" if status.store.corrupt else ""
-        print(f"the {scale} results store {status.store.root} is incomplete "
-              f"({results.missing_summary(status, results.local_workers())}{corrupt}), so the {scale} chapters are "
-              "not checked against their claims snapshot", file=out)
-        return 1 if status.store.corrupt else 0
+    if status.store.corrupt:
+        print(f"error: the {scale} results store {status.store.root} has {len(status.store.corrupt)} corrupt "
+              "entries (`python -m geocont.book store status` names them)", file=out)
+        return 1
+    whole = status.complete
+    ready = [name for name in CHAPTER_MODULES if status.chapter_complete(name)]
+    waiting = "" if whole else (f"the {scale} results store {status.store.root} is incomplete "
+                                f"({results.missing_summary(status, results.local_workers())})")
+    if not ready:
+        print(f"{waiting}, so no {scale} chapter is checked against its claims snapshot", file=out)
+        return 0
     snapshot = status.store.root / results.SNAPSHOT
-    if not write_snapshot and not snapshot.is_dir():
-        print(f"error: the {scale} store is complete but has no claims snapshot {snapshot}: write it with "
-              f"`python -m geocont.book check --scale {scale} --write-snapshot` and commit it", file=out)
+    unsnapped = [name for name in ready if not (snapshot / f"{name}.json").exists()]
+    if not write_snapshot and unsnapped:
+        print(f"error: the {scale} store serves {', '.join(unsnapped)} whole, but its claims snapshot {snapshot} "
+              f"lacks them: write it with `python -m geocont.book check --scale {scale} --write-snapshot` and "
+              "commit it", file=out)
         return 1
     layout = Layout(root_repo / "_build" / f"check-{scale}")
+    by_chapter = {notebook.stem: notebook for notebook in chapters(root_repo)}
     with tempfile.TemporaryDirectory(prefix="geocont-check-") as scratch, store.environment(
             GEOCONT_CACHE_DIR=scratch, **{store.STORE_ENV: str(status.store.root), store.STORE_ONLY_ENV: "1"}):
-        execute_stale(root_repo, scale, force=True, layout=layout)
-        render(root_repo, layout=layout)
+        if whole:
+            execute_stale(root_repo, scale, force=True, layout=layout)
+            render(root_repo, layout=layout)
+        else:
+            for name in ready:
+                check_parameters(root_repo, by_chapter[name], {"scale": scale})
+                execute(root_repo, by_chapter[name], {"scale": scale}, layout)
+    checked = None if whole else ready
+    what = "every chapter" if whole else f"{len(ready)} of {len(CHAPTER_MODULES)} chapters ({', '.join(ready)})"
     if write_snapshot:
-        if snapshot.exists():
+        if whole and snapshot.exists():
             shutil.rmtree(snapshot)
-        shutil.copytree(layout.claims, snapshot)
-        print(f"wrote the claims snapshot {snapshot} ({len(list(snapshot.glob('*.json')))} chapters): commit it",
-              file=out)
+        snapshot.mkdir(parents=True, exist_ok=True)
+        for name in ready if not whole else [p.stem for p in layout.claims.glob("*.json")]:
+            shutil.copy2(layout.claims / f"{name}.json", snapshot / f"{name}.json")
+        print(f"wrote the claims snapshot {snapshot} of {what}: commit it", file=out)
         return 0
-    lines = results.compare_claims(layout.claims, snapshot)
+    lines = results.compare_claims(layout.claims, snapshot, checked)
     if lines:
-        print(f"the {scale} claims moved from the committed snapshot {snapshot} ({len(lines)} differences):",
-              file=out)
+        print(f"the {scale} claims of {what} moved from the committed snapshot {snapshot} ({len(lines)} "
+              "differences):", file=out)
         for line in lines:
             print(f"  {line}", file=out)
         print("review them; if the new numbers are right, replace the snapshot with "
               f"`python -m geocont.book check --scale {scale} --write-snapshot`", file=out)
         return 1
-    print(f"the {scale} claims equal the committed snapshot ({len(list(snapshot.glob('*.json')))} chapters)",
-          file=out)
+    print(f"the {scale} claims of {what} equal the committed snapshot"
+          + (f"; the others wait: {waiting}" if waiting else ""), file=out)
     return 0
 
 

@@ -15,9 +15,9 @@
   sample into a temporary cache and prints, per run, the largest difference from the store in every
   claim-bearing metric.
 * ``python -m geocont.book check --scale cpu [--write-snapshot]`` (:func:`geocont.book.build.check`, which
-  executes and renders; :func:`compare_claims` here): where the store is complete, executes and renders the
-  chapters strictly from it and compares every published claims table with the committed snapshot
-  (``<store>/claims-snapshot/``) exactly; else one line saying what is missing.
+  executes and renders; :func:`compare_claims` here): executes strictly from the store every chapter it serves
+  whole (:meth:`BookStatus.chapter_complete`; the whole book, rendered, once it is complete) and compares
+  those chapters' published claims tables with the committed snapshot (``<store>/claims-snapshot/``) exactly.
 """
 
 from __future__ import annotations
@@ -121,6 +121,12 @@ class BookStatus:
     @property
     def complete(self) -> bool:
         return self.store.complete and not self.run_set.pending and not self.analyses_to_capture
+
+    def chapter_complete(self, chapter: str) -> bool:
+        """Whether ``chapter`` reads the store and can be executed from it alone: every run it reads is stored
+        (none pending) and its analyses, where it computes any, are captured."""
+        reads = chapter in self.analyses or any(chapter in run.chapters for run in self.run_set.runs)
+        return reads and self.ready_to_capture(chapter) and chapter not in self.analyses_to_capture
 
     def calibration(self) -> dict[str, float]:
         """Per run family (:func:`run_family`), the median of measured over predicted seconds of the whole book's
@@ -625,11 +631,14 @@ def _records(path: Path) -> dict[str, Any]:
     return {"scale": payload.get("scale"), "overrides": payload.get("overrides"), "claims": claims}
 
 
-def compare_claims(published: Path, snapshot: Path) -> list[str]:
-    """Every difference between the claims tables published in ``published`` and those in ``snapshot``, one
-    line each (a chapter or claim only one side has, a field whose value differs, exactly); [] when equal."""
+def compare_claims(published: Path, snapshot: Path, chapters: Sequence[str] | None = None) -> list[str]:
+    """Every difference between the claims tables published in ``published`` and those in ``snapshot`` (of
+    ``chapters`` alone, where given), one line each (a chapter or claim only one side has, a field whose value
+    differs, exactly); [] when equal."""
     lines = []
     names = sorted({p.name for p in published.glob("*.json")} | {p.name for p in snapshot.glob("*.json")})
+    if chapters is not None:
+        names = [f"{chapter}.json" for chapter in chapters]
     for name in names:
         chapter = name[:-len(".json")]
         if not (snapshot / name).exists():
