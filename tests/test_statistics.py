@@ -209,3 +209,13 @@ def test_a_single_seed_counts_as_the_floor_spread_and_a_known_number_as_exact():
     assert 0.12 > 2 * math.sqrt(0.08**2 / 2)
     assert statistics.verdict_for_difference(noisy, single) == "partly reproduced"
     assert statistics.verdict_for_difference(noisy, statistics.known(0.50)) == "reproduced"  # against a known 0.50
+
+
+def test_a_difference_carries_the_seed_sd_of_a_difference_and_a_single_seed_its_floor():
+    from geocont.statistics import SINGLE_SEED_SD, Estimate, difference, known
+
+    gap = difference(Estimate(0.9, 0.03, 3), Estimate(0.2, 0.04, 4))
+    assert (gap.mean, gap.std, gap.n) == (pytest.approx(0.7), pytest.approx(0.05), 3)
+    one_seed = difference(Estimate(0.9, math.nan, 1), known(0.05))
+    assert one_seed.mean == pytest.approx(0.85) and one_seed.std == SINGLE_SEED_SD and one_seed.n == 1
+    assert math.isnan(difference(Estimate(math.nan, math.nan, 0), known(0.05)).std)

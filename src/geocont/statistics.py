@@ -26,6 +26,10 @@ from passing for the wrong reason:
   exact maximum is :func:`max_per_seed`.
 * **A single seed carries a spread** (:func:`seed_spread`, :data:`SINGLE_SEED_SD` = 0.05): a
   one-seed estimate counts as seed sd 0.05 in every comparison (:func:`pooled_sd`), not 0.
+
+A reported difference of two estimates (a claim "A above B", a fall from a peak) is :func:`difference`:
+the difference of the means with the seed sd of a difference of independent runs, so that it carries its
+spread like any other number.
 """
 
 from __future__ import annotations
@@ -322,6 +326,14 @@ def known(value: float) -> Estimate:
     return Estimate(float(value), 0.0, 1)
 
 
+def difference(high: Estimate, low: Estimate) -> Estimate:
+    """``high`` minus ``low`` as a reported number: the difference of the means, with the seed sd of the
+    difference of two independent runs, sqrt(s_high^2 + s_low^2) (each :func:`seed_spread`: a single seed
+    counts as :data:`SINGLE_SEED_SD`, a known number as 0), over the fewer seeds of the two."""
+    spread = math.sqrt(seed_spread(high) ** 2 + seed_spread(low) ** 2)
+    return Estimate(high.mean - low.mean, spread, min(high.n, low.n))
+
+
 def pooled_sd(*estimates: Estimate) -> float:
     """Root-mean-square seed spread (:func:`seed_spread`) of several estimates: a single-seed one
     counts as :data:`SINGLE_SEED_SD`, a known number (:func:`known`) as 0; NaN if one has no seed."""
@@ -410,6 +422,11 @@ class Fall:
     @property
     def amount(self) -> float:
         return self.peak.mean - self.final.mean
+
+    @property
+    def drop(self) -> Estimate:
+        """Peak minus final, with its spread (:func:`difference`)."""
+        return difference(self.peak, self.final)
 
     @property
     def verdict(self) -> str:

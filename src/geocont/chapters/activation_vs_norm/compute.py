@@ -9,7 +9,8 @@ import pandas as pd
 
 from ... import metrics
 from ...book.chapter import Chapter, ClaimsBuilder, claim, with_early, has_claim
-from ...statistics import Estimate, closer_to, estimate, final_estimate, up_to_step, verdict_for_difference
+from ...statistics import (Estimate, closer_to, difference, estimate, final_estimate, up_to_step,
+                           verdict_for_difference)
 from ...tables import RUN_KEYS, select
 from ...training import run_sweep
 from .. import mlp_runs
@@ -116,28 +117,26 @@ def norm_claims(table: pd.DataFrame, baseline: float, *, dataset: str) -> pd.Dat
     out = ClaimsBuilder(CHAPTER.name, dataset=dataset)
     relu, ln, both = (per_condition("concentration", c) for c in ("res-relu", "res-ln", "res-ln-relu"))
     out.add("activation-concentrates-v1", "The activation concentrates continuity in the leading direction",
-            f"v1 minus mean of v2..v{k}: res-relu minus res-ln", "res-relu more concentrated", relu.mean - ln.mean,
-            baseline, verdict_for_difference(relu, ln), note=f"res-relu {relu}, res-ln {ln}", n=relu.n)
+            f"v1 minus mean of v2..v{k}: res-relu minus res-ln", "res-relu more concentrated", difference(relu, ln),
+            baseline, verdict_for_difference(relu, ln), note=f"res-relu {relu}, res-ln {ln}")
     ln_rest, relu_rest = per_condition("rest", "res-ln"), per_condition("rest", "res-relu")
     out.add("layernorm-spreads", "LayerNorm spreads continuity over several directions",
-            f"mean |cos| of v2..v{k}: res-ln minus res-relu", "res-ln higher", ln_rest.mean - relu_rest.mean,
-            baseline, verdict_for_difference(ln_rest, relu_rest), note=f"res-ln {ln_rest}, res-relu {relu_rest}",
-            n=ln_rest.n)
+            f"mean |cos| of v2..v{k}: res-ln minus res-relu", "res-ln higher", difference(ln_rest, relu_rest),
+            baseline, verdict_for_difference(ln_rest, relu_rest), note=f"res-ln {ln_rest}, res-relu {relu_rest}")
     ln_align, none_align = align("res-ln"), align("res-none")
     out.add("layernorm-breaks-symmetry",
             "LayerNorm breaks the symmetry: whole-spectrum alignment above the linear control",
-            "sigma^2-alignment (input): res-ln minus res-none", "res-ln higher", ln_align.mean - none_align.mean,
-            0.0, verdict_for_difference(ln_align, none_align), note=f"res-ln {ln_align}, res-none {none_align}",
-            n=ln_align.n)
+            "sigma^2-alignment (input): res-ln minus res-none", "res-ln higher", difference(ln_align, none_align),
+            0.0, verdict_for_difference(ln_align, none_align), note=f"res-ln {ln_align}, res-none {none_align}")
     out.add("activation-dominates", "With both, the activation's v1-concentrated mode dominates",
             "concentration of res-ln-relu: nearer res-relu than res-ln", "nearer res-relu", both, baseline,
             closer_to(both, relu, ln), note=f"res-ln-relu {both}, res-relu {relu}, res-ln {ln}")
     if "res-rms" in set(table["condition"]):
         rms_align = align("res-rms")
         out.add("centring-breaks-symmetry", "(ours) Centring, not rescaling, is what breaks the symmetry",
-                "sigma^2-alignment (input): res-ln minus res-rms", "not in the paper", ln_align.mean - rms_align.mean,
+                "sigma^2-alignment (input): res-ln minus res-rms", "not in the paper", difference(ln_align, rms_align),
                 0.0, verdict_for_difference(ln_align, rms_align),
-                note=f"res-ln {ln_align}, res-rms {rms_align}, res-none {none_align}", n=ln_align.n)
+                note=f"res-ln {ln_align}, res-rms {rms_align}, res-none {none_align}")
     return out.table()
 
 

@@ -15,7 +15,7 @@ from ...config import MLPRunConfig, OptimizerConfig, check_positive
 from ...data import check_dataset_name
 from ...book.chapter import Chapter, ClaimsBuilder
 from ...scales import parse_seeds
-from ...statistics import (DIFFERENCE_MARGIN, Estimate, Fall, RankCorrelation, at_final_step, at_step,
+from ...statistics import (DIFFERENCE_MARGIN, Estimate, Fall, RankCorrelation, at_final_step, at_step, difference,
                            change_over_last_per_run, estimate, fall_from_peak, final_estimate, final_per_run, formed,
                            peak_and_final, peaks_per_seed, per_run, random_level_sd, rank_correlation, turn_rates,
                            verdict_at_random_level, verdict_for_correlation, verdict_for_difference, verdict_for_value,
@@ -557,9 +557,9 @@ def comparison_claims(results: Results, builder: ClaimsBuilder) -> None:
                     "Res+None gradient v1 |cos|", f"{PAPER_LINEAR_GRADIENT}", gradient, results.baseline,
                     verdict_for_value(gradient, PAPER_LINEAR_GRADIENT), headline=headline, dataset=dataset)
         builder.add("relu-above-linear", "An element-wise activation keeps weight continuity",
-                    "res-relu minus res-none weight v1", "higher (no number)", relu.mean - none.mean,
+                    "res-relu minus res-none weight v1", "higher (no number)", difference(relu, none),
                     results.baseline, verdict_for_difference(relu, none), note=f"res-relu {relu}; res-none {none}",
-                    std=relu.std, n=relu.n, headline=headline, dataset=dataset)
+                    headline=headline, dataset=dataset)
         if "res-radial-tau" in results.settings.conditions:
             radial = final("res-radial-tau")
             builder.add("radial-tau-low", "A rotation-equivariant nonlinearity fails too",
@@ -567,9 +567,8 @@ def comparison_claims(results: Results, builder: ClaimsBuilder) -> None:
                         verdict_for_value(radial, paper.RADIAL_WEIGHT_V1), headline=headline, dataset=dataset)
             builder.add("relu-above-radial-tau", "Symmetry breaking, not nonlinearity, keeps continuity",
                         "res-relu minus res-radial-tau weight v1", "higher (no number)",
-                        relu.mean - radial.mean, results.baseline, verdict_for_difference(relu, radial),
-                        note=f"res-relu {relu}; res-radial-tau {radial}", std=relu.std, n=relu.n, headline=headline,
-                        dataset=dataset)
+                        difference(relu, radial), results.baseline, verdict_for_difference(relu, radial),
+                        note=f"res-relu {relu}; res-radial-tau {radial}", headline=headline, dataset=dataset)
         if "nores-relu" in results.settings.conditions:
             nores = final("nores-relu", "grad_cos")
             nores_weight = final("nores-relu")
@@ -582,8 +581,8 @@ def comparison_claims(results: Results, builder: ClaimsBuilder) -> None:
                         note=f"gradient v1 {nores}", headline=headline, dataset=dataset)
         fall = weight_v1_fall(table, "res-none")
         builder.add("linear-rise-then-fall", "Weight continuity first forms, then is lost",
-                    "res-none weight v1: peak minus final", "rise, then collapse", fall.amount,
-                    results.baseline, fall.verdict, note=f"peak {fall.peak}, final {fall.final}", n=fall.peak.n,
+                    "res-none weight v1: peak minus final", "rise, then collapse", fall.drop,
+                    results.baseline, fall.verdict, note=f"peak {fall.peak}, final {fall.final}",
                     headline=headline, dataset=dataset)
 
 
@@ -1064,7 +1063,7 @@ def drift_claims(results: Results, builder: ClaimsBuilder) -> None:
         none, relu = found.none.log2_ratio, found.relu.log2_ratio
         builder.add("function-preserving-motion", "The linear net's layers move while its function stands still",
                     f"log2(weight / function motion), res-none minus res-relu {tag}", "drift (our test)",
-                    none.mean - relu.mean, math.nan, found.verdict, std=none.std, n=none.n,
+                    difference(none, relu), math.nan, found.verdict,
                     note=f"res-none {none}; res-relu {relu}; test loss change over the second half: res-none "
                          f"{found.none.test_loss_change}, res-relu {found.relu.test_loss_change}")
 
@@ -1078,8 +1077,8 @@ def drift_claims(results: Results, builder: ClaimsBuilder) -> None:
                         note="subspace_cos not recorded in these runs")
         else:
             fall = sub.none_fall
-            builder.add(key, claim, quantity, "drift (our test)", fall.amount, sub.baseline, fall.verdict, n=fall.peak.n,
-                        std=fall.peak.std, note=f"peak {fall.peak}, final {fall.final}; res-relu final {sub.relu}")
+            builder.add(key, claim, quantity, "drift (our test)", fall.drop, sub.baseline, fall.verdict,
+                        note=f"peak {fall.peak}, final {fall.final}; res-relu final {sub.relu}")
     claim, quantity = "v1 turns more where the spectral gap is small", f"ρ(turn rate, σ1/σ2), res-none {tag}"
     if shape is None:
         builder.add("linear-gap-turn-correlation", claim, quantity, "negative (our test)", missing, math.nan,
@@ -1122,7 +1121,7 @@ def drift_claims(results: Results, builder: ClaimsBuilder) -> None:
     else:
         high, low = dose.finals[max(dose.finals)], dose.finals[min(dose.finals)]
         builder.add("batch-dose", claim, f"res-none weight v1, batch {max(dose.finals)} minus batch {min(dose.finals)} {tag}",
-                    "drift (our test)", high.mean - low.mean, results.baseline, dose.verdict, std=high.std, n=high.n,
+                    "drift (our test)", difference(high, low), results.baseline, dose.verdict,
                     note="; ".join(f"batch {size}: {value}" for size, value in dose.finals.items()))
 
     spikes = spike_calibration(results)
@@ -1133,8 +1132,7 @@ def drift_claims(results: Results, builder: ClaimsBuilder) -> None:
                     "not tested", note="no trace in these runs" if spikes is None else "no rule passed the calibration")
     else:
         builder.add("spike-detector", claim, quantity, "drift, not instability (our test)",
-                    spikes.none.mean - spikes.relu.mean, math.nan, _SPIKE_CLAIM[spikes.reading],
-                    std=spikes.none.std, n=spikes.none.n,
+                    difference(spikes.none, spikes.relu), math.nan, _SPIKE_CLAIM[spikes.reading],
                     note=f"rule: {spikes.chosen.label}; res-none {spikes.none}, res-relu {spikes.relu} events per run")
 
 

@@ -12,8 +12,9 @@ import pandas as pd
 from ... import instability, metrics, paper
 from ...book.chapter import Chapter, ClaimsBuilder, with_early
 from ...mlp import CONDITIONS
-from ...statistics import (DIFFERENCE_MARGIN, Estimate, Fall, fall_from_peak, final_estimate, random_level_sd, up_to_step,
-                           verdict_at_random_level, verdict_for_difference, verdict_for_value, weakest)
+from ...statistics import (DIFFERENCE_MARGIN, Estimate, Fall, difference, fall_from_peak, final_estimate,
+                           random_level_sd, up_to_step, verdict_at_random_level, verdict_for_difference,
+                           verdict_for_value, weakest)
 from ...training import run_sweep
 from .. import mlp_runs
 from ..mlp_runs import MLPChapterSettings
@@ -156,8 +157,8 @@ def condition_claims(results: Results) -> pd.DataFrame:
                     verdict_for_value(none_weight, paper.LINEAR_WEIGHT_V1), dataset=dataset)
             fall = fall_from_peak(data, condition="res-none")
             out.add("res-none-rise-then-collapse", "Weight continuity first forms, then is lost to rotation drift",
-                    "res-none weight v1: peak minus final", "rise, then collapse", fall.amount, baseline,
-                    fall.verdict, note=f"peak {fall.peak}, final {fall.final}", n=fall.peak.n, dataset=dataset)
+                    "res-none weight v1: peak minus final", "rise, then collapse", fall.drop, baseline,
+                    fall.verdict, note=f"peak {fall.peak}, final {fall.final}", dataset=dataset)
     nores_grad_u1 = final("grad_cos", "output", "nores-relu")
     out.add("nores-gradient-u1", "Without residuals, gradient continuity falls to random level",
             "NoRes gradient u1 |cos|", f"~{paper.NORES_GRADIENT}", nores_grad_u1, baseline, at_random(nores_grad_u1))
@@ -171,13 +172,12 @@ def condition_claims(results: Results) -> pd.DataFrame:
             continue
         ours = final("weight_cos", "input", condition)
         out.add(f"{condition}-above-linear", "Element-wise activations keep weight continuity",
-                f"{condition} minus Res+None weight v1", "higher (no number)", ours.mean - none_weight.mean,
-                baseline, verdict_for_difference(ours, none_weight), note=f"{condition} {ours}; res-none {none_weight}",
-                std=ours.std, n=ours.n)
+                f"{condition} minus Res+None weight v1", "higher (no number)", difference(ours, none_weight),
+                baseline, verdict_for_difference(ours, none_weight), note=f"{condition} {ours}; res-none {none_weight}")
     fall = fall_from_peak(table, condition="res-radial", optimizer=base_optimizer)
     out.add("res-radial-rise-then-collapse", "Weight continuity first forms, then is lost to rotation drift",
-            "res-radial weight v1: peak minus final", "rise, then collapse", fall.amount, baseline,
-            fall.verdict, note=f"peak {fall.peak}, final {fall.final}", n=fall.peak.n)
+            "res-radial weight v1: peak minus final", "rise, then collapse", fall.drop, baseline,
+            fall.verdict, note=f"peak {fall.peak}, final {fall.final}")
     optimizers = list(robustness["optimizer"].unique())
     random_level = Estimate(baseline, 0.0, 1)
     relu = {o: final("weight_cos", "input", "res-relu", robustness, o) for o in optimizers}
@@ -186,12 +186,12 @@ def condition_claims(results: Results) -> pd.DataFrame:
     out.add("continuity-every-optimizer",
             "Continuity is not an optimizer artefact (Adam, SGD, Adam in random per-layer frames)",
             "lowest res-relu weight v1 over optimizers", "present under every optimizer",
-            min(e.mean for e in relu.values()), baseline,
-            weakest(verdict_for_difference(relu[o], random_level) for o in optimizers), note=details, n=len(optimizers))
+            min(relu.values(), key=lambda e: e.mean), baseline,
+            weakest(verdict_for_difference(relu[o], random_level) for o in optimizers), note=details)
     out.add("symmetry-breaking-every-optimizer", "Symmetry breaking matters under every optimizer",
             "smallest (res-relu minus res-none) weight v1 over optimizers", "res-relu higher",
-            min(relu[o].mean - none[o].mean for o in optimizers), baseline,
-            weakest(verdict_for_difference(relu[o], none[o]) for o in optimizers), note=details, n=len(optimizers))
+            min((difference(relu[o], none[o]) for o in optimizers), key=lambda e: e.mean), baseline,
+            weakest(verdict_for_difference(relu[o], none[o]) for o in optimizers), note=details)
     mean_direction_claims(results, out)
     return out.table()
 
@@ -214,11 +214,11 @@ def mean_direction_claims(results: Results, out: ClaimsBuilder) -> None:
             note=f"NoRes with ReLU {found.weight['nores-relu']}")
     relu, relu_centred = found.weight["res-relu"], found.weight["res-relu-centred"]
     out.add("res-relu-centred-keeps", "Residual + ReLU keeps weight continuity without the shared mean (our test)",
-            "res-relu (centred) weight v1 |cos| minus random", "(not in the paper)", relu_centred.mean - results.baseline,
+            "res-relu (centred) weight v1 |cos| minus random", "(not in the paper)",
+            difference(relu_centred, random_level),
             results.baseline, verdict_for_difference(relu_centred, random_level),
             note=f"res-relu {relu}; centred {relu_centred}; share of res-relu's rise above random that the mean "
-                 f"explains: {found.relu_share:.0%}" if not math.isnan(found.relu_share) else f"res-relu {relu}",
-            std=relu_centred.std, n=relu_centred.n)
+                 f"explains: {found.relu_share:.0%}" if not math.isnan(found.relu_share) else f"res-relu {relu}")
 
 
 # ---------------------------------------------------------------------------------------------

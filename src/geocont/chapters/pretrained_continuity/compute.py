@@ -19,7 +19,7 @@ from ...lm import trained_lm
 from ...metrics import abs_cos, random_abs_cos, top_singular_triplets, vector_name
 from ...pretrained import OFFLINE_MODELS, ModelNotAvailable
 from ...scales import ParameterError, check_scale, parse_seeds
-from ...statistics import Estimate, estimate, verdict_for_difference
+from ...statistics import Estimate, difference, estimate, verdict_for_difference
 from ...synthetic import LARGE_MODELS, LLAMA_31_8B_LAYER, layer_parameters, write_spiked_checkpoint
 from ...transformer import parameter_count
 from ..lm_runs import PROJECTION_PREDICTIONS, lm_preset, reference_configs
@@ -441,15 +441,14 @@ def chapter_claims(tables: dict[str, pd.DataFrame], large_tables: dict[str, pd.D
             out.add(f"gemma-post-norm-{projection.replace('_proj', '')}-u1",
                     f"(ours) Gemma-3's post-norms weaken {projection} output-space continuity",
                     f"{projection} u1: {llama[0]} minus {gemma_models[0]}", "predicted by the mechanism (our reading)",
-                    l.mean - g.mean, baseline, verdict_for_difference(l, g),
-                    note=f"{llama[0]} {l}, {gemma_models[0]} {g}", n=min(l.n, g.n))
+                    difference(l, g), baseline, verdict_for_difference(l, g),
+                    note=f"{llama[0]} {l}, {gemma_models[0]} {g}")
     for (model, projection), (gained, control) in gains.items():
         out.add(f"{_slug(model)}-{projection.replace('_proj', '')}-gain-scaled-u1",
                 f"(ours) {model}: {projection} writes into the stream more continuously than its gains alone explain",
                 f"{projection} u1 of diag(g) W minus the gain-only control diag(g) G", "not in the paper",
-                gained.mean - control.mean, control.mean, verdict_for_difference(gained, control),
-                note=f"diag(g) W {gained}, diag(g) G {control} (spread over layer pairs); baseline column: the control",
-                n=gained.n)
+                difference(gained, control), control.mean, verdict_for_difference(gained, control),
+                note=f"diag(g) W {gained}, diag(g) G {control} (spread over layer pairs); baseline column: the control")
     for fmt, change in quantization.items():
         out.add(f"quantization-{_slug(fmt)}",
                 f"(ours) {fmt} quantization moves v1/u1 |cos| by less than {QUANTIZATION_LIMIT:g}",

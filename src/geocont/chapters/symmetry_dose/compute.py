@@ -25,7 +25,7 @@ import pandas as pd
 
 from ... import metrics, paper
 from ...book.chapter import Chapter, ClaimsBuilder, on_dataset, with_early
-from ...statistics import (Estimate, estimate_at_step, final_estimate, known, up_to_step,
+from ...statistics import (Estimate, difference, estimate_at_step, final_estimate, known, up_to_step,
                            verdict_for_difference, verdict_for_value)
 from ...tables import select
 from ...training import run_sweep
@@ -338,8 +338,8 @@ def dose_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
     relu, linear, small = dose.at(0.0), dose.at(1.0), dose.smallest_break
     slopes = "; ".join(f"slope {p.slope:g} {p.weight}" for p in dose.points)
     out.add("dose-monotone", "Breaking the symmetry keeps weight continuity: slope 0 (ReLU) above slope 1 (linear)",
-            "weight v1 |cos|: slope 0 minus slope 1", "higher (no number)", relu.weight.mean - linear.weight.mean,
-            baseline, dose.drop_verdict, note=slopes, std=relu.weight.std, n=relu.weight.n)
+            "weight v1 |cos|: slope 0 minus slope 1", "higher (no number)", difference(relu.weight, linear.weight),
+            baseline, dose.drop_verdict, note=slopes)
     found = dose.transition
     where = (f"transition {found.low:g} to {found.high:g} ({found.share:.0%} of the drop of {found.total:.2f})"
              if found.case in ("sharp", "gradual") else "no transition located: the total drop is not reproduced"
@@ -354,9 +354,8 @@ def dose_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
     out.add("dose-099-breaks",
             f"(ours) A {small.symmetry_break:.0%} break suffices: slope {small.slope:g} keeps weight v1 above the "
             "linear net", f"weight v1 |cos|: slope {small.slope:g} minus slope 1", "not in the paper",
-            small.weight.mean - linear.weight.mean, baseline, dose.small_break_verdict,
-            note=f"slope {small.slope:g} {small.weight}; res-none {linear.weight}", std=small.weight.std,
-            n=small.weight.n)
+            difference(small.weight, linear.weight), baseline, dose.small_break_verdict,
+            note=f"slope {small.slope:g} {small.weight}; res-none {linear.weight}")
     rule = f"at least {NEAR_LINEAR_SHARE:g}% within 1% of the identity"
     for key, condition, expected, claim, premise in (
             ("radial-ends-linear", "res-radial", "linear",
@@ -375,9 +374,8 @@ def dose_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
             radial.track_value,
             note=f"near-linear share at the end {track.final}")
     out.add("relu-above-radial-track", "The element-wise activation keeps what the nonlinear radial net loses",
-            f"res-relu minus {TRACK} weight v1", "higher (no number)", radial.relu.mean - track.weight.mean,
-            baseline, radial.relu_above_track, note=f"res-relu {radial.relu}; {TRACK} {track.weight}",
-            std=radial.relu.std, n=radial.relu.n)
+            f"res-relu minus {TRACK} weight v1", "higher (no number)", difference(radial.relu, track.weight),
+            baseline, radial.relu_above_track, note=f"res-relu {radial.relu}; {TRACK} {track.weight}")
     return out.table()
 
 

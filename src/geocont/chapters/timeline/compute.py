@@ -13,9 +13,9 @@ from ... import metrics
 from ...book.chapter import Chapter, ClaimsBuilder, claim, has_claim, with_early
 from ...config import MLPRunConfig
 from ...mlp import CONDITIONS
-from ...statistics import (DIFFERENCE_MARGIN, Estimate, pooled_sd, at_final_step, drift_window_mean, estimate, estimate_at_step, per_run,
-                           rank_correlation, turn_rates, up_to_step, verdict_for_correlation, verdict_for_difference,
-                           verdict_for_value)
+from ...statistics import (DIFFERENCE_MARGIN, Estimate, at_final_step, difference, drift_window_mean, estimate,
+                           estimate_at_step, per_run, rank_correlation, turn_rates, up_to_step, verdict_for_correlation,
+                           verdict_for_difference, verdict_for_value)
 from ...tables import RUN_KEYS, select
 from ...training import run_sweep
 from .. import mlp_runs
@@ -295,8 +295,8 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
     res, nores = of(reference, "grad_v1_step0"), of(no_residual, "grad_v1_step0")
     out.add("step0-gradient-coherence", "Gradient coherence across layers exists at initialisation, before any update",
             f"{reference} minus {no_residual} gradient v1 |cos| at step 0", "present at init (no number)",
-            res.mean - nores.mean, baseline, verdict_for_difference(res, nores),
-            note=f"{reference} {res}; {no_residual} {nores}", std=pooled_sd(res, nores), n=res.n)
+            difference(res, nores), baseline, verdict_for_difference(res, nores),
+            note=f"{reference} {res}; {no_residual} {nores}")
     relu_events = events[events["condition"] == reference]
     for crossing, norm, key in _NORMS:
         order, note = _order_estimate(relu_events, crossing)
@@ -333,14 +333,13 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
         out.add(f"{condition}-late-drift", "Without symmetry breaking, v1 keeps drifting",
                 f"{condition} minus {reference} v1 turn rate after {DRIFT_WINDOW_START:.0%} of training "
                 "(degrees per 1,000 steps)", "drift",
-                rate.mean - relu_turn.mean, math.nan, verdict_for_difference(rate, relu_turn, margin=1.0),
-                note=f"{condition} {rate}°; {reference} {relu_turn}°", std=pooled_sd(rate, relu_turn), n=rate.n)
+                difference(rate, relu_turn), math.nan, verdict_for_difference(rate, relu_turn, margin=1.0),
+                note=f"{condition} {rate}°; {reference} {relu_turn}°")
         decoupled = of(condition, "weight_cumgrad_final")
         out.add(f"{condition}-decoupled", "... which decouples the weights from the cumulative gradient",
                 f"{reference} minus {condition} final weight/cum.-gradient v1 |cos|", "lower without",
-                aligned.mean - decoupled.mean, baseline, verdict_for_difference(aligned, decoupled),
-                note=f"{reference} {aligned}; {condition} {decoupled}", std=pooled_sd(aligned, decoupled),
-                n=decoupled.n)
+                difference(aligned, decoupled), baseline, verdict_for_difference(aligned, decoupled),
+                note=f"{reference} {aligned}; {condition} {decoupled}")
     co = drift(conditions, "co_rotation")
     none_co = estimate(co[co["condition"] == "res-none"]["value"])
     out.add("linear-independent-rotation", "In a linear residual net each layer rotates independently",

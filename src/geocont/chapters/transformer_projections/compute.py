@@ -16,8 +16,8 @@ from ...config import LMRunConfig
 from ...lm import run_lm_sweep
 from ...metrics import random_abs_cos, vector_name
 from ...pretrained import ModelNotAvailable
-from ...statistics import (DIFFERENCE_MARGIN, Estimate, at_final_step, at_step, change_over_last_per_run, estimate, holds_when, per_run,
-                           settled, verdict_for_difference)
+from ...statistics import (DIFFERENCE_MARGIN, Estimate, at_final_step, at_step, change_over_last_per_run, difference,
+                           estimate, holds_when, per_run, settled, verdict_for_difference)
 from ...sweeps import predicted_wall_seconds
 from ...tables import RUN_KEYS, split_claim_key
 from ...transformer import PROJECTIONS, build_llama, parameter_count, projection_dims
@@ -251,16 +251,16 @@ def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], ref
             with_act, without = est(reference, projection, "input"), est(no_activation, projection, "input")
             out.add(f"activation-lowers-{_short(projection)}",
                     f"Removing the MLP activation lowers {projection} input continuity",
-                    f"{projection} v1: {reference} minus {no_activation}", "drops", with_act.mean - without.mean,
+                    f"{projection} v1: {reference} minus {no_activation}", "drops", difference(with_act, without),
                     random_abs_cos(dims[projection]["input"]), verdict_for_difference(with_act, without),
-                    note=f"{reference} {with_act}, {no_activation} {without}", std=math.nan, n=with_act.n)
+                    note=f"{reference} {with_act}, {no_activation} {without}")
     if linear_attention in variants:
         for key, projection in zip(SOFTMAX_KEYS, ("q_proj", "k_proj")):
             soft, lin = est(reference, projection, "input"), est(linear_attention, projection, "input")
             out.add(key, f"(ours) Without the softmax, {projection} input continuity drops",
-                    f"{projection} v1: softmax minus linear attention", "implied, not tested", soft.mean - lin.mean,
+                    f"{projection} v1: softmax minus linear attention", "implied, not tested", difference(soft, lin),
                     random_abs_cos(dims[projection]["input"]), verdict_for_difference(soft, lin),
-                    note=f"softmax {soft}, linear {lin}", std=math.nan, n=soft.n)
+                    note=f"softmax {soft}, linear {lin}")
     return out.table()
 
 
