@@ -379,8 +379,11 @@ def fill(scale: str, minutes: float | None = None, executor: str | None = None, 
                     print(f"could not capture the analyses of {chapter}: {str(error).splitlines()[0]}", file=out,
                           flush=True)
     status = book_status(scale, verify_files=False, chapters=chapters)
-    print(f"results store {root}: {len(status.store.entries)} of {len(status.run_set.runs)} runs stored "
-          f"({_size(status.store.bytes)}); {stored_now} added now", file=out)
+    wanted = len(status.run_set.runs)
+    print(f"results store {root}: {wanted - len(status.missing)} of {wanted} runs stored"
+          + (f" (of the chapters {', '.join(chapters)})" if chapters else "")
+          + f"; {len(status.store.entries)} entries in all ({_size(status.store.bytes)}); {stored_now} added now",
+          file=out)
     if not status.complete:
         print(f"still to do: {missing_summary(status, _workers(executor))}; continue with "
               f"`python -m geocont.book store --scale {scale} [--minutes N]` (`store status` lists the runs)", file=out)
