@@ -597,7 +597,10 @@ def test_predictions_are_scaled_by_the_measured_times_of_the_stored_runs(store_r
     # narrowed to chapters none of whose runs is stored, the whole book's stored runs still calibrate
     narrowed = runs.RunSet("smoke", [book_run(job(3.0, cost=100.0))], book_runs=status.run_set.runs)
     monkeypatch.setattr(results, "book_run_set", lambda scale, chapters=None: narrowed)
-    assert results.book_status("smoke").seconds(narrowed.runs[0]) == pytest.approx(wall)
+    narrowed_status = results.book_status("smoke")
+    assert narrowed_status.seconds(narrowed.runs[0]) == pytest.approx(wall)
+    # and a stored run of another chapter is not "left from an earlier design"
+    assert narrowed_status.store.extra and narrowed_status.outside_book == []
     _fake_run_set(monkeypatch, jobs)
     out = io.StringIO()
     assert results.fill("smoke", executor="serial", out=out) == 0

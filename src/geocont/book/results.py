@@ -128,6 +128,14 @@ class BookStatus:
         reads = chapter in self.analyses or any(chapter in run.chapters for run in self.run_set.runs)
         return reads and self.ready_to_capture(chapter) and chapter not in self.analyses_to_capture
 
+    @property
+    def outside_book(self) -> list[str]:
+        """The stored entries no run of the whole book and no captured analysis reads (left from an earlier
+        design), whichever chapters the status is narrowed to."""
+        read = {run.name for run in self.run_set.book_runs or self.run_set.runs}
+        read |= {name for chapter in ANALYSES_READ_BY for name in captured_analyses(self.store.root, chapter) or ()}
+        return sorted(set(self.store.entries) - read)
+
     def calibration(self) -> dict[str, float]:
         """Per run family (:func:`run_family`), the median of measured over predicted seconds of the whole book's
         stored runs (their ``wall_seconds``), whichever chapters the status is narrowed to: how far this machine's
@@ -238,9 +246,10 @@ def print_status(scale: str, executor: str | None = None, out=sys.stdout, chapte
                   f"{where.get('finished')})", file=out)
     for name, why in st.corrupt.items():
         print(f"  corrupt: {name}: {why}", file=out)
-    if st.extra:
-        print(f"  {len(st.extra)} entries are not in the book's run set (left from an earlier design): "
-              + ", ".join(st.extra[:10]) + (" ..." if len(st.extra) > 10 else ""), file=out)
+    outside = status.outside_book
+    if outside:
+        print(f"  {len(outside)} entries are not in the book's run set (left from an earlier design): "
+              + ", ".join(outside[:10]) + (" ..." if len(outside) > 10 else ""), file=out)
     missing = status.missing
     for run in sorted(missing, key=lambda r: -r.seconds)[:30]:
         print(f"  missing: {run.name}  {run.label}  [{', '.join(run.chapters)}]  ~{_minutes(status.seconds(run))}",
