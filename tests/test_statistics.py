@@ -219,3 +219,8 @@ def test_a_difference_carries_the_seed_sd_of_a_difference_and_a_single_seed_its_
     one_seed = difference(Estimate(0.9, math.nan, 1), known(0.05))
     assert one_seed.mean == pytest.approx(0.85) and one_seed.std == SINGLE_SEED_SD and one_seed.n == 1
     assert math.isnan(difference(Estimate(math.nan, math.nan, 0), known(0.05)).std)
+    # a measurement minus a known number keeps the measurement's seeds (it said n = 1 for three seeds)
+    above = difference(Estimate(0.97, 0.01, 3), known(0.05))
+    assert (above.mean, above.std, above.n) == (pytest.approx(0.92), 0.01, 3)
+    assert difference(known(0.05), Estimate(0.2, 0.04, 4)).n == 4
+    assert math.isnan(difference(Estimate(math.nan, math.nan, 0), known(0.05)).std)

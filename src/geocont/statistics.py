@@ -326,12 +326,19 @@ def known(value: float) -> Estimate:
     return Estimate(float(value), 0.0, 1)
 
 
+def is_known(e: Estimate) -> bool:
+    """Whether ``e`` is a known number (:func:`known`), not a measurement over seeds."""
+    return e.n == 1 and e.std == 0.0
+
+
 def difference(high: Estimate, low: Estimate) -> Estimate:
     """``high`` minus ``low`` as a reported number: the difference of the means, with the seed sd of the
     difference of two independent runs, sqrt(s_high^2 + s_low^2) (each :func:`seed_spread`: a single seed
-    counts as :data:`SINGLE_SEED_SD`, a known number as 0), over the fewer seeds of the two."""
+    counts as :data:`SINGLE_SEED_SD`, a known number as 0), over the fewer seeds of the measured ones (a
+    known number has no seeds: a measurement minus the random level keeps the measurement's seeds)."""
     spread = math.sqrt(seed_spread(high) ** 2 + seed_spread(low) ** 2)
-    return Estimate(high.mean - low.mean, spread, min(high.n, low.n))
+    measured = [e.n for e in (high, low) if not is_known(e)] or [1]
+    return Estimate(high.mean - low.mean, spread, min(measured))
 
 
 def pooled_sd(*estimates: Estimate) -> float:

@@ -16,7 +16,7 @@ from ...scales import parse_seeds
 from ...lm import lm_job
 from ...sharing import (Subject, base_job, continuity_job, grouping_job, pretrained_subject, pruning_job, sharing_job,
                         trained_subject)
-from ...statistics import (Estimate, RankCorrelation, estimate, rank_correlation, verdict_for_difference,
+from ...statistics import (Estimate, RankCorrelation, estimate, known, rank_correlation, verdict_for_difference,
                            verdict_for_interval, verdict_for_value)
 from ...transformer import build_llama, parameter_count
 from .. import lm_runs
@@ -358,7 +358,7 @@ def add_sharing_claims(out: ClaimsBuilder, advantage: pd.DataFrame, model: str, 
     """
     if spread not in ("seeds", "budgets"):
         raise ValueError(f"unknown spread {spread!r}; valid choices: seeds, budgets")
-    zero = Estimate(0.0, 0.0, 1)
+    zero = known(0.0)
     for projection in [p for p in PROJECTIONS if p in set(advantage["projection"])]:
         frame = advantage[advantage["projection"] == projection]
         signed = frame["advantage"] * _guideline_sign(projection)
@@ -400,7 +400,7 @@ def add_grouping_claim(out: ClaimsBuilder, grouping: pd.DataFrame, model: str, s
     out.add(f"{model_key(model)}-adjacent-sharing",
             f"{model}: continuity grounds sharing: adjacent layers share a basis better than distant ones",
             "relative increase in reconstruction error, distant vs adjacent groups", "adjacent better (implied)",
-            value, 0.0, verdict_for_difference(value, Estimate(0.0, 0.0, 1), GROUPING_MARGIN),
+            value, 0.0, verdict_for_difference(value, known(0.0), GROUPING_MARGIN),
             note=f"spread over {'seeds' if spread == 'seeds' else 'projections x spaces'}; distant worse in "
                  f"{worse} of {cases} projection x space cases; margin 10%")
 

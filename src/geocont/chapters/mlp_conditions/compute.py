@@ -12,7 +12,7 @@ import pandas as pd
 from ... import instability, metrics, paper
 from ...book.chapter import Chapter, ClaimsBuilder, with_early
 from ...mlp import CONDITIONS
-from ...statistics import (DIFFERENCE_MARGIN, Estimate, Fall, difference, fall_from_peak, final_estimate,
+from ...statistics import (DIFFERENCE_MARGIN, Estimate, Fall, difference, fall_from_peak, final_estimate, known,
                            random_level_sd, up_to_step, verdict_at_random_level, verdict_for_difference,
                            verdict_for_value, weakest)
 from ...training import run_sweep
@@ -179,7 +179,7 @@ def condition_claims(results: Results) -> pd.DataFrame:
             "res-radial weight v1: peak minus final", "rise, then collapse", fall.drop, baseline,
             fall.verdict, note=f"peak {fall.peak}, final {fall.final}")
     optimizers = list(robustness["optimizer"].unique())
-    random_level = Estimate(baseline, 0.0, 1)
+    random_level = known(baseline)
     relu = {o: final("weight_cos", "input", "res-relu", robustness, o) for o in optimizers}
     none = {o: final("weight_cos", "input", "res-none", robustness, o) for o in optimizers}
     details = "; ".join(f"{o}: res-relu {relu[o]}, res-none {none[o]}" for o in optimizers)
@@ -202,7 +202,7 @@ def mean_direction_claims(results: Results, out: ClaimsBuilder) -> None:
     found = mean_direction(results)
     if found is None:
         return
-    random_level = Estimate(results.baseline, 0.0, 1)
+    random_level = known(results.baseline)
     out.add("nores-v1-follows-input-mean", "NoRes: each layer's v1 follows the mean of its input (our hypothesis)",
             "NoRes |cos(v1(W_l), mean input of layer l)|", "(not in the paper)", found.follows["nores-relu"],
             results.baseline, verdict_for_difference(found.follows["nores-relu"], random_level),
@@ -286,7 +286,7 @@ def optimizer_finding(results: Results) -> OptimizerFinding | None:
     robustness, init_table = results.robustness, results.init_table
     optimizers = list(robustness["optimizer"].unique())
     base_optimizer = results.settings.base.optimizer.label
-    random_level = Estimate(results.baseline, 0.0, 1)
+    random_level = known(results.baseline)
 
     def final(table: pd.DataFrame, metric: str, condition: str, **equal) -> Estimate:
         return final_estimate(table, metric, "input", 1, condition=condition, **equal)
@@ -378,7 +378,7 @@ class MeanDirection:
     def case(self) -> str:
         """"explains" (NoRes's v1 follows its input mean above the random level, and removing the mean lowers its
         weight v1, each by the book's difference rule), "follows-only", "drops-only" or "neither"."""
-        follows = verdict_for_difference(self.follows["nores-relu"], Estimate(self.baseline, 0.0, 1)) == "reproduced"
+        follows = verdict_for_difference(self.follows["nores-relu"], known(self.baseline)) == "reproduced"
         drops = verdict_for_difference(self.weight["nores-relu"], self.weight["nores-relu-centred"]) == "reproduced"
         return "explains" if follows and drops else "follows-only" if follows else "drops-only" if drops else "neither"
 

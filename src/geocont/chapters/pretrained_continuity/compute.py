@@ -19,7 +19,7 @@ from ...lm import trained_lm
 from ...metrics import abs_cos, random_abs_cos, top_singular_triplets, vector_name
 from ...pretrained import OFFLINE_MODELS, ModelNotAvailable
 from ...scales import ParameterError, check_scale, parse_seeds
-from ...statistics import Estimate, difference, estimate, verdict_for_difference
+from ...statistics import Estimate, difference, estimate, known, verdict_for_difference
 from ...synthetic import LARGE_MODELS, LLAMA_31_8B_LAYER, layer_parameters, write_spiked_checkpoint
 from ...transformer import parameter_count
 from ..lm_runs import PROJECTION_PREDICTIONS, lm_preset, reference_configs
@@ -406,7 +406,7 @@ def _checkpoint_claims(out: ClaimsBuilder, label: str, table: pd.DataFrame) -> N
         vector = vector_name(space)
         if why:
             out.add(key, f"{label}: {short} ({why})", f"{projection} {vector} |cos|, mean over layer pairs", "high",
-                    ours, baseline, verdict_for_difference(ours, Estimate(baseline, 0.0, 1)),
+                    ours, baseline, verdict_for_difference(ours, known(baseline)),
                     note="spread and n over adjacent layer pairs")
             continue
         others = [p for p, s, _ in PROJECTION_PREDICTIONS if s == space and p in present]

@@ -14,8 +14,8 @@ from ...book.chapter import Chapter, ClaimsBuilder, claim, has_claim, with_early
 from ...config import MLPRunConfig
 from ...mlp import CONDITIONS
 from ...statistics import (DIFFERENCE_MARGIN, Estimate, at_final_step, difference, drift_window_mean, estimate,
-                           estimate_at_step, per_run, rank_correlation, turn_rates, up_to_step, verdict_for_correlation,
-                           verdict_for_difference, verdict_for_value)
+                           estimate_at_step, known, per_run, rank_correlation, turn_rates, up_to_step,
+                           verdict_for_correlation, verdict_for_difference, verdict_for_value)
 from ...tables import RUN_KEYS, select
 from ...training import run_sweep
 from .. import mlp_runs
@@ -286,7 +286,7 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
     ``no_residual``, its counterpart without residual connections.
     """
     events = transfer_events(conditions)
-    random_level = Estimate(baseline, 0.0, 1)
+    random_level = known(baseline)
     out = ClaimsBuilder(CHAPTER.name, dataset=dataset)
 
     def of(condition: str, column: str) -> Estimate:

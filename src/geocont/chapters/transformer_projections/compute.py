@@ -17,7 +17,7 @@ from ...lm import run_lm_sweep
 from ...metrics import random_abs_cos, vector_name
 from ...pretrained import ModelNotAvailable
 from ...statistics import (DIFFERENCE_MARGIN, Estimate, at_final_step, at_step, change_over_last_per_run, difference,
-                           estimate, holds_when, per_run, settled, verdict_for_difference)
+                           estimate, holds_when, known, per_run, settled, verdict_for_difference)
 from ...sweeps import predicted_wall_seconds
 from ...tables import RUN_KEYS, split_claim_key
 from ...transformer import PROJECTIONS, build_llama, parameter_count, projection_dims
@@ -231,7 +231,7 @@ def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], ref
         return _estimate(finals, variant, projection, space)
 
     for projection, space, why in PROJECTION_PREDICTIONS:
-        ours, base = est(reference, projection, space), Estimate(random_abs_cos(dims[projection][space]), 0.0, 1)
+        ours, base = est(reference, projection, space), known(random_abs_cos(dims[projection][space]))
         vector = vector_name(space)
         out.add(f"{_short(projection)}-{space}-continuity", f"{projection} has {space}-space continuity ({why})",
                 f"{projection} {vector} |cos| ({reference})", "high", ours, base.mean,
@@ -794,7 +794,7 @@ def up_o_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], reference:
         base = up_o_baseline(name, dims)
         out.add(key, f"(ours) Within a layer, Up's {vector} is Gate's {vector} (they read the same input)",
                 f"|cos| of {vector}(up_proj_l), {vector}(gate_proj_l), mean over layers ({reference})",
-                "implied (Up anchored by the gated product)", est[name], base, verdict_for_difference(est[name], Estimate(base, 0.0, 1)),
+                "implied (Up anchored by the gated product)", est[name], base, verdict_for_difference(est[name], known(base)),
                 note=missing)
     for key, projection, align, leading in (("up-align-vs-v1", "up_proj", "up-align", "up-v1"),
                                             ("o-align-vs-v1", "o_proj", "o-align", "o-u1")):
