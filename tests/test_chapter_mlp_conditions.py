@@ -186,8 +186,11 @@ def test_run_configs_lists_every_sweep_of_the_chapter():
     settings = chapter.CHAPTER.configure("smoke")
     expected = (settings.condition_configs() + settings.robustness_configs() + settings.init_configs()
                 + [c for configs in settings.data_configs().values() for c in configs]
-                + settings.mean_control_configs())
+                + settings.mean_control_configs() + settings.mean_control_lr_configs())
     assert chapter.CHAPTER.run_configs(settings) == expected
+    at_lr = settings.mean_control_lr_configs()
+    assert {c.condition for c in at_lr} == {"nores-relu", "nores-relu-centred"} and len(at_lr) == 2 * len(settings.seeds)
+    assert {c.optimizer.lr for c in at_lr} == {chapter.MEAN_CONTROL_LR} != {settings.base.optimizer.lr}
     assert {c.condition for c in settings.mean_control_configs()} == {"nores-relu-centred", "res-relu-centred"}
 
 
@@ -270,3 +273,37 @@ def test_the_optimizer_finding_names_the_optimizers_under_which_the_linear_net_k
     assert found.weight[("res-none", "sgd")].mean == pytest.approx(0.20)
     assert list(found.by_init) == [1.0]
     assert "`sgd`" in chapter.condition_two_note(results).data  # it renders
+
+
+def diverged_at(table: pd.DataFrame, condition: str, step: int = 30) -> pd.DataFrame:
+    """``table`` with every seed of ``condition`` cut at ``step``, where its loss became non-finite."""
+    cut = table[(table["condition"] != condition) | (table["step"] < step)]
+    seeds = table.loc[table["condition"] == condition, ["condition", "optimizer", "init_scale", "seed"]].drop_duplicates()
+    rows = seeds.assign(step=step, group="model", layer=-1, metric="diverged", space="", direction=0, value=2.3)
+    return pd.concat([cut, rows[cut.columns]], ignore_index=True)
+
+
+@pytest.mark.parametrize("at_lr_centred, case", [(0.05, "explains"), (None, "control-diverged")])
+def test_a_centred_control_that_diverges_is_read_at_the_smaller_rate_or_said_to_say_nothing(at_lr_centred, case):
+    """The centred NoRes net diverges at the book's rate: the removal is read on the pair trained at the smaller
+    rate, and where that diverged too the finding says the control says nothing (it never says 'follows-only')."""
+    table, control = mean_control_tables(0.9, 0.05, relu_centred=0.75)
+    control = diverged_at(control, "nores-relu-centred")
+    pair, _ = mean_control_tables(0.9, 0.05 if at_lr_centred is None else at_lr_centred, relu_centred=0.75)
+    at_lr = pd.concat([pair[pair["condition"] == "nores-relu"],
+                       mean_control_tables(0.9, at_lr_centred or 0.05, 0.75)[1].query("condition == 'nores-relu-centred'")],
+                      ignore_index=True)
+    if at_lr_centred is None:
+        at_lr = diverged_at(at_lr, "nores-relu-centred")
+    results = results_of(table, sweep({"res-relu": finals(0.9, 0.90), "res-none": finals(0.9, 0.60)}),
+                         mean_control=control, mean_control_lr=at_lr)
+    found = chapter.mean_direction(results)
+    assert found.case == case and found.lr == chapter.MEAN_CONTROL_LR
+    claims = chapter.condition_claims(results)
+    assert claim(claims, "nores-centred-weight-v1")["verdict"] == "not tested"  # 3 of 3 seeds diverged
+    at_lr_claim = claim(claims, "nores-centred-weight-v1-smaller-lr")
+    assert at_lr_claim["verdict"] == ("reproduced" if at_lr_centred is not None else "not tested")
+    assert "0.57" in at_lr_claim["note"]  # plain NoRes at the same rate, beside it
+    note = chapter.mean_direction_note(results).data
+    assert f"lr {chapter.MEAN_CONTROL_LR:g}" in note
+    assert ("says nothing" in note) == (case == "control-diverged")

@@ -304,8 +304,12 @@ def mean_direction_figure(results: Results) -> None:
     if found is None:
         return
     conditions = [*MEAN_PAIRS, *MEAN_PAIRS.values()]
-    both = pd.concat([results.table[results.table["condition"].isin(list(MEAN_PAIRS))], results.mean_control],
-                     ignore_index=True)
+    frames = [results.table[results.table["condition"].isin(list(MEAN_PAIRS))], results.mean_control]
+    if found.lr is not None:  # the NoRes pair at the smaller rate, named by it
+        at_lr = results.mean_control_lr.assign(condition=lambda t: t["condition"].astype(str) + f", lr {found.lr:g}")
+        frames.append(at_lr)
+        conditions += list(dict.fromkeys(at_lr["condition"]))
+    both = pd.concat(frames, ignore_index=True)
     fig, axes = plt.subplots(1, 3, figsize=(18, 4.6))
     panels = [("mean_input_cos", "input", 1), ("mean_input_share", "", 0), ("weight_cos", "input", 1)]
     for ax, (metric, space, direction) in zip(axes, panels):
@@ -324,9 +328,12 @@ def mean_direction_note(results: Results) -> Markdown:
         return Markdown("")
     share = (PROSE.render("mean-relu-share", share=found.relu_share) if found.relu_share == found.relu_share
              else PROSE.render("mean-relu-share-undefined"))
+    at_lr = ("" if found.lr is None else
+             PROSE.render("mean-at-lr", lr=found.lr, nores=found.weight_at_lr["nores-relu"],
+                          nores_centred=found.weight_at_lr["nores-relu-centred"]))
     return Markdown(PROSE.render(
         "mean-direction", nores_follows=found.follows["nores-relu"], relu_follows=found.follows["res-relu"],
         nores_share=found.mean_share["nores-relu"], relu_mean_share=found.mean_share["res-relu"],
         nores=found.weight["nores-relu"], nores_centred=found.weight["nores-relu-centred"],
         relu=found.weight["res-relu"], relu_centred=found.weight["res-relu-centred"], baseline=results.baseline,
-        finding=PROSE.choose("mean-finding", found.case), relu_share=share))
+        at_lr=at_lr, finding=PROSE.choose("mean-finding", found.case), relu_share=share))
