@@ -14,13 +14,22 @@ from geocont.recorder import ContinuityRecorder
 from geocont.training import make_optimizer, precision_context, train_mlp
 
 #: The largest difference allowed between a fused and an unfused run's recorded values (|cos|,
-#: relative updates, norms, losses, accuracies) after ``SHORT.steps`` steps: float rounding
-#: alone (the fused kernel evaluates the update in another order). The worst measured over the
+#: relative updates, norms, losses, accuracies) in its first snapshots (steps <= ``EARLY_STEP``): float
+#: rounding alone (the fused kernel evaluates the update in another order). The worst measured over the
 #: runs below was 5.4e-6 (``weight_cos``). The rotation-drift metrics are less well conditioned:
 #: a turn (in degrees) is an arccos near 1, and ``co_rotation`` a cos between two such small
 #: turns, so float32 rounding moves them by up to 1.7e-4 (measured) in these runs.
 FUSED_TOLERANCE = 2e-5
 FUSED_TOLERANCE_DRIFT = {"turn": 1e-3, "co_rotation": 1e-3}
+#: Rounding is compared up to this step only. Training amplifies a difference: in the res-relu Adam run below a
+#: relative change of 1e-5 in the learning rate moves logit_change by 2e-4 at step 11 and a minibatch gradient's
+#: v1 |cos| by 0.19 at step 120 (1e-6 moves nothing by more than 2e-5: measured on this project's machine). On
+#: another machine's kernels the fused and unfused runs once ended 0.14 apart that way (CI, 2026-12-05), a
+#: chaotic trajectory, not a wrong update.
+EARLY_STEP = 3
+#: How far the two runs' held-out loss may be apart at the end (relative): the same run, whatever the rounding
+#: did on the way (the 1e-5 learning-rate change above moved it by 0.2%).
+FINAL_LOSS_TOLERANCE = 0.02
 SHORT = MLPRunConfig(max_train=512, width=32, depth=6, steps=120, batch_size=64, n_snapshots=6, n_directions=3)
 TINY_LM = LMRunConfig(shape=TransformerShape(n_layers=2, d_model=32, n_heads=2, n_kv_heads=2, ffn_dim=88,
                                              vocab_size=512, max_seq_len=32),
@@ -47,6 +56,16 @@ def assert_equal_to_rounding(fused, loop, what: str) -> None:
     for metric, tolerance in FUSED_TOLERANCE_DRIFT.items():
         if metric in set(fused["metric"]):
             assert max_difference(fused, loop, [metric]) <= tolerance, f"{what}: {metric}"
+
+
+def assert_the_same_run(fused, loop, what: str, held_out: str) -> None:
+    """The same rows; equal to float rounding up to :data:`EARLY_STEP`; the same held-out loss at the end."""
+    assert fused.drop(columns="value").equals(loop.drop(columns="value")), f"{what}: other rows"
+    early = fused["step"] <= EARLY_STEP
+    assert_equal_to_rounding(fused[early], loop[early], f"{what} (steps <= {EARLY_STEP})")
+    last = fused["step"].max()
+    final = [float(t.loc[(t["metric"] == held_out) & (t["step"] == last), "value"].iloc[0]) for t in (fused, loop)]
+    assert abs(final[0] - final[1]) <= FINAL_LOSS_TOLERANCE * abs(final[1]), f"{what}: final {held_out} {final}"
 
 
 def layers():
@@ -141,13 +160,13 @@ def test_a_short_fused_run_records_the_unfused_runs_table(label, condition):
     config = SHORT.replace(condition=condition, optimizer=OPTIMIZERS[label])
     fused = train_mlp(config, progress=False)
     loop = train_mlp(config.replace(fused_optimizer=False), progress=False)
-    assert_equal_to_rounding(fused, loop, f"{condition} {label}")
+    assert_the_same_run(fused, loop, f"{condition} {label}", held_out="test_loss")
 
 
 def test_a_short_fused_language_model_run_records_the_unfused_runs_table():
     fused = lm.train_lm(TINY_LM, progress=False).table
     loop = lm.train_lm(TINY_LM.replace(fused_optimizer=False), progress=False).table
-    assert_equal_to_rounding(fused, loop, "language model")
+    assert_the_same_run(fused, loop, "language model", held_out="val_loss")
 
 
 def test_fused_runs_have_their_own_cache_keys_and_unfused_runs_keep_the_old_ones():
