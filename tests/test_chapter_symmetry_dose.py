@@ -263,3 +263,15 @@ def test_the_figures_draw_from_a_run_table(monkeypatch):
     chapter.radial_figure(results)
     assert chapter.horizon_summary(results).index.tolist() == list(chapter.CONDITIONS_COMPARED)
     plt.close("all")
+
+
+def test_the_transition_share_carries_the_spread_of_each_seed_s_own_share():
+    table = run_table(SHARP)
+    moved = (table["condition"] == chapter.DOSE[0.9]) & (table["seed"] == 0) & (table["step"] > 0)
+    table.loc[moved, "value"] += 0.06  # seed 0 holds more of its drop in 0.9 -> 0.99
+    claims = chapter.dose_claims(table, BASELINE)
+    transition = claim(claims, "dose-transition")
+    shares = [(0.85 + 0.06 * (s == 0) - 0.27) / (0.90 - 0.25) for s in range(3)]  # the seeds' jitter cancels
+    assert transition["ours_std"] == pytest.approx(pd.Series(shares).std(), rel=1e-4)
+    assert transition["ours_std"] > 0 and transition["n_seeds"] == 3
+    assert claim(chapter.dose_claims(run_table(SHARP), BASELINE), "dose-transition")["ours_std"] == pytest.approx(0, abs=1e-12)

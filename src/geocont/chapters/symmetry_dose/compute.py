@@ -17,6 +17,7 @@ changed, so ``res-relu``, ``res-none``, ``res-radial`` and ``res-radial-tau`` ar
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -25,7 +26,7 @@ import pandas as pd
 
 from ... import metrics, paper
 from ...book.chapter import Chapter, ClaimsBuilder, on_dataset, with_early
-from ...statistics import (Estimate, difference, estimate_at_step, final_estimate, known, up_to_step,
+from ...statistics import (Estimate, difference, estimate_at_step, final_estimate, final_per_run, known, up_to_step,
                            verdict_for_difference, verdict_for_value)
 from ...tables import select
 from ...training import run_sweep
@@ -151,7 +152,8 @@ class Transition:
     shortest span that does is longer), "no-drop" (the total drop is not reproduced by the difference rule, so
     there is nothing to locate) or "untested" (a slope of the grid has no value). ``low``/``high``: the slopes
     at the ends of the transition span, ``share`` the share of the total drop it holds (NaN where no span);
-    ``largest_share``: the largest share one interval holds."""
+    ``largest_share``: the largest share one interval holds; ``largest_share_sd``: the sd over seeds of each seed's
+    own share in that interval (its drop there over its total drop; NaN with fewer than two seeds)."""
 
     case: str
     total: float
@@ -160,6 +162,15 @@ class Transition:
     high: float = math.nan
     share: float = math.nan
     largest_share: float = math.nan
+    largest_share_sd: float = math.nan
+
+
+def share_spread(per_seed: pd.DataFrame, interval: Interval, first: str, last: str, conditions: dict[float, str]) -> float:
+    """The sd over seeds of a seed's share of its own total drop (``first`` minus ``last``) that lies in ``interval``;
+    ``per_seed``: final weight v1, one row per seed, one column per condition. NaN with fewer than two seeds."""
+    shares = ((per_seed[conditions[interval.low]] - per_seed[conditions[interval.high]])
+              / (per_seed[first] - per_seed[last])).dropna()
+    return float(shares.std(ddof=1)) if len(shares) >= 2 else math.nan
 
 
 def locate_transition(slopes: Sequence[float], weight: Sequence[float], drop_verdict: str,
@@ -216,9 +227,16 @@ def dose_finding(table: pd.DataFrame, baseline: float) -> Dose:
                                 verdict_for_difference(weight, random)))
     first, small, last = points[0], points[-2], points[-1]
     drop_verdict = verdict_for_difference(first.weight, last.weight)
+    transition = locate_transition([p.slope for p in points], [p.weight.mean for p in points], drop_verdict)
+    if transition.intervals and not math.isnan(transition.largest_share):
+        finals = final_per_run(table[table["condition"].isin(list(DOSE.values()))], "weight_cos", "input", 1)
+        per_seed = finals.pivot_table(index="seed", columns="condition", values="value", observed=True)
+        largest = max(transition.intervals, key=lambda i: i.drop)
+        if set(DOSE.values()) <= set(per_seed.columns):
+            transition = dataclasses.replace(transition, largest_share_sd=share_spread(
+                per_seed, largest, first.condition, last.condition, DOSE))
     return Dose(points=tuple(points), baseline=baseline, drop_verdict=drop_verdict,
-                small_break_verdict=verdict_for_difference(small.weight, last.weight),
-                transition=locate_transition([p.slope for p in points], [p.weight.mean for p in points], drop_verdict))
+                small_break_verdict=verdict_for_difference(small.weight, last.weight), transition=transition)
 
 
 def percent(share: Estimate) -> Estimate:
@@ -349,7 +367,8 @@ def dose_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
             f"(ours) The transition is sharp: one interval of the slope grid holds more than "
             f"{TRANSITION_SHARE:.0%} of weight v1's drop",
             "largest share of the slope-0-to-1 drop in one grid interval", "not in the paper", found.largest_share,
-            math.nan, verdict, note=f"{where}; per interval {_intervals_text(found)}", std=math.nan,
+            math.nan, verdict, note=f"{where}; per interval {_intervals_text(found)}; sd: of each seed's own share",
+            std=found.largest_share_sd,
             n=min(p.weight.n for p in dose.points))
     out.add("dose-099-breaks",
             f"(ours) A {small.symmetry_break:.0%} break suffices: slope {small.slope:g} keeps weight v1 above the "
