@@ -307,3 +307,19 @@ def test_a_centred_control_that_diverges_is_read_at_the_smaller_rate_or_said_to_
     note = chapter.mean_direction_note(results).data
     assert f"lr {chapter.MEAN_CONTROL_LR:g}" in note
     assert ("says nothing" in note) == (case == "control-diverged")
+
+
+def test_a_rate_that_changes_nores_own_continuity_is_said():
+    table, control = mean_control_tables(0.9, 0.05, relu_centred=0.75)
+    at_lr = pd.concat([mean_control_tables(0.9, 0.05, 0.75)[0].query("condition == 'nores-relu'").assign(
+        value=lambda t: t["value"].where(~((t["metric"] == "weight_cos") & (t["step"] > 0)), 0.23)),
+        control.query("condition == 'nores-relu-centred'")], ignore_index=True)
+    results = results_of(table, sweep({"res-relu": finals(0.9, 0.90), "res-none": finals(0.9, 0.60)}),
+                         mean_control=control, mean_control_lr=at_lr)
+    found = chapter.mean_direction(results)
+    assert found.rate_matters  # 0.57 at the book's rate, 0.23 at the smaller one
+    assert "depends on the rate" in chapter.mean_direction_note(results).data
+    same = dataclasses.replace(results, mean_control_lr=pd.concat(
+        [table.query("condition == 'nores-relu'"), control.query("condition == 'nores-relu-centred'")]))
+    assert not chapter.mean_direction(same).rate_matters
+    assert "depends on the rate" not in chapter.mean_direction_note(same).data

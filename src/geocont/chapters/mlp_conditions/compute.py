@@ -408,6 +408,15 @@ class MeanDirection:
         return None
 
     @property
+    def rate_matters(self) -> bool:
+        """Whether NoRes's weight v1 at the smaller rate differs from that at the book's rate, either way, by the
+        book's difference rule (False where the smaller rate did not run)."""
+        if self.lr is None:
+            return False
+        base, slow = self.weight["nores-relu"], self.weight_at_lr["nores-relu"]
+        return "reproduced" in (verdict_for_difference(base, slow), verdict_for_difference(slow, base))
+
+    @property
     def case(self) -> str:
         """"explains" (NoRes's v1 follows its input mean above the random level, and removing the mean lowers its
         weight v1, each by the book's difference rule; the removal read on :attr:`removal_pair`), "follows-only",

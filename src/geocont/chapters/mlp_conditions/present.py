@@ -328,9 +328,13 @@ def mean_direction_note(results: Results) -> Markdown:
         return Markdown("")
     share = (PROSE.render("mean-relu-share", share=found.relu_share) if found.relu_share == found.relu_share
              else PROSE.render("mean-relu-share-undefined"))
-    at_lr = ("" if found.lr is None else
-             PROSE.render("mean-at-lr", lr=found.lr, nores=found.weight_at_lr["nores-relu"],
-                          nores_centred=found.weight_at_lr["nores-relu-centred"]))
+    at_lr = ""
+    if found.lr is not None:
+        base, slow = found.weight["nores-relu"], found.weight_at_lr["nores-relu"]
+        at_lr = PROSE.render("mean-at-lr", lr=found.lr, nores=slow, nores_centred=found.weight_at_lr["nores-relu-centred"])
+        if found.rate_matters:
+            at_lr += " " + PROSE.render("mean-lr-dependence", base=base, base_lr=results.settings.base.optimizer.lr,
+                                        slow=slow, lr=found.lr, steps=results.settings.base.steps)
     return Markdown(PROSE.render(
         "mean-direction", nores_follows=found.follows["nores-relu"], relu_follows=found.follows["res-relu"],
         nores_share=found.mean_share["nores-relu"], relu_mean_share=found.mean_share["res-relu"],
