@@ -472,6 +472,12 @@ def test_the_snapshot_comparison_passes_on_equal_claims_and_fails_on_a_changed_v
     (tmp_path / "equal" / "chapter_b.json").write_text((tmp_path / "equal" / "chapter_a.json").read_text())
     assert results.compare_claims(tmp_path / "equal", tmp_path / "snapshot") == [
         "chapter_b: published, but not in the snapshot"]
+    for name, value in (("named", 0.5), ("named-moved", 0.6)):  # a key that names its dataset is printed once
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "chapter_a.json").write_text(json.dumps({"chapter": "chapter_a", "scale": "cpu", "overrides": {},
+            "claims": [{"chapter": "chapter_a", "key": "weight-v1@mnist-10k", "dataset": "mnist-10k", "ours_mean": value}]}))
+    assert results.compare_claims(tmp_path / "named-moved", tmp_path / "named") == [
+        "chapter_a: claim weight-v1@mnist-10k: ours_mean: snapshot 0.5 -> now 0.6"]
 
 
 def test_the_check_executes_strictly_each_chapter_the_store_serves_whole_and_compares_its_claims(

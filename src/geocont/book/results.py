@@ -638,8 +638,7 @@ def verify(scale: str, sample: Sequence[str] = ("default",), executor: str | Non
 
 def _records(path: Path) -> dict[str, Any]:
     payload = json.loads(path.read_text())
-    claims = {str(row.get("key")) + (f"@{row['dataset']}" if row.get("dataset") else ""): row
-              for row in payload.get("claims", [])}
+    claims = {str(row.get("key")): row for row in payload.get("claims", [])}  # a key names its dataset
     return {"scale": payload.get("scale"), "overrides": payload.get("overrides"), "claims": claims}
 
 
