@@ -228,8 +228,8 @@ def mean_direction_claims(results: Results, out: ClaimsBuilder) -> None:
     if found.lr is not None:
         slow = found.weight_at_lr["nores-relu-centred"]
         out.add("nores-centred-weight-v1-smaller-lr",
-                "Without residuals and without the shared mean, weight continuity does not develop (at a rate where "
-                "the centred net trains)", f"NoRes (centred ReLU) weight v1 |cos| at lr {found.lr:g}", "random level",
+                f"Without residuals and without the shared mean, weight continuity does not develop (the NoRes pair "
+                f"again at lr {found.lr:g})", f"NoRes (centred ReLU) weight v1 |cos| at lr {found.lr:g}", "random level",
                 slow, results.baseline, verdict_at_random_level(slow, results.baseline, results.random_sd),
                 note=f"NoRes with ReLU at lr {found.lr:g}: {found.weight_at_lr['nores-relu']}")
     relu, relu_centred = found.weight["res-relu"], found.weight["res-relu-centred"]
