@@ -147,6 +147,10 @@ def test_the_random_level_is_judged_against_its_own_spread_not_a_tolerance_of_0_
     # one seed: its spread is the floor, so its band is wide (one seed cannot tell 0.05 from 0.15)
     one = statistics.random_level_band(E(0.1, math.nan, 1), spread)
     assert one == pytest.approx(3 * math.sqrt(spread**2 + statistics.SINGLE_SEED_SD**2))
+    # ... and so a single seed within it confirms nothing: 0.19 is not "at the random level" on one seed
+    assert statistics.verdict_at_random_level(E(0.19, math.nan, 1), baseline, spread) == "inconclusive"
+    assert statistics.verdict_at_random_level(E(baseline, math.nan, 1), baseline, spread) == "inconclusive"
+    assert statistics.verdict_at_random_level(E(baseline + 2.6 * one, math.nan, 1), baseline, spread) == "not reproduced"
     assert statistics.verdict_at_random_level(E(math.nan, math.nan, 0), baseline, spread) == "not tested"
     with pytest.raises(ValueError, match="baseline_sd"):
         statistics.verdict_at_random_level(E(0.07, 0.01, 3), baseline, math.nan)

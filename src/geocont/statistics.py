@@ -25,7 +25,9 @@ from passing for the wrong reason:
   and formation rule (:func:`peak_and_final`, :func:`fall_from_peak`, :class:`Fall`) reads it; the
   exact maximum is :func:`max_per_seed`.
 * **A single seed carries a spread** (:func:`seed_spread`, :data:`SINGLE_SEED_SD` = 0.05): a
-  one-seed estimate counts as seed sd 0.05 in every comparison (:func:`pooled_sd`), not 0.
+  one-seed estimate counts as seed sd 0.05 in every comparison (:func:`pooled_sd`), not 0. The
+  assumed spread may only make a verdict less sure: a single seed within the random level's band
+  is "inconclusive", never "reproduced".
 
 A reported difference of two estimates (a claim "A above B", a fall from a peak) is :func:`difference`:
 the difference of the means with the seed sd of a difference of independent runs, so that it carries its
@@ -387,13 +389,17 @@ def verdict_at_random_level(ours: Estimate, baseline: float, baseline_sd: float,
     error (:func:`seed_spread`, so a single seed counts as :data:`SINGLE_SEED_SD`); "partly reproduced"
     within 2.5 times that band; else "not reproduced"; "not tested" where ``ours`` has no value.
     ``k``: :data:`RANDOM_LEVEL_K`, which says why 3.
+
+    A single seed never confirms the random level: its spread is assumed, not measured, and an assumed
+    spread only widens the band (one seed cannot tell 0.05 from 0.15), so where it lies within the band
+    the verdict is "inconclusive". Outside the band it is judged as any estimate.
     """
     if math.isnan(ours.mean) or ours.n == 0:
         return "not tested"
     band = random_level_band(ours, baseline_sd, k)
     gap = abs(ours.mean - baseline)
     if gap <= band:
-        return "reproduced"
+        return "inconclusive" if ours.n == 1 and not is_known(ours) else "reproduced"
     return "partly reproduced" if gap <= 2.5 * band else "not reproduced"
 
 
