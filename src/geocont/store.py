@@ -222,18 +222,24 @@ def revision_text(entry_revision: Mapping[str, Any]) -> str:
 
 @functools.lru_cache(maxsize=1)
 def cpu_description() -> dict[str, Any]:
-    """The CPU model, torch's kernel capability (e.g. ``AVX512``) and the :data:`SIMD_FLAGS` it has."""
+    """The CPU model, its family/model/stepping numbers (``cpu_id``: a virtual machine often names only "AMD
+    EPYC", and two CPUs with the same flags may run different LAPACK kernels), torch's kernel capability (e.g.
+    ``AVX512``) and the :data:`SIMD_FLAGS` it has."""
     import torch
 
-    model, flags = platform.processor() or platform.machine(), set()
+    model, flags, ids = platform.processor() or platform.machine(), set(), {}
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and model in ("", platform.machine(), platform.processor()):
-                model = line.split(":", 1)[1].strip()
-            elif line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
+            name, _, value = (part.strip() for part in line.partition(":"))
+            if name == "model name" and model in ("", platform.machine(), platform.processor()):
+                model = value
+            elif name in ("cpu family", "model", "stepping") and name not in ids:
+                ids[name] = value
+            elif name == "flags":
+                flags = set(value.split())
     capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: "unknown")()
-    return {"cpu_model": model, "cpu_capability": capability, "cpu_flags": [f for f in SIMD_FLAGS if f in flags]}
+    return {"cpu_model": model, "cpu_id": " ".join(f"{name.split()[-1]} {value}" for name, value in ids.items()),
+            "cpu_capability": capability, "cpu_flags": [f for f in SIMD_FLAGS if f in flags]}
 
 
 def run_provenance(wall_seconds: float | None) -> dict[str, Any]:
