@@ -64,11 +64,11 @@ CLAIM_METRICS = (
 #: On the platform a run was stored from (torch, CPU flags, threads) a retrained run's training must be
 #: bit-identical (:data:`TRAINING_METRICS`), Adam or SGD; its measurements are expected bit-identical too, and
 #: where they are not (the exact SVD fallback runs LAPACK kernels that the CPU model picks, which the flags do
-#: not pin: measured, 1e-7 at step 0 on two AMD EPYC machines with the same flags) they are judged as below. Elsewhere a run is not expected to repeat its numbers (an Adam
-#: run amplifies other kernels' rounding like a change of seed), only to be another draw of its condition:
-#: each claim-bearing metric's final layer mean within the two-sided Student-t prediction interval of its
-#: condition's stored seeds, the interval widened (Bonferroni) so that a true new draw fails on any of the
-#: run's quantities with this probability. With three seeds the interval is wide (~70 sd for 50 quantities):
+#: not pin: measured, 1e-7 at step 0 on two AMD EPYC machines with the same flags) they are judged as below.
+#: Elsewhere a run is not expected to repeat its numbers (an Adam run amplifies other kernels' rounding like a
+#: change of seed), only to be another draw of its condition: each claim-bearing metric's final layer mean
+#: within the two-sided Student-t prediction interval of its condition's stored seeds, the interval widened
+#: (Bonferroni) so that a true new draw fails on any of the run's quantities with this probability. With three seeds the interval is wide (~70 sd for 50 quantities):
 #: it catches gross changes, not subtle ones. Fixed before any retrained run was compared; where a NaN flag
 #: (an undefined quantity, e.g. tied singular values) falls is printed, not judged (another draw puts its
 #: flags elsewhere).
@@ -474,6 +474,12 @@ def differences(stored: pd.DataFrame, fresh: pd.DataFrame, float32: bool) -> pd.
     return pd.DataFrame(rows, columns=["metric", "max_abs_diff", "flag_mismatches", "unmatched"])
 
 
+def unchanged(differences_table: pd.DataFrame) -> bool:
+    """Whether a :func:`differences` table (or some of its rows) shows no difference at all: no value apart, no NaN
+    flag moved, no value in one table only."""
+    return bool((differences_table[["max_abs_diff", "flag_mismatches", "unmatched"]] == 0).all(axis=None))
+
+
 def default_sample(run_set: RunSet, stored: Iterable[str]) -> list[BookRun]:
     """One SGD and one Adam run (each the first of its chapter's listed runs in the store) per MLP chapter, and
     the cheapest stored language-model run among those with stored seeds to judge it by: about 20 minutes on
@@ -604,10 +610,8 @@ def verify(scale: str, sample: Sequence[str] = ("default",), executor: str | Non
             continue
         table = differences(stored, fresh, float32=entry.get("values") == "float32")
         mine = (manifest or {}).get("run", {})
-        identical = bool((table["max_abs_diff"] == 0).all() and (table["flag_mismatches"] == 0).all()
-                         and (table["unmatched"] == 0).all())
-        training = table[table["metric"].isin(TRAINING_METRICS)]
-        training_identical = bool((training[["max_abs_diff", "flag_mismatches", "unmatched"]] == 0).all(axis=None))
+        identical = unchanged(table)
+        training_identical = unchanged(table[table["metric"].isin(TRAINING_METRICS)])
         siblings = seed_siblings(status.run_set, run, status.store.entries)
         test = another_seed_test(seed_finals(root, siblings), fresh)
         by_metric = test["z"].groupby(level="metric").max() if len(test) else pd.Series(dtype=float)
@@ -618,14 +622,14 @@ def verify(scale: str, sample: Sequence[str] = ("default",), executor: str | Non
             verdict, ok = ("DIFFERS (a run retrained on the torch, CPU flags and threads it was stored from must "
                            "train bit-identically)", False)
         else:
-            where = ("training bit-identical, measurements not (the exact SVD's LAPACK kernels follow the CPU model, "
-                     "which the flags do not pin); " if same_platform else "")
+            prefix = ("training bit-identical, measurements not (the exact SVD's LAPACK kernels follow the CPU model, "
+                      "which the flags do not pin); " if same_platform else "")
             if not len(test):
-                verdict, ok = where + f"not judged: {len(siblings)} seed of its condition stored, none to judge it by", True
+                verdict, ok = prefix + f"not judged: {len(siblings)} seed of its condition stored, none to judge it by", True
             else:
                 ok = bool((test["z"] <= test["limit"]).all())
                 worst = test.loc[(test["z"] / test["limit"]).idxmax()]
-                verdict = where + (f"{'like' if ok else 'NOT LIKE'} another seed of its {len(siblings)} stored: final "
+                verdict = prefix + (f"{'like' if ok else 'NOT LIKE'} another seed of its {len(siblings)} stored: final "
                                    f"claim means at most {worst['z']:.2g} prediction sd from theirs (limit "
                                    f"{worst['limit']:.2g}, {len(test)} quantities, false alarm {VERIFY_FALSE_ALARM:g})")
         failed += not ok
