@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import shutil
 import time
 import warnings
 from pathlib import Path
@@ -505,6 +506,41 @@ def test_the_snapshot_comparison_passes_on_equal_claims_and_fails_on_a_changed_v
             "claims": [{"chapter": "chapter_a", "key": "weight-v1@mnist-10k", "dataset": "mnist-10k", "ours_mean": value}]}))
     assert results.compare_claims(tmp_path / "named-moved", tmp_path / "named") == [
         "chapter_a: claim weight-v1@mnist-10k: ours_mean: snapshot 0.5 -> now 0.6"]
+
+
+def _perturbed_snapshot(tmp_path: Path, change: float) -> Path:
+    """A copy of the committed cpu claims snapshot with every float of one claim moved by ``change`` (relative)."""
+    source = Path(results.__file__).resolve().parents[3] / "results" / "cpu" / results.SNAPSHOT
+    target = tmp_path / f"moved-{change:g}"
+    shutil.copytree(source, target)
+    path = target / "pretrained_continuity.json"
+    payload = json.loads(path.read_text())
+    row = next(r for r in payload["claims"] if r["key"] == "gemma3-270m-down-gain-scaled-u1@checkpoints")
+    row["ours_mean"] *= 1 + change
+    row["baseline"] *= 1 + change
+    path.write_text(json.dumps(payload))
+    return target
+
+
+def test_the_snapshot_comparison_tolerates_cross_platform_noise_and_names_a_real_change(tmp_path):
+    snapshot = Path(results.__file__).resolve().parents[3] / "results" / "cpu" / results.SNAPSHOT
+    assert results.compare_claims(_perturbed_snapshot(tmp_path, 7e-6), snapshot) == []  # observed across CPUs
+    lines = results.compare_claims(_perturbed_snapshot(tmp_path, 1e-3), snapshot)
+    assert [line.split(": ")[:3] for line in lines] == [
+        ["pretrained_continuity", "claim gemma3-270m-down-gain-scaled-u1@checkpoints", "baseline"],
+        ["pretrained_continuity", "claim gemma3-270m-down-gain-scaled-u1@checkpoints", "ours_mean"]]
+    assert results.moved_summary(lines) == "pretrained_continuity (gemma3-270m-down-gain-scaled-u1@checkpoints)"
+
+
+@pytest.mark.parametrize("a, b, same", [
+    (0.5, 0.5 + 4e-6, True), (0.5, 0.5 + 2e-5, False), (1200.0, 1200.01, True), (1200.0, 1200.1, False),
+    (float("nan"), float("nan"), True), (float("nan"), 0.5, False), (3, 3, True), (3, 4, False), (1, 1.0, False),
+    ("reproduced", "not reproduced", False), (None, None, True), (None, 0.0, False), (True, 1, False),
+    ("diag(g) W 0.840 ± 0.021", "diag(g) W 0.839 ± 0.021", True),  # a noise-level value printed either side of .8395
+    ("diag(g) W 0.840 ± 0.021", "diag(g) W 0.838 ± 0.021", False), ("lowest other: o_proj", "lowest other: q_proj", False),
+])
+def test_claim_fields_agree_by_type_numbers_within_tolerance_everything_else_exactly(a, b, same):
+    assert results.same_value(a, b) is same
 
 
 def test_the_check_executes_strictly_each_chapter_the_store_serves_whole_and_compares_its_claims(

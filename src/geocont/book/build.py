@@ -506,7 +506,9 @@ def check(scale: str, write_snapshot: bool = False, out=sys.stdout) -> int:
     """``python -m geocont.book check`` (the results store's CI check, :mod:`geocont.book.results`): execute
     strictly from the store of ``scale`` (an empty run cache, :data:`geocont.store.STORE_ONLY_ENV`) into
     ``_build/check-<scale>`` every chapter it can serve whole (where the store is complete, the whole book, then
-    rendered) and compare those chapters' published claims tables with the store's snapshot exactly
+    rendered) and compare those chapters' published claims tables with the store's snapshot
+    (:func:`geocont.book.results.compare_claims`: verdicts, seeds and keys exactly, numbers within
+    :data:`geocont.book.results.CLAIM_TOLERANCE`)
     (``write_snapshot``: replace their snapshot with them instead). Where no chapter can be served, one line
     saying so and 0 (1 where entries are corrupt); 1 on any difference."""
     from ..chapters import CHAPTER_MODULES
@@ -554,8 +556,9 @@ def check(scale: str, write_snapshot: bool = False, out=sys.stdout) -> int:
         return 0
     lines = results.compare_claims(layout.claims, snapshot, checked)
     if lines:
-        print(f"the {scale} claims of {what} moved from the committed snapshot {snapshot} ({len(lines)} "
-              "differences):", file=out)
+        print(f"the {scale} claims moved from the committed snapshot {snapshot} beyond its tolerance "
+              f"({results.CLAIM_TOLERANCE:g} relative) in {results.moved_summary(lines)}; {len(lines)} "
+              f"differences, of {what} checked:", file=out)
         for line in lines:
             print(f"  {line}", file=out)
         print("review them; if the new numbers are right, replace the snapshot with "

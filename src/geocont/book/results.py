@@ -17,14 +17,17 @@
 * ``python -m geocont.book check --scale cpu [--write-snapshot]`` (:func:`geocont.book.build.check`, which
   executes and renders; :func:`compare_claims` here): executes strictly from the store every chapter it serves
   whole (:meth:`BookStatus.chapter_complete`; the whole book, rendered, once it is complete) and compares
-  those chapters' published claims tables with the committed snapshot (``<store>/claims-snapshot/``) exactly.
+  those chapters' published claims tables with the committed snapshot (``<store>/claims-snapshot/``): verdicts,
+  seeds and keys exactly, numbers within :data:`CLAIM_TOLERANCE`.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 import os
+import re
 import sys
 import tempfile
 import time
@@ -653,16 +656,65 @@ def verify(scale: str, sample: Sequence[str] = ("default",), executor: str | Non
 # --------------------------------------------------------------------------- check
 
 
+#: How far a number of a claims table may move from the committed snapshot and still count as the same:
+#: ``|a - b| <= CLAIM_TOLERANCE * max(1, |a|, |b|)``. Far above cross-platform float noise (measured: a claim
+#: computed from the same weights at 1 and 2 torch threads moved by 2.6e-7, on an Intel Xeon against the AMD EPYC
+#: snapshot by 2.6e-7, relative 7e-6) and far below the book's rounding (three decimals: 5e-4).
+CLAIM_TOLERANCE = 1e-5
+
+#: A number inside a text field of a claims table (a note such as "diag(g) W 0.840 ± 0.021").
+_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+
+
 def _records(path: Path) -> dict[str, Any]:
     payload = json.loads(path.read_text())
     claims = {str(row.get("key")): row for row in payload.get("claims", [])}  # a key names its dataset
     return {"scale": payload.get("scale"), "overrides": payload.get("overrides"), "claims": claims}
 
 
-def compare_claims(published: Path, snapshot: Path, chapters: Sequence[str] | None = None) -> list[str]:
+def close_numbers(a: float, b: float, tolerance: float = CLAIM_TOLERANCE) -> bool:
+    """Whether two numbers of a claims table are the same within ``tolerance`` (NaN equals NaN)."""
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return abs(a - b) <= tolerance * max(1.0, abs(a), abs(b))
+
+
+def _last_place(text: str) -> float:
+    """One unit in the last printed digit of a number as written (``0.840`` -> 0.001, ``12`` -> 1)."""
+    mantissa, _, exponent = text.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    return 10.0 ** (int(exponent or 0) - decimals)
+
+
+def _same_text(a: str, b: str, tolerance: float) -> bool:
+    """Whether two texts are equal but for the numbers they print, each within ``tolerance`` or one unit of its
+    last printed digit (a value within float noise of a rounding boundary may print either way)."""
+    if a == b:
+        return True
+    if _NUMBER.sub("#", a) != _NUMBER.sub("#", b):
+        return False
+    return all(close_numbers(float(x), float(y), tolerance) or abs(float(x) - float(y)) <= 1.0001 * max(
+        _last_place(x), _last_place(y)) for x, y in zip(_NUMBER.findall(a), _NUMBER.findall(b)))
+
+
+def same_value(a: Any, b: Any, tolerance: float = CLAIM_TOLERANCE) -> bool:
+    """Whether two field values of a claims table agree: floats within ``tolerance`` (:func:`close_numbers`), texts
+    but for their printed numbers (:func:`_same_text`), everything else (verdicts, seed counts, keys, flags,
+    integers, None) exactly."""
+    if isinstance(a, float) and isinstance(b, float):
+        return close_numbers(a, b, tolerance)
+    if isinstance(a, str) and isinstance(b, str):
+        return _same_text(a, b, tolerance)
+    return type(a) is type(b) and a == b
+
+
+def compare_claims(published: Path, snapshot: Path, chapters: Sequence[str] | None = None,
+                   tolerance: float = CLAIM_TOLERANCE) -> list[str]:
     """Every difference between the claims tables published in ``published`` and those in ``snapshot`` (of
-    ``chapters`` alone, where given), one line each (a chapter or claim only one side has, a field whose value
-    differs, exactly); [] when equal."""
+    ``chapters`` alone, where given), one line each, starting with the chapter's name: a chapter or claim only one
+    side has, a field whose value differs (:func:`same_value`); [] when they agree."""
     lines = []
     names = sorted({p.name for p in published.glob("*.json")} | {p.name for p in snapshot.glob("*.json")})
     if chapters is not None:
@@ -687,7 +739,20 @@ def compare_claims(published: Path, snapshot: Path, chapters: Sequence[str] | No
             else:
                 a, b = old["claims"][key], new["claims"][key]
                 for column in sorted(set(a) | set(b)):
-                    if a.get(column) != b.get(column):
+                    if not same_value(a.get(column), b.get(column), tolerance):
                         lines.append(f"{chapter}: claim {key}: {column}: snapshot {a.get(column)!r} -> now "
                                      f"{b.get(column)!r}")
     return lines
+
+
+def moved_summary(lines: Sequence[str]) -> str:
+    """The chapters and claims that :func:`compare_claims`' ``lines`` name, and no others:
+    ``condition2 (claims a@x, b@x); timeline (scale)``."""
+    moved: dict[str, list[str]] = {}
+    for line in lines:
+        chapter, _, rest = line.partition(": ")
+        what = rest.split(": ")[0].removeprefix("claim ")
+        names = moved.setdefault(chapter, [])
+        if what not in names:
+            names.append(what)
+    return "; ".join(f"{chapter} ({', '.join(names)})" for chapter, names in moved.items())

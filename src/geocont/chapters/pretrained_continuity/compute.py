@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 import pandas as pd
 import torch
 
-from ...analyzer import analyze, plan, triplet_method
+from ... import cache
+from ...analyzer import ANALYZER_VERSION, analyze, plan, triplet_method
 from ...book.chapter import Chapter, ClaimsBuilder, claim, presets
 from ...layouts import LAYOUTS, PROJECTIONS
-from ...lm import trained_lm
+from ...lm import lm_job, trained_lm
 from ...metrics import abs_cos, random_abs_cos, top_singular_triplets, vector_name
 from ...pretrained import OFFLINE_MODELS, ModelNotAvailable
 from ...scales import ParameterError, check_scale, parse_seeds
@@ -201,15 +202,17 @@ def gemma(tables: dict[str, pd.DataFrame]) -> list[str]:
 
 def run(settings: PretrainedChapterSettings) -> Results:
     """Analyse every checkpoint of the chapter, and the trained transformers (from the cache, or
-    trained once), in fp32 and after each GGUF round trip; look for the large checkpoints."""
+    trained once), in fp32 and after each GGUF round trip; look for the large checkpoints. Every
+    analysis is cached (``pretrained`` kind), so the results store captures them all."""
     tables = {name: analyze(name, max_layers=settings.max_layers) for name in settings.models}
-    gains = {model: output_gain_continuity(model, max_layers=settings.max_layers) for model in gemma(tables)}
+    gains = {model: cached_output_gain_continuity(model, max_layers=settings.max_layers) for model in gemma(tables)}
     trained_tables, effects, trained_parameters = {}, [], 0
     for config in settings.trained_configs():
         model = trained_lm(config, progress=False)
         trained_parameters = parameter_count(model)
-        trained_tables[config.seed] = analyze(model, progress=False)
-        effects.append(quantization_effect(model, settings.quantize).assign(seed=config.seed))
+        effect = cached_quantization_effect(config, model, settings.quantize)
+        trained_tables[config.seed] = effect[effect["format"] == "fp32"].drop(columns="format").reset_index(drop=True)
+        effects.append(effect.assign(seed=config.seed))
     large_tables, large_status = {}, []
     for model_id in settings.large_models:
         try:
@@ -317,6 +320,28 @@ def quantization_effect(module: torch.nn.Module, qtypes: Sequence[str] = ("Q8_0"
             path = export_gguf(module, f"{directory}/model-{qtype}.gguf", qtype)
             tables.append(analyze(path, layout="gguf", progress=progress, use_cache=False).assign(format=qtype))
     return pd.concat(tables, ignore_index=True)
+
+
+#: The cache kind of the chapter's analyses (that of :func:`geocont.analyzer.analyze`): ``store`` captures them.
+ANALYSIS_KIND = "pretrained"
+
+
+def cached_quantization_effect(config: "LMRunConfig", model: torch.nn.Module, qtypes: Sequence[str]) -> pd.DataFrame:
+    """:func:`quantization_effect` of ``config``'s trained ``model``, cached by the run's key and the types."""
+    key = dict(analysis="quantization-effect", trained=cache.cache_key("lm", lm_job(config).key_config()),
+               qtypes=list(qtypes), version=ANALYZER_VERSION)
+    return cache.cached(ANALYSIS_KIND, key, lambda: quantization_effect(model, qtypes))
+
+
+def cached_output_gain_continuity(source: Any, max_layers: int | None = None) -> pd.DataFrame:
+    """:func:`output_gain_continuity` of a checkpoint, cached by its content (as :func:`~geocont.analyzer.analyze`)."""
+    src, chosen, _ = plan(source, max_layers=max_layers)
+    identity = src.identity()
+    if identity is None:
+        return output_gain_continuity(source, max_layers=max_layers)
+    key = dict(analysis="output-gain-continuity", source=identity, layout=chosen.name, max_layers=max_layers,
+               version=ANALYZER_VERSION)
+    return cache.cached(ANALYSIS_KIND, key, lambda: output_gain_continuity(source, max_layers=max_layers))
 
 
 def quantization_shift(effect: pd.DataFrame) -> pd.DataFrame:
