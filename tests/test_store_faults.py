@@ -254,7 +254,8 @@ def test_a_saved_corpus_too_short_for_one_sequence_is_one_line_naming_it(tmp_pat
     with pytest.raises(PreflightError) as caught:
         check_run_configs([_lm_config()], executor="serial")
     message = str(caught.value)
-    assert message.startswith(f"the saved corpus {path} is too short for one sequence of 64 tokens") and "\n" not in message
+    assert message.startswith(f"the saved corpus {path} is too short for one sequence of 64 tokens")
+    assert "\n" not in message
     assert "delete it (corpus kjv is then read from its source)" in message
 
 
@@ -343,7 +344,8 @@ def test_a_chapter_whose_runs_another_process_computes_says_who(monkeypatch, cap
     (folder / cache.CLAIM).write_text(json.dumps({"host": "elsewhere", "pid": 4242, "time": time.time()}))
     build.check_parameters(ROOT, Path("book/mlp_conditions.ipynb"), {"scale": "smoke"})
     lines = [line for line in capsys.readouterr().err.splitlines() if "pid 4242" in line]
-    assert len(lines) == 1 and f"1 run of this sweep ({first.label}) is computed by pid 4242 on host elsewhere" in lines[0]
+    assert len(lines) == 1
+    assert f"1 run of this sweep ({first.label}) is computed by pid 4242 on host elsewhere" in lines[0]
 
 
 def test_variant_choices_are_quoted_so_a_comma_in_a_label_is_unambiguous():

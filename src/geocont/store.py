@@ -21,14 +21,15 @@ place, so a reader sees a whole entry or none.
 
 Lookup (:func:`lookup`, called by :func:`geocont.cache.load` after the cache misses): the entry's
 table is read only after its sha256 matches; a mismatch is reported (a warning naming the entry) and
-the entry is not read at all. A store whose entries were trained by different training-code
+the entry is not read at all, and so is an ``entry.json`` that cannot be read or is not its folder's run
+(:func:`entry_problem`: an entry copied into another's folder). A store whose entries were trained by different training-code
 revisions (:func:`revision`) is refused: :class:`StoreError` names the entries of each revision.
 
 Environment:
 
 * ``GEOCONT_STORE``: a store root to read (and to write) instead of the checkout's ``results/*``;
   ``off`` reads no store (a fresh retrain, :func:`geocont.book.build` ``--fresh``);
-* ``GEOCONT_STORE_ONLY=1``: strict mode: a run or an analysis (:data:`STRICT_KINDS`) found in
+* ``GEOCONT_STORE_ONLY=1`` (or true, yes, on; 0, false, no, off or empty: off): strict mode: a run or an analysis (:data:`STRICT_KINDS`) found in
   neither the cache nor the store is a one-line :class:`RunMissing` before any computation;
 * ``GEOCONT_CHAPTER``: the chapter being executed (set by the book build), named by that error.
 """

@@ -94,9 +94,10 @@ def _number_if_numeric(value: Any) -> Any:
 
 
 def _as_list_if_listed(name: str, value: Any, preset_value: Any) -> Any:
-    """A parameter as given, text read as the book's command line reads it: a number where the preset is not text
-    (:func:`_number_if_numeric`), and where the preset is a list as follows. Text (plain ``papermill -p`` passes text) is read as the book's
-    command line reads it: a Python list literal as the list, a number as that number, other text as a name.
+    """A parameter as given. Text (plain ``papermill -p`` and ``-r`` pass text) is read as the book's command line
+    reads it: where the preset is not a list, a number as that number unless the preset is text
+    (:func:`_number_if_numeric`); where it is a list, a Python list literal as the list, a number as that number,
+    other text as a name.
     One value that is not a list is then a list of that one value (``-p conditions res-none``), except for a
     seed parameter (its name ends in ``seeds``), where a whole number n is a count, seeds 0..n-1
     (:func:`geocont.scales.parse_seeds`): ``-p seeds 3`` and ``-p seeds "'3'"`` both mean seeds 0, 1, 2."""
