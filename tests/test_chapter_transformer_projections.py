@@ -44,7 +44,7 @@ def test_a_shape_parameter_replaces_its_preset_value():
     (dict(variants=["none"]), "must include silu"),
     (dict(depth_seeds="x"), "depth_seeds must be a count"),
     (dict(epochs=3), "unknown parameter.*epochs; valid choices: scale, seeds, steps"),
-    (dict(variants=["gelu"]), "unknown variant.*valid choices: silu, none, relu"),
+    (dict(variants=["gelu"]), "unknown variant.*valid choices: 'silu', 'none', 'relu', 'silu, linear attention'"),
     (dict(seeds=0), "seeds must be a positive count"),
 ])
 def test_configure_rejects_a_bad_parameter_in_one_line(params, message):

@@ -96,7 +96,7 @@ def test_the_memory_estimate_grows_with_the_model():
 
 @pytest.mark.parametrize("variable, value, expected", [
     ("GEOCONT_EXECUTOR", "bogus", "error: unknown executor 'bogus'; valid choices: serial, local"),
-    ("GEOCONT_EXECUTOR", "local:0", "error: unknown executor 'local:0'"),
+    ("GEOCONT_EXECUTOR", "local:0", "error: executor 'local:0': the number of local workers must be >= 1"),
     ("GEOCONT_EXECUTOR", "local:-1", "error: unknown executor 'local:-1'"),
     ("GEOCONT_RUN_THREADS", "0", "error: GEOCONT_RUN_THREADS must be a positive integer, got '0'"),
     ("GEOCONT_RUN_THREADS", "abc", "error: GEOCONT_RUN_THREADS must be a positive integer, got 'abc'"),
@@ -141,7 +141,7 @@ def test_the_command_line_prints_one_line_and_no_traceback(tmp_path):
                           cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
-        "error: unknown executor 'local:0'; valid choices: serial, local, local:N, ray, ray:ADDRESS (from GEOCONT_EXECUTOR)"]
+        "error: executor 'local:0': the number of local workers must be >= 1 (from GEOCONT_EXECUTOR)"]
     assert time.monotonic() - start < 60  # the interpreter and its imports; the check itself takes milliseconds
 
 

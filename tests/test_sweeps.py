@@ -38,7 +38,7 @@ def test_executor_choice_is_validated_before_any_work(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="valid choices: serial, local, local:N, ray, ray:ADDRESS"):
         run_sweep(CONFIGS, progress=False, executor="threads")
     monkeypatch.setenv("GEOCONT_EXECUTOR", "local:0")
-    with pytest.raises(ValueError, match="unknown executor 'local:0'"):
+    with pytest.raises(ValueError, match="executor 'local:0': the number of local workers must be >= 1"):
         run_sweep(CONFIGS, progress=False)
     assert not (tmp_path / "never").exists()
     monkeypatch.setenv("GEOCONT_EXECUTOR", "local:3")

@@ -327,8 +327,10 @@ def as_run_table(table: pd.DataFrame, step: int = 0) -> pd.DataFrame:
 
 
 def format_table(table: pd.DataFrame, max_rows: int | None = None) -> str:
-    """The table as aligned text (numbers to 3 decimals) for the terminal."""
+    """The table as aligned text for the terminal: numbers to 3 decimals, those of 1e6 or more in magnitude in
+    scientific notation (a sigma1 of 1e37 is not 38 digits)."""
     with pd.option_context("display.max_rows", max_rows, "display.width", 200, "display.max_columns", None):
-        return table.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="–")
+        return table.to_string(index=False, float_format=lambda x: f"{x:.3f}" if abs(x) < 1e6 else f"{x:.3e}",
+                               na_rep="–")
 
 

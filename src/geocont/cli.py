@@ -52,14 +52,23 @@ def figure_formats() -> list[str]:
     return sorted(FigureCanvasBase.get_supported_filetypes())
 
 
+def current_umask() -> int:
+    """The process's umask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
     """``write`` a file at ``path`` through a temporary file beside it, renamed into place: a failure
-    (a full disk) leaves neither a partial nor an empty file, and its error names ``path``."""
+    (a full disk) leaves neither a partial nor an empty file, and its error names ``path``. The file gets the
+    mode a plain ``open`` gives (0666 less the umask), not the temporary file's 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".partial{path.suffix}")
     os.close(handle)
     try:
         write(Path(temporary))
+        os.chmod(temporary, 0o666 & ~current_umask())
         os.replace(temporary, path)
     except OSError as error:
         Path(temporary).unlink(missing_ok=True)

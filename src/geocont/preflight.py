@@ -11,7 +11,11 @@ inside the sweep after minutes (once per run, with a traceback):
 * the executor (``GEOCONT_EXECUTOR``), the per-run thread count (``GEOCONT_RUN_THREADS``)
   and, for ``ray:ADDRESS``, that the cluster answers a Ray GCS call within :data:`CONNECT_TIMEOUT`
   seconds (:func:`geocont.sweeps.ray_gcs_problem`);
-* the run cache (``GEOCONT_CACHE_DIR``): a file where its folder should be is an error.
+* the run cache (``GEOCONT_CACHE_DIR``): a file where its folder should be is an error, and so is a cache (or a
+  data folder a dataset is still to be unpacked into) that cannot be written while a run is to be trained
+  (:func:`storage_problem`: a read-only home);
+* a saved corpus too short for one sequence (:func:`saved_corpus_length_problem`); a cached tokenizer that
+  cannot be read is removed, with a warning, and rebuilt by the run (:func:`discard_corrupt_tokenizers`).
 
 Two things are said (on stderr) without stopping: a per-run thread count above the machine's cores
 (:func:`threads_note`), and the predicted time of the runs not yet cached where it is over an hour
@@ -112,6 +116,110 @@ def corpus_problem(name: str) -> str | None:
         return None
     return (f"corpus {name} is not in the Hugging Face cache ({cache}) and cannot be downloaded "
             f"({DOWNLOAD_HOSTS['wikitext-103'][0]}: {why}); offline, choose corpus kjv")
+
+
+def writable_problem(folder: Path, what: str, variable: str, consequence: str) -> str | None:
+    """Why no file can be created in ``folder`` (or, where it does not exist yet, in the nearest folder above it),
+    or None: a real probe, so that a read-only mount or home is caught too. A file in the way is
+    :func:`geocont.cache.cache_root_problem`'s case, not this one's."""
+    import tempfile
+
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return None
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".geocont-probe-"):
+            pass
+    except OSError as error:
+        source = variable if os.environ.get(variable) else f"the default, as {variable} is unset"
+        return (f"{what} {folder} ({source}) cannot be written ({error.strerror or error} in {existing}): "
+                f"{consequence}; set {variable} to a writable folder")
+    return None
+
+
+def storage_problem(configs: Sequence[Any]) -> str | None:
+    """Why the runs of ``configs`` that are neither cached nor stored would fail or be lost for want of a writable
+    folder, or None: the run cache (it holds what they compute, and the language models' tokenizers), and the
+    data folder where a dataset is still to be unpacked or downloaded into it."""
+    from . import data
+    from .cache import cache_root
+    from .config import LMRunConfig
+
+    todo = [config for config in dict.fromkeys(configs) if not _cached(config)]
+    if not todo:
+        return None
+    problem = writable_problem(cache_root(), "the run cache", "GEOCONT_CACHE_DIR",
+                               "no run would be kept and the language models' tokenizers cannot be saved")
+    if problem:
+        return problem
+    for name in sorted({c.dataset for c in todo if not isinstance(c, LMRunConfig)} & {"mnist", "fashion-mnist"}):
+        folder = data.data_root() / {"mnist": "MNIST", "fashion-mnist": "FashionMNIST"}[name] / "raw"
+        if not all((folder / file).is_file() for file in IDX_FILES):  # to be unpacked or downloaded there
+            problem = writable_problem(folder, f"the data folder of {name}", "GEOCONT_DATA_DIR",
+                                       "every run would fail when it starts")
+            if problem:
+                return problem
+    return None
+
+
+def discard_corrupt_tokenizers(configs: Sequence[Any]) -> list[Path]:
+    """Remove, with a warning naming each, the cached tokenizers of the language-model runs of ``configs`` that
+    cannot be read (a truncated file: every run would fail with the parser's error); the runs then rebuild them
+    (:func:`geocont.text.train_tokenizer`). The files removed."""
+    import warnings
+
+    from .cache import cache_root
+    from .config import LMRunConfig
+
+    removed = []
+    for corpus, vocab_size in sorted({(c.corpus, c.shape.vocab_size) for c in configs if isinstance(c, LMRunConfig)}):
+        for path in sorted((cache_root() / "tokenizers").glob(f"{corpus}-{vocab_size}-*.json")):
+            from tokenizers import Tokenizer
+
+            try:
+                Tokenizer.from_file(str(path))
+            except Exception as error:  # noqa: BLE001 - the tokenizers library raises a bare Exception
+                warnings.warn(f"discarding the unreadable cached tokenizer {path} ({error}); it is rebuilt from the "
+                              "corpus", stacklevel=2)
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed
+
+
+#: A saved corpus with at least this many bytes per token its runs need is long enough without tokenizing it
+#: (a byte-level BPE token of natural text is a few bytes).
+SAVED_CORPUS_BYTES_PER_TOKEN = 64
+
+
+def saved_corpus_length_problem(configs: Sequence[Any]) -> str | None:
+    """Why a saved corpus (:func:`geocont.text.saved_corpus_path`) is too short for one training or validation
+    sequence of the language-model runs of ``configs``, or None. A corpus far longer than that is passed without
+    tokenizing it (:data:`SAVED_CORPUS_BYTES_PER_TOKEN`)."""
+    from .config import LMRunConfig
+    from .text import load_corpus, saved_corpus_path
+
+    for corpus, vocab_size, length in sorted({(c.corpus, c.shape.vocab_size, c.shape.max_seq_len)
+                                              for c in configs if isinstance(c, LMRunConfig)}):
+        saved = saved_corpus_path(corpus)
+        if saved is None or not saved.exists():
+            continue
+        text = load_corpus(corpus)
+        sizes = {"training": (text.train, length + 2), "validation": (text.validation, length + 1)}
+        if all(len(part.encode()) >= SAVED_CORPUS_BYTES_PER_TOKEN * need for part, need in sizes.values()):
+            continue
+        from .lm import token_splits
+
+        tokens = dict(zip(sizes, (len(ids) for ids in token_splits(corpus, vocab_size))))
+        short = [f"{split} text {tokens[split]} tokens (one sequence needs {need})"
+                 for split, (_, need) in sizes.items() if tokens[split] < need]
+        if short:
+            return (f"the saved corpus {saved} is too short for one sequence of {length} tokens under the "
+                    f"{vocab_size}-token tokenizer: its {' and its '.join(short)}; delete it (corpus {corpus} is then "
+                    "read from its source), or rebuild it where the corpus exists: `env -u GEOCONT_CORPUS_DIR python "
+                    f"scripts/paper_gpu.py prepare DIR` writes DIR/corpora/{corpus}.json")
+    return None
 
 
 def model_problem(source: str) -> str | None:
@@ -334,6 +442,10 @@ def check_run_configs(configs: Iterable[Any], executor: str | None = None, model
         problem = corpus_problem(name)
         if problem:
             raise PreflightError(problem)
+    problem = saved_corpus_length_problem(configs) or storage_problem(configs)
+    if problem:
+        raise PreflightError(problem)
+    discard_corrupt_tokenizers(configs)
     for source in dict.fromkeys(models):
         problem = model_problem(source)
         if problem:

@@ -21,14 +21,15 @@ place, so a reader sees a whole entry or none.
 
 Lookup (:func:`lookup`, called by :func:`geocont.cache.load` after the cache misses): the entry's
 table is read only after its sha256 matches; a mismatch is reported (a warning naming the entry) and
-the entry is not read at all. A store whose entries were trained by different training-code
+the entry is not read at all, and so is an ``entry.json`` that cannot be read or is not its folder's run
+(:func:`entry_problem`: an entry copied into another's folder). A store whose entries were trained by different training-code
 revisions (:func:`revision`) is refused: :class:`StoreError` names the entries of each revision.
 
 Environment:
 
 * ``GEOCONT_STORE``: a store root to read (and to write) instead of the checkout's ``results/*``;
   ``off`` reads no store (a fresh retrain, :func:`geocont.book.build` ``--fresh``);
-* ``GEOCONT_STORE_ONLY=1``: strict mode: a run or an analysis (:data:`STRICT_KINDS`) found in
+* ``GEOCONT_STORE_ONLY=1`` (or true, yes, on; 0, false, no, off or empty: off): strict mode: a run or an analysis (:data:`STRICT_KINDS`) found in
   neither the cache nor the store is a one-line :class:`RunMissing` before any computation;
 * ``GEOCONT_CHAPTER``: the chapter being executed (set by the book build), named by that error.
 """
@@ -44,6 +45,7 @@ import json
 import os
 import platform
 import shutil
+import tempfile
 import time
 import tokenize
 import uuid
@@ -112,11 +114,24 @@ class RunMissing(RuntimeError):
 # --------------------------------------------------------------------------- where the store is
 
 
+def is_checkout(folder: Path) -> bool:
+    """Whether ``folder`` is a geocont repository checkout (``pyproject.toml``, ``_toc.yml`` and ``src/geocont``)."""
+    return all((folder / name).exists() for name in ("pyproject.toml", "_toc.yml", "src/geocont"))
+
+
 def checkout_root() -> Path | None:
-    """The repository checkout this package was imported from (it has ``pyproject.toml`` and ``_toc.yml``),
-    or None (an installed package)."""
+    """The geocont checkout the working directory lies in (the book being built: an editable install shared by
+    two clones reads the store of the clone it is run in), else the checkout this package was imported from, or
+    None (an installed package run outside any checkout)."""
+    try:
+        here = Path.cwd().resolve()
+    except OSError:  # a working directory that was removed
+        here = None
+    for folder in (here, *here.parents) if here is not None else ():
+        if is_checkout(folder):
+            return folder
     root = Path(__file__).resolve().parents[2]
-    return root if (root / "pyproject.toml").exists() and (root / "_toc.yml").exists() else None
+    return root if is_checkout(root) else None
 
 
 def store_setting() -> str:
@@ -152,9 +167,45 @@ def store_root(scale: str) -> Path:
     return checkout / RESULTS / scale
 
 
+#: The spellings of ``GEOCONT_STORE_ONLY`` (any case) that turn strict mode off and on.
+FALSE_WORDS = ("", "0", "false", "no", "off")
+TRUE_WORDS = ("1", "true", "yes", "on")
+
+
 def strict() -> bool:
-    """Whether strict mode is on (``GEOCONT_STORE_ONLY=1``)."""
-    return os.environ.get(STORE_ONLY_ENV, "").strip() not in ("", "0")
+    """Whether strict mode is on (``GEOCONT_STORE_ONLY`` one of :data:`TRUE_WORDS`); one-line :class:`StoreError`
+    for a value in neither :data:`TRUE_WORDS` nor :data:`FALSE_WORDS`."""
+    value = os.environ.get(STORE_ONLY_ENV, "").strip().lower()
+    if value in FALSE_WORDS:
+        return False
+    if value in TRUE_WORDS:
+        return True
+    raise StoreError(f"{STORE_ONLY_ENV}={os.environ[STORE_ONLY_ENV]!r} is neither true ({', '.join(TRUE_WORDS)}) nor "
+                     f"false ({', '.join(repr(word) if not word else word for word in FALSE_WORDS)})")
+
+
+def store_folder_problem(root: Path, write: bool = False) -> str | None:
+    """Why the store at ``root`` cannot be read (``$GEOCONT_STORE`` naming a folder that does not exist: it would
+    read as an empty store) or, with ``write``, written (a real probe: a read-only mount is caught too); None
+    where it can. A store to write need not exist yet: the nearest folder above it must then be writable."""
+    if not write:
+        if store_setting() not in ("", STORE_OFF) and not root.is_dir():
+            return (f"{STORE_ENV}={store_setting()} names no folder"
+                    + (" (it is a file)" if root.exists() else "") + ": point it at a results store, or unset it to "
+                    "use the checkout's results/<scale>")
+        return None
+    existing = root
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"the results store {root} cannot be created: {existing} is a file, not a folder"
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".geocont-probe-"):
+            pass
+    except OSError as error:
+        return (f"the results store {root} cannot be written ({error.strerror or error} in {existing}): nothing "
+                f"trained would be kept; make it writable, or set {STORE_ENV} to a writable folder")
+    return None
 
 
 @contextlib.contextmanager
@@ -310,25 +361,71 @@ def entry_folder(root: Path, kind: str, config: Mapping[str, Any]) -> Path:
     return root / kind / cache_key(kind, dict(config))
 
 
-def read_entry(folder: Path) -> dict[str, Any] | None:
-    """An entry's ``entry.json``, or None where the folder holds no entry."""
+def entry_problem(folder: Path, entry: Any) -> str | None:
+    """Why ``entry`` (an ``entry.json`` as read) cannot be the entry of ``folder``, or None: not a JSON object,
+    its fields of the wrong type, or a kind, key or configuration that is not its folder's (an entry copied into
+    another entry's folder would serve that run's table)."""
+    if not isinstance(entry, dict):
+        return f"has an {ENTRY} holding a JSON {type(entry).__name__}, not an object"
+    wrong = [name for name, kind in (("config", dict), ("files", dict), ("provenance", dict))
+             if not isinstance(entry.get(name, {}), kind)]
+    if wrong:
+        return f"has an {ENTRY} whose {', '.join(wrong)} is not an object"
+    named = f"{entry.get('kind')}/{entry.get('key')}"
+    if named != f"{folder.parent.name}/{folder.name}":
+        return f"has an {ENTRY} naming the run {named}, not its folder's"
+    key = cache_key(folder.parent.name, dict(entry.get("config", {})))
+    if key != folder.name:
+        return f"has an {ENTRY} whose config is another run's (key {key}), not its folder's"
+    return None
+
+
+def _load_entry(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(``entry.json``, None) of a sound entry, (None, why) of an unusable one (:func:`entry_problem`), (None, None)
+    where the folder holds no entry."""
     try:
-        return json.loads((folder / ENTRY).read_text())
+        entry = json.loads((folder / ENTRY).read_text())
     except FileNotFoundError:
-        return None
+        return None, None
     except (OSError, ValueError) as error:
-        raise StoreError(f"results store entry {folder} has an unreadable {ENTRY} ({error})") from None
+        return None, f"has an unreadable {ENTRY} ({error})"
+    problem = entry_problem(folder, entry)
+    return (None, problem) if problem else (entry, None)
 
 
-def entries(root: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """Every entry of a store root: (folder, its ``entry.json``), by kind and key."""
+def read_entry(folder: Path) -> dict[str, Any] | None:
+    """An entry's ``entry.json``, or None where the folder holds no entry or an unusable one (reported, like a
+    checksum failure: :func:`entry_problem`)."""
+    entry, problem = _load_entry(folder)
+    if problem:
+        _report(folder, problem)
+    return entry
+
+
+def _entry_folders(root: Path) -> Iterator[Path]:
     if not root.is_dir():
         return
     for kind in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        for folder in sorted(p for p in kind.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            entry = read_entry(folder)
-            if entry is not None:
-                yield folder, entry
+        yield from sorted(p for p in kind.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def entries(root: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every sound entry of a store root: (folder, its ``entry.json``), by kind and key; an unusable one is left
+    out (:func:`bad_entries` names them)."""
+    for folder in _entry_folders(root):
+        entry, _ = _load_entry(folder)
+        if entry is not None:
+            yield folder, entry
+
+
+def bad_entries(root: Path) -> dict[str, str]:
+    """``{kind/key: why}`` of every entry of a store root whose ``entry.json`` is unusable (:func:`entry_problem`)."""
+    found = {}
+    for folder in _entry_folders(root):
+        _, problem = _load_entry(folder)
+        if problem:
+            found[f"{folder.parent.name}/{folder.name}"] = problem
+    return found
 
 
 def _revision_of(entry: Mapping[str, Any]) -> tuple[Any, Any]:
@@ -550,11 +647,11 @@ class StoreStatus:
     root: Path
     #: ``{kind/key: entry.json}`` of every entry
     entries: dict[str, dict[str, Any]]
-    #: wanted ``kind/key`` not in the store
+    #: wanted ``kind/key`` not in the store, or corrupt there
     missing: list[str]
     #: entries not among the wanted keys (left from an earlier run set)
     extra: list[str]
-    #: ``kind/key -> why`` for entries whose files are absent or fail their checksum
+    #: ``kind/key -> why`` for entries whose ``entry.json`` is unusable or whose files are absent or fail their checksum
     corrupt: dict[str, str]
     #: ``{(numerics revision, code hash): [kind/key]}``
     revisions: dict[tuple[Any, Any], list[str]]
@@ -580,7 +677,7 @@ def status(root: Path, wanted: Iterable[str] = (), verify_files: bool = True) ->
     """The entries of the store at ``root``, which of ``wanted`` (``kind/key``) it lacks or holds besides,
     its revisions, and (``verify_files``) the entries whose files fail their sha256."""
     found = {f"{folder.parent.name}/{folder.name}": (folder, entry) for folder, entry in entries(root)}
-    corrupt: dict[str, str] = {}
+    corrupt: dict[str, str] = bad_entries(root)
     total = 0
     for name, (folder, entry) in found.items():
         for file, expected in entry.get("files", {}).items():
@@ -597,7 +694,7 @@ def status(root: Path, wanted: Iterable[str] = (), verify_files: bool = True) ->
     for name, (_, entry) in found.items():
         groups.setdefault(_revision_of(entry), []).append(name)
     return StoreStatus(root=root, entries={name: entry for name, (_, entry) in found.items()},
-                       missing=[name for name in wanted if name not in found],
+                       missing=[name for name in wanted if name not in found or name in corrupt],
                        extra=sorted(set(found) - wanted_set) if wanted_set else [], corrupt=corrupt,
                        revisions=groups, bytes=total)
 

@@ -155,6 +155,8 @@ def resolve_executor(executor: str | None = None) -> ExecutorSpec:
             return ExecutorSpec("local", max(1, (os.cpu_count() or 1) // threads))
         if option.isdigit() and int(option) >= 1:
             return ExecutorSpec("local", int(option))
+        if option.isdigit():
+            raise ValueError(f"executor {text!r}: the number of local workers must be >= 1")
     if name == "ray":
         return ExecutorSpec("ray", address=option or os.environ.get("GEOCONT_RAY_ADDRESS") or None)
     raise ValueError(f"unknown executor {text!r}; valid choices: {', '.join(EXECUTORS)}")

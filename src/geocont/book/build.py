@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import hashlib
 import os
 import re
@@ -43,8 +44,8 @@ from pathlib import Path
 
 from ..scales import ParameterError, check_scale
 from .. import store
-from ..store import CHAPTER_ENV, STORE_ENV, STORE_OFF, StoreError
-from ..sweeps import EXECUTOR_ENV, resolve_executor
+from ..store import CHAPTER_ENV, STORE_ENV, STORE_OFF, RunMissing, StoreError
+from ..sweeps import EXECUTOR_ENV, executor_problem, resolve_executor
 from . import results
 from .paths import (BOOK_ENV, CLAIMS_ENV, CLOSING, DEFAULT_SCALE, Layout, chapters,
                     repository_root)
@@ -99,9 +100,15 @@ def check_parameters(root: Path, notebook: Path, parameters: dict) -> None:
     if notebook.stem in CHAPTER_MODULES:
         from ..preflight import check_settings
 
+        from ..sweeps import announce_claims
+        from .runs import job_of
+
         module = chapter(notebook.stem)
         settings = module.configure(**parameters)
-        check_settings(settings, module.run_configs(settings))
+        configs = module.run_configs(settings)
+        check_settings(settings, configs)
+        jobs = {store.entry_name(job.kind, job.key_config()): job for job in map(job_of, configs)}
+        announce_claims(list(jobs.values()))  # the kernel's own notice goes into the notebook, not the terminal
         return
     import papermill
 
@@ -132,16 +139,27 @@ def execute(root: Path, notebook: Path, parameters: dict, layout: Layout | None 
                 str(root / notebook), str(partial), parameters=parameters, cwd=str(root), progress_bar=True,
                 kernel_name="python3",
             )
+        except papermill.PapermillExecutionError as error:
+            if error.ename == store.RunMissing.__name__:  # strict mode: the one line, not the kernel's traceback
+                raise store.RunMissing(error.evalue) from None
+            _say_partial(notebook, partial)
+            raise
+        except KeyboardInterrupt:
+            raise
         except BaseException:  # kept for reading (the failing cell's output); the next run replaces it
-            if partial.exists():
-                print(f"{notebook} failed; the notebook as far as it ran, with the error, is {partial}",
-                      file=sys.stderr, flush=True)
+            _say_partial(notebook, partial)
             raise
     executed = nbformat.read(partial, as_version=4)
     executed.metadata["geocont"] = state
     nbformat.write(executed, partial)
     partial.replace(target)
     return target
+
+
+def _say_partial(notebook: Path, partial: Path) -> None:
+    if partial.exists():
+        print(f"{notebook} failed; the notebook as far as it ran, with the error, is {partial}", file=sys.stderr,
+              flush=True)
 
 
 def _stale_reason(root: Path, notebook: Path, layout: Layout, wanted: str) -> str | None:
@@ -434,8 +452,41 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         _main(args)
-    except (ParameterError, StoreError) as error:
+    except (ParameterError, StoreError, RunMissing) as error:
         raise SystemExit(f"error: {error}") from None
+    except KeyboardInterrupt:
+        print(f"interrupted: {args.command} stopped; the runs that finished are cached (run it again to go on)",
+              file=sys.stderr, flush=True)
+        raise SystemExit(INTERRUPTED) from None
+    except BrokenPipeError:  # the reader left (`... | head -1`): no traceback, and none when Python flushes stdout
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(1) from None
+
+
+#: The exit status of a command stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
+INTERRUPTED = 130
+
+
+def store_line(args: argparse.Namespace) -> str:
+    """Which results store the command reads (or writes), and why that one: its first line of output."""
+    setting = store.store_setting()
+    if setting == STORE_OFF:
+        return f"results store: none ({STORE_ENV}={STORE_OFF})"
+    roots = [store.store_root(args.scale)] if getattr(args, "scale", None) and args.command != "build" else \
+        store.store_roots()
+    where = f"from {STORE_ENV}" if setting else f"of the checkout {store.checkout_root()}"
+    return f"results store: {', '.join(map(str, roots)) or 'none'} ({where})"
+
+
+def resolve_notebook(root: Path, notebook: Path) -> Path:
+    """``notebook`` as the table of contents names it (relative to the repository root), whether it was given so,
+    relative to the working directory (from inside ``book/``), or as an absolute path."""
+    if notebook in chapters(root):
+        return notebook
+    with contextlib.suppress(ValueError, OSError):
+        return (Path.cwd() / notebook).resolve().relative_to(root.resolve())
+    return notebook
 
 
 def _main(args: argparse.Namespace) -> None:
@@ -443,6 +494,7 @@ def _main(args: argparse.Namespace) -> None:
         root = repository_root()
     except FileNotFoundError as error:
         raise SystemExit(str(error)) from None
+    store.strict()  # a GEOCONT_STORE_ONLY that is neither true nor false: one line
     if getattr(args, "executor", None):  # the chapters' kernels inherit it; checked before any work
         try:
             resolve_executor(args.executor)
@@ -460,6 +512,12 @@ def _main(args: argparse.Namespace) -> None:
                 check_chapter_names(args.chapters)
             except ValueError as error:
                 raise ParameterError(str(error)) from None
+    elif args.command == "build" and args.scale:
+        check_scale(args.scale)
+    _check_where_it_works(args)
+    if args.command in ("store", "verify", "check"):
+        if not (args.command == "store" and args.action == "status"):  # status names it on its first line
+            print(store_line(args), flush=True)
         if args.command == "store":
             code = (results.print_status(args.scale, args.executor, chapters=args.chapters, list_entries=args.entries)
                     if args.action == "status" else results.fill(args.scale, args.minutes, args.executor,
@@ -471,24 +529,42 @@ def _main(args: argparse.Namespace) -> None:
             code = check(args.scale, args.write_snapshot)
         raise SystemExit(code)
     if args.command == "build":
-        if args.scale:
-            check_scale(args.scale)
         if args.fresh:
             os.environ[STORE_ENV] = STORE_OFF  # the chapters' kernels inherit it
+        print(store_line(args), flush=True)
         layout = Layout((args.output or root).resolve())
         execute_stale(root, args.scale, args.force or args.fresh, layout)
         render(root, strict=not args.no_strict, layout=layout)
     else:
-        notebook = args.notebook
+        notebook = resolve_notebook(root, args.notebook)
         if notebook not in chapters(root):
             valid = ", ".join(str(c) for c in chapters(root))
             raise SystemExit(f"unknown chapter {notebook}; valid choices: {valid}")
         parameters = _parse_parameters(args.parameter)
         parameters.setdefault("scale", DEFAULT_SCALE)
         check_parameters(root, notebook, parameters)
+        print(store_line(args), flush=True)
         execute(root, notebook, parameters)
         if not args.no_render:
             render_after_run(root, parameters["scale"])
+
+
+def _check_where_it_works(args: argparse.Namespace) -> None:
+    """Before any work: the executor of the commands that train here (the chapters' commands check theirs in the
+    preflight), the store folder ``$GEOCONT_STORE`` names, and that ``store`` can write its store."""
+    filling = args.command == "store" and args.action != "status"
+    if filling or args.command == "verify":
+        problem = executor_problem(args.executor)
+        if problem:
+            raise ParameterError(problem)
+    if store.store_setting() not in ("", STORE_OFF) and not filling:  # `store` may create it
+        problem = store.store_folder_problem(Path(store.store_setting()))
+        if problem:
+            raise StoreError(problem)
+    if filling:
+        problem = store.store_folder_problem(store.store_root(args.scale), write=True)
+        if problem:
+            raise StoreError(problem)
 
 
 def render_after_run(root: Path, scale: str, layout: Layout | None = None) -> Path:

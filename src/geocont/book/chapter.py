@@ -82,14 +82,27 @@ def preset_values(presets: Presets, scale: str, params: Mapping[str, Any],
                          for name, value in params.items() if value is not None}}
 
 
+def _number_if_numeric(value: Any) -> Any:
+    """Text that is a number (``papermill -r steps 20`` passes "20") as that number; any other value unchanged."""
+    if not isinstance(value, str):
+        return value
+    try:
+        parsed = ast.literal_eval(value.strip())
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return value
+    return parsed if isinstance(parsed, (int, float)) and not isinstance(parsed, bool) else value
+
+
 def _as_list_if_listed(name: str, value: Any, preset_value: Any) -> Any:
-    """A parameter whose preset is a list. Text (plain ``papermill -p`` passes text) is read as the book's
-    command line reads it: a Python list literal as the list, a number as that number, other text as a name.
+    """A parameter as given. Text (plain ``papermill -p`` and ``-r`` pass text) is read as the book's command line
+    reads it: where the preset is not a list, a number as that number unless the preset is text
+    (:func:`_number_if_numeric`); where it is a list, a Python list literal as the list, a number as that number,
+    other text as a name.
     One value that is not a list is then a list of that one value (``-p conditions res-none``), except for a
     seed parameter (its name ends in ``seeds``), where a whole number n is a count, seeds 0..n-1
     (:func:`geocont.scales.parse_seeds`): ``-p seeds 3`` and ``-p seeds "'3'"`` both mean seeds 0, 1, 2."""
     if not isinstance(preset_value, (tuple, list)):
-        return value
+        return _number_if_numeric(value) if not isinstance(preset_value, str) else value
     if isinstance(value, str):
         text = value.strip()
         try:

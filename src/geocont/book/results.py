@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from .. import cache, store
+from ..preflight import check_run_configs
 from ..scales import ParameterError
 from ..sweeps import SweepFailed, predicted_wall_seconds, resolve_executor, run_jobs
 from .paths import Layout, repository_root
@@ -257,7 +258,8 @@ def print_status(scale: str, executor: str | None = None, out=sys.stdout, chapte
                   f"{where.get('wall_seconds')} s on {where.get('cpu_capability')} ({where.get('host')}, "
                   f"{where.get('finished')})", file=out)
     for name, why in st.corrupt.items():
-        print(f"  corrupt: {name}: {why}", file=out)
+        print(f"  corrupt: {name}: {why}; `python -m geocont.book store --scale {scale}` retrains it where the book "
+              f"reads it (else remove it: `rm -r {st.root / name}`)", file=out)
     outside = status.outside_book
     if outside:
         print(f"  {len(outside)} entries are not in the book's run set (left from an earlier design): "
@@ -368,13 +370,20 @@ def fill(scale: str, minutes: float | None = None, executor: str | None = None, 
         before = stored_now
         with store.environment(GEOCONT_CACHE_DIR=str(staging), **{store.STORE_ENV: str(root)}):
             run_set = book_run_set(scale, chapters)
-            missing = [run for run in run_set.runs if not (store.entry_folder(root, run.kind, run.job.key_config())
-                                                              / store.ENTRY).exists()]
+            corrupt = store.status(root).corrupt
+            for run in run_set.runs:
+                if run.name in corrupt:
+                    print(f"replacing the corrupt entry {run.name} ({run.label}: {corrupt[run.name]})", file=out,
+                          flush=True)
+            missing = [run for run in run_set.runs if run.name in corrupt or not (
+                store.entry_folder(root, run.kind, run.job.key_config()) / store.ENTRY).exists()]
             missing = [run for run in missing if not (_adoptable(run) and put(run, "the staging cache"))]
         with store.environment(GEOCONT_CACHE_DIR=user_cache):
             missing = [run for run in missing if not (_adoptable(run) and put(run, "your run cache"))]
         if missing and (deadline is None or time.time() < deadline):
             by_name = {run.name: run for run in missing}
+            with store.environment(GEOCONT_CACHE_DIR=str(staging), **{store.STORE_ENV: str(root)}):
+                check_run_configs([run.job.argument for run in missing], executor)  # data, corpus, cache: one line
             predicted = predicted_wall_seconds([timing.seconds(run) for run in missing], _workers(executor))
             print(f"training {len(missing)} runs into {root} (predicted {_minutes(predicted)})"
                   + (f"; none starts after {minutes:g} min" if minutes else ""), file=out, flush=True)
@@ -593,6 +602,7 @@ def verify(scale: str, sample: Sequence[str] = ("default",), executor: str | Non
         return 0
     if threads is not None and executor is None:  # one thread per core
         executor = f"local:{max(1, (os.cpu_count() or 1) // threads)}"
+    check_run_configs([run.job.argument for run in chosen], executor)  # data, corpus: one line before retraining
     seconds = predicted_wall_seconds([status.seconds(run) for run in chosen], _workers(executor))
     print(f"verifying {len(chosen)} stored runs by retraining them"
           + (f" with {threads} threads each" if threads else "") + f" (predicted {_minutes(seconds)})",

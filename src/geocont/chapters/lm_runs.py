@@ -172,7 +172,7 @@ def build_settings(scale: str, values: dict[str, Any]) -> LMChapterSettings:
     labels = list(values.pop("variants"))
     unknown_variants = [v for v in labels if v not in LM_VARIANTS]
     if unknown_variants:
-        raise ValueError(f"unknown variant(s) {unknown_variants}; valid choices: {', '.join(LM_VARIANTS)}")
+        raise ValueError(f"unknown variant(s) {unknown_variants}; valid choices: {', '.join(map(repr, LM_VARIANTS))}")
     reference = values.pop("reference", REFERENCE)
     if reference not in labels:
         raise ValueError(f"variants must include {reference}, the reference every claim is judged on")
