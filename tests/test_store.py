@@ -185,20 +185,34 @@ def test_strict_mode_computes_no_analysis_either():
     assert len(table)
 
 
-def test_a_store_mixing_revisions_is_refused_naming_the_entries(store_root):
+def _set_provenance(folder: Path, **values) -> None:
+    entry = json.loads((folder / store.ENTRY).read_text())
+    entry["provenance"].update(values)
+    (folder / store.ENTRY).write_text(json.dumps(entry))
+    store._CHECKED.clear()
+
+
+def test_a_store_mixing_numerics_revisions_is_refused_naming_the_entries(store_root):
     for value in (1.0, 2.0, 3.0):
         results.copy_from_cache(store_root, "mlp", computed_entry(value).key_config())
     odd = store.entry_folder(store_root, "mlp", job(3.0).key_config())
-    entry = json.loads((odd / store.ENTRY).read_text())
-    entry["provenance"]["training_code_hash"] = "0" * 64
-    (odd / store.ENTRY).write_text(json.dumps(entry))
-    store._CHECKED.clear()
+    _set_provenance(odd, numerics_revision=99)
     cache._remove(cache.key_path("mlp", job(1.0).key_config()))
     with pytest.raises(store.StoreError) as caught:
         cache.load("mlp", job(1.0).key_config())
     message = str(caught.value)
-    assert "mixes training-code revisions" in message and f"mlp/{odd.name}" in message and "\n" not in message
+    assert "mixes numerics revisions" in message and f"mlp/{odd.name}" in message and "\n" not in message
     assert store.status(store_root).mixed
+
+
+def test_entries_of_one_numerics_revision_trained_by_different_code_are_one_store(store_root):
+    results.copy_from_cache(store_root, "mlp", computed_entry(1.0).key_config())
+    _set_provenance(store.entry_folder(store_root, "mlp", job(1.0).key_config()), training_code_hash="0" * 64)
+    results.copy_from_cache(store_root, "mlp", computed_entry(2.0).key_config())  # this code's hash: accepted
+    cache._remove(cache.key_path("mlp", job(1.0).key_config()))
+    assert cache.load("mlp", job(1.0).key_config()) is not None  # read from the store, not refused
+    status = store.status(store_root)
+    assert len(status.revisions) == 2 and not status.mixed and status.current_numerics
 
 
 def test_writing_an_entry_of_another_revision_is_refused(store_root):

@@ -239,6 +239,16 @@ def _lm_config():
     return chapter.run_configs(chapter.configure("smoke"))[0]
 
 
+@pytest.fixture
+def fresh_token_splits():
+    """Token splits computed in a test from a saved corpus are not kept for the tests after it."""
+    from geocont.lm import token_splits
+
+    token_splits.cache_clear()
+    yield
+    token_splits.cache_clear()
+
+
 def _saved_kjv(folder: Path, train: str, validation: str) -> Path:
     folder.mkdir(exist_ok=True)
     path = folder / "kjv.json"
@@ -246,7 +256,8 @@ def _saved_kjv(folder: Path, train: str, validation: str) -> Path:
     return path
 
 
-def test_a_saved_corpus_too_short_for_one_sequence_is_one_line_naming_it(tmp_path, monkeypatch):
+def test_a_saved_corpus_too_short_for_one_sequence_is_one_line_naming_it(tmp_path, monkeypatch,
+                                                                            fresh_token_splits):
     from geocont.preflight import PreflightError, check_run_configs
 
     monkeypatch.setenv("GEOCONT_CORPUS_DIR", str(tmp_path / "corpora"))
@@ -259,7 +270,8 @@ def test_a_saved_corpus_too_short_for_one_sequence_is_one_line_naming_it(tmp_pat
     assert "delete it (corpus kjv is then read from its source)" in message
 
 
-def test_a_corrupt_cached_tokenizer_is_discarded_with_a_warning_and_rebuilt(tmp_path, monkeypatch, isolated_cache):
+def test_a_corrupt_cached_tokenizer_is_discarded_with_a_warning_and_rebuilt(tmp_path, monkeypatch, isolated_cache,
+                                                                             fresh_token_splits):
     from geocont import text
     from geocont.preflight import check_run_configs
 

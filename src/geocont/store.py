@@ -22,8 +22,13 @@ place, so a reader sees a whole entry or none.
 Lookup (:func:`lookup`, called by :func:`geocont.cache.load` after the cache misses): the entry's
 table is read only after its sha256 matches; a mismatch is reported (a warning naming the entry) and
 the entry is not read at all, and so is an ``entry.json`` that cannot be read or is not its folder's run
-(:func:`entry_problem`: an entry copied into another's folder). A store whose entries were trained by different training-code
-revisions (:func:`revision`) is refused: :class:`StoreError` names the entries of each revision.
+(:func:`entry_problem`: an entry copied into another's folder).
+
+Revisions: a store holds the runs of one :data:`geocont.keys.NUMERICS_REVISION`; a store mixing revisions is
+refused (:class:`StoreError` names the entries of each). Each entry also records the hash of the training code
+that trained it (:func:`training_code_hash`), as provenance: entries of one revision trained by different code
+are one science, because the golden runs (:mod:`geocont.golden`, ``tests/test_golden.py``) fail on any code
+change that moves a number, and such a change must bump the revision.
 
 Environment:
 
@@ -89,7 +94,7 @@ ZSTD_LEVEL = 19
 
 #: The source files (under ``src/geocont``) that determine the numbers a run produces for a given
 #: configuration: models, data, optimizers, the training loop, the recorder and its metrics, the table
-#: format. Not: the cache and the executors (:mod:`geocont.sweeps`: the thread count they set is in the
+#: format. Their hash is each entry's provenance (which code trained it), not its identity. Not: the cache and the executors (:mod:`geocont.sweeps`: the thread count they set is in the
 #: key and the provenance), nor error messages (:mod:`geocont.extras`). tests/test_store.py checks that
 #: this is every module the training code imports.
 TRAINING_CODE = (
@@ -434,19 +439,28 @@ def _revision_of(entry: Mapping[str, Any]) -> tuple[Any, Any]:
 
 
 def revisions(root: Path) -> dict[tuple[Any, Any], list[str]]:
-    """``{(numerics revision, training-code hash): [kind/key, ...]}`` over the store's entries."""
+    """``{(numerics revision, training-code hash): [kind/key, ...]}`` over the store's entries (the code hash is
+    provenance: one numerics revision may hold several)."""
     groups: dict[tuple[Any, Any], list[str]] = {}
     for folder, entry in entries(root):
         groups.setdefault(_revision_of(entry), []).append(f"{folder.parent.name}/{folder.name}")
     return groups
 
 
+def numerics_revisions(groups: Mapping[tuple[Any, Any], list[str]]) -> dict[Any, list[str]]:
+    """:func:`revisions`' groups merged by numerics revision alone: what decides whether a store is one science."""
+    merged: dict[Any, list[str]] = {}
+    for (numerics, _), names in groups.items():
+        merged.setdefault(numerics, []).extend(names)
+    return merged
+
+
 def mixed_revisions_message(root: Path, groups: Mapping[tuple[Any, Any], list[str]]) -> str:
-    """One line naming the entries of every revision but the largest (and counting those)."""
-    ordered = sorted(groups.items(), key=lambda item: -len(item[1]))
-    parts = [f"{revision_text(dict(numerics_revision=r[0], training_code_hash=r[1]))}: {len(keys)} entries"
-             + (f" ({', '.join(keys)})" if index else "") for index, (r, keys) in enumerate(ordered)]
-    return (f"the results store {root} mixes training-code revisions, so its runs are not one version of the "
+    """One line naming the entries of every numerics revision but the largest (and counting those)."""
+    ordered = sorted(numerics_revisions(groups).items(), key=lambda item: -len(item[1]))
+    parts = [f"numerics revision {numerics}: {len(keys)} entries" + (f" ({', '.join(keys)})" if index else "")
+             for index, (numerics, keys) in enumerate(ordered)]
+    return (f"the results store {root} mixes numerics revisions, so its runs are not one version of the "
             f"science: {'; '.join(parts)}; retrain the minority with `python -m geocont.book store` after moving "
             "them aside, or remove them")
 
@@ -455,12 +469,13 @@ _CHECKED: set[Path] = set()
 
 
 def check_revisions(root: Path) -> None:
-    """Refuse (:class:`StoreError`) a store whose entries mix training-code revisions; checked once per
-    process and root."""
+    """Refuse (:class:`StoreError`) a store whose entries mix numerics revisions (entries of one revision trained
+    by different code are one science: the golden runs, :mod:`geocont.golden`, hold the code to it); checked once
+    per process and root."""
     if root in _CHECKED:
         return
     groups = revisions(root)
-    if len(groups) > 1:
+    if len(numerics_revisions(groups)) > 1:
         raise StoreError(mixed_revisions_message(root, groups))
     _CHECKED.add(root)
 
@@ -593,19 +608,18 @@ def write_entry(root: Path, kind: str, config: Mapping[str, Any], table: pd.Data
     """Write one run into the store at ``root``: its table (thinned, :func:`thin_table`), the files of
     ``artifacts`` (name -> a path to copy), the names of the artifacts left out (``dropped``), and the
     ``provenance`` recorded where the run was computed (:func:`run_provenance`). The entry appears whole or
-    not at all. Raises :class:`StoreError` (one line) for a run without provenance, or of another training-code
-    revision than the store's entries."""
+    not at all. Raises :class:`StoreError` (one line) for a run without provenance, or of another numerics
+    revision than the store's entries (another code hash of the same revision is accepted)."""
     config = dict(config)
     key = cache_key(kind, config)
     if not provenance or provenance.get("training_code_hash") is None:
         raise StoreError(f"run {kind}/{key} ({label}) was cached without provenance (before it was recorded): "
                          "retrain it to store it")
-    existing = revisions(root)
-    mine = _revision_of({"provenance": provenance})
-    if existing and set(existing) != {mine}:
-        held = ", ".join(revision_text(dict(numerics_revision=r[0], training_code_hash=r[1])) for r in existing)
-        raise StoreError(f"run {kind}/{key} ({label}) was trained at {revision_text(provenance)}, but the store "
-                         f"{root} holds {held}: adding it would mix revisions")
+    held = set(numerics_revisions(revisions(root)))
+    if held and held != {provenance.get("numerics_revision")}:
+        raise StoreError(f"run {kind}/{key} ({label}) was trained at numerics revision "
+                         f"{provenance.get('numerics_revision')}, but the store {root} holds revision "
+                         f"{', '.join(map(str, sorted(held, key=str)))}: adding it would mix revisions")
     thinned, values = thin_table(table)
     staging = root / kind / f".staging-{key}-{uuid.uuid4().hex[:8]}"
     target = root / kind / key
@@ -660,13 +674,13 @@ class StoreStatus:
 
     @property
     def mixed(self) -> bool:
-        return len(self.revisions) > 1
+        """Whether the entries mix numerics revisions (several code hashes of one revision do not)."""
+        return len(numerics_revisions(self.revisions)) > 1
 
     @property
-    def current_code(self) -> bool:
-        """Whether every entry was trained by this code's revision (:func:`revision`)."""
-        mine = (NUMERICS_REVISION, training_code_hash())
-        return not self.revisions or set(self.revisions) == {mine}
+    def current_numerics(self) -> bool:
+        """Whether every entry is of this code's numerics revision (:data:`geocont.keys.NUMERICS_REVISION`)."""
+        return set(numerics_revisions(self.revisions)) <= {NUMERICS_REVISION}
 
     @property
     def complete(self) -> bool:

@@ -81,9 +81,9 @@ def _store_text() -> str:
     for root in roots:
         shown = root.relative_to(checkout) if checkout and root.is_relative_to(checkout) else root
         revisions = store.revisions(root)
-        mine = (cache.NUMERICS_REVISION, store.training_code_hash())
         held = "; ".join(store.revision_text(dict(numerics_revision=r[0], training_code_hash=r[1]))
-                         + ("" if r == mine else " (not this code's)") for r in revisions) or "empty"
+                         + ("" if r[0] == cache.NUMERICS_REVISION else " (not this code's numerics revision)")
+                         for r in revisions) or "empty"
         texts.append(f"`{shown}` ({held})")
     return "results store " + ", ".join(texts)
 

@@ -238,10 +238,11 @@ def print_status(scale: str, executor: str | None = None, out=sys.stdout, chapte
     mine = store.revision()
     print(f"results store {st.root}: {len(st.entries)} entries, {_size(st.bytes)}", file=out)
     for revision, names in st.revisions.items():
-        same = revision == (mine["numerics_revision"], mine["training_code_hash"])
+        same = revision[0] == mine["numerics_revision"]
+        this_code = " (this code)" if revision[1] == mine["training_code_hash"] else ""
         print(f"  {store.revision_text(dict(numerics_revision=revision[0], training_code_hash=revision[1]))}: "
-              f"{len(names)} entries" + ("" if same else " (NOT this code's: "
-                                          f"{store.revision_text(mine)}; `verify` a sample)"), file=out)
+              f"{len(names)} entries{this_code}" + ("" if same else " (NOT this code's numerics revision "
+                                                    f"{mine['numerics_revision']})"), file=out)
     for field in ("torch", "cpu_capability", "threads"):
         counts = Counter(str(entry.get("provenance", {}).get(field)) for entry in st.entries.values())
         if counts:
@@ -289,16 +290,17 @@ def print_status(scale: str, executor: str | None = None, out=sys.stdout, chapte
 
 
 def staging_cache(root: Path) -> Path:
-    """The run cache ``store`` trains into: one per training-code revision, so that a run left there by other
-    code is never taken for this code's (it stays, unused)."""
-    return root / STAGING_CACHE / store.training_code_hash()[:12]
+    """The run cache ``store`` trains into: one per numerics revision, so that a run left there by code of
+    another revision is never taken for this code's (it stays, unused)."""
+    return root / STAGING_CACHE / f"revision-{store.NUMERICS_REVISION}"
 
 
 def _adoptable(run: BookRun) -> bool:
-    """Whether the current run cache holds the run, trained by this code, with its provenance."""
+    """Whether the current run cache holds the run, trained at this code's numerics revision, with its
+    provenance (the code hash that trained it recorded)."""
     provenance = (cache.manifest(run.kind, run.job.key_config()) or {}).get("run") or {}
-    mine = store.revision()
-    return all(provenance.get(name) == value for name, value in mine.items())
+    return (provenance.get("numerics_revision") == store.NUMERICS_REVISION
+            and provenance.get("training_code_hash") is not None)
 
 
 def copy_from_cache(root: Path, kind: str, config: dict[str, Any], *, label: str = "", chapters: Iterable[str] = (),
@@ -340,12 +342,11 @@ def fill(scale: str, minutes: float | None = None, executor: str | None = None, 
     root = store.store_root(scale)
     store.check_revisions(root)
     existing = store.status(root, verify_files=False)
-    if existing.revisions and not existing.current_code:
-        mine = store.revision_text(store.revision())
-        held = "; ".join(store.revision_text(dict(numerics_revision=r[0], training_code_hash=r[1]))
-                         for r in existing.revisions)
-        raise store.StoreError(f"the store {root} holds runs of {held}, but this code is {mine}: runs trained now "
-                               "would mix revisions; restore that code, or move the store aside and retrain it")
+    if not existing.current_numerics:
+        held = ", ".join(map(str, store.numerics_revisions(existing.revisions)))
+        raise store.StoreError(f"the store {root} holds runs of numerics revision {held}, but this code is "
+                               f"revision {store.NUMERICS_REVISION}: runs trained now would mix revisions; restore "
+                               "that code, or move the store aside and retrain it")
     deadline = time.time() + 60 * minutes if minutes else None
     staging = staging_cache(root)
     user_cache = str(cache.cache_root())

