@@ -284,9 +284,14 @@ def _package_versions(packages: Iterable[str]) -> str:
 
 
 def load_offline_english(sources: Sequence[Source] | None = None) -> Corpus:
-    """Corpus ``offline-english``: the documents of each split joined by blank lines."""
+    """Corpus ``offline-english`` read from the installed packages."""
     sources = SOURCES if sources is None else sources
-    documents = offline_english_documents(sources)
+    return offline_english(offline_english_documents(sources), sources)
+
+
+def offline_english(documents: Sequence[Document], sources: Sequence[Source]) -> Corpus:
+    """Corpus ``offline-english`` of ``documents`` (read from ``sources``): each split's documents joined by blank
+    lines."""
     train = "\n\n".join(d.text for d in documents if not is_validation(d.id))
     validation = "\n\n".join(d.text for d in documents if is_validation(d.id))
     return Corpus(OFFLINE_ENGLISH, train, validation,
