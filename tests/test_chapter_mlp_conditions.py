@@ -100,16 +100,23 @@ def test_claims_on_a_synthetic_sweep_have_the_known_verdicts():
         claim(claims, "nope")
 
 
+#: The final training-set loss of each condition of the mean control in :func:`mean_control_tables`.
+MEAN_CONTROL_LOSS = {"nores-relu": 0.41, "res-relu": 0.12, "nores-relu-batch-centred": 0.47, "res-relu-batch-centred": 0.13}
+
+
 def mean_control_tables(nores_follows: float, nores_centred: float, relu_centred: float):
-    """The conditions table with the probe's mean_input_cos / mean_input_share, and the centred control."""
+    """The conditions table with the probe's mean_input_cos / mean_input_share and the training-set loss, and the
+    centred control."""
     def probe(condition: str, follows: float, share: float, weight: float) -> pd.DataFrame:
+        model = sweep({condition: {("mean_input_share", ""): share}}).assign(direction=0)
+        loss = sweep({condition: {("train_set_loss", ""): MEAN_CONTROL_LOSS[condition]}}).assign(direction=0)
         return sweep({condition: {("mean_input_cos", "input"): follows, ("weight_cos", "input"): weight,
                                   ("grad_cos", "input"): 0.5, ("grad_cos", "output"): 0.5}}).pipe(
-            lambda t: pd.concat([t, sweep({condition: {("mean_input_share", ""): share}}).assign(direction=0)]))
+            lambda t: pd.concat([t, model, loss]))
     table = pd.concat([probe("nores-relu", nores_follows, 0.6, 0.57), probe("res-relu", 0.3, 0.2, 0.95),
                        sweep({"res-none": finals(0.93, 0.2), "res-radial": finals(0.9, 0.3)})], ignore_index=True)
-    control = pd.concat([probe("nores-relu-centred", 0.05, 0.0, nores_centred),
-                         probe("res-relu-centred", 0.05, 0.0, relu_centred)], ignore_index=True)
+    control = pd.concat([probe("nores-relu-batch-centred", 0.05, 0.0, nores_centred),
+                         probe("res-relu-batch-centred", 0.05, 0.0, relu_centred)], ignore_index=True)
     return table, control
 
 
@@ -130,6 +137,7 @@ def test_the_mean_direction_finding_and_its_claims(follows, centred, case):
     centred_verdict = claim(claims, "nores-centred-weight-v1")["verdict"]
     assert centred_verdict == ("reproduced" if centred == 0.05 else "not reproduced")
     assert claim(claims, "res-relu-centred-keeps")["verdict"] == "reproduced"
+    assert {c: found.loss[c].mean for c in MEAN_CONTROL_LOSS} == pytest.approx(MEAN_CONTROL_LOSS)
     assert f"{found.relu_share:.0%}" in chapter.mean_direction_note(results).data  # it renders
 
 
@@ -186,12 +194,12 @@ def test_run_configs_lists_every_sweep_of_the_chapter():
     settings = chapter.CHAPTER.configure("smoke")
     expected = (settings.condition_configs() + settings.robustness_configs() + settings.init_configs()
                 + [c for configs in settings.data_configs().values() for c in configs]
-                + settings.mean_control_configs() + settings.mean_control_lr_configs())
+                + settings.mean_control_configs())
     assert chapter.CHAPTER.run_configs(settings) == expected
-    at_lr = settings.mean_control_lr_configs()
-    assert {c.condition for c in at_lr} == {"nores-relu", "nores-relu-centred"} and len(at_lr) == 2 * len(settings.seeds)
-    assert {c.optimizer.lr for c in at_lr} == {chapter.MEAN_CONTROL_LR} != {settings.base.optimizer.lr}
-    assert {c.condition for c in settings.mean_control_configs()} == {"nores-relu-centred", "res-relu-centred"}
+    control = settings.mean_control_configs()
+    assert {c.condition for c in control} == {"nores-relu-batch-centred", "res-relu-batch-centred"}
+    assert {c.optimizer for c in control} == {settings.base.optimizer}  # the chapter's rate
+    assert len(control) == 2 * len(settings.seeds)
 
 
 def test_every_long_run_trains_to_the_horizon():
@@ -283,43 +291,12 @@ def diverged_at(table: pd.DataFrame, condition: str, step: int = 30) -> pd.DataF
     return pd.concat([cut, rows[cut.columns]], ignore_index=True)
 
 
-@pytest.mark.parametrize("at_lr_centred, case", [(0.05, "explains"), (None, "control-diverged")])
-def test_a_centred_control_that_diverges_is_read_at_the_smaller_rate_or_said_to_say_nothing(at_lr_centred, case):
-    """The centred NoRes net diverges at the book's rate: the removal is read on the pair trained at the smaller
-    rate, and where that diverged too the finding says the control says nothing (it never says 'follows-only')."""
+def test_a_centred_control_that_diverges_in_every_seed_is_said_to_say_nothing():
+    """Where the centred NoRes net diverged in every seed, the finding says the control says nothing (never
+    'follows-only') and the removal claim is not tested."""
     table, control = mean_control_tables(0.9, 0.05, relu_centred=0.75)
-    control = diverged_at(control, "nores-relu-centred")
-    pair, _ = mean_control_tables(0.9, 0.05 if at_lr_centred is None else at_lr_centred, relu_centred=0.75)
-    at_lr = pd.concat([pair[pair["condition"] == "nores-relu"],
-                       mean_control_tables(0.9, at_lr_centred or 0.05, 0.75)[1].query("condition == 'nores-relu-centred'")],
-                      ignore_index=True)
-    if at_lr_centred is None:
-        at_lr = diverged_at(at_lr, "nores-relu-centred")
+    control = diverged_at(control, "nores-relu-batch-centred")
     results = results_of(table, sweep({"res-relu": finals(0.9, 0.90), "res-none": finals(0.9, 0.60)}),
-                         mean_control=control, mean_control_lr=at_lr)
-    found = chapter.mean_direction(results)
-    assert found.case == case and found.lr == chapter.MEAN_CONTROL_LR
-    claims = chapter.condition_claims(results)
-    assert claim(claims, "nores-centred-weight-v1")["verdict"] == "not tested"  # 3 of 3 seeds diverged
-    at_lr_claim = claim(claims, "nores-centred-weight-v1-smaller-lr")
-    assert at_lr_claim["verdict"] == ("reproduced" if at_lr_centred is not None else "not tested")
-    assert "0.57" in at_lr_claim["note"]  # plain NoRes at the same rate, beside it
-    note = chapter.mean_direction_note(results).data
-    assert f"lr {chapter.MEAN_CONTROL_LR:g}" in note
-    assert ("says nothing" in note) == (case == "control-diverged")
-
-
-def test_a_rate_that_changes_nores_own_continuity_is_said():
-    table, control = mean_control_tables(0.9, 0.05, relu_centred=0.75)
-    at_lr = pd.concat([mean_control_tables(0.9, 0.05, 0.75)[0].query("condition == 'nores-relu'").assign(
-        value=lambda t: t["value"].where(~((t["metric"] == "weight_cos") & (t["step"] > 0)), 0.23)),
-        control.query("condition == 'nores-relu-centred'")], ignore_index=True)
-    results = results_of(table, sweep({"res-relu": finals(0.9, 0.90), "res-none": finals(0.9, 0.60)}),
-                         mean_control=control, mean_control_lr=at_lr)
-    found = chapter.mean_direction(results)
-    assert found.rate_matters  # 0.57 at the book's rate, 0.23 at the smaller one
-    assert "depends on the rate" in chapter.mean_direction_note(results).data
-    same = dataclasses.replace(results, mean_control_lr=pd.concat(
-        [table.query("condition == 'nores-relu'"), control.query("condition == 'nores-relu-centred'")]))
-    assert not chapter.mean_direction(same).rate_matters
-    assert "depends on the rate" not in chapter.mean_direction_note(same).data
+                         mean_control=control)
+    assert chapter.mean_direction(results).case == "control-diverged"
+    assert claim(chapter.condition_claims(results), "nores-centred-weight-v1")["verdict"] == "not tested"

@@ -107,39 +107,40 @@ def test_the_leaky_dose_runs_from_relu_to_the_identity():
             assert isinstance(block.activation, torch.nn.LeakyReLU) and block.activation.negative_slope == slope
 
 
-def test_centred_relu_removes_the_calibration_batch_mean_then_follows_a_running_mean():
-    from geocont.mlp import RUNNING_MOMENTUM, CentredReLU
+def test_batch_centred_relu_removes_the_batch_mean_inside_the_gradient_and_keeps_a_running_mean():
+    from geocont.mlp import RUNNING_MOMENTUM, BatchCentredReLU
 
-    activation = CentredReLU().double()
+    activation = BatchCentredReLU().double()
     first = torch.randn(64, 6, dtype=torch.float64) + 0.5
+    eval_before = activation.eval()(first)  # before any training batch: the batch's own mean, nothing kept
+    assert eval_before.mean(0).abs().max() < 1e-12 and activation.mu.numel() == 0
+    activation.train()
     out = activation(first)
-    assert out.mean(0).abs().max() < 1e-12  # zero mean on the calibration batch
-    mu0 = activation.mu.clone()
-    assert torch.equal(mu0, torch.relu(first).mean(0)) and not list(activation.parameters())
+    assert out.mean(0).abs().max() < 1e-12  # zero mean on the training batch
+    assert torch.equal(activation.mu, torch.relu(first).mean(0)) and not list(activation.parameters())
     second = torch.randn(32, 6, dtype=torch.float64, requires_grad=True)
-    out = activation(second)  # training mode: uses mu0, then moves mu towards this batch's mean
-    assert torch.equal(out.detach(), torch.relu(second.detach()) - mu0)
-    expected = (1 - RUNNING_MOMENTUM) * mu0 + RUNNING_MOMENTUM * torch.relu(second.detach()).mean(0)
+    out = activation(second)
+    assert out.detach().mean(0).abs().max() < 1e-12
+    expected = (1 - RUNNING_MOMENTUM) * torch.relu(first).mean(0) + RUNNING_MOMENTUM * torch.relu(second.detach()).mean(0)
     assert torch.allclose(activation.mu, expected, rtol=0, atol=1e-15)
-    out.sum().backward()  # no gradient through mu: the ReLU's own
-    assert torch.equal(second.grad, (second.detach() > 0).double())
+    out.sum().backward()  # the gradient flows through the mean: the sum of a centred output does not move
+    assert second.grad.abs().max() < 1e-12
     activation.eval()
-    mu1 = activation.mu.clone()
-    assert torch.equal(activation(3 * second.detach()), torch.relu(3 * second.detach()) - mu1)
-    assert torch.equal(activation.mu, mu1)  # eval reads mu, never moves it
+    mu = activation.mu.clone()
+    assert torch.equal(activation(3 * second.detach()), torch.relu(3 * second.detach()) - mu)
+    assert torch.equal(activation.mu, mu)  # eval reads mu, never moves it
 
 
-def test_centred_relu_survives_a_state_dict_round_trip_and_trains():
-    source = ResidualMLP("res-relu-centred", in_features=8, width=8, depth=2)
+def test_batch_centred_relu_survives_a_state_dict_round_trip_and_trains():
+    source = ResidualMLP("res-relu-batch-centred", in_features=8, width=8, depth=2)
     source(torch.randn(5, 8))
-    target = ResidualMLP("res-relu-centred", in_features=8, width=8, depth=2)
+    target = ResidualMLP("res-relu-batch-centred", in_features=8, width=8, depth=2)
     target.load_state_dict(source.state_dict())
-    assert all(block.activation.calibrated for block in target.blocks)
     source.eval(), target.eval()
     x = torch.randn(3, 8)
     assert torch.equal(target(x), source(x))
     torch.manual_seed(0)
-    model = ResidualMLP("nores-relu-centred", in_features=20, width=16, depth=4, n_classes=3)
+    model = ResidualMLP("nores-relu-batch-centred", in_features=20, width=16, depth=4, n_classes=3)
     x, y = torch.randn(64, 20), torch.randint(0, 3, (64,))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     losses = []
@@ -157,14 +158,14 @@ def test_the_centred_relu_without_residual_starts_with_a_stable_signal():
 
     assert CENTRED_RELU_GAIN == pytest.approx(1 / (0.5 - 1 / (2 * torch.pi)) ** 0.5)
     torch.manual_seed(0)
-    model = ResidualMLP("nores-relu-centred", in_features=64, width=256, depth=16)
+    model = ResidualMLP("nores-relu-batch-centred", in_features=64, width=256, depth=16)
     assert model.hidden_gain() == CENTRED_RELU_GAIN
     norms = [float(u.norm(dim=1).mean()) for u in forward_trace(model, torch.randn(512, 64)).inputs]
     assert 0.5 < norms[-1] / norms[1] < 2  # He's sqrt(2) would shrink it ~20x over the 16 layers
 
 
-@pytest.mark.parametrize("condition", ["res-leaky-0.5", "res-leaky-0.9", "res-leaky-0.99", "res-relu-centred",
-                                       "nores-relu-centred", "res-radial-track"])
+@pytest.mark.parametrize("condition", ["res-leaky-0.5", "res-leaky-0.9", "res-leaky-0.99", "res-relu-batch-centred",
+                                       "nores-relu-batch-centred", "res-radial-track"])
 def test_the_new_conditions_train(condition):
     from geocont.config import MLPRunConfig
     from geocont.tables import select

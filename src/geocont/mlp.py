@@ -25,7 +25,7 @@ with a forward signal of stable scale, by one rule rather than per-condition tun
   the linear residual net at depth 16, and SGD diverges in a few steps) and
   ``gain = sqrt(2)`` (He) for blocks without a residual: the gain that keeps the second moment
   of the signal, ``1 / sqrt(E[act(z)^2])`` for ``z ~ N(0, 1)``; for the centred ReLU
-  (``nores-relu-centred``), whose output has second moment ``1/2 - 1/(2 pi)``, that gain is
+  (``nores-relu-batch-centred``), whose output has second moment ``1/2 - 1/(2 pi)``, that gain is
   ``sqrt(2 pi / (pi - 1)) = 1.71`` (:data:`CENTRED_RELU_GAIN`; with He's, the signal would
   shrink ~20x over 16 layers at init);
 * embedding and head ``N(0, 1 / fan_in)``; all biases zero.
@@ -84,62 +84,58 @@ class ScaledRadialActivation(nn.Module):
         self.calibrated = bool(torch.isfinite(self.tau))
 
 
-#: The per-step weight of the newest batch in the running statistics of :class:`CentredReLU` (mu)
-#: and :class:`TrackingRadialActivation` (tau): ``stat <- (1 - m) stat + m batch_stat``. A
-#: memory of about ``1 / m = 100`` steps, short against a run of thousands of steps, long
-#: against the noise of one batch; Adam at lr 1e-3 moves the weights, hence these statistics,
-#: by little in 100 steps.
+#: The per-step weight of the newest batch in the running statistics of :class:`BatchCentredReLU` (mu) and
+#: :class:`TrackingRadialActivation` (tau): ``stat <- (1 - m) stat + m batch_stat``. A memory of about
+#: ``1 / m = 100`` steps, short against a run of thousands of steps, long against the noise of one batch; Adam at
+#: lr 1e-3 moves the weights, hence these statistics, by little in 100 steps.
 RUNNING_MOMENTUM = 0.01
 
 
-class CentredReLU(nn.Module):
-    """relu(z) - mu, mu a per-unit running mean of relu(z): a ReLU whose output has mean ~0.
+class BatchCentredReLU(nn.Module):
+    """relu(z) minus its batch mean, the mean inside the gradient: a ReLU whose output has mean 0 in training.
 
-    The control for the reading "v1 of each layer follows the mean of its (non-negative)
-    input": a ReLU's output is non-negative, so the input of the next layer has a large
-    mean, a direction shared by every layer; removing it tests whether continuity rides on it.
+    The control for the reading "v1 of each layer follows the mean of its (non-negative) input": a ReLU's
+    output is non-negative, so the next layer's input has a large mean, a direction every layer shares;
+    removing it tests whether continuity rides on it.
 
-    ``mu`` (a buffer of ``width`` entries, no gradient) is set at the first forward call to
-    the mean of ``relu(z)`` over that batch (in :func:`geocont.training.train_mlp` the first
-    training batch at initialisation, like :class:`ScaledRadialActivation`'s tau), so the
-    output has mean 0 on it. After that, in training mode each forward pass uses the current
-    ``mu`` and then moves it towards the batch's mean, an exponential moving average with
-    momentum :data:`RUNNING_MOMENTUM`; in eval mode ``mu`` is read, never updated, so
-    evaluation and probes never change the model.
+    In training mode the output is ``relu(z) - mean_batch(relu(z))`` and the gradient flows through the
+    mean, as batch normalisation's centring does (without its scaling). In eval mode, in the probes and in
+    every evaluation, the output is ``relu(z) - mu``, with ``mu`` a per-unit running mean of the training
+    batches' means (momentum :data:`RUNNING_MOMENTUM`; set by the first training batch), so that an
+    example's output there does not depend on the rest of its batch; before the first training batch (the
+    snapshot at step 0) eval mode subtracts the batch's own mean and keeps nothing.
 
-    Why a running mean: a batch mean would make an example's output depend on the other
-    examples of its batch (train and eval would differ, as in batch norm), and ``mu`` is
-    applied before it is updated, so an example's output never depends on its own batch. Why
-    not a learned bias: the next layer's bias can absorb a mean only at an optimum, and the
-    optimizer need not get there; the running mean removes the mean at all times.
+    Why inside the gradient: a mean subtracted outside it (a running mean applied as a constant) lets the
+    optimizer grow the very component it removes, since the loss never sees that component change, and
+    the parameters blow up while the loss says nothing (Ioffe & Szegedy 2015, section 2). That
+    construction diverged in the NoRes net at lr 1e-3 and 3e-4, so it could not test the hypothesis.
+    Why not a learned bias: the next layer's bias absorbs a mean only at an optimum, which the optimizer
+    need not reach.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.register_buffer("mu", torch.empty(0))
-        self.calibrated = False  # a flag, so that the forward pass never reads the buffer back
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         out = torch.relu(z)
-        if not self.calibrated:
-            with torch.no_grad():
-                # float32 at least: under bf16 autocast the running mean keeps full precision
-                dtype = torch.promote_types(out.dtype, torch.float32)
-                self.mu = out.detach().flatten(0, -2).to(dtype).mean(0)
-            self.calibrated = True
-            return out - self.mu
-        mu = self.mu.clone()  # the value before this batch's update (autograd keeps no view of the buffer)
-        if self.training:
-            with torch.no_grad():
-                self.mu.lerp_(out.detach().flatten(0, -2).mean(0).to(self.mu), RUNNING_MOMENTUM)
-        return out - mu
+        if not self.training:
+            return out - self.mu if self.mu.numel() else out - out.flatten(0, -2).mean(0)
+        batch_mean = out.flatten(0, -2).mean(0)
+        with torch.no_grad():
+            # float32 at least: under bf16 autocast the running mean keeps full precision
+            observed = batch_mean.detach().to(torch.promote_types(batch_mean.dtype, torch.float32))
+            if self.mu.numel():
+                self.mu.lerp_(observed.to(self.mu), RUNNING_MOMENTUM)
+            else:
+                self.mu = observed.clone()
+        return out - batch_mean
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
         key = prefix + "mu"
         if key in state_dict:  # the buffer's size is set by the first batch: take the saved one's
             self.mu = torch.empty_like(state_dict[key])
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-        self.calibrated = self.mu.numel() > 0 and bool(torch.isfinite(self.mu).all())
 
 
 #: The init gain of blocks with a centred ReLU and no residual: ``1 / sqrt(E[(relu(z) - E relu(z))^2])``
@@ -200,7 +196,7 @@ ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {
     "radial": RadialActivation,
     "radial-tau": ScaledRadialActivation,
     "radial-track": TrackingRadialActivation,
-    "relu-centred": CentredReLU,
+    "relu-batch-centred": BatchCentredReLU,
     **{f"leaky-{slope:g}": functools.partial(nn.LeakyReLU, slope) for slope in LEAKY_SLOPES if 0 < slope < 1},
 }
 
@@ -247,8 +243,9 @@ CONDITIONS: dict[str, BlockSpec] = {
                                   "Res+Radial(tracked tau): x tanh(||x||/tau), tau a running median pre-activation norm"),
     **{name: BlockSpec(True, f"leaky-{slope:g}", f"residual + LeakyReLU (negative slope {slope:g})")
        for slope, name in LEAKY_SLOPES.items() if 0 < slope < 1},
-    "res-relu-centred": BlockSpec(True, "relu-centred", "residual + centred ReLU (relu(z) - running mean)"),
-    "nores-relu-centred": BlockSpec(False, "relu-centred", "NoRes: centred ReLU (relu(z) - running mean), residual removed"),
+    "res-relu-batch-centred": BlockSpec(True, "relu-batch-centred", "residual + centred ReLU (relu(z) - batch mean)"),
+    "nores-relu-batch-centred": BlockSpec(False, "relu-batch-centred",
+                                          "NoRes: centred ReLU (relu(z) - batch mean), residual removed"),
     "res-ln": BlockSpec(True, "none", "pre-LayerNorm, no activation", norm="layernorm"),
     "res-ln-relu": BlockSpec(True, "relu", "pre-LayerNorm + ReLU", norm="layernorm"),
     "res-rms": BlockSpec(True, "none", "pre-RMSNorm (no centring), no activation", norm="rmsnorm"),
@@ -311,7 +308,7 @@ class ResidualMLP(nn.Module):
         (:data:`CENTRED_RELU_GAIN` for the centred ReLU without residual)."""
         if self.blocks[0].residual:
             return len(self.blocks) ** -0.5
-        return CENTRED_RELU_GAIN if isinstance(self.blocks[0].activation, CentredReLU) else 2**0.5
+        return CENTRED_RELU_GAIN if isinstance(self.blocks[0].activation, BatchCentredReLU) else 2**0.5
 
     @torch.no_grad()
     def reset_parameters(self, init_scale: float) -> None:
@@ -352,7 +349,7 @@ def forward_trace(model: ResidualMLP, x: torch.Tensor) -> ForwardTrace:
     """The forward pass of ``model`` on ``x``, keeping each block's input and pre-activation norm.
 
     Runs in the model's current mode: in training mode the running statistics of
-    :class:`CentredReLU` and :class:`TrackingRadialActivation` move, and a first call calibrates
+    :class:`BatchCentredReLU` and :class:`TrackingRadialActivation` move, and a first call calibrates
     tau or mu; callers that must not change the model put it in eval mode first.
     """
     h = model.embed(x.flatten(1))

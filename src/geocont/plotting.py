@@ -79,7 +79,7 @@ _CONDITION_COLOUR_INDEX = {
     "res-relu": 0, "res-gelu": 1, "res-silu": 2, "nores-relu": 3, "res-none": 4, "res-radial": 5, "res-radial-tau": 6,
     "res-ln": 1, "res-ln-relu": 7, "res-rms": 8, "res-rms-relu": 9,
     "res-radial-track": 7, "res-leaky-0.5": 7, "res-leaky-0.9": 8, "res-leaky-0.99": 9,
-    "res-relu-centred": 1, "nores-relu-centred": 2,
+    "res-relu-batch-centred": 1, "nores-relu-batch-centred": 2,
 }
 
 

@@ -123,13 +123,9 @@ class MLPChapterSettings:
     #: the conditions of the data control: the linear net, whose fall it asks about, and the net without
     #: residuals, whose weight claim every dataset judges (the Condition-2 chapter trains the same runs)
     data_conditions: tuple[str, ...] = ("res-none", "nores-relu")
-    #: the mean-removal control: conditions whose activation output has its running mean removed
-    #: (``nores-relu-centred``, ``res-relu-centred``), trained like the conditions
+    #: the mean-removal control: conditions whose activation output has its batch mean removed
+    #: (``nores-relu-batch-centred``, ``res-relu-batch-centred``), trained like the conditions
     mean_control_conditions: tuple[str, ...] = ()
-    #: the mean-removal control again at another learning rate (``mean_control_lr``), on these conditions (a
-    #: condition and its centred control, so that both see the same rate); None / empty: not run
-    mean_control_lr: float | None = None
-    mean_control_lr_conditions: tuple[str, ...] = ()
     #: departures of the short runs (the init sweep) from the base config, besides their length
     short_run: dict[str, Any] = field(default_factory=dict)
     #: the preset's early horizon where ``steps`` was set below it (``early_steps`` is then shortened
@@ -143,14 +139,6 @@ class MLPChapterSettings:
     def mean_control_configs(self) -> list[MLPRunConfig]:
         """The mean-removal control's conditions x every seed under the base optimizer, at the horizon."""
         return [self.base.replace(condition=c, seed=s) for c in self.mean_control_conditions for s in self.seeds]
-
-    def mean_control_lr_configs(self) -> list[MLPRunConfig]:
-        """The mean-removal control at ``mean_control_lr``: its conditions x every seed, at the horizon."""
-        if self.mean_control_lr is None:
-            return []
-        optimizer = dataclasses.replace(self.base.optimizer, lr=self.mean_control_lr)
-        return [self.base.replace(condition=c, optimizer=optimizer, seed=s)
-                for c in self.mean_control_lr_conditions for s in self.seeds]
 
     def robustness_configs(self) -> list[MLPRunConfig]:
         """The robustness conditions x every optimizer x seed, at the horizon."""
@@ -194,8 +182,7 @@ def mlp_presets(per_scale: dict[str, dict[str, Any]] | None = None, *, without: 
 #: The settings values that set the base optimizer (the others are MLPRunConfig fields or sweeps).
 OPTIMIZER_FIELDS = ("lr", "beta1", "beta2", "momentum", "weight_decay")
 #: The settings values that set the robustness, init and data sweeps.
-SWEEP_FIELDS = ("robustness_conditions", "extra_init_scales", "data_datasets", "data_conditions", "mean_control_conditions",
-                "mean_control_lr_conditions")
+SWEEP_FIELDS = ("robustness_conditions", "extra_init_scales", "data_datasets", "data_conditions", "mean_control_conditions")
 
 
 def build_settings(scale: str, values: dict[str, Any]) -> MLPChapterSettings:
@@ -223,13 +210,10 @@ def build_settings(scale: str, values: dict[str, Any]) -> MLPChapterSettings:
     for dataset in sweeps.get("data_datasets", ()):
         check_dataset_name(dataset)
     for condition in (conditions + sweeps.get("robustness_conditions", ()) + sweeps.get("data_conditions", ())
-                      + sweeps.get("mean_control_conditions", ()) + sweeps.get("mean_control_lr_conditions", ())):
+                      + sweeps.get("mean_control_conditions", ())):
         block_spec(condition)
     for init_scale in sweeps.get("extra_init_scales", ()):
         check_positive("extra_init_scales", init_scale, integer=False)
-    if values.get("mean_control_lr") is not None:
-        sweeps["mean_control_lr"] = check_positive("mean_control_lr", values.pop("mean_control_lr"), integer=False)
-    values.pop("mean_control_lr", None)
     optimizer_changes = {name: values.pop(name) for name in OPTIMIZER_FIELDS if name in values}
     if isinstance(values.get("optimizer"), str):
         optimizer_changes["name"] = values.pop("optimizer")
@@ -248,7 +232,7 @@ def all_run_configs(settings: MLPChapterSettings) -> list[MLPRunConfig]:
     """Every run of the conditions, robustness, init and data sweeps."""
     return (settings.condition_configs() + settings.robustness_configs() + settings.init_configs()
             + [config for configs in settings.data_configs().values() for config in configs]
-            + settings.mean_control_configs() + settings.mean_control_lr_configs())
+            + settings.mean_control_configs())
 
 
 def run_data_sweep(settings: MLPChapterSettings) -> dict[str, pd.DataFrame]:

@@ -24,20 +24,11 @@ from ..mlp_runs import MLPChapterSettings
 CONDITIONS_COMPARED = ("res-relu", "res-gelu", "res-silu", "nores-relu", "res-none", "res-radial", "res-radial-tau")
 
 #: The control of the mean-direction hypothesis (after a ReLU every layer's input is non-negative, so its mean is a
-#: large direction all examples share, and each layer's v1 may follow it): the same nets with the running mean of
-#: the activation's output removed (:class:`geocont.mlp.CentredReLU`), chosen before any run: a running mean
-#: rather than a per-layer centring of the inputs, so that the block stays ``act(W h + b)`` with one activation
-#: swapped, and an example's output does not depend on its batch.
-MEAN_CONTROL_CONDITIONS = ("nores-relu-centred", "res-relu-centred")
-
-#: The mean control's NoRes pair again at a smaller learning rate. At the book's rate (1e-3) the centred NoRes net
-#: diverged in every `cpu` seed (its training loss rises from about step 100 and is non-finite by steps 1,085 to
-#: 1,253), so that run says nothing about continuity. The rate was chosen before any continuity of it was read, from
-#: 1,500-step probes of its training loss alone (seed 0, `cpu` settings): clipping the gradient norm at 1.0 did not
-#: stop the rise (loss 9.5e7 at step 1,500), lr 3e-4 trained (loss 0.63). NoRes with the plain ReLU trains at the
-#: same rate beside it, so that the pair differs in the centring alone.
-MEAN_CONTROL_LR = 3e-4
-MEAN_CONTROL_LR_CONDITIONS = ("nores-relu", "nores-relu-centred")
+#: large direction all examples share, and each layer's v1 may follow it): the same nets with the batch mean of the
+#: activation's output removed inside the gradient (:class:`geocont.mlp.BatchCentredReLU`, whose docstring gives
+#: the design and why a running mean outside the gradient could not serve), so that the block stays
+#: ``act(W h + b)`` with one activation swapped.
+MEAN_CONTROL_CONDITIONS = ("nores-relu-batch-centred", "res-relu-batch-centred")
 
 
 def describe(settings: MLPChapterSettings) -> dict[str, Any]:
@@ -55,8 +46,7 @@ CHAPTER = Chapter(
     name="mlp_conditions",
     parameters=mlp_runs.parameters("scale", "seeds", "steps", "conditions", "width", "depth", "dataset",
                                    "init_scale", "lr", "n_snapshots", "precision"),
-    presets=mlp_runs.mlp_presets(conditions=CONDITIONS_COMPARED, mean_control_conditions=MEAN_CONTROL_CONDITIONS,
-                                 mean_control_lr=MEAN_CONTROL_LR, mean_control_lr_conditions=MEAN_CONTROL_LR_CONDITIONS),
+    presets=mlp_runs.mlp_presets(conditions=CONDITIONS_COMPARED, mean_control_conditions=MEAN_CONTROL_CONDITIONS),
     build=mlp_runs.build_settings,
     describe=describe,
     runs=mlp_runs.all_run_configs,
@@ -78,8 +68,6 @@ class Results:
     empirical: dict[str, metrics.MeanSd]
     #: the mean-removal control (:data:`MEAN_CONTROL_CONDITIONS`); empty where it did not run
     mean_control: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
-    #: the mean control's NoRes pair at the smaller learning rate (:data:`MEAN_CONTROL_LR`); empty where it did not run
-    mean_control_lr: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
 
     @property
     def order(self) -> list[str]:
@@ -100,7 +88,7 @@ class Results:
 def run(settings: MLPChapterSettings) -> Results:
     """Train (or load from the cache) every run of the chapter."""
     base = settings.base
-    mean_control, mean_control_lr = settings.mean_control_configs(), settings.mean_control_lr_configs()
+    mean_control = settings.mean_control_configs()
     return Results(
         settings=settings,
         table=run_sweep(settings.condition_configs()),
@@ -108,7 +96,6 @@ def run(settings: MLPChapterSettings) -> Results:
         init_table=run_sweep(settings.init_configs()),
         data=mlp_runs.run_data_sweep(settings),
         mean_control=run_sweep(mean_control) if mean_control else pd.DataFrame(),
-        mean_control_lr=run_sweep(mean_control_lr) if mean_control_lr else pd.DataFrame(),
         baseline=metrics.random_abs_cos(base.width),
         empirical=metrics.random_matrix_baseline((base.width, base.width), base.depth, n_draws=5),
     )
@@ -124,7 +111,7 @@ def _until(results: Results, step: int | None) -> Results:
 
     return dataclasses.replace(results, table=cut(results.table), robustness=cut(results.robustness),
                                data={d: cut(t) for d, t in results.data.items()},
-                               mean_control=cut(results.mean_control), mean_control_lr=cut(results.mean_control_lr))
+                               mean_control=cut(results.mean_control))
 
 
 def claims(results: Results) -> pd.DataFrame:
@@ -220,25 +207,21 @@ def mean_direction_claims(results: Results, out: ClaimsBuilder) -> None:
             "NoRes |cos(v1(W_l), mean input of layer l)|", "(not in the paper)", found.follows["nores-relu"],
             results.baseline, verdict_for_difference(found.follows["nores-relu"], random_level),
             note=f"res-relu {found.follows['res-relu']}")
-    centred = found.weight["nores-relu-centred"]
+    centred = found.weight[NORES_CENTRED]
     out.add("nores-centred-weight-v1", "Without residuals and without the shared mean, weight continuity does not develop",
-            "NoRes (centred ReLU) weight v1 |cos|", "random level", centred, results.baseline,
+            "NoRes (batch-centred ReLU) weight v1 |cos|", "random level", centred, results.baseline,
             verdict_at_random_level(centred, results.baseline, results.random_sd),
-            note=f"NoRes with ReLU {found.weight['nores-relu']}")
-    if found.lr is not None:
-        slow = found.weight_at_lr["nores-relu-centred"]
-        out.add("nores-centred-weight-v1-smaller-lr",
-                f"Without residuals and without the shared mean, weight continuity does not develop (the NoRes pair "
-                f"again at lr {found.lr:g})", f"NoRes (centred ReLU) weight v1 |cos| at lr {found.lr:g}", "random level",
-                slow, results.baseline, verdict_at_random_level(slow, results.baseline, results.random_sd),
-                note=f"NoRes with ReLU at lr {found.lr:g}: {found.weight_at_lr['nores-relu']}")
-    relu, relu_centred = found.weight["res-relu"], found.weight["res-relu-centred"]
+            note=f"NoRes with ReLU {found.weight['nores-relu']}; final training-set loss: centred "
+                 f"{found.loss[NORES_CENTRED]}, plain {found.loss['nores-relu']}")
+    relu, relu_centred = found.weight["res-relu"], found.weight[RES_CENTRED]
+    share = (f"; share of res-relu's rise above random that the mean explains: {found.relu_share:.0%}"
+             if not math.isnan(found.relu_share) else "")
     out.add("res-relu-centred-keeps", "Residual + ReLU keeps weight continuity without the shared mean (our test)",
-            "res-relu (centred) weight v1 |cos| minus random", "(not in the paper)",
+            "res-relu (batch-centred) weight v1 |cos| minus random", "(not in the paper)",
             difference(relu_centred, random_level),
             results.baseline, verdict_for_difference(relu_centred, random_level),
-            note=f"res-relu {relu}; centred {relu_centred}; share of res-relu's rise above random that the mean "
-                 f"explains: {found.relu_share:.0%}" if not math.isnan(found.relu_share) else f"res-relu {relu}")
+            note=f"res-relu {relu}; centred {relu_centred}{share}; final training-set loss: centred "
+                 f"{found.loss[RES_CENTRED]}, plain {found.loss['res-relu']}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -385,52 +368,32 @@ def radial_linearity(settings: MLPChapterSettings, n_probe: int = 512) -> Radial
 class MeanDirection:
     """The mean-direction hypothesis, measured (all final values, mean ± sd over seeds, the chapter's dataset):
     per condition, |cos(v1(W_l), mean input of layer l)| (``follows``), the share of each layer's input second
-    moment that is its mean (``mean_share``), weight v1 continuity (``weight``, with the centred controls), and the
-    share of res-relu's weight v1 above the random level that removing the mean takes away (``relu_share``)."""
+    moment that is its mean (``mean_share``), weight v1 continuity (``weight``, with the centred controls), the
+    final training-set loss (``loss``: whether a control trains as its plain net does), and the share of
+    res-relu's weight v1 above the random level that removing the mean takes away (``relu_share``)."""
 
     follows: dict[str, Estimate]
     mean_share: dict[str, Estimate]
     weight: dict[str, Estimate]
+    loss: dict[str, Estimate]
     relu_share: float
     baseline: float
-    #: the NoRes pair at the smaller learning rate (:data:`MEAN_CONTROL_LR`): its rate and weight v1 (None / empty:
-    #: not run)
-    lr: float | None = None
-    weight_at_lr: dict[str, Estimate] = dataclasses.field(default_factory=dict)
-
-    @property
-    def removal_pair(self) -> tuple[Estimate, Estimate] | None:
-        """NoRes's weight v1 with and without the mean, at the book's rate where the centred net finished a seed,
-        else at the smaller rate where it did there; None where it diverged in every seed at both."""
-        for weight in (self.weight, self.weight_at_lr):
-            if weight and weight["nores-relu-centred"].n:
-                return weight["nores-relu"], weight["nores-relu-centred"]
-        return None
-
-    @property
-    def rate_matters(self) -> bool:
-        """Whether NoRes's weight v1 at the smaller rate differs from that at the book's rate, either way, by the
-        book's difference rule (False where the smaller rate did not run)."""
-        if self.lr is None:
-            return False
-        base, slow = self.weight["nores-relu"], self.weight_at_lr["nores-relu"]
-        return "reproduced" in (verdict_for_difference(base, slow), verdict_for_difference(slow, base))
 
     @property
     def case(self) -> str:
         """"explains" (NoRes's v1 follows its input mean above the random level, and removing the mean lowers its
-        weight v1, each by the book's difference rule; the removal read on :attr:`removal_pair`), "follows-only",
-        "drops-only", "neither", or "control-diverged" (the centred NoRes net diverged in every seed at every rate
-        tried: the removal says nothing)."""
-        if self.removal_pair is None:
+        weight v1, each by the book's difference rule), "follows-only", "drops-only", "neither", or
+        "control-diverged" (the centred NoRes net diverged in every seed: the removal says nothing)."""
+        if not self.weight[NORES_CENTRED].n:
             return "control-diverged"
         follows = verdict_for_difference(self.follows["nores-relu"], known(self.baseline)) == "reproduced"
-        drops = verdict_for_difference(*self.removal_pair) == "reproduced"
+        drops = verdict_for_difference(self.weight["nores-relu"], self.weight[NORES_CENTRED]) == "reproduced"
         return "explains" if follows and drops else "follows-only" if follows else "drops-only" if drops else "neither"
 
 
-#: The conditions of the mean-direction measurement: each with its centred control.
-MEAN_PAIRS = {"nores-relu": "nores-relu-centred", "res-relu": "res-relu-centred"}
+#: The mean control of each condition of the mean-direction measurement.
+NORES_CENTRED, RES_CENTRED = MEAN_CONTROL_CONDITIONS
+MEAN_PAIRS = {"nores-relu": NORES_CENTRED, "res-relu": RES_CENTRED}
 
 
 def mean_direction(results: Results) -> MeanDirection | None:
@@ -443,11 +406,8 @@ def mean_direction(results: Results) -> MeanDirection | None:
     follows = {c: final_estimate(both, "mean_input_cos", "input", 1, condition=c) for c in conditions}
     mean_share = {c: final_estimate(both, "mean_input_share", "", 0, condition=c) for c in conditions}
     weight = {c: final_estimate(both, "weight_cos", "input", 1, condition=c) for c in conditions}
-    relu, centred = weight["res-relu"].mean, weight["res-relu-centred"].mean
+    loss = {c: final_estimate(both, "train_set_loss", condition=c) for c in conditions}
+    relu, centred = weight["res-relu"].mean, weight[RES_CENTRED].mean
     rise = relu - results.baseline
     share = (relu - centred) / rise if rise > DIFFERENCE_MARGIN else math.nan
-    slow = results.mean_control_lr
-    at_lr = ({c: final_estimate(slow, "weight_cos", "input", 1, condition=c) for c in MEAN_CONTROL_LR_CONDITIONS}
-             if not slow.empty else {})
-    return MeanDirection(follows, mean_share, weight, share, results.baseline,
-                         lr=results.settings.mean_control_lr if at_lr else None, weight_at_lr=at_lr)
+    return MeanDirection(follows, mean_share, weight, loss, share, results.baseline)

@@ -17,7 +17,7 @@ from ...book.prose import Prose, listing
 from ...statistics import Estimate, change_over_last, estimate, estimate_at_step, final_estimate, peak_and_final, per_run
 from .. import mlp_runs
 from ..mlp_runs import MLPChapterSettings, final_summary
-from .compute import (MEAN_PAIRS, RADIAL_NEAR_IDENTITY_NORM, NEAR_LINEAR_SHARE, Results, claims, data_control,
+from .compute import (MEAN_PAIRS, NORES_CENTRED, RES_CENTRED, RADIAL_NEAR_IDENTITY_NORM, NEAR_LINEAR_SHARE, Results, claims, data_control,
                       mean_direction, optimizer_finding, radial_linearity)
 
 PROSE = Prose.of(__package__)
@@ -298,25 +298,24 @@ def radial_linearity_note(settings: MLPChapterSettings) -> Markdown:
 
 
 def mean_direction_figure(results: Results) -> None:
-    """The mean-direction hypothesis over training: |cos(v1(W_l), mean input of layer l)| (layer mean) and weight
-    v1 continuity, for NoRes and res-relu and their centred controls."""
+    """The mean-direction hypothesis over training: |cos(v1(W_l), mean input of layer l)| (layer mean), the mean's
+    share of the input, weight v1 continuity and the training-set loss, for NoRes and res-relu and their centred
+    controls."""
     found = mean_direction(results)
     if found is None:
         return
     conditions = [*MEAN_PAIRS, *MEAN_PAIRS.values()]
-    frames = [results.table[results.table["condition"].isin(list(MEAN_PAIRS))], results.mean_control]
-    if found.lr is not None:  # the NoRes pair at the smaller rate, named by it
-        at_lr = results.mean_control_lr.assign(condition=lambda t: t["condition"].astype(str) + f", lr {found.lr:g}")
-        frames.append(at_lr)
-        conditions += list(dict.fromkeys(at_lr["condition"]))
-    both = pd.concat(frames, ignore_index=True)
-    fig, axes = plt.subplots(1, 3, figsize=(18, 4.6))
-    panels = [("mean_input_cos", "input", 1), ("mean_input_share", "", 0), ("weight_cos", "input", 1)]
+    both = pd.concat([results.table[results.table["condition"].isin(list(MEAN_PAIRS))], results.mean_control],
+                     ignore_index=True)
+    fig, axes = plt.subplots(1, 4, figsize=(22, 4.6))
+    panels = [("mean_input_cos", "input", 1), ("mean_input_share", "", 0), ("weight_cos", "input", 1),
+              ("train_set_loss", "", 0)]
     for ax, (metric, space, direction) in zip(axes, panels):
         plotting.plot_over_training(both, metric, space, direction, ax=ax, hue_order=conditions, xscale="linear",
-                                    baseline=results.baseline if metric != "mean_input_share" else None,
+                                    baseline=results.baseline if metric in ("mean_input_cos", "weight_cos") else None,
                                     legend=ax is axes[-1])
-        ax.set_ylim(0, 1.02)
+        if metric != "train_set_loss":
+            ax.set_ylim(0, 1.02)
     fig.tight_layout()
     show_figure(fig, "mlp-mean-direction", PROSE.render("mean-direction-caption", baseline=results.baseline))
 
@@ -328,16 +327,11 @@ def mean_direction_note(results: Results) -> Markdown:
         return Markdown("")
     share = (PROSE.render("mean-relu-share", share=found.relu_share) if found.relu_share == found.relu_share
              else PROSE.render("mean-relu-share-undefined"))
-    at_lr = ""
-    if found.lr is not None:
-        base, slow = found.weight["nores-relu"], found.weight_at_lr["nores-relu"]
-        at_lr = PROSE.render("mean-at-lr", lr=found.lr, nores=slow, nores_centred=found.weight_at_lr["nores-relu-centred"])
-        if found.rate_matters:
-            at_lr += " " + PROSE.render("mean-lr-dependence", base=base, base_lr=results.settings.base.optimizer.lr,
-                                        slow=slow, lr=found.lr, steps=results.settings.base.steps)
     return Markdown(PROSE.render(
         "mean-direction", nores_follows=found.follows["nores-relu"], relu_follows=found.follows["res-relu"],
         nores_share=found.mean_share["nores-relu"], relu_mean_share=found.mean_share["res-relu"],
-        nores=found.weight["nores-relu"], nores_centred=found.weight["nores-relu-centred"],
-        relu=found.weight["res-relu"], relu_centred=found.weight["res-relu-centred"], baseline=results.baseline,
-        at_lr=at_lr, finding=PROSE.choose("mean-finding", found.case), relu_share=share))
+        nores=found.weight["nores-relu"], nores_centred=found.weight[NORES_CENTRED],
+        relu=found.weight["res-relu"], relu_centred=found.weight[RES_CENTRED], baseline=results.baseline,
+        nores_loss=found.loss["nores-relu"], nores_centred_loss=found.loss[NORES_CENTRED],
+        relu_loss=found.loss["res-relu"], relu_centred_loss=found.loss[RES_CENTRED],
+        finding=PROSE.choose("mean-finding", found.case), relu_share=share))
