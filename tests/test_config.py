@@ -124,11 +124,16 @@ def test_the_step_schedule_needs_its_factor_and_the_factor_needs_the_schedule():
     assert cache_key("mlp", MLPRunConfig(lr_step_factor=None).to_dict()) == cache_key("mlp", MLPRunConfig().to_dict())
     with pytest.raises(ValueError, match=r"^lr_schedule='step' needs lr_step_factor \(the learning rate's multiplier"):
         MLPRunConfig(lr_schedule="step")
-    with pytest.raises(ValueError, match=r"^lr_step_factor=0.1 applies only to lr_schedule='step' "
+    with pytest.raises(ValueError, match=r"^lr_step_factor and lr_switch_step apply only to lr_schedule='step' "
                                          r"\(got lr_schedule='constant'\)$"):
         MLPRunConfig(lr_step_factor=0.1)
-    with pytest.raises(ValueError, match="applies only to lr_schedule='step' \\(got lr_schedule='cosine'\\)"):
+    with pytest.raises(ValueError, match="apply only to lr_schedule='step' \\(got lr_schedule='cosine'\\)"):
         MLPRunConfig(lr_schedule="cosine", lr_step_factor=0.1)
+    with pytest.raises(ValueError, match="apply only to lr_schedule='step'"):
+        MLPRunConfig(lr_switch_step=100)
+    assert {"lr_switch_step", "record_balance"}.isdisjoint(MLPRunConfig().to_dict())  # defaults: earlier keys kept
+    switched = MLPRunConfig(lr_schedule="step", lr_step_factor=0.1, lr_switch_step=147)
+    assert switched.to_dict()["lr_switch_step"] == 147
     for bad in (0.0, -0.1, float("inf"), "0.1", True):
         with pytest.raises(ValueError, match="lr_step_factor must be"):
             MLPRunConfig(lr_schedule="step", lr_step_factor=bad)

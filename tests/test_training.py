@@ -262,7 +262,7 @@ PROBE_METRICS = ["mean_input_cos", "mean_input_share", "mean_input_pair_cos", "l
                  "near_linear_share"]
 
 
-@pytest.mark.parametrize("condition", ["res-relu", "res-relu-centred", "res-radial-track"])
+@pytest.mark.parametrize("condition", ["res-relu", "res-relu-batch-centred", "res-radial-track"])
 def test_the_probe_changes_nothing_in_training(condition):
     config = TINY.replace(condition=condition, steps=10, n_snapshots=5)
     probed = train_mlp(config, progress=False)
@@ -358,3 +358,24 @@ def test_the_probe_measures_on_the_first_training_examples_in_eval_mode(monkeypa
     monkeypatch.setattr(training.MLPProbe, "__call__", spy)
     train_mlp(TINY.replace(steps=4, n_snapshots=3), progress=False)
     assert seen == [(step, min(training.PROBE_EXAMPLES, 256), True) for step in (0, 1, 4)]
+
+
+@pytest.mark.parametrize("condition", ["res-none", "res-relu"])
+def test_the_balances_are_recorded_on_request_and_change_nothing_else(condition):
+    config = TINY.replace(condition=condition, steps=12, n_snapshots=4)
+    plain = train_mlp(config, progress=False)
+    balanced = train_mlp(config.replace(record_balance=True), progress=False)
+    extra = balanced["metric"].isin(["pair_balance_motion", "unit_balance_motion"])
+    pd.testing.assert_frame_equal(balanced[~extra].reset_index(drop=True), plain, check_categorical=False)
+    pairs = select(balanced, "pair_balance_motion", "", 0, group="hidden")
+    assert sorted(pairs["layer"].unique()) == list(range(TINY.depth - 1))
+    assert (pairs.loc[pairs["step"] == 0, "value"] == 0).all() and (pairs.loc[pairs["step"] > 0, "value"] > 0).all()
+    unit = balanced[balanced["metric"] == "unit_balance_motion"]
+    assert unit.loc[unit["step"] == 0, "value"].item() == 0 and (unit.loc[unit["step"] > 0, "value"] > 0).all()
+
+
+def test_the_step_schedule_switches_where_it_is_told():
+    from geocont.training import step_factor
+
+    half, early = step_factor(100, 0.1), step_factor(100, 0.1, at=15)
+    assert [half(s) for s in (49, 50)] == [1.0, 0.1] and [early(s) for s in (14, 15)] == [1.0, 0.1]

@@ -161,7 +161,7 @@ class MLPRunConfig(RunConfig):
 
     ADDED_FIELDS = {"steps": None, "n_late_snapshots": 0, "snapshot_steps": (), "lr_schedule": "constant",
                     "grad_clip": None, "trace_every": 0, "precision": "fp32", "fused_optimizer": False,
-                    "lr_step_factor": None}
+                    "lr_step_factor": None, "lr_switch_step": None, "record_balance": False}
 
     condition: str = "res-relu"
     seed: int = 0
@@ -184,8 +184,8 @@ class MLPRunConfig(RunConfig):
     n_directions: int = 8  # singular directions compared; 1 = leading pair only (no σ²-alignment; cheap)
     device: str = "cpu"
     #: ``constant``; ``cosine``: the learning rate decays from ``optimizer.lr`` to zero at the last step;
-    #: ``step``: ``optimizer.lr`` for the first half of the run, then ``optimizer.lr * lr_step_factor``
-    #: (:func:`geocont.training.step_factor`)
+    #: ``step``: ``optimizer.lr`` for the first half of the run (or up to ``lr_switch_step``), then
+    #: ``optimizer.lr * lr_step_factor`` (:func:`geocont.training.step_factor`)
     lr_schedule: str = "constant"
     #: clip the global gradient norm (all parameters) to this value before each update; None: no clipping
     grad_clip: float | None = None
@@ -201,6 +201,11 @@ class MLPRunConfig(RunConfig):
     #: the ``step`` schedule's multiplier of the learning rate in the second half of the run (required
     #: there, > 0; e.g. 0.1 for "lr 1e-3 then x0.1"); None for every other schedule
     lr_step_factor: float | None = None
+    #: the ``step`` schedule's switch: the updates after steps ``0 .. lr_switch_step - 1`` use ``optimizer.lr``,
+    #: the later ones ``optimizer.lr * lr_step_factor``; None: half the run
+    lr_switch_step: int | None = None
+    #: record the balances the symmetries conserve (:mod:`geocont.balance`) at every snapshot
+    record_balance: bool = False
 
     def __post_init__(self) -> None:
         block_spec(self.condition)  # raises with the valid names
@@ -235,9 +240,12 @@ class MLPRunConfig(RunConfig):
                 raise ValueError("lr_schedule='step' needs lr_step_factor (the learning rate's multiplier after half the run)")
             object.__setattr__(self, "lr_step_factor",
                                check_number("lr_step_factor", self.lr_step_factor, low=0.0, low_open=True))
-        elif self.lr_step_factor is not None:
-            raise ValueError(f"lr_step_factor={self.lr_step_factor!r} applies only to lr_schedule='step' "
+        elif self.lr_step_factor is not None or self.lr_switch_step is not None:
+            raise ValueError(f"lr_step_factor and lr_switch_step apply only to lr_schedule='step' "
                              f"(got lr_schedule={self.lr_schedule!r})")
+        if self.lr_switch_step is not None:
+            object.__setattr__(self, "lr_switch_step", check_integer("lr_switch_step", self.lr_switch_step, minimum=1))
+        check_flag("record_balance", self.record_balance)
         if self.grad_clip is not None:
             object.__setattr__(self, "grad_clip", check_number("grad_clip", self.grad_clip, low=0.0, low_open=True))
         object.__setattr__(self, "trace_every", check_integer("trace_every", self.trace_every, minimum=0))

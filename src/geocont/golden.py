@@ -62,10 +62,8 @@ def _lm(activation: str, attention: str = "softmax") -> LMRunConfig:
 GOLDEN_RUNS: dict[str, RunConfig] = {
     **{f"mlp-{condition}": _mlp(condition) for condition in (
         "res-relu", "res-none", "nores-relu", "res-gelu", "res-silu", "res-leaky-0.5", "res-ln", "res-ln-relu",
-        "res-rms", "res-rms-relu", "res-radial", "res-radial-tau", "res-radial-track")},
-    # the running-mean centring grows the component it removes (its runs diverge): past ~100 steps its golden
-    # numbers would amplify kernel rounding beyond the tolerance
-    **{f"mlp-{condition}": _mlp(condition, steps=100) for condition in ("nores-relu-centred", "res-relu-centred")},
+        "res-rms", "res-rms-relu", "res-radial", "res-radial-tau", "res-radial-track", "nores-relu-batch-centred",
+        "res-relu-batch-centred")},
     "mlp-res-none-sgd": _mlp("res-none", optimizer=OptimizerConfig("sgd", lr=0.01)),
     "mlp-res-none-adam-rotated": _mlp("res-none", optimizer=OptimizerConfig("adam-rotated", lr=1e-3)),
     "mlp-res-none-adamw": _mlp("res-none", optimizer=OptimizerConfig("adamw", lr=1e-3, weight_decay=0.01)),
@@ -73,6 +71,9 @@ GOLDEN_RUNS: dict[str, RunConfig] = {
     "mlp-res-none-cosine": _mlp("res-none", lr_schedule="cosine"),
     "mlp-res-none-clip": _mlp("res-none", grad_clip=1.0),
     "mlp-res-relu-init-4": _mlp("res-relu", init_scale=4.0),
+    "mlp-res-none-fork-balance": _mlp("res-none", lr_schedule="step", lr_step_factor=2.0, lr_switch_step=60,
+                                      record_balance=True),
+    "mlp-res-relu-balance": _mlp("res-relu", record_balance=True),
     "lm-silu": _lm("silu"),
     "lm-none": _lm("none"),
     "lm-relu": _lm("relu"),
@@ -178,7 +179,11 @@ def manifest(root: Path = FIXTURES) -> dict:
 
 
 def read_fixture(name: str, root: Path = FIXTURES) -> pd.DataFrame:
-    return pd.read_parquet(fixture_path(name, root))
+    path = fixture_path(name, root)
+    if not path.exists():
+        raise FileNotFoundError(f"golden run {name} has no fixture {path}: write it with "
+                                f"`python -m geocont.golden write {name}` and commit it")
+    return pd.read_parquet(path)
 
 
 def platform_record(threads: int = 1) -> dict:

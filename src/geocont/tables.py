@@ -71,6 +71,11 @@ METRICS: dict[str, str] = {
                       "(residual conditions; training.MLPProbe)",
     "near_linear_share": "share of probe examples at which a layer's radial activation is within 1% of the identity, "
                          "tanh(||z|| / tau) >= 0.99 (radial conditions; training.MLPProbe)",
+    "pair_balance_motion": "||C_l(t) - C_l(0)||_F / size of C_l, the balance the linear residual net's per-layer "
+                           "symmetry conserves under gradient flow, for the adjacent pair l, l+1 (balance.pair_balances;"
+                           " recorded with record_balance)",
+    "unit_balance_motion": "the same for the per-unit balance of the stream's diagonal rescaling symmetry "
+                           "(balance.unit_balance; recorded with record_balance)",
     "train_loss": "cross-entropy of the minibatch at this step",
     "test_loss": "cross-entropy on the held-out set",
     "test_acc": "accuracy on the held-out set",

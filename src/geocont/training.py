@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from . import metrics, sweeps
+from . import balance, metrics, sweeps
 from .config import MLPRunConfig, OptimizerConfig, check_precision
 from .mlp import ResidualMLP, forward_trace, near_linear_share
 from .optimizers import FrameAdam, random_frames
@@ -92,11 +92,11 @@ def cosine_factor(total_steps: int) -> Callable[[int], float]:
     return lambda step: 0.5 * (1.0 + math.cos(math.pi * step / max(1, total_steps)))
 
 
-def step_factor(total_steps: int, factor: float) -> Callable[[int], float]:
+def step_factor(total_steps: int, factor: float, at: int | None = None) -> Callable[[int], float]:
     """The step schedule's learning-rate multiplier before update ``step + 1``: 1 for the updates
-    after steps ``0 .. total_steps // 2 - 1``, ``factor`` for those after ``total_steps // 2`` on."""
-    half = total_steps // 2
-    return lambda step: 1.0 if step < half else factor
+    after steps ``0 .. at - 1``, ``factor`` for those after ``at`` on (``at`` None: ``total_steps // 2``)."""
+    switch = total_steps // 2 if at is None else at
+    return lambda step: 1.0 if step < switch else factor
 
 
 def lr_factor_for(config: MLPRunConfig, total_steps: int) -> Callable[[int], float] | None:
@@ -104,7 +104,7 @@ def lr_factor_for(config: MLPRunConfig, total_steps: int) -> Callable[[int], flo
     if config.lr_schedule == "cosine":
         return cosine_factor(total_steps)
     if config.lr_schedule == "step":
-        return step_factor(total_steps, config.lr_step_factor)
+        return step_factor(total_steps, config.lr_step_factor, config.lr_switch_step)
     return None
 
 
@@ -258,16 +258,22 @@ class MLPProbe:
     * ``product_change`` (``model``, residual conditions only): the same relative change of
       :func:`hidden_product`;
     * ``near_linear_share`` (``hidden``, per layer, radial activations only): the share of probe
-      examples whose pre-activation z has ``tanh(||z|| / tau) >= geocont.mlp.NEAR_LINEAR``.
+      examples whose pre-activation z has ``tanh(||z|| / tau) >= geocont.mlp.NEAR_LINEAR``;
+    * with ``balance``: ``pair_balance_motion`` (``hidden``, per adjacent pair ``l``) and ``unit_balance_motion``
+      (``model``): how far the balances the symmetries conserve (:mod:`geocont.balance`) have moved since the
+      first snapshot, relative to their size (0 there).
 
     The model runs in eval mode under ``torch.no_grad`` (then back to its mode): no running
     statistic moves, no gradient is touched, and no random state is drawn (the singular-vector
     solver seeds its own generator), so training is bit-identical with and without the probe.
     """
 
-    def __init__(self, model: ResidualMLP, x: torch.Tensor, recorder: ContinuityRecorder, group: str = "hidden"):
+    def __init__(self, model: ResidualMLP, x: torch.Tensor, recorder: ContinuityRecorder, group: str = "hidden",
+                 balance: bool = False):
         self.model, self.x, self.recorder, self.group = model, x, recorder, group
         self.residual = model.blocks[0].residual
+        self.balance = balance
+        self._balances: tuple[list, tuple] | None = None  # the first snapshot's balances
         self._logits: torch.Tensor | None = None
         self._product: torch.Tensor | None = None
         self._start: torch.Tensor | None = None  # the previous snapshot's v1: a warm start
@@ -313,6 +319,19 @@ class MLPProbe:
             if self._product is not None:
                 self.recorder.record(step, "product_change", relative_change(product, self._product))
             self._product = product
+        if self.balance:
+            self._record_balances(step)
+
+    def _record_balances(self, step: int) -> None:
+        pairs, unit = balance.pair_balances(self.model), balance.unit_balance(self.model)
+        if self._balances is None:
+            self._balances = (pairs, unit)
+        start_pairs, start_unit = self._balances
+        for layer, ((now, size), (then, then_size)) in enumerate(zip(pairs, start_pairs)):
+            self.recorder.record(step, "pair_balance_motion", balance.relative_motion(now, then, size, then_size),
+                                 group=self.group, layer=layer)
+        self.recorder.record(step, "unit_balance_motion",
+                             balance.relative_motion(unit[0], start_unit[0], unit[1], start_unit[1]))
 
 
 def steps_for(config: MLPRunConfig, n_train: int) -> int:
@@ -380,7 +399,8 @@ def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True, 
                                                 prefix="train_set")},
         description=f"{config.condition} {config.optimizer.label} seed={config.seed}", progress=progress,
         lr_factor=lr_factor_for(config, total_steps), clip_norm=config.grad_clip, trace=trace,
-        probe=MLPProbe(model, x_train[:PROBE_EXAMPLES], recorder) if probe and record else None,
+        probe=MLPProbe(model, x_train[:PROBE_EXAMPLES], recorder, balance=config.record_balance)
+        if probe and record else None,
     )
     return rows_to_frame(recorder.rows + (trace.rows if trace else []))
 

@@ -1,0 +1,63 @@
+"""Balances: the quantities a residual MLP's symmetries conserve under gradient flow, whose motion measures drift.
+
+In the linear residual net (``res-none``, no norm) block ``l`` maps ``h -> M_l h + b_l`` with ``M_l = I + W_l``,
+so the function is unchanged by ``M_l -> G_{l+1} M_l G_l^{-1}``, ``b_l -> G_{l+1} b_l`` for any invertible
+``G_l`` (the embedding and head transformed alike): almost every direction in weight space is flat. For each
+adjacent pair of hidden blocks ``(l, l + 1)`` the generator of ``G_{l+1}`` gives, by Noether's argument for
+gradient flow (Kunin et al. 2021, "Neural mechanics"), the conserved **pair balance**
+
+    C_l = M_{l+1}^T M_{l+1} - M_l M_l^T - b_l b_l^T
+
+(the derivative of the loss along the symmetry vanishes: ``dL/dM_l M_l^T + dL/db_l b_l^T = M_{l+1}^T dL/dM_{l+1}``,
+so both sides of ``C_l`` change alike). Finite learning rates change it at second order in the step, minibatch
+noise and Adam's per-coordinate scaling at first order: that breaking is motion along the symmetry, the drift.
+
+An element-wise activation removes the per-layer symmetry. What remains in a residual ReLU net is a positive
+diagonal rescaling ``D`` of the whole stream (the same ``D`` at every layer: ``W_l -> D W_l D^{-1}``,
+``b_l -> D b_l``, embedding ``-> D E``, head ``-> H D^{-1}``, since ``relu(D x) = D relu(x)``), whose conserved
+**unit balance** is the vector
+
+    q = diag(E E^T + e e^T + sum_l (W_l W_l^T - W_l^T W_l + b_l b_l^T) - H^T H)
+
+(``e`` the embedding's bias). The linear net conserves it too (its symmetry contains that one). Each balance is
+reported as its change since the first snapshot relative to its size: :func:`relative_motion`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .mlp import ResidualMLP
+
+
+def pair_balances(model: ResidualMLP) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per adjacent pair of hidden blocks ``(l, l + 1)``: ``C_l`` without the identity (it cancels) and its size,
+    as ``(C_l, S_l)`` in float64, ``S_l = ||M_{l+1}^T M_{l+1} - I|| + ||M_l M_l^T + b_l b_l^T - I||`` (Frobenius)."""
+    weights = [block.linear.weight.detach().double() for block in model.blocks]
+    biases = [block.linear.bias.detach().double() for block in model.blocks]
+    out = []
+    for w, b, following in zip(weights, biases, weights[1:]):
+        later = following + following.T + following.T @ following  # M^T M - I
+        earlier = w + w.T + w @ w.T + torch.outer(b, b)  # M M^T + b b^T - I
+        out.append((later - earlier, torch.linalg.matrix_norm(later) + torch.linalg.matrix_norm(earlier)))
+    return out
+
+
+def unit_balance(model: ResidualMLP) -> tuple[torch.Tensor, torch.Tensor]:
+    """The stream's per-unit balance ``q`` (module docstring) in float64, and its size: the norm of its positive
+    part plus that of its negative part."""
+    embed, head = model.embed.weight.detach().double(), model.head.weight.detach().double()
+    positive = (embed * embed).sum(1) + model.embed.bias.detach().double() ** 2
+    negative = (head * head).sum(0)
+    for block in model.blocks:
+        w, b = block.linear.weight.detach().double(), block.linear.bias.detach().double()
+        positive = positive + (w * w).sum(1) + b * b  # diag(W W^T) + b^2
+        negative = negative + (w * w).sum(0)  # diag(W^T W)
+    return positive - negative, torch.linalg.vector_norm(positive) + torch.linalg.vector_norm(negative)
+
+
+def relative_motion(current: torch.Tensor, start: torch.Tensor, current_size: torch.Tensor,
+                    start_size: torch.Tensor) -> float:
+    """``||current - start|| / max(size now, size at the start)``: how far a balance moved, as a share of it."""
+    scale = float(torch.maximum(current_size, start_size))
+    return float(torch.linalg.vector_norm((current - start).flatten())) / scale if scale > 0 else float("nan")
