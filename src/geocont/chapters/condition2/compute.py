@@ -25,6 +25,7 @@ from ...tables import RUN_KEYS, diverged_runs, select
 from ...training import cosine_factor, run_sweep
 from .. import mlp_runs
 from ..mlp_runs import predicted_run_seconds
+from .forks import FORK_RATES, ForkFindings, fork_claims, fork_configs, fork_findings, fork_readings, forks_at
 
 #: The Condition-2 core compared on every dataset: the element-wise baseline, the linear residual
 #: net, a rotation-equivariant nonlinearity that is nonlinear in practice, and no residual.
@@ -86,9 +87,11 @@ SGD_MOMENTUM = 0.9
 #: whose model, horizon, snapshots and trace it keeps, so that a run it shares with the conditions chapter is
 #: trained once): the datasets compared (the headline one first) and the seeds of the linear net's spread.
 _CHAPTER_VALUES: dict[str, dict[str, Any]] = {
-    "smoke": dict(datasets=("fashion-mnist", "mnist-subset"), many_seeds=4, sgd_probe_steps=8),
-    "cpu": dict(datasets=("fashion-mnist", "mnist-10k", "mnist-subset"), many_seeds=8, sgd_probe_steps=500),
-    "paper": dict(datasets=("mnist", "fashion-mnist", "mnist-10k"), many_seeds=16, sgd_probe_steps=500),
+    "smoke": dict(datasets=("fashion-mnist", "mnist-subset"), many_seeds=4, sgd_probe_steps=8, forks=FORK_RATES),
+    # the forks join the cpu preset once their runs are in the results store (python -m geocont.book store)
+    "cpu": dict(datasets=("fashion-mnist", "mnist-10k", "mnist-subset"), many_seeds=8, sgd_probe_steps=500, forks=()),
+    "paper": dict(datasets=("mnist", "fashion-mnist", "mnist-10k"), many_seeds=16, sgd_probe_steps=500,
+                  forks=FORK_RATES),
 }
 _PRESETS = mlp_runs.mlp_presets(_CHAPTER_VALUES, without=("dataset",), conditions=CORE_CONDITIONS,
                                 interventions=tuple(INTERVENTIONS), drift_tests=tuple(DRIFT_TESTS))
@@ -103,6 +106,7 @@ PARAMETERS: dict[str, str] = {
     "conditions": "the conditions compared on every dataset",
     "interventions": f"which interventions run on the headline dataset (of {', '.join(INTERVENTIONS)})",
     "drift_tests": f"which direct tests of drift run on the linear net (of {', '.join(DRIFT_TESTS)})",
+    "forks": "learning rates the linear net and the baseline continue at from the formed state (an empty list: none)",
     "width": "hidden width",
     "depth": "number of hidden layers",
     "trace_every": "steps between trace points (loss and weight v1 for the instability analysis)",
@@ -125,6 +129,8 @@ class Condition2Settings:
     sgd_probe_steps: int
     #: the direct tests of drift (:data:`DRIFT_TESTS`)
     drift_tests: tuple[str, ...] = ()
+    #: the rates of the forks from the formed state (:mod:`.forks`)
+    forks: tuple[float, ...] = ()
     #: the chapter parameters that were set (not None), as a re-run must repeat them
     overrides: dict[str, Any] = field(default_factory=dict)
 
@@ -161,6 +167,10 @@ class Condition2Settings:
             changes["snapshot_steps"] = (*self.base.snapshot_steps, *extra)
         return [self.base.replace(condition="res-none", seed=s, **changes) for s in self.seeds]
 
+    def fork_configs(self) -> list[MLPRunConfig]:
+        """The forks from the formed state on the headline dataset (:func:`.forks.fork_configs`)."""
+        return fork_configs(self.base, self.seeds, self.forks) if self.forks else []
+
     def sgd_configs(self, lr: float, steps: int | None = None) -> list[MLPRunConfig]:
         """SGD at ``lr`` on the headline dataset: the linear net on ``many_seeds``, the baseline on ``seeds``;
         ``steps`` shortens them to probes (no late snapshots)."""
@@ -179,6 +189,7 @@ class Condition2Settings:
         configs += self.linear_seed_configs()
         for name in self.drift_tests:
             configs += self.drift_test_configs(name)
+        configs += self.fork_configs()
         for dataset in self.datasets[1:]:
             configs += self.comparison_configs(dataset)
         unique: dict[str, MLPRunConfig] = {}
@@ -188,7 +199,7 @@ class Condition2Settings:
 
 
 #: The chapter's own settings, besides those of the shared MLP builder (:func:`geocont.chapters.mlp_runs.build_settings`).
-_OWN_VALUES = ("datasets", "many_seeds", "interventions", "drift_tests", "sgd_probe_steps")
+_OWN_VALUES = ("datasets", "many_seeds", "interventions", "drift_tests", "sgd_probe_steps", "forks")
 
 
 def build_settings(scale: str, values: dict[str, Any]) -> Condition2Settings:
@@ -208,6 +219,7 @@ def build_settings(scale: str, values: dict[str, Any]) -> Condition2Settings:
     for name in drift_tests:
         if name not in DRIFT_TESTS:
             raise ValueError(f"unknown drift test {name!r}; valid choices: {', '.join(DRIFT_TESTS)}")
+    forks = tuple(sorted(check_positive("forks", rate, integer=False) for rate in (own["forks"] or ())))
     mlp = mlp_runs.build_settings(scale, {**values, "dataset": datasets[0]})
     for condition in ("res-none", "res-relu"):
         if condition not in mlp.conditions:
@@ -215,7 +227,8 @@ def build_settings(scale: str, values: dict[str, Any]) -> Condition2Settings:
     probe_steps = min(check_positive("sgd_probe_steps", own["sgd_probe_steps"]), mlp.base.steps)
     return Condition2Settings(scale=scale, base=mlp.base, datasets=datasets, conditions=mlp.conditions, seeds=mlp.seeds,
                               many_seeds=parse_seeds(own["many_seeds"], "many_seeds"), interventions=interventions,
-                              early_steps=mlp.early_steps, sgd_probe_steps=probe_steps, drift_tests=drift_tests)
+                              early_steps=mlp.early_steps, sgd_probe_steps=probe_steps, drift_tests=drift_tests,
+                              forks=forks)
 
 
 def describe(settings: Condition2Settings) -> dict[str, Any]:
@@ -270,7 +283,7 @@ CHAPTER = Chapter(name="condition2", parameters=PARAMETERS, presets=_PRESETS, bu
 
 
 #: The parameters that narrow the design (fewer runs) rather than change the runs.
-_BREADTH_PARAMETERS = ("seeds", "many_seeds", "datasets", "conditions", "interventions", "drift_tests")
+_BREADTH_PARAMETERS = ("seeds", "many_seeds", "datasets", "conditions", "interventions", "drift_tests", "forks")
 
 #: A narrower ``cpu`` re-run: the headline dataset with two of the stabilising interventions, the horizon
 #: and every seed kept.
@@ -360,6 +373,8 @@ class Results:
     #: SGD at the chosen rate (empty if none was stable)
     sgd: pd.DataFrame
     baseline: float
+    #: ``{rate: sweep table}`` of the forks from the formed state (both conditions)
+    forks: dict[float, pd.DataFrame] = field(default_factory=dict)
 
 
 def run(settings: Condition2Settings, executor: str | None = None) -> Results:
@@ -378,6 +393,8 @@ def run(settings: Condition2Settings, executor: str | None = None) -> Results:
                    interventions=interventions, sgd_choice=choice, sgd=sgd,
                    drift_tests={name: run_sweep(settings.drift_test_configs(name), progress=False)
                                 for name in settings.drift_tests},
+                   forks={rate: run_sweep(forks_at(settings.fork_configs(), rate), progress=False)
+                          for rate in settings.forks},
                    baseline=metrics.random_abs_cos(settings.base.width))
 
 
@@ -957,6 +974,22 @@ class DriftTests:
         return {name: test.drift for name, test in found.items() if test is not None}
 
 
+def forks_found(results: Results) -> ForkFindings | None:
+    """The forks from the formed state (:func:`.forks.fork_findings`; None where none ran)."""
+    return fork_findings(results.forks, results.settings.base.steps)
+
+
+def drift_readings(results: Results) -> dict[str, str]:
+    """Every test of drift that ran and applies, with what it says: the learning-rate and batch tests, and the
+    forks. Where the forks ran, the lr step-up does not count: at lr 3e-4 the linear net is still forming its
+    frame at the switch, so there is no formed frame to lose faster (the forks test that from a formed state)."""
+    readings = drift_tests_found(results).readings()
+    forks = fork_readings(forks_found(results))
+    if forks:
+        readings.pop("lr step-up", None)
+    return {**readings, **forks}
+
+
 def drift_tests_found(results: Results) -> DriftTests:
     return DriftTests(step_test(results, "lr step-down"), step_test(results, "lr step-up"), equal_distance(results),
                       batch_dose(results))
@@ -1089,6 +1122,7 @@ def drift_claims(results: Results, builder: ClaimsBuilder) -> None:
                     note=f"pooled {shape.turn_vs_gap}; per run {shape.per_run}; res-relu {shape.relu_turn_vs_gap}")
 
     tests = drift_tests_found(results)
+    superseded = bool(results.forks) and tests.step_up is not None  # drift_readings: the forks test it from a formed state
     for key, name, claim, quantity, test in (
             ("lr-step-down", "lr step-down", "After an lr step-down the linear net does not recover its continuity",
              "res-none weight v1: end minus switch", tests.step_down),
@@ -1098,10 +1132,14 @@ def drift_claims(results: Results, builder: ClaimsBuilder) -> None:
             builder.add(key, claim, f"{quantity} {tag}", "accumulated drift (our test)", missing, results.baseline,
                         "not tested", note=f"{name} not run in this build")
             continue
+        not_applicable = superseded and test.name == "lr step-up"
         builder.add(key, claim, f"{quantity} {tag}", "accumulated drift (our test)",
                     test.change if test.name == "lr step-down" else test.rate_change, results.baseline,
-                    _VERDICT_OF_DRIFT[test.drift], note=f"{test.reading}; at the switch {test.at_switch}, at the end {test.at_end}; fall per 1,000 "
-                         f"steps before {test.fall_before}, after {test.fall_after}")
+                    "not tested" if not_applicable else _VERDICT_OF_DRIFT[test.drift],
+                    note=("not applicable: at lr 3e-4 the frame is still forming at the switch (the forks test a faster "
+                          "rate from the formed state); " if not_applicable else "")
+                    + f"{test.reading}; at the switch {test.at_switch}, at the end {test.at_end}; fall per 1,000 "
+                    f"steps before {test.fall_before}, after {test.fall_after}")
     equal = tests.equal_distance
     claim = "At equal summed learning rate, lr 3e-4 ends where lr 1e-3 ends"
     quantity = f"res-none weight v1 at the end, lr 3e-4 over 10/3 x the steps {tag}"
@@ -1123,6 +1161,8 @@ def drift_claims(results: Results, builder: ClaimsBuilder) -> None:
         builder.add("batch-dose", claim, f"res-none weight v1, batch {max(dose.finals)} minus batch {min(dose.finals)} {tag}",
                     "drift (our test)", difference(high, low), results.baseline, dose.verdict,
                     note="; ".join(f"batch {size}: {value}" for size, value in dose.finals.items()))
+
+    fork_claims(forks_found(results), builder, tag, results.baseline)
 
     spikes = spike_calibration(results)
     claim = "The linear net spikes no more than the baseline (a spike detector calibrated on res-relu)"
@@ -1207,7 +1247,7 @@ def explanations(results: Results) -> list[Explanation]:
 
     moving = function_preserving_motion(results)
     motion_vote = "neither" if moving is None else _DRIFT_OF_VERDICT[moving.verdict]
-    readings = drift_tests_found(results).readings()
+    readings = drift_readings(results)
     tally = list(readings.values())
     tests_vote = ("for" if tally.count("for") > tally.count("against") else
                   "against" if tally.count("against") > tally.count("for") else "neither")

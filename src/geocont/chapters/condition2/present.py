@@ -14,7 +14,8 @@ from ..mlp_runs import BOOK_BUDGET_MINUTES, CPU_SECONDS_PER_MLP_STEP, ROTATED_ST
 from .compute import (BIMODAL_GAP, CALIBRATION_EVENTS_PER_RUN, MOTION_LOG2_MARGIN, NARROW_CPU_RERUN,
                       PAPER_LINEAR_WEIGHT, SGD_LEARNING_RATES, SGD_MOMENTUM, SPIKE_EXCESS, STILL_RISING_SHARE,
                       SUBSPACE_KS, Condition2Settings, Results, budget, comparison_rows, cosine_course, cosine_lr,
-                      drift_tests_found, explanations, formation, function_preserving_motion, gap_per_run,
+                      drift_tests_found, explanations, formation, forks_found, function_preserving_motion,
+                      gap_per_run,
                       intervention_rows, seed_groups_found, halves_agree, half_verdicts, seed_values, shared_axes,
                       spectrum, spike_calibration, switch_step, weight_decay_prediction)
 
@@ -602,6 +603,60 @@ def drift_tests_sentences(results: Results) -> str:
         parts.append(PROSE.render("drift-batch", finals="; ".join(f"batch {s}: {v}" for s, v in dose.finals.items()),
                                   high=max(dose.finals), low=min(dose.finals), verdict=dose.verdict))
     return "\n\n".join(parts)
+
+
+def forks_figure(results: Results) -> None:
+    """The forks from the formed state: weight v1 of both conditions against the summed learning rate after the
+    switch (left), and the linear net's pair-balance motion against the step (right), one line per rate."""
+    found = forks_found(results)
+    if found is None:
+        return _note(PROSE.choose("forks", "not-run"))
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from ... import plotting
+    from ...book.figures import show_figure
+    from .forks import fork_switch
+
+    steps, switch, base_lr = found.steps, fork_switch(found.steps), results.settings.base.optimizer.lr
+    shades = dict(zip(found.rates, sns.color_palette("viridis", n_colors=len(found.rates))))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 4.4))
+    for rate, table in sorted(results.forks.items()):
+        for condition, linestyle in (("res-none", "-"), ("res-relu", "--")):
+            frame = per_run(table[table["condition"] == condition], "weight_cos", "input", 1)
+            after = frame[frame["step"] >= switch].assign(distance=lambda f: (f["step"] - switch) * rate)
+            _band(left, after, shades[rate], f"{condition}, lr {rate:g}", x="distance", linestyle=linestyle)
+        balance = per_run(table[table["condition"] == "res-none"], "pair_balance_motion")
+        _band(right, balance, shades[rate], f"lr {rate:g}")
+    plotting.draw_baseline(left, results.baseline)
+    left.set_xlabel("summed learning rate after the switch")
+    left.set_ylabel("weight v1 |cos|, mean over layer pairs")
+    left.set_ylim(0, 1)
+    left.legend(fontsize="x-small", ncol=2)
+    right.axvline(switch, color="0.5", linestyle=":")
+    right.set_xlabel("training step")
+    right.set_ylabel("res-none pair-balance motion")
+    right.legend(fontsize="small")
+    fig.tight_layout()
+    show_figure(fig, "c2-forks", PROSE.render("forks-caption", headline=results.settings.headline, switch=switch,
+                                              base_lr=base_lr))
+
+
+def forks_sentence(results: Results) -> str:
+    """What the forks say of each of drift's predictions (:mod:`.forks`)."""
+    found = forks_found(results)
+    if found is None:
+        return PROSE.choose("forks", "not-run")
+    grows, grows_verdict = found.fall_grows_with_rate()
+    worst, relu_verdict = found.relu_holds()
+    balance, balance_verdict = found.balance_grows_with_rate()
+    return PROSE.choose(
+        "forks", "ran", reference=found.reference_rate, equal_verdict=found.equal_distance_verdict(),
+        equal="; ".join(f"lr {r:g}: {found.fork('res-none', r).at_equal_distance}" for r in found.rates),
+        low=min(found.rates), high=max(found.rates), grows=grows, grows_verdict=grows_verdict,
+        worst_rate=worst.rate, worst_switch=worst.at_switch, worst_end=worst.at_end, relu_verdict=relu_verdict,
+        balance=balance, balance_verdict=balance_verdict, rho=str(found.balance_fall),
+        rho_verdict=found.balance_fall_verdict())
 
 
 def spike_table(results: Results) -> pd.DataFrame:
