@@ -228,3 +228,55 @@ def test_a_difference_carries_the_seed_sd_of_a_difference_and_a_single_seed_its_
     assert (above.mean, above.std, above.n) == (pytest.approx(0.92), 0.01, 3)
     assert difference(known(0.05), Estimate(0.2, 0.04, 4)).n == 4
     assert math.isnan(difference(Estimate(math.nan, math.nan, 0), known(0.05)).std)
+
+
+def _per_run(series: dict[int, list[float]], steps: list[int]) -> pd.DataFrame:
+    """A per_run frame: one run per seed, ``series[seed]`` its values at ``steps``."""
+    return pd.DataFrame([dict(condition="c", optimizer="adam", init_scale=1.0, seed=seed, step=step, value=value)
+                         for seed, values in series.items() for step, value in zip(steps, values)])
+
+
+STEPS = [0, 100, 200, 300, 400, 500, 600]
+
+
+def test_a_quantity_settles_only_where_every_seed_has_settled_not_where_opposite_moves_cancel():
+    from geocont.statistics import settledness
+
+    cancelling = _per_run({0: [0.1, 0.2, 0.3, 0.3, 0.3, 0.4, 0.5], 1: [0.1, 0.2, 0.3, 0.3, 0.3, 0.2, 0.1]}, STEPS)
+    found = settledness(cancelling)
+    assert found.trend.mean == pytest.approx(0.0) and not found.settled  # mean change 0, each seed moved 0.2
+    assert dict(found.changes) == pytest.approx({0: 0.2, 1: -0.2})
+    steady = _per_run({0: [0.1, 0.5, 0.6, 0.6, 0.61, 0.6, 0.62], 1: [0.1, 0.4, 0.5, 0.55, 0.55, 0.56, 0.56]}, STEPS)
+    assert settledness(steady).settled and not settledness(steady, step=200).settled
+
+
+def test_the_judging_horizon_is_the_first_settled_snapshot_before_memorising_or_names_what_still_moves():
+    from geocont.statistics import judging_horizon
+
+    rising_then_flat = _per_run({0: [0.1, 0.3, 0.5, 0.6, 0.6, 0.6, 0.6], 1: [0.1, 0.3, 0.5, 0.6, 0.6, 0.6, 0.6]}, STEPS)
+    late_riser = _per_run({0: [0.1, 0.1, 0.1, 0.1, 0.1, 0.3, 0.5], 1: [0.1, 0.1, 0.1, 0.1, 0.1, 0.3, 0.5]}, STEPS)
+    falling_val = _per_run({0: [3.0, 2.5, 2.2, 2.1, 2.05, 2.0, 1.99], 1: [3.0, 2.5, 2.2, 2.1, 2.05, 2.0, 1.99]}, STEPS)
+    horizon = judging_horizon({"a": rising_then_flat}, falling_val, STEPS)
+    assert (horizon.step, horizon.settled, horizon.memorising_after) == (500, True, None)
+    flat = _per_run({0: [0.1] * 7, 1: [0.1] * 7}, STEPS)
+    assert judging_horizon({"a": flat}, None, STEPS).step == 100  # nothing moves: settled at the first snapshot
+    assert judging_horizon({"a": flat}, None, STEPS, not_before=400).step == 400  # but not before the floor
+    horizon = judging_horizon({"a": rising_then_flat, "b": late_riser}, falling_val, STEPS)
+    assert (horizon.step, horizon.settled, horizon.moving()) == (600, False, ["b"])
+    assert horizon.quantities["b"].trend.mean == pytest.approx(0.4)
+    rising_val = _per_run({0: [3.0, 2.5, 2.2, 2.1, 2.2, 2.3, 2.4], 1: [3.0, 2.5, 2.2, 2.1, 2.1, 2.1, 2.1]}, STEPS)
+    horizon = judging_horizon({"a": rising_then_flat}, rising_val, STEPS)  # seed 0 memorises after step 300
+    assert (horizon.step, horizon.settled, horizon.memorising_after) == (300, False, 300)
+
+
+@pytest.mark.parametrize("v, others, verdict", [
+    ((0.06, 0.01, 3), [(0.5, 0.05, 3), (0.4, 0.05, 3)], "reproduced"),        # near random, far below the others
+    ((0.06, 0.01, 3), [], "not tested"),                                      # no other projection reproduced
+    ((0.30, 0.01, 3), [(0.5, 0.05, 3)], "partly reproduced"),                 # below the others, not near random
+    ((0.08, 0.01, 3), [(0.12, 0.05, 3)], "partly reproduced"),                # near random, not clearly below
+    ((0.45, 0.01, 3), [(0.5, 0.05, 3)], "not reproduced"),
+])
+def test_v_is_judged_low_on_its_own_numbers_and_the_reproduced_projections_alone(v, others, verdict):
+    from geocont.statistics import Estimate, verdict_v_low
+
+    assert verdict_v_low(Estimate(*v), 0.05, [Estimate(*o) for o in others]) == verdict

@@ -527,15 +527,130 @@ def settled(change: Estimate, tolerance: float = 0.05) -> bool:
     return not math.isnan(change.mean) and abs(change.mean) <= tolerance
 
 
+#: A quantity has settled in a run when it moved by at most this over the last third of the run (up to the
+#: snapshot it is judged at); the book's difference margin is twice this.
+SETTLED_TOLERANCE = 0.05
+
+
+@dataclass(frozen=True)
+class Settledness:
+    """How much a quantity still moved over the last third up to ``step``, seed by seed (``changes``), their
+    mean ± sd (``trend``), and whether it moved by at most ``tolerance`` in **every** seed (``settled``; never
+    the seed mean of changes, which opposite moves cancel)."""
+
+    step: int
+    changes: pd.Series
+    trend: Estimate
+    tolerance: float
+
+    @property
+    def settled(self) -> bool:
+        values = self.changes.to_numpy(dtype=float)
+        return len(values) > 0 and bool(np.all(np.isfinite(values))) and bool(np.all(np.abs(values) <= self.tolerance))
+
+
+def settledness(frame: pd.DataFrame, step: int | None = None, fraction: float = 1 / 3,
+                tolerance: float = SETTLED_TOLERANCE) -> Settledness:
+    """:class:`Settledness` of a layer-mean quantity (``frame``: one row per run and step, :func:`per_run`, diverged
+    runs left out) judged at ``step`` (default: each run's last), over the last ``fraction`` of ``[0, step]``."""
+    upto = frame if step is None else frame[frame["step"] <= step]
+    changes = change_over_last_per_run(upto, fraction)
+    values = changes.set_index("seed")["value"] if "seed" in changes else changes["value"]
+    judged = int(upto["step"].max()) if len(upto) else -1
+    return Settledness(judged if step is None else step, values, estimate(values), tolerance)
+
+
+#: The validation loss may stand this far (nats) above its lowest value so far before a run is said to have
+#: begun memorising its training text.
+VALIDATION_RISE = 0.02
+
+
+def memorising(val_loss: pd.DataFrame, step: int, rise: float = VALIDATION_RISE) -> bool:
+    """Whether any run's validation loss at ``step`` (``val_loss``: one row per run and step) stands more than
+    ``rise`` above its minimum over the snapshots up to ``step``."""
+    upto = val_loss[val_loss["step"] <= step]
+    if upto.empty:
+        return False
+    lowest = upto.groupby(RUN_KEYS, observed=True)["value"].min()
+    now = at_step(upto, step).set_index(RUN_KEYS)["value"]
+    return bool(((now - lowest.reindex(now.index)) > rise).any())
+
+
+@dataclass(frozen=True)
+class Horizon:
+    """Where a run set's claims are judged (:func:`judging_horizon`): ``step``, whether every quantity had
+    settled in every seed there (``settled``), each quantity's :class:`Settledness` there, and the last snapshot
+    before the validation loss rose (``memorising_after``; None where it never rose)."""
+
+    step: int
+    settled: bool
+    quantities: dict[str, Settledness]
+    memorising_after: int | None
+
+    def moving(self) -> list[str]:
+        """The quantities still moving at the horizon."""
+        return [name for name, found in self.quantities.items() if not found.settled]
+
+
+def judging_horizon(quantities: dict[str, pd.DataFrame], val_loss: pd.DataFrame | None, steps: Sequence[int],
+                    not_before: int = 1, fraction: float = 1 / 3, tolerance: float = SETTLED_TOLERANCE,
+                    rise: float = VALIDATION_RISE) -> Horizon:
+    """The first of ``steps`` (snapshots at or after ``not_before``) at which every quantity (``{name: per_run
+    frame}``) has settled in every seed and no run has begun memorising (:func:`memorising`); where there is none,
+    the last snapshot before memorising began (the budget where it never began), with the quantities still moving
+    named there. ``not_before``: early snapshots "settle" trivially, since a quantity has had no time to move over
+    the last third of a few steps; a chapter sets it to its early horizon."""
+    steps = sorted(int(step) for step in steps if step >= max(1, not_before))
+    allowed = [step for step in steps if val_loss is None or not memorising(val_loss, step, rise)]
+    memorising_after = None
+    if val_loss is not None and len(allowed) < len(steps):
+        first_bad = next(step for step in steps if step not in allowed)
+        earlier = [step for step in steps if step < first_bad]
+        memorising_after = earlier[-1] if earlier else None
+        allowed = earlier
+    candidates = allowed or steps[:1]
+    for step in candidates:
+        found = {name: settledness(frame, step, fraction, tolerance) for name, frame in quantities.items()}
+        if all(one.settled for one in found.values()):
+            return Horizon(step, True, found, memorising_after)
+    last = candidates[-1]
+    return Horizon(last, False, {name: settledness(frame, last, fraction, tolerance)
+                                 for name, frame in quantities.items()}, memorising_after)
+
+
+#: How far above its random level V's continuity may lie and still count as "low" (the book's difference margin).
+V_LOW_MARGIN = DIFFERENCE_MARGIN
+
+
+def verdict_v_low(v: Estimate, random_level: float, reproduced_others: Sequence[Estimate],
+                  margin: float = V_LOW_MARGIN) -> str:
+    """"V has low continuity", judged on V alone: V within ``margin`` of its random level, and below the mean of
+    the projections of its space whose own "high" claim is reproduced (the difference rule). Both: "reproduced";
+    one: "partly reproduced"; neither: "not reproduced"; "not tested" where no other projection of the space is
+    reproduced (a failure of another projection is never counted again as V's) or V has no value."""
+    if math.isnan(v.mean) or not reproduced_others:
+        return "not tested"
+    # their mean, with the root-mean-square of their own spreads (each projection's seeds, or layer pairs)
+    others = Estimate(float(np.mean([other.mean for other in reproduced_others])),
+                      float(np.sqrt(np.mean([seed_spread(other) ** 2 for other in reproduced_others]))),
+                      min(other.n for other in reproduced_others))
+    near_random = v.mean - random_level <= margin
+    below = verdict_for_difference(others, v) == "reproduced"
+    return "reproduced" if near_random and below else "partly reproduced" if near_random or below else "not reproduced"
+
+
 #: How a claim's verdicts at an early and a late horizon combine (a claim "holds" when reproduced).
 HOLDS = ("throughout", "only early", "only late", "at neither")
 
 
 def holds_when(early_verdict: str, late_verdict: str) -> str:
     """"throughout" if reproduced at both horizons, "only early" / "only late" if at one, else "at
-    neither" (partly reproduced counts as not holding); "not tested" where either is untested."""
+    neither" (partly reproduced counts as not holding); "not tested" where either is untested; "still moving"
+    where the late one is "not settled"."""
     if "not tested" in (early_verdict, late_verdict):
         return "not tested"
+    if late_verdict == "not settled":
+        return "still moving"
     early, late = early_verdict == "reproduced", late_verdict == "reproduced"
     return HOLDS[0] if early and late else HOLDS[1] if early else HOLDS[2] if late else HOLDS[3]
 

@@ -118,7 +118,7 @@ CLAIM_COLUMNS = [
 ]
 #: Between a claim's name and its dataset in a claims-table key (:func:`claim_key`).
 CLAIM_KEY_SEPARATOR = "@"
-VERDICTS = ("reproduced", "partly reproduced", "inconclusive", "not reproduced", "not tested")
+VERDICTS = ("reproduced", "partly reproduced", "inconclusive", "not reproduced", "not settled", "not tested")
 
 
 def diverged_runs(table: pd.DataFrame) -> pd.DataFrame:

@@ -16,8 +16,9 @@ from ...config import LMRunConfig
 from ...lm import run_lm_sweep
 from ...metrics import random_abs_cos, vector_name
 from ...pretrained import ModelNotAvailable
-from ...statistics import (DIFFERENCE_MARGIN, Estimate, at_final_step, at_step, change_over_last_per_run, difference,
-                           estimate, holds_when, known, per_run, settled, verdict_for_difference)
+from ...statistics import (DIFFERENCE_MARGIN, V_LOW_MARGIN, Estimate, Horizon, Settledness, at_final_step, at_step,
+                           change_over_last_per_run, difference, estimate, holds_when, judging_horizon, known, per_run,
+                           SETTLED_TOLERANCE, up_to_step, verdict_for_difference, verdict_v_low)
 from ...sweeps import predicted_wall_seconds
 from ...tables import RUN_KEYS, split_claim_key
 from ...transformer import PROJECTIONS, build_llama, parameter_count, projection_dims
@@ -230,21 +231,23 @@ def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], ref
     def est(variant: str, projection: str, space: str) -> Estimate:
         return _estimate(finals, variant, projection, space)
 
+    reproduced: dict[str, list[tuple[str, Estimate]]] = {"input": [], "output": []}
     for projection, space, why in PROJECTION_PREDICTIONS:
         ours, base = est(reference, projection, space), known(random_abs_cos(dims[projection][space]))
         vector = vector_name(space)
+        verdict = verdict_for_difference(ours, base)
+        if verdict == "reproduced":
+            reproduced[space].append((projection, ours))
         out.add(f"{_short(projection)}-{space}-continuity", f"{projection} has {space}-space continuity ({why})",
-                f"{projection} {vector} |cos| ({reference})", "high", ours, base.mean,
-                verdict_for_difference(ours, base))
+                f"{projection} {vector} |cos| ({reference})", "high", ours, base.mean, verdict)
     for space in ("input", "output"):
-        v = est(reference, "v_proj", space)
-        others = ["q_proj", "k_proj", "gate_proj", "up_proj"] if space == "input" else ["o_proj", "down_proj"]
-        lowest = min((est(reference, p, space) for p in others), key=lambda e: e.mean)
-        vector = vector_name(space)
+        v, random_level = est(reference, "v_proj", space), random_abs_cos(dims["v_proj"][space])
+        names = ", ".join(name for name, _ in reproduced[space]) or "none"
         out.add(f"v-low-{space}", f"V has low {space}-space continuity (no adjacent nonlinearity)",
-                f"v_proj {vector} |cos| below the lowest of {', '.join(others)}", "low", v,
-                random_abs_cos(dims["v_proj"][space]), verdict_for_difference(lowest, v),
-                note=f"lowest other: {lowest}")
+                f"v_proj {vector_name(space)} |cos|: within {V_LOW_MARGIN:g} of random and below the reproduced "
+                f"projections of its space", "low", v, random_level,
+                verdict_v_low(v, random_level, [e for _, e in reproduced[space]]),
+                note=f"projections of its space whose continuity is reproduced: {names}")
     variants = set(table["condition"])
     if no_activation in variants:
         for projection in ("gate_proj", "up_proj"):
@@ -271,27 +274,57 @@ _CLAIM_QUANTITY = {f"{_short(p)}-{s}-continuity": (p, s) for p, s, _ in PROJECTI
     "v-low-input": ("v_proj", "input"), "v-low-output": ("v_proj", "output")}
 
 
+def _quantity_name(projection: str, space: str) -> str:
+    return f"{projection} {space}"
+
+
+def horizon(results: Results) -> Horizon:
+    """Where the chapter's claims are judged (:func:`geocont.statistics.judging_horizon`): the first snapshot of the
+    reference variant from the early horizon on at which every quantity a claim reads (each predicted projection's
+    continuity and V's) has settled in every seed and no run's validation loss has risen above its minimum; else
+    the budget (the last snapshot before the validation loss rose), with the quantities still moving named."""
+    mine = results.table[results.table["condition"] == results.reference]
+    values = projection_values(mine)
+    quantities = {_quantity_name(p, s): values[(values["group"] == p) & (values["space"] == s)]
+                  for p, s in _CLAIM_QUANTITY.values()}
+    val_loss = per_run(mine, "val_loss")
+    return judging_horizon(quantities, val_loss if len(val_loss) else None, sorted(values["step"].unique()),
+                           not_before=results.settings.early_step)
+
+
+def _changes_text(found: Settledness) -> str:
+    seeds = ", ".join(f"{value:+.2f}" for value in found.changes)
+    return f"change over the last third {found.trend.mean:+.2f} (per seed: {seeds})"
+
+
 def claims(results: Results) -> pd.DataFrame:
-    """The chapter's claims table, judged at the last step, with the same claims judged at
-    ``early_step`` in its ``early`` column (:func:`geocont.book.chapter.with_early`; the longer run's
-    claims have none); each note adds when the claim holds (:func:`geocont.statistics.holds_when`)
-    and, for a claim on one projection's continuity, its change over the last third of training."""
+    """The chapter's claims table, judged at the :func:`horizon` (every variant at its step), with the same claims
+    judged at ``early_step`` in its ``early`` column (:func:`geocont.book.chapter.with_early`; the longer run's
+    claims have none). A claim on one projection's continuity whose quantity is still moving in some seed there is
+    "not settled" (its verdict by the rules in the note); each note adds when the claim holds
+    (:func:`geocont.statistics.holds_when`) and the quantity's change over the last third, seed by seed."""
     reference, dims = results.reference, results.dims
-    table = pd.concat([transformer_claims(results.table, dims, reference=reference),
-                       up_o_claims(results.table, dims, reference)], ignore_index=True)
+    judged = horizon(results)
+    at_horizon = up_to_step(results.table, judged.step)
+    table = pd.concat([transformer_claims(at_horizon, dims, reference=reference),
+                       up_o_claims(at_horizon, dims, reference)], ignore_index=True)
     early = pd.concat([transformer_claims(results.early, dims, reference=reference),
                        up_o_claims(results.early, dims, reference)], ignore_index=True)
     table = _concat(with_early(table, early, results.settings.early_step), rising_claims(results))
-    changes = late_changes(results.table)
-    notes = []
+    notes, verdicts = [], []
     for row in table.itertuples():
-        parts = [f"holds {holds_when(row.early_verdict, row.verdict)}"] if row.early_verdict else []
+        parts, verdict = [], row.verdict
         if row.key in _CLAIM_QUANTITY:  # the keys name no dataset yet: on_dataset names it below
-            change = _estimate(changes, results.reference, *_CLAIM_QUANTITY[row.key])
-            parts.append(f"change over the last third {change.mean:+.2f}" + (f" ± {change.std:.2f}" if change.n > 1 else
-                                                                          " (1 seed)"))
+            found = judged.quantities[_quantity_name(*_CLAIM_QUANTITY[row.key])]
+            if not found.settled:
+                parts.append(f"not settled at step {judged.step:,}: by the rule {row.verdict}")
+                verdict = "not settled"
+            parts.append(_changes_text(found))
+        if row.early_verdict:
+            parts.insert(0, f"holds {holds_when(row.early_verdict, verdict)}")
         notes.append("; ".join(([row.note] if row.note else []) + parts))
-    return on_dataset(table.assign(note=notes), results.settings.base.corpus)
+        verdicts.append(verdict)
+    return on_dataset(table.assign(note=notes, verdict=verdicts), results.settings.base.corpus)
 
 
 # --- Findings: what the chapter's computed sentences say, as values. present.py words them from the
@@ -486,8 +519,6 @@ def depth_profile_finding(results: Results) -> DepthProfileFinding:
                                results.settings.depth_label)
 
 
-#: A quantity "has settled" when its mean changed by at most this over the last third of training.
-SETTLED_TOLERANCE = 0.05
 
 
 def pretrained_estimate(results: Results, projection: str, space: str) -> Estimate:
@@ -500,37 +531,40 @@ def pretrained_estimate(results: Results, projection: str, space: str) -> Estima
 
 @dataclass(frozen=True)
 class StillMoving:
-    """A projection's continuity that changed by more than :data:`SETTLED_TOLERANCE` over the last third."""
+    """A quantity a claim reads that moved by more than the tolerance over the last third in some seed: its
+    projection, space, and the seeds' changes."""
 
     projection: str
     space: str
-    change: float
+    change: Estimate
+    per_seed: tuple[float, ...]
 
 
 @dataclass(frozen=True)
 class SettledFinding:
-    """``case``: "settled" (every projection's continuity) or "moving" (``moving`` lists those that were not)."""
+    """Where the claims are judged (:func:`horizon`): ``case`` "settled" (every quantity in every seed, at step
+    ``end``, whose last third starts at ``start``), or "moving" (judged at the budget ``end``, with ``moving``);
+    ``memorising_after``: the last snapshot before the validation loss rose (None where it did not)."""
 
     case: str
     reference: str
     start: int
     end: int
+    budget: int
     tolerance: float
     moving: tuple[StillMoving, ...]
+    memorising_after: int | None
 
 
 def settled_finding(results: Results) -> SettledFinding:
-    """Which projections' continuity was still moving over the last third of training (reference variant)."""
-    changes = late_changes(results.table)
-    moving = []
-    for projection in PROJECTIONS:
-        for space in ("input", "output"):
-            change = _estimate(changes, results.reference, projection, space)
-            if not settled(change, SETTLED_TOLERANCE):
-                moving.append(StillMoving(projection, space, change.mean))
-    start = int(changes["start"].min()) if len(changes) else 0
-    return SettledFinding("moving" if moving else "settled", results.reference, start, results.settings.base.steps,
-                          SETTLED_TOLERANCE, tuple(moving))
+    """Which quantities were still moving, seed by seed, where the claims are judged (reference variant)."""
+    judged = horizon(results)
+    names = {_quantity_name(p, s): (p, s) for p, s in _CLAIM_QUANTITY.values()}
+    moving = tuple(StillMoving(*names[name], judged.quantities[name].trend, tuple(judged.quantities[name].changes))
+                   for name in judged.moving())
+    return SettledFinding("settled" if judged.settled else "moving", results.reference,
+                          int(judged.step * 2 / 3), judged.step, results.settings.base.steps, SETTLED_TOLERANCE, moving,
+                          judged.memorising_after)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from ...book import prose
 from ...book.chapter import changed_verdicts_sentence, ours_text, undefined_sentence, verdict_list
 from ...book.figures import show_figure
 from ...metrics import random_abs_cos, vector_name
-from ...statistics import at_final_step, at_step, estimate, per_run
+from ...statistics import VALIDATION_RISE, at_final_step, at_step, estimate, per_run
 from ...transformer import PROJECTIONS
 from .compute import (UP_O_QUANTITIES, Results, RunCount, _estimate, _short, budget_finding, depth_finding,
                       depth_profile_finding, explanation_verdicts, final_estimates, gap_claims, gap_finding, gap_values,
@@ -278,9 +278,12 @@ def settled_sentence(results: Results) -> str:
     (reference variant; :func:`.compute.settled_finding`)."""
     finding = settled_finding(results)
     moving = ", ".join(PROSE.render("settled-item", projection=_short(m.projection), vector=vector_name(m.space),
-                                    change=m.change) for m in finding.moving)
+                                    per_seed=", ".join(f"{c:+.2f}" for c in m.per_seed)) for m in finding.moving)
+    memorising = ("" if finding.memorising_after is None else
+                  PROSE.render("settled-memorising", step=finding.memorising_after, rise=VALIDATION_RISE))
     return PROSE.choose("settled", finding.case, reference=finding.reference, tolerance=finding.tolerance,
-                        start=finding.start, end=finding.end, moving=moving)
+                        start=finding.start, end=finding.end, budget=finding.budget, moving=moving,
+                        memorising=memorising)
 
 
 def holds_statement(results: Results, claims: pd.DataFrame) -> Markdown:
