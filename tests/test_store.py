@@ -38,6 +38,7 @@ def store_root(tmp_path, monkeypatch):
     monkeypatch.setenv(store.STORE_ENV, str(root))
     monkeypatch.delenv(store.STORE_ONLY_ENV, raising=False)
     monkeypatch.delenv(store.CHAPTER_ENV, raising=False)
+    monkeypatch.delenv("GEOCONT_EXECUTOR", raising=False)
     store._CHECKED.clear()
     store._PROBLEMS.clear()
     return root

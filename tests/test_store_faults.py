@@ -25,22 +25,11 @@ from geocont.scales import ParameterError
 
 from test_preflight import run_error
 from test_probe_faults import _Listener
-from test_store import CALLS, _fake_run_set, computed_entry, job
+from test_store import CALLS, _fake_run_set, computed_entry, job, store_root  # noqa: F401 (autouse fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True)
-def store_root(tmp_path, monkeypatch):
-    """Every test reads and writes its own store, in no strict mode."""
-    root = tmp_path / "store"
-    monkeypatch.setenv(store.STORE_ENV, str(root))
-    monkeypatch.delenv(store.STORE_ONLY_ENV, raising=False)
-    monkeypatch.delenv(store.CHAPTER_ENV, raising=False)
-    monkeypatch.delenv("GEOCONT_EXECUTOR", raising=False)
-    store._CHECKED.clear()
-    store._PROBLEMS.clear()
-    return root
 
 
 @pytest.fixture
