@@ -64,7 +64,9 @@ def test_kjv_corpus_and_tokenizer_round_trip():
 
 
 def test_missing_corpus_says_how_to_install_it(monkeypatch):
-    monkeypatch.setattr(text.shutil, "which", lambda name: None)
+    from geocont import kjv
+
+    monkeypatch.setattr(kjv.shutil, "which", lambda name: None)
     with pytest.raises(text.CorpusNotAvailable, match="apt-get install bible-kjv bible-kjv-text"):
         text.load_corpus("kjv")
     with pytest.raises(ValueError, match="valid choices: kjv, wikitext-103"):

@@ -31,7 +31,8 @@ def test_run_table_is_tidy_and_complete():
     # val_loss and cross_cos (its up~gate pairs) are the LM's; the trace and divergence rows appear only
     # where asked for or met, and near_linear_share in radial conditions only
     assert set(table["metric"].unique()) == set(METRICS) - {"val_loss", "cross_cos", "trace_loss", "trace_weight_cos",
-                                                             "diverged", "near_linear_share"}
+                                                             "diverged", "near_linear_share", "pair_balance_motion",
+                                                             "unit_balance_motion"}
     steps = sorted(table["step"].unique())
     assert steps[0] == 0 and steps[-1] == 2 * (256 // 64)
     weight_v = select(table, "weight_cos", "input")

@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import pod_text, rst_text
-from .text import Corpus, CorpusNotAvailable, kjv_chapters
+from .kjv import VALIDATION_EVERY, Corpus, CorpusNotAvailable, kjv_chapters
 
 OFFLINE_ENGLISH = "offline-english"
 #: Documents in the validation split, per mille of document ids.
@@ -319,8 +319,6 @@ def corpus_sources(name: str) -> tuple[SourceSummary, ...]:
     if name == OFFLINE_ENGLISH:
         return summarise(offline_english_documents())
     if name == "kjv":
-        from .text import VALIDATION_EVERY
-
         chapters = [verses for _, verses in kjv_chapters()]
         kjv = next(s for s in SOURCES if s.format == "bible")
         return (SourceSummary(

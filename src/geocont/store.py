@@ -98,9 +98,9 @@ ZSTD_LEVEL = 19
 #: key and the provenance), nor error messages (:mod:`geocont.extras`). tests/test_store.py checks that
 #: this is every module the training code imports.
 TRAINING_CODE = (
-    "balance.py", "config.py", "corpora.py", "data.py", "dataset_names.py", "layouts.py", "lm.py", "metrics.py",
-    "mlp.py", "optimizers.py", "pod_text.py", "recorder.py", "rst_text.py", "tables.py", "text.py", "training.py",
-    "transformer.py",
+    "balance.py", "config.py", "corpora.py", "data.py", "dataset_names.py", "kjv.py", "layouts.py", "lm.py",
+    "metrics.py", "mlp.py", "optimizers.py", "pod_text.py", "recorder.py", "rst_text.py", "tables.py", "text.py",
+    "training.py", "transformer.py",
 )
 
 #: The /proc/cpuinfo flags that decide which kernels torch runs (two machines that differ in one may

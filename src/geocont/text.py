@@ -24,80 +24,26 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from .cache import cache_root
+from .kjv import KJV_RANGE, VALIDATION_EVERY, Corpus, CorpusNotAvailable, bible_program, kjv_chapters
 
 CORPORA: tuple[str, ...] = ("kjv", "wikitext-103", "offline-english")
-KJV_RANGE = "gen1:1-rev22:21"
-VALIDATION_EVERY = 10
-
-
-class CorpusNotAvailable(FileNotFoundError):
-    """A corpus is missing; the message says how to install it."""
-
-
-@dataclass(frozen=True)
-class Corpus:
-    name: str
-    train: str
-    validation: str
-    source: str
-
 
 def check_corpus_name(name: str) -> None:
     if name not in CORPORA:
         raise ValueError(f"unknown corpus {name!r}; valid choices: {', '.join(CORPORA)}")
 
 
-def _bible_program() -> str:
-    program = shutil.which("bible")
-    if program is None:
-        raise CorpusNotAvailable(
-            "the King James Bible corpus needs the Debian packages bible-kjv and bible-kjv-text: "
-            "`apt-get install bible-kjv bible-kjv-text` (the project's `make setup` installs them)"
-        )
-    return program
-
-
-def kjv_chapters() -> list[tuple[str, str]]:
-    """Every chapter of the King James Bible in order: its heading ("Genesis 1") and its verses, one per line."""
-    text = subprocess.run([_bible_program(), KJV_RANGE], capture_output=True, text=True, check=True).stdout
-    chapters = re.split(r"\n(?=[1-3]?\s?[A-Z][a-z]+(?: of [A-Z][a-z]+)? \d+\n)", text)
-    chapters = [c for c in chapters if c.strip()]
-    if len(chapters) < 1000:
-        raise CorpusNotAvailable(f"`bible {KJV_RANGE}` returned only {len(chapters)} chapters; is bible-kjv-text installed?")
-    return [(c.strip().splitlines()[0].strip(), _clean_kjv_chapter(c)) for c in chapters]
-
-
 def _load_kjv() -> Corpus:
-    program = _bible_program()
+    program = bible_program()
     chapters = [verses for _, verses in kjv_chapters()]
     train = [c for i, c in enumerate(chapters) if i % VALIDATION_EVERY != VALIDATION_EVERY - 1]
     validation = [c for i, c in enumerate(chapters) if i % VALIDATION_EVERY == VALIDATION_EVERY - 1]
     return Corpus("kjv", "\n\n".join(train), "\n\n".join(validation), f"`{program} {KJV_RANGE}` (Debian bible-kjv-text)")
-
-
-def _clean_kjv_chapter(chapter: str) -> str:
-    """Drop the chapter heading and verse numbers; re-join wrapped lines into verses."""
-    lines = chapter.strip().splitlines()[1:]
-    verses, current = [], []
-    for line in lines:
-        match = re.match(r"^\s+\d+ (.*)$", line)
-        if match:
-            if current:
-                verses.append(" ".join(current))
-            current = [match.group(1).strip()]
-        elif line.strip():
-            current.append(line.strip())
-    if current:
-        verses.append(" ".join(current))
-    return "\n".join(verses)
 
 
 def _load_wikitext() -> Corpus:
