@@ -439,3 +439,14 @@ def test_claims_are_judged_before_the_validation_loss_rises():
     assert (judged.step, judged.memorising_after) == (10, 10)
     claims = by_name(chapter.claims(results))
     assert claims.loc["o-output-continuity", "ours_mean"] == pytest.approx(0.8)  # read at step 10, before O moved
+
+
+def test_a_continuity_still_moving_is_not_called_lost_and_the_statement_names_the_judged_step():
+    settings = chapter.CHAPTER.configure("smoke", pretrained="none")
+    table = _moving_table(o_change_seed0=-0.12, val_rise=0.5)  # judged at step 10, before seed 1 memorises
+    results = chapter.Results(settings, table, chapter.projection_finals(table), DIMS)
+    claims = chapter.claims(results)
+    assert chapter.holds_finding(results, claims).end == 10
+    lost = chapter.lost_finding(results, claims)  # Up fell from 0.80 (step 4) to 0.15 (step 10): still moving there
+    assert (lost.case, lost.lost) == ("some-moving", ())
+    assert "still moving" in chapter.lost_sentence(results, claims)

@@ -582,7 +582,7 @@ def holds_finding(results: Results, claims: pd.DataFrame) -> HoldsFinding:
     groups: dict[str, list[str]] = {}
     for row in claims[claims["early_verdict"].fillna("") != ""].itertuples():
         groups.setdefault(holds_when(row.early_verdict, row.verdict), []).append(split_claim_key(row.key)[0])
-    return HoldsFinding(results.settings.early_step, results.settings.base.steps,
+    return HoldsFinding(results.settings.early_step, horizon(results).step,
                         tuple((when, tuple(keys)) for when, keys in groups.items()))
 
 
@@ -607,7 +607,7 @@ class LostContinuity:
 
 @dataclass(frozen=True)
 class LostFinding:
-    """``case``: "some-lost" (``lost`` lists them) or "all-kept"."""
+    """``case``: "some-lost" (``lost`` lists them), "some-moving" (none lost, some still moving) or "all-kept"."""
 
     case: str
     reference: str
@@ -617,19 +617,24 @@ class LostFinding:
 
 
 def lost_finding(results: Results, claims: pd.DataFrame) -> LostFinding:
-    """The predicted continuities that do not hold at the end of training (lost, or never reached)."""
+    """The predicted continuities that do not hold where the claims are judged (lost, or never reached; a
+    quantity still moving there is not settled, not lost), with their values there (:func:`horizon`)."""
     lost = []
+    judged = projection_finals(up_to_step(results.table, horizon(results).step))
     for row in claims.itertuples():
         name = split_claim_key(row.key)[0]
-        if name not in _CLAIM_QUANTITY or name.startswith("v-low") or row.verdict == "reproduced":
+        if (name not in _CLAIM_QUANTITY or name.startswith("v-low")
+                or row.verdict in ("reproduced", "not settled")):
             continue
         projection, space = _CLAIM_QUANTITY[name]
         lost.append(LostContinuity(
             projection, space, _estimate(results.early_finals, results.reference, projection, space), row.early_verdict,
-            _estimate(results.finals, results.reference, projection, space), row.verdict,
+            _estimate(judged, results.reference, projection, space), row.verdict,
             None if results.pretrained is None else pretrained_estimate(results, projection, space)))
-    return LostFinding("some-lost" if lost else "all-kept", results.reference, results.settings.early_step,
-                       results.settings.pretrained, tuple(lost))
+    moving = any(row.verdict == "not settled" for row in claims.itertuples()
+                 if split_claim_key(row.key)[0] in _CLAIM_QUANTITY)
+    case = "some-lost" if lost else "some-moving" if moving else "all-kept"
+    return LostFinding(case, results.reference, results.settings.early_step, results.settings.pretrained, tuple(lost))
 
 
 @dataclass(frozen=True)
