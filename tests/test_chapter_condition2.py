@@ -188,7 +188,7 @@ def run_rows(v1, loss, turn=1.0, grad=0.9, steps=STEPS, recorded=None):
     """One run's rows: ``v1(step)`` and ``loss(step)`` are functions of the step. ``recorded``: the metrics the
     recording branches add, any of ``weights`` / ``function`` (``step_change`` of layers 0-1 / ``logit_change``, and
     ``product_change`` = function, at every snapshot after the first; a number or a function of the step),
-    ``test_loss`` (a function of the step), ``gap(step, layer)`` (sigma1 = gap, sigma2 = 1; v1 of layers 0 and 1 then
+    ``test_loss`` and ``train_set_loss`` (functions of the step), ``gap(step, layer)`` (sigma1 = gap, sigma2 = 1; v1 of layers 0 and 1 then
     turns 10 / gap degrees per interval, the gap at its start, instead of ``turn``) and ``subspace`` ({k: value or
     function of the step}: ``subspace_cos`` of both pairs)."""
     recorded = recorded or {}
@@ -214,8 +214,9 @@ def run_rows(v1, loss, turn=1.0, grad=0.9, steps=STEPS, recorded=None):
         if step and "function" in recorded:
             rows.append((step, "model", MODEL_LAYER, "logit_change", "", 0, _at(recorded["function"], step)))
             rows.append((step, "model", MODEL_LAYER, "product_change", "", 0, _at(recorded["function"], step)))
-        if "test_loss" in recorded:
-            rows.append((step, "model", MODEL_LAYER, "test_loss", "", 0, recorded["test_loss"](step)))
+        for loss_metric in ("test_loss", "train_set_loss"):
+            if loss_metric in recorded:
+                rows.append((step, "model", MODEL_LAYER, loss_metric, "", 0, recorded[loss_metric](step)))
         rows.append((step, "model", MODEL_LAYER, "test_acc", "", 0, 0.9))
     for step in range(0, steps[-1] + 1, 20):
         rows.append((step, "model", MODEL_LAYER, "trace_loss", "", 0, loss(step)))
@@ -531,6 +532,18 @@ def test_the_drift_claims_read_what_drift_predicts(new_metrics):
     assert not produced.loc[list(DRIFT_CLAIMS), "headline"].any()
 
 
+def test_the_motion_test_leaves_out_a_seed_whose_loss_rose_and_reads_the_others():
+    steady = dict(weights=0.01, function=0.001, train_set_loss=lambda step: 1.0 / (1 + step / 100))
+    event = dict(weights=0.01, function=0.1, train_set_loss=lambda step: 1.0 / (1 + step / 100) + 5.0 * (step > 800))
+    table = sweep({"res-none": [run_rows(STAYS, smooth_loss, recorded=event), run_rows(STAYS, smooth_loss, recorded=steady),
+                                run_rows(STAYS, smooth_loss, recorded=steady)]})
+    assert condition2.loss_rose_seeds(table) == [0]
+    moved = condition2.motion(table, "res-none")
+    assert moved.left_out == (0,) and moved.log2_ratio.n == 2 and moved.all_seeds_log2_ratio.n == 3
+    assert moved.log2_ratio.mean == pytest.approx(math.log2(10))
+    assert moved.all_seeds_log2_ratio.mean == pytest.approx((2 * math.log2(10) + math.log2(0.1)) / 3)
+
+
 def test_every_drift_section_renders_with_its_numbers_and_without_them(new_metrics):
     import matplotlib
 
@@ -544,7 +557,9 @@ def test_every_drift_section_renders_with_its_numbers_and_without_them(new_metri
     assert "No learning-rate or batch test" in condition2.drift_tests_sentences(bare)
     assert "**2× running minimum**" in condition2.spike_sentence(full)
     assert "(chosen)" in condition2.spike_table(full).index.get_level_values("rule")[0]
-    assert "the motion test votes for" in condition2.answer(full).data
+    drift = next(found for found in condition2.explanations(full) if found.name == "rotation drift")
+    assert (drift.numbers["motion_vote"], drift.numbers["motions"]) == ("for", {"function-preserving motion": "for"})
+    assert condition2.answer(full).data
     for results in (full, bare):
         for figure in (condition2.motion_figure, condition2.spectrum_figure, condition2.drift_tests_figure,
                        condition2.cosine_figure):
@@ -618,7 +633,7 @@ def test_the_predicted_cold_time_adds_the_long_runs_the_probes_and_the_sgd_runs(
     from geocont.chapters.mlp_runs import CPU_SECONDS_PER_MLP_STEP, ROTATED_STEP_FACTOR
 
     settings = condition2.CHAPTER.configure("cpu", datasets=["fashion-mnist"], interventions=["adam-rotated"],
-                                            drift_tests=[], seeds=2, many_seeds=2, steps=1000)
+                                            drift_tests=[], forks=[], seeds=2, many_seeds=2, steps=1000)
     run = 1000 * CPU_SECONDS_PER_MLP_STEP
     # long runs: 4 conditions x 2 seeds (8 plain) and 2 x 2 adam-rotated (twice as long), on 2 workers;
     # probes: 3 rates x (2 + 2) runs of 500 steps; SGD: 4 runs
@@ -670,3 +685,9 @@ def test_the_seed_groups_and_the_answer_are_computed_then_worded():
     assert "lr 0.01 was chosen" in condition2.sgd_sentence(results)
     answer = condition2.answer(results).data
     assert all(f"**{e.name}: {e.verdict}.**" in answer for e in condition2.explanations(results))
+
+
+def test_the_drift_verdict_is_a_claim_whose_number_is_the_share_of_decisive_tests_for_drift(new_metrics):
+    row = by_name(condition2.claims(full_results())).loc["rotation-drift"]
+    # every test of the synthetic chapter reads what drift predicts, and neither alternative is supported
+    assert (row.ours_mean, row.baseline, row.verdict, row.n_seeds) == (1.0, 0.5, "reproduced", 3)

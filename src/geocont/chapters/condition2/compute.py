@@ -25,7 +25,8 @@ from ...tables import RUN_KEYS, diverged_runs, select
 from ...training import cosine_factor, run_sweep
 from .. import mlp_runs
 from ..mlp_runs import predicted_run_seconds
-from .forks import FORK_RATES, ForkFindings, fork_claims, fork_configs, fork_findings, fork_readings, forks_at
+from .forks import (DRIFT_OF_VERDICT, FORK_RATES, ForkFindings, balance_readings, fork_claims, fork_configs,
+                    fork_findings, fork_readings, forks_at)
 
 #: The Condition-2 core compared on every dataset: the element-wise baseline, the linear residual
 #: net, a rotation-equivariant nonlinearity that is nonlinear in practice, and no residual.
@@ -88,8 +89,8 @@ SGD_MOMENTUM = 0.9
 #: trained once): the datasets compared (the headline one first) and the seeds of the linear net's spread.
 _CHAPTER_VALUES: dict[str, dict[str, Any]] = {
     "smoke": dict(datasets=("fashion-mnist", "mnist-subset"), many_seeds=4, sgd_probe_steps=8, forks=FORK_RATES),
-    # the forks join the cpu preset once their runs are in the results store (python -m geocont.book store)
-    "cpu": dict(datasets=("fashion-mnist", "mnist-10k", "mnist-subset"), many_seeds=8, sgd_probe_steps=500, forks=()),
+    "cpu": dict(datasets=("fashion-mnist", "mnist-10k", "mnist-subset"), many_seeds=8, sgd_probe_steps=500,
+                forks=FORK_RATES),
     "paper": dict(datasets=("mnist", "fashion-mnist", "mnist-10k"), many_seeds=16, sgd_probe_steps=500,
                   forks=FORK_RATES),
 }
@@ -630,14 +631,29 @@ def _second_half_mean(table: pd.DataFrame, metric: str) -> pd.Series:
 #: R = (mean over the second half's snapshots of the layer-mean ``step_change``) / (the same mean of ``logit_change``).
 #: The rule, fixed before any run recorded the motion: res-none's log2 R exceeds res-relu's by more than this margin,
 #: a factor of two, and two pooled seed sds (:func:`geocont.statistics.verdict_for_difference` with this margin).
+#: The test reads the seeds whose training-set loss did not rise (:func:`loss_rose_seeds`): a run whose loss rises
+#: moves its function with it, and its R measures the loss event, not the motion.
 MOTION_LOG2_MARGIN = 1.0
+
+
+def loss_rose_seeds(table: pd.DataFrame) -> list[int]:
+    """The seeds in ``table`` (one condition) whose training-set loss ends above
+    :data:`geocont.instability.LOSS_RISE_FACTOR` x its minimum over training and is not memorised there (the book's
+    rule for a loss that "rose again", :class:`geocont.instability.LossCourse`, read run by run)."""
+    if not recorded(table, "train_set_loss"):
+        return []
+    loss = per_run(table, "train_set_loss").groupby("seed")["value"].agg(["min", "last"])
+    rose = (loss["last"] > instability.LOSS_RISE_FACTOR * loss["min"]) & (loss["last"] >= instability.MEMORISED_LOSS)
+    return sorted(int(seed) for seed in loss.index[rose])
 
 
 @dataclass(frozen=True)
 class Motion:
-    """One condition's motion over the second half of training (headline dataset, mean ± sd over seeds): the
-    layer-mean relative weight change per snapshot (``weights``), the logits' (``function``), log2 of their ratio R,
-    the end-to-end map's (``product``, res-none only; None elsewhere), and the test loss's change (end minus half)."""
+    """One condition's motion over the second half of training (headline dataset, mean ± sd over the seeds whose
+    loss did not rise): the layer-mean relative weight change per snapshot (``weights``), the logits'
+    (``function``), log2 of their ratio R, the end-to-end map's (``product``, res-none only; None elsewhere), and the
+    test loss's change (end minus half). ``left_out``: the seeds whose loss rose (:func:`loss_rose_seeds`);
+    ``all_seeds_log2_ratio``: log2 R over every seed."""
 
     condition: str
     weights: Estimate
@@ -645,6 +661,8 @@ class Motion:
     log2_ratio: Estimate
     product: Estimate | None
     test_loss_change: Estimate
+    left_out: tuple[int, ...] = ()
+    all_seeds_log2_ratio: Estimate | None = None
 
 
 @dataclass(frozen=True)
@@ -657,15 +675,24 @@ class FunctionPreservingMotion:
 
 
 def motion(table: pd.DataFrame, condition: str) -> Motion:
-    """:class:`Motion` of ``condition``'s runs in ``table``."""
+    """:class:`Motion` of ``condition``'s runs in ``table``, the seeds whose loss rose left out."""
     runs = table[table["condition"] == condition]
+    all_ratio = _log2_motion_ratio(runs)
+    left_out = loss_rose_seeds(runs)
+    runs = runs[~runs["seed"].isin(left_out)]
     weights, function = _second_half_mean(runs, "step_change"), _second_half_mean(runs, "logit_change")
-    ratio = np.log2(weights / function).replace([np.inf, -np.inf], np.nan)
     product = (estimate(_second_half_mean(runs, "product_change"))
                if condition == "res-none" and recorded(runs, "product_change") else None)
     loss_change = (change_over_last_per_run(_finite_runs(per_run(runs, "test_loss"), runs), fraction=0.5)["value"]
                    if recorded(runs, "test_loss") else pd.Series(dtype=float))
-    return Motion(condition, estimate(weights), estimate(function), estimate(ratio), product, estimate(loss_change))
+    return Motion(condition, estimate(weights), estimate(function), estimate(_log2_motion_ratio(runs)), product,
+                  estimate(loss_change), left_out=tuple(left_out), all_seeds_log2_ratio=estimate(all_ratio))
+
+
+def _log2_motion_ratio(runs: pd.DataFrame) -> pd.Series:
+    """Per seed, log2 R (:data:`MOTION_LOG2_MARGIN`)."""
+    weights, function = _second_half_mean(runs, "step_change"), _second_half_mean(runs, "logit_change")
+    return np.log2(weights / function).replace([np.inf, -np.inf], np.nan)
 
 
 def function_preserving_motion(results: Results) -> FunctionPreservingMotion | None:
@@ -901,8 +928,6 @@ def equal_distance(results: Results) -> EqualDistance | None:
 
 
 #: What a verdict of drift's prediction says of drift; and the verdict of a claim that states drift's prediction, from what its test says.
-_DRIFT_OF_VERDICT = {"reproduced": "for", "partly reproduced": "neither", "not reproduced": "against",
-                     "not tested": "neither"}
 _VERDICT_OF_DRIFT = {"for": "reproduced", "neither": "inconclusive", "against": "not reproduced"}
 
 
@@ -929,7 +954,7 @@ def batch_dose(results: Results) -> BatchDose | None:
     tables[results.settings.base.batch_size] = results.interventions["adam"]
     finals = {size: weight_v1(tables[size], "res-none") for size in sorted(tables)}
     verdict = verdict_for_difference(finals[max(finals)], finals[min(finals)])
-    return BatchDose(finals, verdict, _DRIFT_OF_VERDICT[verdict])
+    return BatchDose(finals, verdict, DRIFT_OF_VERDICT[verdict])
 
 
 @dataclass(frozen=True)
@@ -979,9 +1004,26 @@ def forks_found(results: Results) -> ForkFindings | None:
     return fork_findings(results.forks, results.settings.base.steps)
 
 
+def motion_readings(results: Results) -> dict[str, str]:
+    """The tests of motion along the symmetry that ran, with what they say: the function-preserving motion of the
+    logits (:func:`function_preserving_motion`, the seeds whose loss rose left out) and the conserved balance
+    (:func:`.forks.balance_readings`)."""
+    moving = function_preserving_motion(results)
+    readings = {} if moving is None else {"function-preserving motion": DRIFT_OF_VERDICT[moving.verdict]}
+    return {**readings, **balance_readings(forks_found(results))}
+
+
+def tally(readings: dict[str, str]) -> str:
+    """A group of readings' vote: "for" where more say "for" than "against", "against" for the reverse, else
+    "neither"."""
+    votes = list(readings.values())
+    return ("for" if votes.count("for") > votes.count("against") else
+            "against" if votes.count("against") > votes.count("for") else "neither")
+
+
 def drift_readings(results: Results) -> dict[str, str]:
-    """Every test of drift that ran and applies, with what it says: the learning-rate and batch tests, and the
-    forks. Where the forks ran, the lr step-up does not count: at lr 3e-4 the linear net is still forming its
+    """Every learning-rate and batch test of drift that ran and applies, with what it says: the step tests, the
+    equal-distance and batch tests, and the forks. Where the forks ran, the lr step-up does not count: at lr 3e-4 the linear net is still forming its
     frame at the switch, so there is no formed frame to lose faster (the forks test that from a formed state)."""
     readings = drift_tests_found(results).readings()
     forks = fork_readings(forks_found(results))
@@ -1097,8 +1139,11 @@ def drift_claims(results: Results, builder: ClaimsBuilder) -> None:
         builder.add("function-preserving-motion", "The linear net's layers move while its function stands still",
                     f"log2(weight / function motion), res-none minus res-relu {tag}", "drift (our test)",
                     difference(none, relu), math.nan, found.verdict,
-                    note=f"res-none {none}; res-relu {relu}; test loss change over the second half: res-none "
-                         f"{found.none.test_loss_change}, res-relu {found.relu.test_loss_change}")
+                    note=f"res-none {none}; res-relu {relu}; seeds whose loss rose, left out: res-none "
+                         f"{len(found.none.left_out)}, res-relu {len(found.relu.left_out)}; every seed: res-none "
+                         f"{found.none.all_seeds_log2_ratio}, res-relu {found.relu.all_seeds_log2_ratio}; test loss "
+                         f"change over the second half: res-none {found.none.test_loss_change}, res-relu "
+                         f"{found.relu.test_loss_change}")
 
     shape = spectrum(results)
     for k in SUBSPACE_KS:
@@ -1198,13 +1243,13 @@ def explanations(results: Results) -> list[Explanation]:
     * memorisation is supported when every dataset on which res-none falls has every run memorised
       and most of the headline fall comes after the memorised step; not supported when res-none
       falls on a dataset where no run memorised its training set;
-    * rotation drift rests on two positive tests, each a vote "for", "against" or "neither": the motion
-      test (:func:`function_preserving_motion`: reproduced, not reproduced, else neither) and the
-      learning-rate and batch tests that ran (:meth:`DriftTests.readings`: more "for" than "against",
-      the reverse, else neither). It is supported when both vote "for" and neither instability nor
-      memorisation is supported (the exclusion, supporting evidence); not supported when one votes
-      "against" and none "for"; not tested when neither test could be read (motion not recorded, no lr
-      or batch test run); inconclusive otherwise.
+    * rotation drift rests on two groups of positive tests, each group a vote "for", "against" or "neither"
+      (:func:`tally`: more "for" than "against", the reverse, else neither): motion along the symmetry
+      (:func:`motion_readings`: the logits' function-preserving motion and the conserved balance) and how
+      continuity follows the learning rate and batch (:func:`drift_readings`). It is supported when both vote
+      "for" and neither instability nor memorisation is supported (the exclusion, supporting evidence); not
+      supported when one votes "against" and none "for"; not tested when no test of either group could be
+      read; inconclusive otherwise.
     """
     rows = intervention_rows(results).set_index(["intervention", "condition"])
     base = rows.loc[("adam", "res-none")]
@@ -1246,13 +1291,10 @@ def explanations(results: Results) -> list[Explanation]:
                   for d, r in linear.iterrows()]))
 
     moving = function_preserving_motion(results)
-    motion_vote = "neither" if moving is None else _DRIFT_OF_VERDICT[moving.verdict]
-    readings = drift_readings(results)
-    tally = list(readings.values())
-    tests_vote = ("for" if tally.count("for") > tally.count("against") else
-                  "against" if tally.count("against") > tally.count("for") else "neither")
+    motions, readings = motion_readings(results), drift_readings(results)
+    motion_vote, tests_vote = tally(motions), tally(readings)
     votes = (motion_vote, tests_vote)
-    if moving is None and not readings:
+    if not motions and not readings:
         drift_verdict = "not tested"
     elif votes == ("for", "for") and "supported" not in (instability_verdict, memorisation_verdict):
         drift_verdict = "supported"
@@ -1262,7 +1304,7 @@ def explanations(results: Results) -> list[Explanation]:
         drift_verdict = "inconclusive"
     kept = [name for name in falls_without_events if rows.loc[(name, "res-relu"), "holds"]]
     out.append(Explanation("rotation drift", drift_verdict, dict(
-        motion=moving, motion_vote=motion_vote, readings=readings, tests_vote=tests_vote,
+        motion=moving, motion_vote=motion_vote, motions=motions, readings=readings, tests_vote=tests_vote,
         alternatives=(instability_verdict, memorisation_verdict), none_rate=float(base["drift_rate"]),
         none_rate_sd=float(base["drift_rate_sd"]), relu_rate=float(rows.loc[("adam", "res-relu"), "drift_rate"]),
         relu_rate_sd=float(rows.loc[("adam", "res-relu"), "drift_rate_sd"]), kept=kept)))
@@ -1376,4 +1418,27 @@ def claims(results: Results) -> pd.DataFrame:
     builder = ClaimsBuilder(CHAPTER.name, dataset=results.settings.headline)
     comparison_claims(results, builder)
     drift_claims(results, builder)
+    drift_verdict_claim(results, builder)
     return builder.table()
+
+
+#: The drift explanation's verdict as a claim's.
+_CLAIM_OF_EXPLANATION = {"supported": "reproduced", "not supported": "not reproduced", "inconclusive": "inconclusive",
+                         "not tested": "not tested"}
+
+
+def drift_verdict_claim(results: Results, builder: ClaimsBuilder) -> None:
+    """The explanation's verdict on rotation drift (:func:`explanations`) as a claim: its number is the share of the
+    tests that read for drift among those that read for or against it (a coin's 0.5 beside it); it adds no test."""
+    drift = next(found for found in explanations(results) if found.name == "rotation drift")
+    readings = {**drift.numbers["motions"], **drift.numbers["readings"]}
+    votes = list(readings.values())
+    decisive = votes.count("for") + votes.count("against")
+    builder.add("rotation-drift", claim="The linear net loses its continuity by rotation drift",
+                quantity=f"share of the direct tests for drift among those for or against ({results.settings.headline})",
+                paper="the mechanism of Condition 2", ours=votes.count("for") / decisive if decisive else math.nan,
+                baseline=0.5, verdict=_CLAIM_OF_EXPLANATION[drift.verdict], n=len(results.settings.seeds),
+                note=f"motion along the symmetry votes {drift.numbers['motion_vote']}, the learning-rate and batch "
+                     f"tests vote {drift.numbers['tests_vote']}; instability {drift.numbers['alternatives'][0]}, "
+                     f"memorisation {drift.numbers['alternatives'][1]}; "
+                     + "; ".join(f"{name}: {vote}" for name, vote in readings.items()))

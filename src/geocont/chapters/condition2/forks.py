@@ -209,19 +209,27 @@ def fork_findings(tables: dict[float, pd.DataFrame], steps: int) -> ForkFindings
 
 
 #: What a verdict on one of drift's predictions says of drift.
-_DRIFT_OF_VERDICT = {"reproduced": "for", "partly reproduced": "neither", "not reproduced": "against",
+DRIFT_OF_VERDICT = {"reproduced": "for", "partly reproduced": "neither", "not reproduced": "against",
                      "not tested": "neither"}
 
 
 def fork_readings(found: ForkFindings | None) -> dict[str, str]:
-    """``{test: "for" | "against" | "neither"}`` of the forks' tests of drift (none where no fork ran)."""
+    """``{test: "for" | "against" | "neither"}`` of the forks' learning-rate tests of drift: how continuity follows
+    the rate (none where no fork ran)."""
     if found is None:
         return {}
-    return {"forks at equal summed rate": _DRIFT_OF_VERDICT[found.equal_distance_verdict()],
-            "fork fall grows with the rate": _DRIFT_OF_VERDICT[found.fall_grows_with_rate()[1]],
-            "res-relu holds at every rate": _DRIFT_OF_VERDICT[found.relu_holds()[1]],
-            "balance moves with the rate": _DRIFT_OF_VERDICT[found.balance_grows_with_rate()[1]],
-            "balance moves where continuity falls": _DRIFT_OF_VERDICT[found.balance_fall_verdict()]}
+    return {"forks at equal summed rate": DRIFT_OF_VERDICT[found.equal_distance_verdict()],
+            "fork fall grows with the rate": DRIFT_OF_VERDICT[found.fall_grows_with_rate()[1]],
+            "res-relu holds at every rate": DRIFT_OF_VERDICT[found.relu_holds()[1]]}
+
+
+def balance_readings(found: ForkFindings | None) -> dict[str, str]:
+    """``{test: "for" | "against" | "neither"}`` of the conserved balance's tests: motion along the symmetry
+    (none where no fork ran)."""
+    if found is None:
+        return {}
+    return {"balance moves with the rate": DRIFT_OF_VERDICT[found.balance_grows_with_rate()[1]],
+            "balance moves where continuity falls": DRIFT_OF_VERDICT[found.balance_fall_verdict()]}
 
 
 def _rate_slug(rate: float) -> str:

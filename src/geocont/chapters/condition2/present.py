@@ -335,10 +335,13 @@ def _evidence(explanation) -> str:
     if explanation.name == "rotation drift":
         moving = numbers["motion"]
         motion = (PROSE.render("explanation-motion-not-recorded") if moving is None else PROSE.render(
-            "explanation-motion", none=moving.none.log2_ratio, relu=moving.relu.log2_ratio, verdict=moving.verdict))
+            "explanation-motion", none=moving.none.log2_ratio, relu=moving.relu.log2_ratio,
+            left_out=len(moving.none.left_out), verdict=moving.verdict))
         readings = "; ".join(f"{name}: {vote}" for name, vote in numbers["readings"].items())
+        motions = "; ".join(f"{name}: {vote}" for name, vote in numbers["motions"].items())
         instability_verdict, memorisation_verdict = numbers["alternatives"]
         return PROSE.render("explanation-rotation-drift", motion_vote=numbers["motion_vote"], motion=motion,
+                            motions=motions or PROSE.render("explanation-no-drift-test"),
                             tests_vote=numbers["tests_vote"], readings=readings or PROSE.render("explanation-no-drift-test"),
                             instability=instability_verdict, memorisation=memorisation_verdict,
                             none_rate=_fmt(numbers["none_rate"], numbers["none_rate_sd"]),
@@ -427,7 +430,10 @@ def motion_sentence(results: Results) -> str:
                         none_function=_sig(none.function), product=product, relu_weights=_sig(relu.weights),
                         relu_function=_sig(relu.function), none_ratio=none.log2_ratio, relu_ratio=relu.log2_ratio,
                         margin=MOTION_LOG2_MARGIN, verdict=found.verdict, none_loss=_sig(none.test_loss_change),
-                        relu_loss=_sig(relu.test_loss_change))
+                        relu_loss=_sig(relu.test_loss_change), none_left_out=len(none.left_out),
+                        relu_left_out=len(relu.left_out), rise_factor=instability.LOSS_RISE_FACTOR, none_seeds=none.all_seeds_log2_ratio.n,
+                        relu_seeds=relu.all_seeds_log2_ratio.n, none_all=none.all_seeds_log2_ratio,
+                        relu_all=relu.all_seeds_log2_ratio)
 
 
 def spectrum_figure(results: Results) -> None:
