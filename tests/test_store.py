@@ -22,7 +22,7 @@ import pytest
 from geocont import cache, store
 from geocont.book import results, runs
 from geocont.book.build import check
-from geocont.book.provenance import provenance_markdown, run_sources, runs_markdown
+from geocont.book.provenance import RunSource, provenance_markdown, run_sources, runs_markdown, trained_on
 from geocont.config import MLPRunConfig, OptimizerConfig
 from geocont.sweeps import Job, run_jobs
 from geocont.tables import make_row, rows_to_frame
@@ -597,12 +597,23 @@ def test_the_check_executes_strictly_each_chapter_the_store_serves_whole_and_com
 
 
 def test_the_provenance_block_counts_where_runs_came_from():
-    row, listing = runs_markdown([("mlp/a", "run a", "store"), ("mlp/b", "run b", "cache"),
-                                  ("mlp/c", "run c", "trained")])
+    row, listing = runs_markdown([RunSource("mlp/a", "run a", "store", {}), RunSource("mlp/b", "run b", "cache", {}),
+                                  RunSource("mlp/c", "run c", "trained", {})])
     assert row.startswith("3 listed, as looked up when the chapter started")
     assert "1 from the results store, 1 from your run cache, 1 trained now" in row
     assert "`mlp/b` run b: from your run cache" in listing and "mlp/a" not in listing
-    assert runs_markdown([("mlp/a", "run a", "store")])[1] == ""
+    assert runs_markdown([RunSource("mlp/a", "run a", "store", {})])[1] == ""
+
+
+def test_the_provenance_block_names_where_the_runs_were_trained_and_their_measured_minutes():
+    epyc = dict(cpu_model="AMD EPYC", cpu_capability="AVX512", threads=1, device="cpu")
+    sources = [RunSource("mlp/a", "a", "store", {**epyc, "wall_seconds": 600.0}),
+               RunSource("mlp/b", "b", "store", {**epyc, "wall_seconds": 300.0}),
+               RunSource("mlp/c", "c", "cache", {**epyc, "cpu_capability": "AVX2", "wall_seconds": 60.0}),
+               RunSource("mlp/d", "d", "store", {}), RunSource("mlp/e", "e", "trained", {})]
+    assert trained_on(sources) == ("AMD EPYC (AVX512): 2 runs, 1 torch thread each, 15 worker-minutes measured; "
+                                   "AMD EPYC (AVX2): 1 run, 1 torch thread each, 1 worker-minutes measured; "
+                                   "1 to be trained on this machine; 1 without a record of where")
 
 
 def test_the_provenance_block_looks_each_run_up_in_the_cache_then_the_store(store_root):
@@ -611,10 +622,12 @@ def test_the_provenance_block_looks_each_run_up_in_the_cache_then_the_store(stor
     results.copy_from_cache(store_root, "mlp", mlp_job(stored).key_config())
     cache._remove(cache.key_path("mlp", mlp_job(stored).key_config()))
     run_jobs([mlp_job(cached)], executor="serial", progress=False)
-    assert [source for _, _, source in run_sources([stored, cached, new, new])] == ["store", "cache", "trained"]
+    found = run_sources([stored, cached, new, new])
+    assert [run.source for run in found] == ["store", "cache", "trained"]
+    assert [bool(run.provenance.get("wall_seconds")) for run in found] == [True, True, False]
     text = provenance_markdown(notebook="book/x.ipynb", scale="smoke", data="d", seeds=[0], model="m", training="t",
                                runs=[stored, cached, new])
-    assert "| runs | 3 listed" in text and f"`{store.entry_name('mlp', mlp_job(new).key_config())}`" in text
+    assert "| runs | 3 listed" in text and "| trained on | " in text and f"`{store.entry_name('mlp', mlp_job(new).key_config())}`" in text
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -495,6 +495,13 @@ def _find(kind: str, config: Mapping[str, Any]) -> tuple[Path, dict[str, Any]] |
     return None
 
 
+def provenance_of(kind: str, config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Where and by which code the stored run was trained (:func:`run_provenance`), or None where no store holds
+    it."""
+    found = _find(kind, config)
+    return None if found is None else dict(found[1].get("provenance") or {})
+
+
 def has(kind: str, config: Mapping[str, Any]) -> bool:
     """Whether a store holds an entry for the key (nothing is read but its ``entry.json``)."""
     return _find(kind, config) is not None

@@ -9,7 +9,8 @@ import platform
 import shlex
 import subprocess
 from pathlib import Path
-from typing import Any, Iterable
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
 
 import torch
 
@@ -49,9 +50,20 @@ def code_version() -> str:
         return f"geocont {__version__}"
 
 
-def run_sources(runs: Iterable[Any]) -> list[tuple[str, str, str]]:
-    """``(kind/key, label, source)`` of each run configuration (source: a key of :data:`SOURCES`), looked up
-    now: in the user's run cache, else in the results store, else it will be trained."""
+@dataclass(frozen=True)
+class RunSource:
+    """Where one run of a chapter comes from (``source``: a key of :data:`SOURCES`) and, where it was trained
+    before, the provenance it was recorded with (:func:`geocont.store.run_provenance`; empty where unknown)."""
+
+    name: str
+    label: str
+    source: str
+    provenance: Mapping[str, Any]
+
+
+def run_sources(runs: Iterable[Any]) -> list[RunSource]:
+    """Each run configuration's :class:`RunSource`, looked up now: in the user's run cache, else in the results
+    store, else it will be trained."""
     from ..config import MLPRunConfig
 
     sources = {}
@@ -65,10 +77,41 @@ def run_sources(runs: Iterable[Any]) -> list[tuple[str, str, str]]:
 
             job = lm_job(config)
         key = job.key_config()
-        source = ("cache" if cache.has_entry(job.kind, key, include_store=False)
-                  else "store" if store.has(job.kind, key) else "trained")
-        sources.setdefault(store.entry_name(job.kind, key), (store.entry_name(job.kind, key), job.label, source))
+        if cache.has_entry(job.kind, key, include_store=False):
+            source, provenance = "cache", (cache.manifest(job.kind, key) or {}).get("run") or {}
+        elif store.has(job.kind, key):
+            source, provenance = "store", store.provenance_of(job.kind, key) or {}
+        else:
+            source, provenance = "trained", {}
+        name = store.entry_name(job.kind, key)
+        sources.setdefault(name, RunSource(name, job.label, source, provenance))
     return list(sources.values())
+
+
+def trained_on(sources: list[RunSource]) -> str:
+    """Where the runs were trained: per CPU model and torch kernel capability the number of runs, their torch
+    threads, and the worker-minutes they took (their recorded wall seconds, summed); runs to be trained now and
+    runs without a record are counted apart."""
+    machines: dict[str, list[Mapping[str, Any]]] = {}
+    for run in sources:
+        if run.provenance:
+            where = run.provenance.get("device") if run.provenance.get("device", "cpu") != "cpu" else (
+                f"{run.provenance.get('cpu_model', 'unknown CPU')} ({run.provenance.get('cpu_capability', '?')})")
+            machines.setdefault(where, []).append(run.provenance)
+    parts = []
+    for where, records in sorted(machines.items(), key=lambda item: -len(item[1])):
+        threads = sorted({record.get("threads") for record in records if record.get("threads")})
+        seconds = [record["wall_seconds"] for record in records if record.get("wall_seconds") is not None]
+        parts.append(f"{where}: {len(records)} run{'s' if len(records) != 1 else ''}"
+                     + (f", {'/'.join(map(str, threads))} torch thread{'s' if threads != [1] else ''} each" if threads else "")
+                     + (f", {sum(seconds) / 60:,.0f} worker-minutes measured" if seconds else ""))
+    now = sum(run.source == "trained" for run in sources)
+    unknown = sum(run.source != "trained" and not run.provenance for run in sources)
+    if now:
+        parts.append(f"{now} to be trained on this machine")
+    if unknown:
+        parts.append(f"{unknown} without a record of where")
+    return "; ".join(parts) or "no run"
 
 
 def _store_text() -> str:
@@ -88,17 +131,17 @@ def _store_text() -> str:
     return "results store " + ", ".join(texts)
 
 
-def runs_markdown(sources: list[tuple[str, str, str]]) -> tuple[str, str]:
+def runs_markdown(sources: list[RunSource]) -> tuple[str, str]:
     """The provenance row "runs" (how many runs came from where) and, where they came from more than one
     place, a collapsed list naming each run that did not come from the results store."""
-    counts = {source: sum(s == source for _, _, s in sources) for source in SOURCES}
+    counts = {source: sum(run.source == source for run in sources) for source in SOURCES}
     row = (f"{len(sources)} listed, as looked up when the chapter started (runs it chooses from their results "
            "while it runs are not counted): "
            + ", ".join(f"{counts[source]} {words}" for source, words in SOURCES.items())
            + f"; {_store_text()}")
     if counts["store"] == 0 or counts["store"] == len(sources):
         return row, ""
-    lines = "\n".join(f"- `{name}` {label}: {SOURCES[source]}" for name, label, source in sources if source != "store")
+    lines = "\n".join(f"- `{run.name}` {run.label}: {SOURCES[run.source]}" for run in sources if run.source != "store")
     return row, (f"````{{admonition}} The runs that did not come from the results store\n:class: dropdown\n\n"
                  f"{lines}\n````\n\n")
 
@@ -141,8 +184,9 @@ def provenance_markdown(*, notebook: str, scale: str, data: str, seeds, model: s
         f"| seeds | {len(seeds)}: {', '.join(map(str, seeds))} |\n"
         f"| model | {model} |\n"
         f"| training | {training} |\n"
-        + (f"| runs | {runs_row} |\n" if runs_row else "") +
-        f"| hardware | {hardware()} |\n"
+        + (f"| runs | {runs_row} |\n" if runs_row else "")
+        + (f"| trained on | {trained_on(sources)} |\n" if sources else "") +
+        f"| rendered on | {hardware()} |\n"
         f"| executor | {executor_description()} (`--executor` of `python -m geocont.book`, or `$GEOCONT_EXECUTOR`) |\n"
         f"| software | torch {torch.__version__}, code {code_version()} |\n"
         f"| executed | {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M UTC} |\n\n"
