@@ -246,6 +246,13 @@ class ClaimsBuilder:
                                    count if n is None else n, baseline, verdict, note, key=key, dataset=dataset,
                                    primary=dataset == self.dataset, headline=headline))
 
+    def not_tested(self, *, key: str, claim: str, quantity: str, paper: str, note: str, baseline: float = math.nan,
+                   dataset: str | None = None, headline: bool = False) -> None:
+        """A claim whose runs or metrics are missing from this build: no number, the verdict "not tested", and
+        ``note`` saying why."""
+        self.add(key, claim, quantity, paper, Estimate(math.nan, math.nan, 0), baseline, "not tested", note,
+                 headline=headline, dataset=dataset)
+
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows, columns=CLAIM_COLUMNS)
 

@@ -27,10 +27,20 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ...config import MLPRunConfig
 from ...book.chapter import ClaimsBuilder
-from ...statistics import (Estimate, RankCorrelation, at_step, difference, estimate, per_run, rank_correlation,
-                           verdict_for_difference, verdict_for_value, without_runs)
+from ...config import MLPRunConfig
+from ...statistics import (
+    Estimate,
+    RankCorrelation,
+    at_step,
+    difference,
+    estimate,
+    per_run,
+    rank_correlation,
+    verdict_for_difference,
+    verdict_for_value,
+    without_runs,
+)
 from ...tables import diverged_runs, select
 
 #: The rates each fork trains at after the switch (the base rate 1e-3 among them, run again with the balances).
