@@ -298,8 +298,11 @@ def forks_sentence(results: Results) -> str:
     grows, grows_verdict = found.fall_grows_with_rate()
     worst, relu_verdict = found.relu_holds()
     balance, balance_verdict = found.balance_grows_with_rate()
+    baseline_fall = ("" if relu_verdict == "reproduced" else " " + PROSE.render(
+        "forks-baseline-falls", rate=worst.rate, late=worst.late_change, linear_late=found.fork("res-none", worst.rate).late_change))
     return PROSE.choose(
-        "forks", "ran", reference=found.reference_rate, equal_verdict=found.equal_distance_verdict(),
+        "forks", "ran", baseline_fall=baseline_fall, reference=found.reference_rate,
+        equal_verdict=found.equal_distance_verdict(),
         equal="; ".join(f"lr {r:g}: {found.fork('res-none', r).at_equal_distance}" for r in found.rates),
         low=min(found.rates), high=max(found.rates), grows=grows, grows_verdict=grows_verdict,
         worst_rate=worst.rate, worst_switch=worst.at_switch, worst_end=worst.at_end, relu_verdict=relu_verdict,

@@ -33,6 +33,7 @@ from ...statistics import (
     Estimate,
     RankCorrelation,
     at_step,
+    change_over_last_per_run,
     difference,
     estimate,
     per_run,
@@ -86,8 +87,9 @@ def forks_at(configs: list[MLPRunConfig], rate: float) -> list[MLPRunConfig]:
 @dataclass(frozen=True)
 class Fork:
     """One condition forked at one rate (every seed): weight v1 at the switch, at the equal-distance step and at
-    the end, the fall per 1,000 steps after the switch, and the balances' motion at the end (the mean over
-    pairs of ``pair_balance_motion``; ``unit_balance_motion``)."""
+    the end, the fall per 1,000 steps after the switch, the balances' motion at the end (the mean over pairs of
+    ``pair_balance_motion``; ``unit_balance_motion``), and how far weight v1 moved over the run's last third
+    (``late_change``, end minus start: whether it was still moving at the end)."""
 
     condition: str
     rate: float
@@ -97,6 +99,7 @@ class Fork:
     fall_per_kstep: Estimate
     pair_balance: Estimate
     unit_balance: Estimate
+    late_change: Estimate
 
 
 def _finite(frame: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
@@ -117,9 +120,11 @@ def read_fork(table: pd.DataFrame, condition: str, rate: float, steps: int) -> F
     pair = _finite(per_run(mine, "pair_balance_motion"), mine)
     unit = _finite(per_run(mine, "unit_balance_motion"), mine)
     n_diverged = len(diverged_runs(mine))
+    late = change_over_last_per_run(v1).set_index("seed")["value"]
     return Fork(condition, rate, estimate(at_switch, n_diverged), estimate(_at(v1, equal), n_diverged),
                 estimate(at_end, n_diverged), estimate(fall, n_diverged),
-                estimate(_at(pair, steps), n_diverged), estimate(_at(unit, steps), n_diverged))
+                estimate(_at(pair, steps), n_diverged), estimate(_at(unit, steps), n_diverged),
+                estimate(late, n_diverged))
 
 
 def balance_vs_fall(table: pd.DataFrame, steps: int) -> RankCorrelation:
