@@ -398,7 +398,7 @@ def test_a_horizon_of_years_is_said_before_training(monkeypatch, capsys):
     assert "about 3 min" in preflight.time_note(cpu, executor="local:2")  # a 9,360-step run, as measured
     for config in cpu:  # once cached, nothing is predicted
         job = sweeps.Job("mlp", config.to_dict(), print)
-        cache.store("mlp", job.key_config(), _table_of(0.0))
+        cache.save("mlp", job.key_config(), _table_of(0.0))
     assert preflight.time_note(cpu, executor="local:2") is None
 
 

@@ -89,7 +89,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import pandas as pd
 
-from . import store as results
+from . import store
 # the schema, the numerics revision and the key, shared with the results store (re-exported here)
 from .keys import NUMERICS_REVISION, SCHEMA_VERSION, cache_key  # noqa: F401
 from .tables import current_metric_names
@@ -157,7 +157,7 @@ def has_entry(kind: str, config: dict[str, Any], include_store: bool = True) -> 
     (``include_store``) the results store."""
     if _current(key_path(kind, config)) is not None:
         return True
-    return include_store and results.has(kind, config)
+    return include_store and store.has(kind, config)
 
 
 def manifest(kind: str, config: dict[str, Any]) -> dict[str, Any] | None:
@@ -252,7 +252,7 @@ def load(kind: str, config: dict[str, Any], require_metrics: Iterable[str] = (),
     require_metrics, require_artifacts = tuple(require_metrics), tuple(require_artifacts)
     table = _load_cached(kind, config, require_metrics, require_artifacts, warn)
     if table is None and include_store:
-        table = results.lookup(kind, config, require_metrics, require_artifacts)
+        table = store.lookup(kind, config, require_metrics, require_artifacts)
     if table is not None:
         log_read(kind, config)
     return table
@@ -311,7 +311,7 @@ def artifact_path(kind: str, config: dict[str, Any], name: str, include_store: b
     path = _cached_artifact(kind, config, name)
     if path is not None or not include_store:
         return path
-    return results.artifact(kind, config, name)
+    return store.artifact(kind, config, name)
 
 
 def _cached_artifact(kind: str, config: dict[str, Any], name: str) -> Path | None:
@@ -500,7 +500,7 @@ def clean_stale(kinds: Iterable[str] | None = None) -> None:
             _clean_key(folder)
 
 
-def store(
+def save(
     kind: str,
     config: dict[str, Any],
     table: pd.DataFrame,
@@ -672,13 +672,13 @@ def ensure(kind: str, config: dict[str, Any], compute: Callable[[], pd.DataFrame
         table = load(kind, config, require_metrics, require_artifacts=require_artifacts, warn=False)
         if table is not None:  # another process computed it while we waited for the claim
             return table, True
-        results.forbid_training(kind, config, cache_dir=cache_root())
+        store.forbid_training(kind, config, cache_dir=cache_root())
         started = time.perf_counter()
         result = compute()
         wall_seconds = time.perf_counter() - started
         computed = result if isinstance(result, Computed) else Computed(result)
-        stored = store(kind, config, computed.table, computed.artifacts,
-                       provenance=results.run_provenance(wall_seconds)) is not None
+        stored = save(kind, config, computed.table, computed.artifacts,
+                      provenance=store.run_provenance(wall_seconds)) is not None
         log_read(kind, config)
         return computed.table, stored
 

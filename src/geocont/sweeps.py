@@ -63,7 +63,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from . import cache
-from . import store as results
+from . import store
 
 EXECUTORS = ("serial", "local", "local:N", "ray", "ray:ADDRESS")
 #: The environment variable that chooses the executor when no ``executor`` argument is given.
@@ -500,9 +500,9 @@ def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = 
         if tables[index] is None:
             todo.setdefault(cache.cache_key(job.kind, job.key_config()), []).append(index)
     unique = [indices[0] for indices in todo.values()]
-    trained = [jobs[index] for index in unique if jobs[index].kind in results.STRICT_KINDS]
+    trained = [jobs[index] for index in unique if jobs[index].kind in store.STRICT_KINDS]
     if trained:
-        results.forbid_training(trained[0].kind, trained[0].key_config(), trained[0].label, len(trained) - 1,
+        store.forbid_training(trained[0].kind, trained[0].key_config(), trained[0].label, len(trained) - 1,
                                 cache_dir=cache.cache_root())
     announce_claims([jobs[index] for index in unique])
     failures: list[tuple[str, dict[str, Any], str]] = []
@@ -575,7 +575,7 @@ def run_job(job: Job, progress: bool = True) -> pd.DataFrame:
     table = job.load()
     if table is not None:
         return table
-    results.forbid_training(job.kind, job.key_config(), job.label, cache_dir=cache.cache_root())
+    store.forbid_training(job.kind, job.key_config(), job.label, cache_dir=cache.cache_root())
     with pinned_threads():
         return cache.cached(job.kind, job.key_config(), lambda: job.compute(job.argument), job.require_metrics,
                             require_artifacts=job.require_artifacts)
