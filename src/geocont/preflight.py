@@ -10,7 +10,7 @@ inside the sweep after minutes (once per run, with a traceback):
   :func:`run_memory_bytes`) against the memory of the machine (or the GPU) it runs on;
 * the executor (``GEOCONT_EXECUTOR``), the per-run thread count (``GEOCONT_RUN_THREADS``)
   and, for ``ray:ADDRESS``, that the cluster answers a Ray GCS call within :data:`CONNECT_TIMEOUT`
-  seconds (:func:`geocont.sweeps.ray_gcs_problem`);
+  seconds (:func:`geocont.ray_probe.ray_gcs_problem`);
 * the run cache (``GEOCONT_CACHE_DIR``): a file where its folder should be is an error, and so is a cache (or a
   data folder a dataset is still to be unpacked into) that cannot be written while a run is to be trained
   (:func:`storage_problem`: a read-only home);
@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from .scales import ParameterError
-from .sweeps import CONNECT_TIMEOUT, executor_problem, reachable  # noqa: F401 (part of this module's checks)
+from .ray_probe import CONNECT_TIMEOUT, reachable  # noqa: F401 (CONNECT_TIMEOUT: part of this module's checks)
+from .sweeps import executor_problem
 
 #: Where each dataset is fetched from when its files are missing (host, port).
 DOWNLOAD_HOSTS = {

@@ -62,8 +62,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import pandas as pd
 from tqdm import tqdm
 
-from . import cache
-from . import store
+from . import cache, ray_probe, store
 
 EXECUTORS = ("serial", "local", "local:N", "ray", "ray:ADDRESS")
 #: The environment variable that chooses the executor when no ``executor`` argument is given.
@@ -599,114 +598,9 @@ def tidy_sweep_table(tables: Sequence[pd.DataFrame], columns: Sequence[dict[str,
     return combined
 
 
-#: Seconds to wait for a TCP connection (a Ray cluster, a download host) before calling it unreachable.
-CONNECT_TIMEOUT = 3.0
-
-
-def reachable(host: str, port: int, timeout: float = CONNECT_TIMEOUT) -> str | None:
-    """None if a TCP connection to ``host:port`` opens within ``timeout`` seconds, else why not."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return None
-    except OSError as error:
-        return str(error) or type(error).__name__
-    except (UnicodeError, ValueError) as error:  # an invalid host name
-        return str(error)
-
-
-#: The call the Ray handshake makes: the GCS (the cluster's control service, at the address ``ray start --head``
-#: prints) answers it first to every client, before any other call. Its request message is empty.
-GCS_PROBE_METHOD = "/ray.rpc.NodeInfoGcsService/GetClusterId"
-
-
-def _h2_frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
-    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
-
-
-def _hpack_integer(value: int, prefix_bits: int) -> bytes:
-    """HPACK's integer with an N-bit prefix (RFC 7541, 5.1), the other bits of the first byte zero."""
-    limit = (1 << prefix_bits) - 1
-    if value < limit:
-        return bytes([value])
-    out, value = [limit], value - limit
-    while value >= 128:
-        out.append(value % 128 + 128)
-        value //= 128
-    return bytes(out + [value])
-
-
-def _hpack_literal(index: int, value: str) -> bytes:
-    """A header field "literal without indexing" whose name is entry ``index`` of HPACK's static table."""
-    data = value.encode()
-    return _hpack_integer(index, 4) + _hpack_integer(len(data), 7) + data
-
-
-def ray_gcs_problem(host: str, port: int, timeout: float = CONNECT_TIMEOUT) -> str | None:
-    """None if ``host:port`` answers a Ray GCS call within ``timeout`` seconds, else why not.
-
-    Ray's ``ray.init`` to an address that accepts TCP but is no GCS (a web server, a Ray client port, anything)
-    retries for minutes. This speaks the GCS's own protocol instead, gRPC over cleartext HTTP/2, with no Ray
-    import: the client preface, a SETTINGS frame, then the unary call :data:`GCS_PROBE_METHOD` with an empty
-    request. A GCS replies with a gRPC message (the cluster id); anything else (not HTTP/2, an HTTP/2 error, a
-    gRPC status without a reply: another gRPC service, silence) is a problem. Clusters with TLS
-    (``RAY_USE_TLS``) are not probed (None).
-    """
-    if os.environ.get("RAY_USE_TLS", "").lower() in ("1", "true"):
-        return None
-    headers = (b"\x83\x86" + _hpack_literal(4, GCS_PROBE_METHOD) + _hpack_literal(1, f"{host}:{port}")
-               + _hpack_literal(31, "application/grpc") + b"\x00\x02te\x08trailers")  # POST, http, :path, ...
-    request = (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _h2_frame(4, 0, 0) + _h2_frame(1, 4, 1, headers)
-               + _h2_frame(0, 1, 1, b"\x00\x00\x00\x00\x00"))  # SETTINGS; HEADERS; DATA, END_STREAM
-    deadline = time.monotonic() + timeout
-    received, first = b"", True
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as connection:
-            connection.sendall(request)
-            while True:
-                while len(received) < 9 or len(received) < 9 + int.from_bytes(received[:3], "big"):
-                    if len(received) >= 9 and int.from_bytes(received[:3], "big") > 1 << 20:
-                        return "it answered with an oversized HTTP/2 frame"
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise socket.timeout
-                    connection.settimeout(left)
-                    chunk = connection.recv(65536)
-                    if not chunk:
-                        return ("it closed the connection" + (f" after answering {received[:24]!r}" if received else "")
-                                + " instead of answering a gRPC call")
-                    received += chunk
-                    if first and len(received) >= 9 and received[3] != 4:
-                        return f"it answered {received[:24]!r}, not HTTP/2 (gRPC)"
-                length, kind, flags = int.from_bytes(received[:3], "big"), received[3], received[4]
-                stream = int.from_bytes(received[5:9], "big") & 0x7FFFFFFF
-                payload, received, first = received[9:9 + length], received[9 + length:], False
-                if kind == 4 and not flags & 1:  # the server's SETTINGS: acknowledge them
-                    connection.sendall(_h2_frame(4, 1, 0))
-                elif kind == 6 and not flags & 1:  # PING
-                    connection.sendall(_h2_frame(6, 1, 0, payload))
-                elif kind == 7:
-                    return "it speaks HTTP/2 but ended the connection (GOAWAY) instead of answering a gRPC call"
-                elif stream == 1 and kind == 3:
-                    return "it speaks HTTP/2 but reset the call (RST_STREAM): not a Ray GCS"
-                elif stream == 1 and kind == 0:
-                    message = payload[1 + payload[0]:len(payload) - payload[0]] if flags & 8 else payload  # PADDED
-                    if len(message) >= 5 and message[0] in (0, 1) and int.from_bytes(message[1:5], "big") \
-                            == len(message) - 5:
-                        return None
-                    return "it answered the call with data that is not a gRPC message"
-                elif stream == 1 and kind == 1 and flags & 1:
-                    return ("it speaks gRPC but has no Ray GCS service (it answered the cluster-id call with a "
-                            "status and no reply: another gRPC server, e.g. a Ray client port?)")
-    except (socket.timeout, TimeoutError):
-        return f"no answer to a gRPC call within {timeout:g} s"
-    except OSError as error:
-        return str(error) or type(error).__name__
-
-
 def executor_problem(executor: str | None = None) -> str | None:
     """Why the executor (``executor``, else ``GEOCONT_EXECUTOR``) or ``GEOCONT_RUN_THREADS`` cannot
-    work, or None; a Ray cluster address must accept a connection and answer a GCS call
-    (:func:`ray_gcs_problem`), each within :data:`CONNECT_TIMEOUT` seconds."""
+    work, or None; a Ray cluster address must answer within seconds (:func:`geocont.ray_probe.cluster_problem`)."""
     try:
         spec = resolve_executor(executor)
     except ValueError as error:
@@ -719,15 +613,5 @@ def executor_problem(executor: str | None = None) -> str | None:
     if importlib.util.find_spec("ray") is None:
         return "executor ray needs Ray: `pip install -e .[cluster]`"
     if spec.address and spec.address != "auto":
-        host, _, port = spec.address.rpartition(":")
-        if not host or not port.isdigit():
-            return f"Ray address {spec.address!r} must be HOST:PORT (e.g. 10.0.0.1:6379)"
-        why = reachable(host, int(port), CONNECT_TIMEOUT)
-        if why is not None:
-            return (f"cannot reach the Ray cluster at {spec.address} within {CONNECT_TIMEOUT:g} s ({why}); "
-                    "start it with `ray start --head --port=PORT`, or choose another executor")
-        why = ray_gcs_problem(host, int(port), CONNECT_TIMEOUT)
-        if why is not None:
-            return (f"{spec.address} accepts connections but is not a Ray cluster ({why}); give the address "
-                    "`ray start --head` printed (its GCS port, default 6379), or choose another executor")
+        return ray_probe.cluster_problem(spec.address)
     return None
