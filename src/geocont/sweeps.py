@@ -481,70 +481,116 @@ def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = 
     first, and the table of a run not started is None. ``on_result(job, table)`` is called in
     this process as each computed run lands (it must not raise).
     """
-
     jobs = list(jobs)
+    _refuse_inside_a_worker_import()
+    spec = _usable_executor(executor)
+    threads = run_threads()
+    cache.clean_stale({job.kind for job in jobs})
+    sweep = _Sweep(jobs, on_result)
+    _forbid_training_in_strict_mode(sweep.pending)
+    announce_claims(sweep.pending)
+    with sweep.progress_bar(progress):
+        _execute(spec, sweep.pending, threads=threads, report=sweep.report, deadline=deadline)
+    if sweep.failures:
+        raise SweepFailed(sweep.failures, len(sweep.pending), sweep.cached)
+    return sweep.tables  # type: ignore[return-value]
+
+
+def _refuse_inside_a_worker_import() -> None:
+    """A sweep started while a worker process imports the main script (which has no ``__main__`` guard) is an error."""
     if getattr(multiprocessing.current_process(), "_inheriting", False):
         raise RuntimeError("a sweep was started while a worker process imported the main script: put the script's "
                            "code under `if __name__ == \"__main__\":`")
+
+
+def _usable_executor(executor: str | None) -> ExecutorSpec:
+    """The executor's spec; a Ray cluster that does not answer is a one-line ``ValueError`` within seconds, not a hang."""
     spec = resolve_executor(executor)
-    if spec.name == "ray" and spec.address:  # a cluster that does not answer: one line within seconds, not a hang
+    if spec.name == "ray" and spec.address:
         problem = executor_problem(f"ray:{spec.address}")
         if problem:
             raise ValueError(problem)
-    threads = run_threads()
-    cache.clean_stale({job.kind for job in jobs})
-    tables: list[pd.DataFrame | None] = [job.load() for job in jobs]
-    todo: dict[str, list[int]] = {}
-    for index, job in enumerate(jobs):
-        if tables[index] is None:
-            todo.setdefault(cache.cache_key(job.kind, job.key_config()), []).append(index)
-    unique = [indices[0] for indices in todo.values()]
-    trained = [jobs[index] for index in unique if jobs[index].kind in store.STRICT_KINDS]
+    return spec
+
+
+def _forbid_training_in_strict_mode(pending: Sequence[Job]) -> None:
+    """In strict mode, a training run among ``pending`` is :class:`geocont.store.RunMissing` (naming the first)."""
+    trained = [job for job in pending if job.kind in store.STRICT_KINDS]
     if trained:
         store.forbid_training(trained[0].kind, trained[0].key_config(), trained[0].label, len(trained) - 1,
-                                cache_dir=cache.cache_root())
-    announce_claims([jobs[index] for index in unique])
-    failures: list[tuple[str, dict[str, Any], str]] = []
-    cached: list[int] = []  # runs of this sweep whose entry the cache now holds
-    bar = tqdm(total=len(jobs), initial=len(jobs) - sum(map(len, todo.values())), desc="runs",
-               disable=not progress)
+                              cache_dir=cache.cache_root())
 
-    def report(position: int, outcome: Outcome) -> None:
-        job = jobs[unique[position]]
-        indices = todo[cache.cache_key(job.kind, job.key_config())]
+
+def _execute(spec: ExecutorSpec, jobs: list[Job], *, threads: int, report: Callable[[int, Outcome], None],
+             deadline: float | None) -> None:
+    """Run ``jobs`` under the executor ``spec``, calling ``report(position, outcome)`` as each finishes."""
+    if not jobs:
+        return
+    if spec.name == "serial":
+        _serial(jobs, threads=threads, report=report, deadline=deadline)
+    elif spec.name == "local":
+        _local(jobs, workers=spec.workers, threads=threads, environment=geocont_environment(), report=report,
+               deadline=deadline)
+    else:
+        _ray(jobs, address=spec.address, threads=threads, environment=geocont_environment(), report=report,
+             deadline=deadline)
+
+
+class _Sweep:
+    """One sweep's bookkeeping: every job's table (loaded from the cache, or landed since), the runs still to
+    compute (one per cache key), the failures, how many computed runs the cache now holds, and the progress bar."""
+
+    def __init__(self, jobs: list[Job], on_result: Callable[[Job, pd.DataFrame], None] | None):
+        self.jobs, self.on_result = jobs, on_result
+        self.tables: list[pd.DataFrame | None] = [job.load() for job in jobs]
+        #: cache key -> the positions of the jobs with that key whose table is still to compute
+        self.todo: dict[str, list[int]] = {}
+        for index, job in enumerate(jobs):
+            if self.tables[index] is None:
+                self.todo.setdefault(cache.cache_key(job.kind, job.key_config()), []).append(index)
+        #: the runs to compute: the first job of each key in ``todo``
+        self.pending = [jobs[indices[0]] for indices in self.todo.values()]
+        self.failures: list[tuple[str, dict[str, Any], str]] = []
+        self.cached = 0
+        self.bar: tqdm | None = None
+
+    @contextlib.contextmanager
+    def progress_bar(self, progress: bool) -> Iterator[None]:
+        """One bar over every job of the sweep, the cached ones counted done from the start."""
+        done = len(self.jobs) - sum(map(len, self.todo.values()))
+        self.bar = tqdm(total=len(self.jobs), initial=done, desc="runs", disable=not progress)
+        try:
+            yield
+        finally:
+            self.bar.close()
+
+    def report(self, position: int, outcome: Outcome) -> None:
+        """Take the outcome of ``pending[position]``: raise its warnings here, record its table or its failure."""
+        job = self.pending[position]
+        indices = self.todo[cache.cache_key(job.kind, job.key_config())]
         for message in outcome.warnings:
             warnings.warn(f"{job.label}: {message}", stacklevel=3)
         if outcome.error is not None:
-            failures.append((job.label, job.config, outcome.error))
+            self.failures.append((job.label, job.config, outcome.error))
             tqdm.write(f"run failed: {job.label} | config {job.config}\n{outcome.error}")
         else:
-            table = outcome.table if outcome.table is not None else job.load()
-            if outcome.table is None and table is not None:
-                cached.append(position)
-            if table is None:
-                failures.append((job.label, job.config, (
-                    f"a worker stored the entry but this process cannot read it under {cache.cache_root()}: "
-                    "is GEOCONT_CACHE_DIR on storage shared by every node?")))
-            for index in indices:
-                tables[index] = table
-            if table is not None and on_result is not None:
-                on_result(job, table)
-        bar.set_postfix_str(job.label, refresh=False)
-        bar.update(len(indices))
+            self._land(job, outcome, indices)
+        self.bar.set_postfix_str(job.label, refresh=False)
+        self.bar.update(len(indices))
 
-    pending = [jobs[index] for index in unique]
-    try:
-        if pending and spec.name == "serial":
-            _serial(pending, threads, report, deadline)
-        elif pending and spec.name == "local":
-            _local(pending, spec.workers, threads, geocont_environment(), report, deadline)
-        elif pending:
-            _ray(pending, spec.address, threads, geocont_environment(), report, deadline)
-    finally:
-        bar.close()
-    if failures:
-        raise SweepFailed(failures, len(unique), len(cached))
-    return tables  # type: ignore[return-value]
+    def _land(self, job: Job, outcome: Outcome, indices: list[int]) -> None:
+        """A run that succeeded: its table (from the worker, else from the cache entry it wrote) for every job of its key."""
+        table = outcome.table if outcome.table is not None else job.load()
+        if outcome.table is None and table is not None:
+            self.cached += 1
+        if table is None:
+            self.failures.append((job.label, job.config, (
+                f"a worker stored the entry but this process cannot read it under {cache.cache_root()}: "
+                "is GEOCONT_CACHE_DIR on storage shared by every node?")))
+        for index in indices:
+            self.tables[index] = table
+        if table is not None and self.on_result is not None:
+            self.on_result(job, table)
 
 
 def announce_claims(jobs: Sequence[Job]) -> list[str]:
