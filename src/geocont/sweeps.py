@@ -1,45 +1,11 @@
 """One entry point for sweeps of independent cached runs, and the executors that run them.
 
-A sweep is a list of :class:`Job`: a cache ``kind``, the run's configuration (its cache
-key) and a top-level, picklable function that computes the run's table from an argument
-(for example :func:`geocont.training.compute_mlp_run` and an ``MLPRunConfig``). The same
-jobs run under any executor:
-
-* ``serial``: one run after another in this process;
-* ``local`` (default) or ``local:N``: a pool of N worker processes on this machine
-  (default: all cores / the per-run thread count), one run per worker at a time;
-* ``ray`` or ``ray:ADDRESS``: tasks on a Ray cluster. ``ADDRESS`` (or
-  ``GEOCONT_RAY_ADDRESS``) connects to a running cluster (``ray start --head`` on one node,
-  ``ray start --address=...`` on the others); without one a local Ray is started on all
-  cores. A run on ``cuda`` asks Ray for one GPU, one on ``auto`` too where the cluster has
-  GPUs; a CPU run asks for its threads.
-
-The executor is the ``executor`` argument of :func:`run_jobs`, else ``$GEOCONT_EXECUTOR``,
-else ``local``; :func:`executor_description` says in one line what was used (for a
-chapter's provenance).
-
-Workers write cache entries (:mod:`geocont.cache`) and the driver reads them, so a run in
-the cache is never recomputed, an interrupted sweep resumes, and two sweeps sharing a
-cache never train one key twice (the cache's claim). With Ray on several machines the
-cache directory must be on storage that all of them mount at the same path.
-
-Determinism: every run computes with the same number of torch threads whatever the
-executor and the machine, ``$GEOCONT_RUN_THREADS`` (default 1), so a run's table is
-bit-identical under serial, local and Ray (intra-op reductions split differently over
-threads and change the last digits otherwise). One thread per run is the fastest use of
-a machine whose cores all run sweeps, and avoids oversubscription. A count other than 1
-is part of the cache key, so values computed differently never mix.
-
-Results store: a run is looked up in the cache, then in the read-only results store
-(:mod:`geocont.store`); in strict mode (``GEOCONT_STORE_ONLY=1``) a training run found in neither is
-a one-line :class:`geocont.store.RunMissing` before any run of the sweep starts.
-
-Slices: with a ``deadline`` (:func:`run_jobs`), no run starts after it; the runs in flight finish and
-are cached, the others are left (None), so that a long sweep can be run a few hours at a time.
-
-Failures: a run that raises (``TrainingDiverged``, out of memory, anything) or whose
-worker process dies is reported at once with its configuration; the other runs finish and
-are cached, then :class:`SweepFailed` names every failed run.
+A sweep is a list of :class:`Job` (a cache ``kind``, the run's configuration, a top-level picklable function that
+computes its table). :func:`run_jobs` loads what the cache (or the results store) holds and runs the rest,
+each key once, under an executor: ``serial``, ``local[:N]`` (worker processes) or ``ray[:ADDRESS]``; the
+``executor`` argument, else ``$GEOCONT_EXECUTOR``, else ``local``. Every run computes with
+``$GEOCONT_RUN_THREADS`` torch threads (default 1), so that its table is the same under every executor.
+CONTRIBUTING.md ("Sweeps and executors") gives the executors, determinism, strict mode, slices and failures.
 """
 
 from __future__ import annotations

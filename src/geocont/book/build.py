@@ -12,20 +12,7 @@ Usage (from the repository root)::
     python -m geocont.book verify --scale cpu    # retrain a sample of the store and compare
     python -m geocont.book check --scale cpu     # the chapters the store serves whole vs the claims snapshot
 
-Source notebooks in ``book/`` stay free of outputs. Executed copies live in
-``_build/executed/`` and record their parameters and the hash of the source they came
-from; the rendered site is ``_build/html/index.html``. Training results are cached
-separately (:mod:`geocont.cache`), so re-executing a chapter with unchanged parameters
-costs no training; a run the cache lacks is read from the committed results store
-(``results/<scale>``, :mod:`geocont.store`) before it is trained. ``store``, ``verify`` and
-``check`` are the store's commands (:mod:`geocont.book.results`).
-
-Each chapter publishes its claims table into ``_build/claims/book/`` when executed
-(:mod:`geocont.book.claims`); the closing chapter (``book/claims.ipynb``) is executed after all
-the others and again whenever a published table changes. While a chapter executes,
-``$GEOCONT_BOOK`` is set, so that :func:`geocont.book.figures.show_figure` emits numbered,
-cross-referencable figures. MathJax is served from the book itself (copied from
-``.mathjax/``, installed by ``make setup``), never from a CDN.
+CONTRIBUTING.md ("The book build") says what is executed when, and where executed chapters and claims live.
 """
 
 from __future__ import annotations

@@ -1,24 +1,14 @@
 """The commands of the results store (:mod:`geocont.store`) for the book's run set (:mod:`geocont.book.runs`).
 
-* ``python -m geocont.book store --scale cpu [--minutes N] [--executor ...]`` (:func:`fill`): trains the
-  runs the store lacks, longest first, writing each into the store as it lands; with ``--minutes`` no run
-  starts after N minutes (a slice); then says what is still missing and its predicted time. Runs the
-  user's run cache already holds, trained by this code with their provenance recorded, are copied in
-  without training. It trains into ``<store>/.staging-cache/<code hash>`` (not committed), so that an
-  interrupted slice loses no finished run: the next one copies it in.
-  Once every run a chapter of :data:`geocont.book.runs.ANALYSES_READ_BY` reads is stored, the chapter is
-  executed once to capture the analyses it computes (:func:`capture_analyses`); ``<store>/analyses/<chapter>.json``
-  lists them.
-* ``python -m geocont.book store status --scale cpu [--entries]`` (:func:`print_status`): entries, missing
-  runs, pending ones, analyses to capture, revisions and provenance.
-* ``python -m geocont.book verify --scale cpu [--sample default|all|KEY...]`` (:func:`verify`): retrains a
-  sample into a temporary cache and prints, per run, the largest difference from the store in every
-  claim-bearing metric.
+* ``python -m geocont.book store --scale cpu [--minutes N] [--executor ...]`` (:func:`fill`): train the runs
+  the store lacks into it, and capture the analyses the chapters compute;
+* ``python -m geocont.book store status --scale cpu [--entries]`` (:func:`print_status`);
+* ``python -m geocont.book verify --scale cpu [--sample default|all|KEY...]`` (:func:`verify`): retrain a
+  sample and compare it with the store;
 * ``python -m geocont.book check --scale cpu [--write-snapshot]`` (:func:`geocont.book.build.check`, which
-  executes and renders; :func:`compare_claims` here): executes strictly from the store every chapter it serves
-  whole (:meth:`BookStatus.chapter_complete`; the whole book, rendered, once it is complete) and compares
-  those chapters' published claims tables with the committed snapshot (``<store>/claims-snapshot/``): verdicts,
-  seeds and keys exactly, numbers within :data:`CLAIM_TOLERANCE`.
+  executes and renders; :func:`compare_claims` here).
+
+CONTRIBUTING.md ("The results store's commands") says what each does.
 """
 
 from __future__ import annotations
