@@ -107,7 +107,7 @@ def test_turn_rates_divide_by_the_snapshot_interval_and_the_window_mean_weights_
 
 
 # ---------------------------------------------------------------------------------------------
-# The verdict rules that cannot pass for the wrong reason (module docstring, "Verdict rules")
+# The verdict rules that cannot pass for the wrong reason (CONTRIBUTING.md, "Verdict rules")
 # ---------------------------------------------------------------------------------------------
 
 def test_the_random_levels_spread_is_that_of_a_pair_mean_of_random_abs_cos():

@@ -1,24 +1,11 @@
 """Continuity of any checkpoint, streamed one matrix at a time: :func:`analyze`.
 
-For each projection (``q_proj`` ... ``down_proj``) the analyzer walks the layers in order,
-reads one weight matrix, computes its leading singular triplet with
-:func:`geocont.metrics.top_singular_triplets` (the package's one metric function:
-iterative with a convergence check for large matrices, exact SVD otherwise or as a
-fallback), compares it with the previous layer's, and keeps only that triplet (and, when
-the sigma^2-weighted alignment is computed, the previous matrix of the same projection).
-Memory is therefore bounded by two weight matrices, whatever the model's size.
-
-Result: one row per (projection, layer), columns :data:`COLUMNS`. Pair columns
-(``v1_cos``, ``u1_cos``, ``align_*``) compare layer ``l`` with ``l + 1``, as everywhere in
-the package (the last layer's are NaN). Layer ``l``'s and ``l + 1``'s leading pairs are compared
-by :func:`geocont.metrics.pair_directions`, the package's one rule for a pair: where either is
-undefined (a zero matrix, a sigma1 that overflowed, or a leading gap ``(sigma1 - sigma2) / sigma1``
-below :data:`geocont.metrics.DEGENERACY_TOL`), ``v1_cos`` and ``u1_cos`` are NaN and ``flag`` says
-why; the alignment, defined for any spectrum, is still reported. Where the two layers' shapes
-differ, the space whose dimensions differ (and the alignment) is NaN, and ``flag`` says so too.
-
-What cannot be measured is refused before any weight is read (:func:`plan`): a projection
-with fewer than two layers, or a gap in its layer numbering.
+Each projection's layers are walked in order, one weight matrix read at a time, its leading singular triplet
+(:func:`geocont.metrics.top_singular_triplets`) compared with the previous layer's, so that memory stays bounded
+by two weight matrices whatever the model's size. The result has one row per (projection, layer), columns
+:data:`COLUMNS`; pair columns compare layer ``l`` with ``l + 1`` (:func:`geocont.metrics.pair_directions`) and
+``flag`` says why one is NaN. What cannot be measured is refused before any weight is read (:func:`plan`).
+CONTRIBUTING.md ("The checkpoint analyzer") gives the rules.
 """
 
 from __future__ import annotations
@@ -187,11 +174,9 @@ def analyze(
     products per pair, far more than the singular triplet on large matrices).
     ``method``: passed to :func:`~geocont.metrics.top_singular_triplets`; ``auto`` sends
     matrices with a side above :data:`AUTO_ALIGNMENT_MAX_DIM` to its iterative method
-    (which has a convergence check and falls back to exact SVD).
-
-    File-backed sources are cached (:mod:`geocont.cache`) by content (the sha256 of every file,
-    :func:`geocont.checkpoints.content_digest`), layout and settings. The table's ``attrs`` hold the source, layout,
-    architecture and the checkpoint's parameter count (every tensor it stores).
+    (which has a convergence check and falls back to exact SVD). File-backed sources are cached by content,
+    layout and settings (CONTRIBUTING.md, "The checkpoint analyzer"); the table's ``attrs`` hold the source,
+    layout, architecture and the checkpoint's parameter count.
     """
     check_method(method)
     if alignment not in (True, False, "auto"):
