@@ -187,7 +187,7 @@ def analyze(
                 "alignment_max_dim": AUTO_ALIGNMENT_MAX_DIM}
 
     def compute() -> pd.DataFrame:
-        return _stream(src, matrices, alignment, method, progress)
+        return _stream(src, matrices, alignment=alignment, method=method, progress=progress)
 
     identity = src.identity()
     if identity is None or not use_cache:
@@ -210,7 +210,7 @@ def _nan_reasons(before: dict[str, Any], after: dict[str, Any], columns: Sequenc
             f"(largest sigma1 {largest:.3g}; a corrupt tensor or an overflow?)"]
 
 
-def _stream(src: TensorSource, matrices: dict[str, list[MatrixRef]], alignment, method: Method,
+def _stream(src: TensorSource, matrices: dict[str, list[MatrixRef]], *, alignment, method: Method,
             progress: bool) -> pd.DataFrame:
     """Walk each projection's layers in order, one matrix read at a time, each compared with the layer before it
     (the module docstring): the table."""
@@ -225,12 +225,12 @@ def _stream(src: TensorSource, matrices: dict[str, list[MatrixRef]], alignment, 
         for ref in refs:
             bar.set_postfix_str(f"{projection} layer {ref.layer}")
             W = ref.load(src)
-            triplet = _leading_triplet(src, ref, W, method)
-            row = _matrix_row(src, projection, ref, triplet)
+            triplet = _leading_triplet(src, ref, W=W, method=method)
+            row = _matrix_row(src, projection, ref=ref, triplet=triplet)
             aligned = _alignment_wanted(alignment, ref.shape)
             if aligned:
                 row["align_baseline"] = _alignment_baseline(ref.shape, baselines)
-            current = _Layer(row, triplet, W, direction_flags(triplet))
+            current = _Layer(row=row, triplet=triplet, matrix=W, flags=direction_flags(triplet))
             if previous is not None:
                 _compare_pair(previous, current, aligned)
             rows.append(row)
@@ -253,7 +253,7 @@ class _Layer(NamedTuple):
     flags: Any
 
 
-def _leading_triplet(src: TensorSource, ref: MatrixRef, W: torch.Tensor, method: Method):
+def _leading_triplet(src: TensorSource, ref: MatrixRef, *, W: torch.Tensor, method: Method):
     """``W``'s leading singular triplet (:func:`geocont.metrics.top_singular_triplets`); a failure names the tensor."""
     try:
         return top_singular_triplets(W, 1, method=triplet_method(method, ref.shape))
@@ -261,7 +261,7 @@ def _leading_triplet(src: TensorSource, ref: MatrixRef, W: torch.Tensor, method:
         raise ValueError(f"{src.description}: tensor {ref.tensor!r}: {error}") from error
 
 
-def _matrix_row(src: TensorSource, projection: str, ref: MatrixRef, triplet) -> dict[str, Any]:
+def _matrix_row(src: TensorSource, projection: str, *, ref: MatrixRef, triplet) -> dict[str, Any]:
     """The row of one matrix: its own columns filled, the pair columns NaN until the next layer is compared."""
     out_dim, in_dim = ref.shape
     dtype = getattr(src, "tensor_type", lambda name: "")(ref.tensor)
@@ -273,7 +273,8 @@ def _matrix_row(src: TensorSource, projection: str, ref: MatrixRef, triplet) -> 
 
 
 def _alignment_baseline(shape: tuple[int, int], baselines: dict[tuple[int, int], float]) -> float:
-    """The random-matrix alignment of ``shape`` (:func:`geocont.metrics.random_matrix_baseline`), computed once per shape."""
+    """The random-matrix alignment of ``shape`` (:func:`geocont.metrics.random_matrix_baseline`), computed once per
+    shape."""
     if shape not in baselines:
         baselines[shape] = random_matrix_baseline(shape, n_layers=2, n_draws=3)["align_input"][0]
     return baselines[shape]
@@ -286,14 +287,14 @@ def _compare_pair(before: _Layer, current: _Layer, aligned: bool) -> None:
              for space in SPACES}
     before.row["v1_cos"], before.row["u1_cos"] = (float(pairs[space].cos[0]) for space in SPACES)
     reasons = list(dict.fromkeys(why for pair in pairs.values() for why in pair.reasons[0]))
-    reasons += _align_pair(before, current, aligned, reasons)
+    reasons += _align_pair(before, current, aligned=aligned, reasons=reasons)
     reasons += _nan_reasons(before.row, current.row, [column for column, space in (("v1_cos", "input"),
                                                                                     ("u1_cos", "output"))
                                                       if not pairs[space].reasons[0]])
     before.row["flag"] = "; ".join(reasons)
 
 
-def _align_pair(before: _Layer, current: _Layer, aligned: bool, reasons: list[str]) -> list[str]:
+def _align_pair(before: _Layer, current: _Layer, *, aligned: bool, reasons: list[str]) -> list[str]:
     """Fill ``before``'s alignment columns where both matrices are at hand and of one shape; the flags to add (the
     ``reasons`` already found are not repeated: a zero matrix explains a NaN alignment)."""
     shapes = (before.row["out_dim"], before.row["in_dim"]), (current.row["out_dim"], current.row["in_dim"])

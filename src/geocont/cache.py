@@ -618,7 +618,7 @@ def ensure(kind: str, config: dict[str, Any], compute: Callable[[], pd.DataFrame
         result = compute()
         wall_seconds = time.perf_counter() - started
         computed = result if isinstance(result, Computed) else Computed(result)
-        stored = save(kind, config, computed.table, computed.artifacts,
+        stored = save(kind, config, computed.table, artifacts=computed.artifacts,
                       provenance=store.run_provenance(wall_seconds)) is not None
         log_read(kind, config)
         return computed.table, stored

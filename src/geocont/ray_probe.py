@@ -100,8 +100,9 @@ def _cluster_id_request(host: str, port: int) -> bytes:
                + _hpack_literal(4, GCS_PROBE_METHOD) + _hpack_literal(1, f"{host}:{port}")  # :path, :authority
                + _hpack_literal(31, "application/grpc") + b"\x00\x02te\x08trailers")  # content-type, te
     empty_message = b"\x00\x00\x00\x00\x00"  # gRPC: not compressed, length 0
-    return (_PREFACE + _h2_frame(_SETTINGS, 0, 0) + _h2_frame(_HEADERS, _END_HEADERS, _CALL_STREAM, headers)
-            + _h2_frame(_DATA, _END_STREAM, _CALL_STREAM, empty_message))
+    return (_PREFACE + _h2_frame(_SETTINGS, 0, 0)
+            + _h2_frame(_HEADERS, flags=_END_HEADERS, stream=_CALL_STREAM, payload=headers)
+            + _h2_frame(_DATA, flags=_END_STREAM, stream=_CALL_STREAM, payload=empty_message))
 
 
 def _await_reply(connection: socket.socket, deadline: float) -> None:
@@ -109,13 +110,13 @@ def _await_reply(connection: socket.socket, deadline: float) -> None:
     ``socket.timeout`` at ``deadline``."""
     received, first = b"", True
     while True:
-        frame, received = _next_frame(connection, received, deadline, first)
+        frame, received = _next_frame(connection, received=received, deadline=deadline, first=first)
         first = False
         if _is_reply(connection, frame):
             return
 
 
-def _next_frame(connection: socket.socket, received: bytes, deadline: float, first: bool) -> tuple[_Frame, bytes]:
+def _next_frame(connection: socket.socket, *, received: bytes, deadline: float, first: bool) -> tuple[_Frame, bytes]:
     """The next whole frame and the bytes after it, receiving more until ``received`` holds one."""
     while len(received) < _FRAME_HEADER or len(received) < _FRAME_HEADER + _frame_length(received):
         if len(received) >= _FRAME_HEADER and _frame_length(received) > _MAX_FRAME:
@@ -145,7 +146,8 @@ def _is_reply(connection: socket.socket, frame: _Frame) -> bool:
     """Whether ``frame`` is the call's gRPC reply; acknowledges the server's SETTINGS and PINGs (False), and
     raises :class:`_NotAGcs` on a frame that shows the server is no GCS."""
     if frame.kind in (_SETTINGS, _PING) and not frame.flags & _ACK:
-        connection.sendall(_h2_frame(frame.kind, _ACK, 0, frame.payload if frame.kind == _PING else b""))
+        echo = frame.payload if frame.kind == _PING else b""  # a PING is answered with its own payload
+        connection.sendall(_h2_frame(frame.kind, flags=_ACK, stream=0, payload=echo))
         return False
     if frame.kind == _GOAWAY:
         raise _NotAGcs("it speaks HTTP/2 but ended the connection (GOAWAY) instead of answering a gRPC call")
@@ -170,7 +172,8 @@ def _unpadded(frame: _Frame) -> bytes:
 
 
 def _is_grpc_message(data: bytes) -> bool:
-    """Whether ``data`` is one length-prefixed gRPC message: a compressed flag (0 or 1), a 4-byte length, the message."""
+    """Whether ``data`` is one length-prefixed gRPC message: a compressed flag (0 or 1), a 4-byte length, then
+    the message."""
     return len(data) >= 5 and data[0] in (0, 1) and int.from_bytes(data[1:5], "big") == len(data) - 5
 
 

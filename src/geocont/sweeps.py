@@ -470,7 +470,8 @@ def _refuse_inside_a_worker_import() -> None:
 
 
 def _usable_executor(executor: str | None) -> ExecutorSpec:
-    """The executor's spec; a Ray cluster that does not answer is a one-line ``ValueError`` within seconds, not a hang."""
+    """The executor's spec; a Ray cluster that does not answer is a one-line ``ValueError`` within seconds, not a
+    hang."""
     spec = resolve_executor(executor)
     if spec.name == "ray" and spec.address:
         problem = executor_problem(f"ray:{spec.address}")
@@ -483,8 +484,8 @@ def _forbid_training_in_strict_mode(pending: Sequence[Job]) -> None:
     """In strict mode, a training run among ``pending`` is :class:`geocont.store.RunMissing` (naming the first)."""
     trained = [job for job in pending if job.kind in store.STRICT_KINDS]
     if trained:
-        store.forbid_training(trained[0].kind, trained[0].key_config(), trained[0].label, len(trained) - 1,
-                              cache_dir=cache.cache_root())
+        store.forbid_training(trained[0].kind, trained[0].key_config(), label=trained[0].label,
+                              more=len(trained) - 1, cache_dir=cache.cache_root())
 
 
 def _execute(spec: ExecutorSpec, jobs: list[Job], *, threads: int, report: Callable[[int, Outcome], None],
@@ -545,7 +546,8 @@ class _Sweep:
         self.bar.update(len(indices))
 
     def _land(self, job: Job, outcome: Outcome, indices: list[int]) -> None:
-        """A run that succeeded: its table (from the worker, else from the cache entry it wrote) for every job of its key."""
+        """A run that succeeded: its table (from the worker, else from the cache entry it wrote) for every job of its
+        key."""
         table = outcome.table if outcome.table is not None else job.load()
         if outcome.table is None and table is not None:
             self.cached += 1

@@ -569,7 +569,7 @@ def _build(args: argparse.Namespace, root: Path) -> None:
         os.environ[STORE_ENV] = STORE_OFF  # the chapters' kernels inherit it
     print(store_line(args), flush=True)
     layout = Layout((args.output or root).resolve())
-    execute_stale(root, args.scale, args.force or args.fresh, layout)
+    execute_stale(root, args.scale, force=args.force or args.fresh, layout=layout)
     render(root, strict=not args.no_strict, layout=layout)
 
 
@@ -670,7 +670,7 @@ def _execute_from_store(status, scale: str, ready: list[str] | None) -> Layout:
         else:
             for name in ready:
                 check_parameters(root, by_chapter[name], {"scale": scale})
-                execute(root, by_chapter[name], {"scale": scale}, layout)
+                execute(root, by_chapter[name], {"scale": scale}, layout=layout)
     return layout
 
 

@@ -452,14 +452,15 @@ class _Filling:
 def capture_ready_analyses(root: Path, scale: str, *, chapters: Sequence[str] | None,
                            execute_chapter: ExecuteChapter | None, deadline: float | None, out=sys.stdout) -> list[str]:
     """Capture the analyses of every chapter whose runs are all stored but whose analyses are not
-    (:func:`capture_analyses`), none after ``deadline``, none without ``execute_chapter``; what failed, one line each."""
+    (:func:`capture_analyses`), none after ``deadline``, none without ``execute_chapter``; what failed, one line
+    each."""
     failures = []
     status = book_status(scale, verify_files=False, chapters=chapters)
     for chapter in status.analyses_to_capture:
         if (execute_chapter is not None and status.ready_to_capture(chapter)
                 and (deadline is None or time.time() < deadline)):
             try:
-                capture_analyses(root, scale, chapter, execute_chapter, out)
+                capture_analyses(root, scale, chapter=chapter, execute_chapter=execute_chapter, out=out)
             except (store.StoreError, OSError, RuntimeError) as error:  # papermill's failures are RuntimeErrors
                 failures.append(f"the analyses of {chapter}: {error}")
                 print(f"could not capture the analyses of {chapter}: {str(error).splitlines()[0]}", file=out,

@@ -39,9 +39,10 @@ def horizon_table(table: pd.DataFrame, early_steps: int, by: str = "condition",
         one = table[table[by] == group]
         row: dict[tuple[str, str], str] = {}
         for label, (metric, space, direction) in HORIZON_QUANTITIES.items():
-            row[(label, f"at {early_steps:,}")] = str(estimate_at_step(one, early_steps, metric, space, direction))
-            row[(label, "final")] = str(final_estimate(one, metric, space, direction))
-            row[(label, "change, last third")] = str(change_over_last(one, metric, space, direction))
+            at = dict(metric=metric, space=space, direction=direction)
+            row[(label, f"at {early_steps:,}")] = str(estimate_at_step(one, early_steps, **at))
+            row[(label, "final")] = str(final_estimate(one, **at))
+            row[(label, "change, last third")] = str(change_over_last(one, **at))
         for label, metric in (("train-set loss", "train_set_loss"), ("test accuracy", "test_acc")):
             row[(label, "final")] = str(final_estimate(one, metric))
         rows[group] = row
@@ -64,7 +65,7 @@ def final_summary(table: pd.DataFrame, by: list[str] | None = None) -> pd.DataFr
     }
     out = {}
     for label, (metric, space, direction) in quantities.items():
-        frame = final_per_run(table, metric, space, direction)
+        frame = final_per_run(table, metric, space=space, direction=direction)
         out[label] = frame.groupby(by, observed=True)["value"].apply(lambda v: str(estimate(v)))
     diverged = diverged_runs(table)
     if len(diverged):  # diverged runs are left out of the final values above
