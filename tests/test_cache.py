@@ -36,7 +36,7 @@ def _store_in_a_loop(value: float, seconds: float, report: Path) -> None:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                stored = cache.store("mlp", CONFIG, table_of(value))
+                stored = cache.save("mlp", CONFIG, table_of(value))
             except Exception:  # noqa: BLE001 - counted: a store must never raise
                 stored = None
         stores += 1
@@ -47,7 +47,7 @@ def _store_in_a_loop(value: float, seconds: float, report: Path) -> None:
 @pytest.mark.slow
 def test_concurrent_stores_of_one_key_never_fail_and_a_reader_never_discards(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "GRACE_SECONDS", 0.3)  # superseded versions are collected while the reader reads
-    cache.store("mlp", CONFIG, table_of(0.0))
+    cache.save("mlp", CONFIG, table_of(0.0))
     valid = [table_of(v) for v in (0.0, 1.0, 2.0)]
     writers = [FORK.Process(target=_store_in_a_loop, args=(v, 2.5, tmp_path / f"w{v}.json")) for v in (1.0, 2.0)]
     for writer in writers:
@@ -66,7 +66,7 @@ def test_concurrent_stores_of_one_key_never_fail_and_a_reader_never_discards(tmp
     assert all(r["failures"] == 0 for r in reports) and all(r["stores"] > 20 for r in reports), reports
     assert reads > 20
     time.sleep(0.4)
-    cache.store("mlp", CONFIG, table_of(3.0))  # collects what the loop left within the grace period
+    cache.save("mlp", CONFIG, table_of(3.0))  # collects what the loop left within the grace period
     folder = cache.key_path("mlp", CONFIG)
     assert versions(folder) == [cache.entry_path("mlp", CONFIG).name]
     assert not [p for p in folder.iterdir() if p.name.startswith(".")]
@@ -147,7 +147,7 @@ def _store_and_hang(ready: Path) -> None:
         ready.write_text("writing")
         time.sleep(60)
 
-    cache.store("mlp", CONFIG, table_of(1.0), artifacts={"model.safetensors": hang})
+    cache.save("mlp", CONFIG, table_of(1.0), artifacts={"model.safetensors": hang})
 
 
 @pytest.mark.slow
@@ -172,13 +172,13 @@ def test_a_killed_store_leaves_no_entry_and_its_staging_is_cleaned(tmp_path):
         time.sleep(0.02)
     os.kill(writer.pid, signal.SIGKILL)
     writer.join()
-    cache.store("mlp", CONFIG, table_of(2.0))
+    cache.save("mlp", CONFIG, table_of(2.0))
     assert not [p for p in folder.iterdir() if p.name.startswith(".")]
     pd.testing.assert_frame_equal(cache.load("mlp", CONFIG), table_of(2.0))
 
 
 def test_a_flipped_byte_is_detected_and_the_run_recomputed():
-    cache.store("mlp", CONFIG, table_of(1.0), artifacts={"weights.bin": lambda p: p.write_bytes(bytes(1000))})
+    cache.save("mlp", CONFIG, table_of(1.0), artifacts={"weights.bin": lambda p: p.write_bytes(bytes(1000))})
     entry = cache.entry_path("mlp", CONFIG)
     weights = cache.artifact_path("mlp", CONFIG, "weights.bin")
     assert weights == entry / "weights.bin"
@@ -190,7 +190,7 @@ def test_a_flipped_byte_is_detected_and_the_run_recomputed():
         assert cache.load("mlp", CONFIG) is None
     assert cache.cached("mlp", CONFIG, lambda: table_of(1.0)).equals(table_of(1.0))
 
-    cache.store("mlp", CONFIG, table_of(1.0), artifacts={"weights.bin": lambda p: p.write_bytes(bytes(1000))})
+    cache.save("mlp", CONFIG, table_of(1.0), artifacts={"weights.bin": lambda p: p.write_bytes(bytes(1000))})
     weights = cache.artifact_path("mlp", CONFIG, "weights.bin")
     weights.write_bytes(b"\x01" + bytes(999))
     with pytest.warns(UserWarning, match="checksum mismatch of weights.bin"):
@@ -199,7 +199,7 @@ def test_a_flipped_byte_is_detected_and_the_run_recomputed():
 
 
 def test_an_entry_without_a_required_artifact_is_a_miss():
-    cache.store("lm", CONFIG, table_of(1.0))
+    cache.save("lm", CONFIG, table_of(1.0))
     assert cache.load("lm", CONFIG) is not None
     with pytest.warns(UserWarning, match="has no model.safetensors"):
         assert cache.load("lm", CONFIG, require_artifacts=["model.safetensors"]) is None
@@ -214,6 +214,6 @@ def test_an_entry_without_a_required_artifact_is_a_miss():
 def test_a_table_recorded_under_a_former_metric_name_is_read_under_the_current_one(tmp_path, monkeypatch):
     monkeypatch.setenv("GEOCONT_CACHE_DIR", str(tmp_path))
     former = pd.DataFrame({"metric": pd.Categorical(["v1_turn", "co_rotation"]), "value": [1.0, 2.0]})
-    cache.store("mlp", CONFIG, former)
+    cache.save("mlp", CONFIG, former)
     table = cache.load("mlp", CONFIG, require_metrics=("turn",))
     assert table is not None and list(table["metric"]) == ["turn", "co_rotation"]

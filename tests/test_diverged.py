@@ -12,7 +12,7 @@ import pandas as pd  # noqa: E402
 
 from geocont import plotting  # noqa: E402
 from geocont.book.chapter import ClaimsBuilder  # noqa: E402
-from geocont.chapters.mlp_runs import final_summary  # noqa: E402
+from geocont.chapters.mlp_presentation import final_summary  # noqa: E402
 from geocont.statistics import (change_over_last, estimate_at_step, final_estimate, peak_and_final,  # noqa: E402
                                 up_to_step)
 from geocont.tables import DIVERGED, MODEL_LAYER, diverged_runs, make_row, rows_to_frame  # noqa: E402

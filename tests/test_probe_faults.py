@@ -316,9 +316,9 @@ def _other_grpc(request):
 ])
 def test_a_ray_address_that_accepts_tcp_but_is_not_ray_is_one_line_within_seconds(monkeypatch, reply, why):
     pytest.importorskip("ray")
-    from geocont import sweeps
+    from geocont import ray_probe
 
-    monkeypatch.setattr(sweeps, "CONNECT_TIMEOUT", 0.5)  # 3 s in use
+    monkeypatch.setattr(ray_probe, "CONNECT_TIMEOUT", 0.5)  # 3 s in use
     listener = _Listener(reply)
     try:
         monkeypatch.setenv("GEOCONT_EXECUTOR", f"ray:127.0.0.1:{listener.port}")
@@ -333,13 +333,13 @@ def test_a_ray_address_that_accepts_tcp_but_is_not_ray_is_one_line_within_second
 
 
 def test_a_ray_gcs_answer_passes_the_handshake():
-    from geocont import sweeps
+    from geocont import ray_probe
 
-    assert sweeps._hpack_integer(10, 5) == b"\x0a" and sweeps._hpack_integer(1337, 5) == b"\x1f\x9a\x0a"  # RFC 7541
-    assert sweeps._hpack_literal(31, "application/grpc")[:3] == b"\x0f\x10\x10"  # content-type, 16 bytes
+    assert ray_probe._hpack_integer(10, 5) == b"\x0a" and ray_probe._hpack_integer(1337, 5) == b"\x1f\x9a\x0a"  # RFC 7541
+    assert ray_probe._hpack_literal(31, "application/grpc")[:3] == b"\x0f\x10\x10"  # content-type, 16 bytes
     listener = _Listener(_fake_gcs)
     try:
-        assert sweeps.ray_gcs_problem("127.0.0.1", listener.port, timeout=1.0) is None
+        assert ray_probe.ray_gcs_problem("127.0.0.1", listener.port, timeout=1.0) is None
     finally:
         listener.close()
 
@@ -398,7 +398,7 @@ def test_a_horizon_of_years_is_said_before_training(monkeypatch, capsys):
     assert "about 3 min" in preflight.time_note(cpu, executor="local:2")  # a 9,360-step run, as measured
     for config in cpu:  # once cached, nothing is predicted
         job = sweeps.Job("mlp", config.to_dict(), print)
-        cache.store("mlp", job.key_config(), _table_of(0.0))
+        cache.save("mlp", job.key_config(), _table_of(0.0))
     assert preflight.time_note(cpu, executor="local:2") is None
 
 

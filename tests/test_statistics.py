@@ -107,18 +107,16 @@ def test_turn_rates_divide_by_the_snapshot_interval_and_the_window_mean_weights_
 
 
 # ---------------------------------------------------------------------------------------------
-# The verdict rules that cannot pass for the wrong reason (module docstring, "Verdict rules")
+# The verdict rules that cannot pass for the wrong reason (CONTRIBUTING.md, "Verdict rules")
 # ---------------------------------------------------------------------------------------------
 
 def test_the_random_levels_spread_is_that_of_a_pair_mean_of_random_abs_cos():
     import numpy as np
 
-    from geocont.metrics import random_abs_cos
-
     # large d: per pair sqrt((1 - 2/pi) / d); over n pairs, divided by sqrt(n)
     assert statistics.random_level_sd(4096, 1) == pytest.approx(math.sqrt((1 - 2 / math.pi) / 4096), rel=1e-3)
     assert statistics.random_level_sd(256, 4) == pytest.approx(statistics.random_level_sd(256, 1) / 2)
-    assert statistics.random_level_sd(8, 1) == pytest.approx(math.sqrt(1 / 8 - random_abs_cos(8) ** 2))  # exact
+    assert statistics.random_level_sd(8, 1) == pytest.approx(0.200758, abs=1e-6)  # exact: sqrt(1/8 - E|cos|^2)
     rng = np.random.default_rng(0)  # a chain of 4 random unit vectors in 32 dims: 3 adjacent pairs
     chains = rng.standard_normal((20000, 4, 32))
     chains /= np.linalg.norm(chains, axis=-1, keepdims=True)
@@ -138,15 +136,15 @@ def test_the_random_level_is_judged_against_its_own_spread_not_a_tolerance_of_0_
     assert statistics.verdict_at_random_level(E(0.28, 0.01, 3), baseline, spread) == "not reproduced"
     # at the random level within its noise
     assert statistics.verdict_at_random_level(E(0.07, 0.01, 3), baseline, spread) == "reproduced"
-    # the band: k x sqrt(baseline_sd^2 + seed_sd^2 / n)
+    # the band: k x sqrt(baseline_sd^2 + seed_sd^2 / n), 3 x sqrt(0.0217^2 + 0.03^2 / 3)
     band = statistics.random_level_band(E(0.07, 0.03, 3), spread)
-    assert band == pytest.approx(statistics.RANDOM_LEVEL_K * math.sqrt(spread**2 + 0.03**2 / 3))
+    assert band == pytest.approx(0.083329, abs=1e-6)
     assert statistics.verdict_at_random_level(E(baseline + 0.99 * band, 0.03, 3), baseline, spread) == "reproduced"
     assert statistics.verdict_at_random_level(E(baseline + 1.01 * band, 0.03, 3), baseline, spread) == "partly reproduced"
     assert statistics.verdict_at_random_level(E(baseline + 2.6 * band, 0.03, 3), baseline, spread) == "not reproduced"
     # one seed: its spread is the floor, so its band is wide (one seed cannot tell 0.05 from 0.15)
     one = statistics.random_level_band(E(0.1, math.nan, 1), spread)
-    assert one == pytest.approx(3 * math.sqrt(spread**2 + statistics.SINGLE_SEED_SD**2))
+    assert one == pytest.approx(0.163535, abs=1e-6)  # 3 x sqrt(0.0217^2 + 0.05^2)
     # ... and so a single seed within it confirms nothing: 0.19 is not "at the random level" on one seed
     assert statistics.verdict_at_random_level(E(0.19, math.nan, 1), baseline, spread) == "inconclusive"
     assert statistics.verdict_at_random_level(E(baseline, math.nan, 1), baseline, spread) == "inconclusive"
@@ -208,9 +206,9 @@ def test_a_single_seed_counts_as_the_floor_spread_and_a_known_number_as_exact():
     assert math.isnan(statistics.seed_spread(E(math.nan, math.nan, 0)))
     assert statistics.SINGLE_SEED_SD == statistics.DIFFERENCE_MARGIN / 2
     noisy, single = E(0.62, 0.08, 3), E(0.50, math.nan, 1)
-    assert statistics.pooled_sd(noisy, single) == pytest.approx(math.sqrt((0.08**2 + 0.05**2) / 2))
-    # a difference of 0.12: with the single seed as sd 0 (the old rule, pooled 0.057) it cleared two pooled sds
-    assert 0.12 > 2 * math.sqrt(0.08**2 / 2)
+    assert statistics.pooled_sd(noisy, single) == pytest.approx(0.066708, abs=1e-6)  # the single seed counts 0.05
+    # a known number counts as sd 0: the pooled sd is 0.057, and a difference of 0.12 clears two of them
+    assert statistics.pooled_sd(noisy, statistics.known(0.50)) == pytest.approx(0.056569, abs=1e-6)
     assert statistics.verdict_for_difference(noisy, single) == "partly reproduced"
     assert statistics.verdict_for_difference(noisy, statistics.known(0.50)) == "reproduced"  # against a known 0.50
 

@@ -124,7 +124,7 @@ def test_an_entry_written_from_the_cache_round_trips_with_its_provenance(store_r
 
 
 def test_a_cache_entry_without_provenance_is_not_stored(store_root):
-    cache.store("mlp", {"old": 1}, run_table(1.0))  # as cached before provenance was recorded
+    cache.save("mlp", {"old": 1}, run_table(1.0))  # as cached before provenance was recorded
     with pytest.raises(store.StoreError, match="without provenance"):
         results.copy_from_cache(store_root, "mlp", {"old": 1})
 
@@ -135,7 +135,7 @@ def test_a_cache_entry_without_provenance_is_not_stored(store_root):
 def test_the_cache_is_read_first_then_the_store(store_root, isolated_cache):
     one = computed_entry(1.0)
     results.copy_from_cache(store_root, "mlp", one.key_config())
-    cache.store("mlp", one.key_config(), run_table(50.0))  # the user's own, newer entry of the same key
+    cache.save("mlp", one.key_config(), run_table(50.0))  # the user's own, newer entry of the same key
     assert cache.load("mlp", one.key_config())["value"].iloc[0] == 50.0
     cache._remove(cache.key_path("mlp", one.key_config()))
     assert cache.load("mlp", one.key_config())["value"].iloc[0] == pytest.approx(1.0)
@@ -254,7 +254,7 @@ def test_a_dropped_artifact_still_gives_the_table_but_no_file(store_root):
     cache._remove(cache.key_path("lm", config))
     assert cache.load("lm", config, require_artifacts=("model.safetensors",)) is not None
     assert cache.artifact_path("lm", config, "model.safetensors") is None
-    cache.store("lm", config, run_table(1.0), {"model.safetensors": lambda p: p.write_bytes(b"w")},
+    cache.save("lm", config, run_table(1.0), {"model.safetensors": lambda p: p.write_bytes(b"w")},
                 provenance=store.run_provenance(0.0))  # ensure() would now find the store's entry
     results.copy_from_cache(store_root, "lm", config, keep_artifacts=("model.safetensors",))
     cache._remove(cache.key_path("lm", config))

@@ -78,9 +78,9 @@ def no_work(monkeypatch):
 @pytest.mark.parametrize("command", [["store"], ["verify"]])
 def test_store_and_verify_refuse_a_listener_that_is_not_ray_before_any_work(monkeypatch, command):
     pytest.importorskip("ray")
-    from geocont import sweeps
+    from geocont import ray_probe
 
-    monkeypatch.setattr(sweeps, "CONNECT_TIMEOUT", 0.5)
+    monkeypatch.setattr(ray_probe, "CONNECT_TIMEOUT", 0.5)
     no_work(monkeypatch)
     listener = _Listener(lambda request: b"HTTP/1.0 505 Invalid HTTP version\r\n\r\n")
     try:

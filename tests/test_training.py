@@ -84,7 +84,7 @@ def test_cache_reuses_and_survives_corruption(isolated_cache):
 def test_cached_run_without_a_needed_metric_is_recomputed(isolated_cache):
     fresh = run_mlp(TINY, progress=False)
     old_style = fresh[fresh["metric"] != "rel_update_spectral"]  # as recorded before that metric existed
-    cache.store("mlp", TINY.to_dict(), old_style)
+    cache.save("mlp", TINY.to_dict(), old_style)
     pd.testing.assert_frame_equal(run_mlp(TINY, progress=False), old_style)  # a chapter that does not need it
     with pytest.warns(UserWarning, match="predates the metric"):
         again = run_mlp(TINY, progress=False, require_metrics=["rel_update_spectral"])

@@ -1,24 +1,11 @@
 """Continuity of any checkpoint, streamed one matrix at a time: :func:`analyze`.
 
-For each projection (``q_proj`` ... ``down_proj``) the analyzer walks the layers in order,
-reads one weight matrix, computes its leading singular triplet with
-:func:`geocont.metrics.top_singular_triplets` (the package's one metric function:
-iterative with a convergence check for large matrices, exact SVD otherwise or as a
-fallback), compares it with the previous layer's, and keeps only that triplet (and, when
-the sigma^2-weighted alignment is computed, the previous matrix of the same projection).
-Memory is therefore bounded by two weight matrices, whatever the model's size.
-
-Result: one row per (projection, layer), columns :data:`COLUMNS`. Pair columns
-(``v1_cos``, ``u1_cos``, ``align_*``) compare layer ``l`` with ``l + 1``, as everywhere in
-the package (the last layer's are NaN). Layer ``l``'s and ``l + 1``'s leading pairs are compared
-by :func:`geocont.metrics.pair_directions`, the package's one rule for a pair: where either is
-undefined (a zero matrix, a sigma1 that overflowed, or a leading gap ``(sigma1 - sigma2) / sigma1``
-below :data:`geocont.metrics.DEGENERACY_TOL`), ``v1_cos`` and ``u1_cos`` are NaN and ``flag`` says
-why; the alignment, defined for any spectrum, is still reported. Where the two layers' shapes
-differ, the space whose dimensions differ (and the alignment) is NaN, and ``flag`` says so too.
-
-What cannot be measured is refused before any weight is read (:func:`plan`): a projection
-with fewer than two layers, or a gap in its layer numbering.
+Each projection's layers are walked in order, one weight matrix read at a time, its leading singular triplet
+(:func:`geocont.metrics.top_singular_triplets`) compared with the previous layer's, so that memory stays bounded
+by two weight matrices whatever the model's size. The result has one row per (projection, layer), columns
+:data:`COLUMNS`; pair columns compare layer ``l`` with ``l + 1`` (:func:`geocont.metrics.pair_directions`) and
+``flag`` says why one is NaN. What cannot be measured is refused before any weight is read (:func:`plan`).
+CONTRIBUTING.md ("The checkpoint analyzer") gives the rules.
 """
 
 from __future__ import annotations
@@ -187,11 +174,9 @@ def analyze(
     products per pair, far more than the singular triplet on large matrices).
     ``method``: passed to :func:`~geocont.metrics.top_singular_triplets`; ``auto`` sends
     matrices with a side above :data:`AUTO_ALIGNMENT_MAX_DIM` to its iterative method
-    (which has a convergence check and falls back to exact SVD).
-
-    File-backed sources are cached (:mod:`geocont.cache`) by content (the sha256 of every file,
-    :func:`geocont.checkpoints.content_digest`), layout and settings. The table's ``attrs`` hold the source, layout,
-    architecture and the checkpoint's parameter count (every tensor it stores).
+    (which has a convergence check and falls back to exact SVD). File-backed sources are cached by content,
+    layout and settings (CONTRIBUTING.md, "The checkpoint analyzer"); the table's ``attrs`` hold the source,
+    layout, architecture and the checkpoint's parameter count.
     """
     check_method(method)
     if alignment not in (True, False, "auto"):
@@ -202,7 +187,7 @@ def analyze(
                 "alignment_max_dim": AUTO_ALIGNMENT_MAX_DIM}
 
     def compute() -> pd.DataFrame:
-        return _stream(src, matrices, alignment, method, progress)
+        return _stream(src, matrices, alignment=alignment, method=method, progress=progress)
 
     identity = src.identity()
     if identity is None or not use_cache:
@@ -225,8 +210,10 @@ def _nan_reasons(before: dict[str, Any], after: dict[str, Any], columns: Sequenc
             f"(largest sigma1 {largest:.3g}; a corrupt tensor or an overflow?)"]
 
 
-def _stream(src: TensorSource, matrices: dict[str, list[MatrixRef]], alignment, method: Method,
+def _stream(src: TensorSource, matrices: dict[str, list[MatrixRef]], *, alignment, method: Method,
             progress: bool) -> pd.DataFrame:
+    """Walk each projection's layers in order, one matrix read at a time, each compared with the layer before it
+    (the module docstring): the table."""
     from tqdm.auto import tqdm
 
     rows: list[dict[str, Any]] = []
@@ -234,55 +221,93 @@ def _stream(src: TensorSource, matrices: dict[str, list[MatrixRef]], alignment, 
     total = sum(len(refs) for refs in matrices.values())
     bar = tqdm(total=total, desc=f"analysing {src.description}", unit="matrix", disable=not progress)
     for projection, refs in matrices.items():
-        previous: tuple[dict, Any, torch.Tensor | None] | None = None
+        previous: _Layer | None = None
         for ref in refs:
             bar.set_postfix_str(f"{projection} layer {ref.layer}")
             W = ref.load(src)
-            try:
-                triplet = top_singular_triplets(W, 1, method=triplet_method(method, ref.shape))
-            except ValueError as error:
-                raise ValueError(f"{src.description}: tensor {ref.tensor!r}: {error}") from error
-            out_dim, in_dim = ref.shape
-            dtype = getattr(src, "tensor_type", lambda name: "")(ref.tensor)
-            flags = direction_flags(triplet)
-            row = dict(projection=projection, layer=ref.layer, out_dim=out_dim, in_dim=in_dim, dtype=dtype,
-                       sigma1=float(triplet.s[0]), sigma2=triplet.s_next, gap=float(direction_gaps(triplet)[0]),
-                       v1_cos=math.nan, u1_cos=math.nan, align_input=math.nan, align_output=math.nan,
-                       v1_baseline=random_abs_cos(in_dim), u1_baseline=random_abs_cos(out_dim),
-                       align_baseline=math.nan, method=triplet.method, flag="")
+            triplet = _leading_triplet(src, ref, W=W, method=method)
+            row = _matrix_row(src, projection, ref=ref, triplet=triplet)
             aligned = _alignment_wanted(alignment, ref.shape)
             if aligned:
-                if ref.shape not in baselines:
-                    baselines[ref.shape] = random_matrix_baseline(ref.shape, n_layers=2, n_draws=3)["align_input"][0]
-                row["align_baseline"] = baselines[ref.shape]
+                row["align_baseline"] = _alignment_baseline(ref.shape, baselines)
+            current = _Layer(row=row, triplet=triplet, matrix=W, flags=direction_flags(triplet))
             if previous is not None:
-                before, before_triplet, before_W, before_flags = previous
-                pairs = {space: pair_directions(before_triplet, triplet, space, 1, flags=(before_flags, flags),
-                                                labels=(f"layer {before['layer']}", f"layer {ref.layer}"))
-                         for space in SPACES}
-                before["v1_cos"], before["u1_cos"] = (float(pairs[space].cos[0]) for space in SPACES)
-                reasons = list(dict.fromkeys(why for pair in pairs.values() for why in pair.reasons[0]))
-                shapes = (before["out_dim"], before["in_dim"]), ref.shape
-                if before_W is not None and before_W.shape == W.shape:
-                    before["align_input"] = spectral_alignment(before_W, W, "input")
-                    before["align_output"] = spectral_alignment(before_W, W, "output")
-                    if not any("zero matrix" in reason for reason in reasons):  # which already explains a NaN
-                        reasons += _nan_reasons(before, row, ("align_input", "align_output"))
-                elif shapes[0] != shapes[1] and (before_W is not None or aligned):
-                    reasons.append(f"align_input, align_output not computed: different shapes "
-                                   f"({'x'.join(map(str, shapes[0]))} vs {'x'.join(map(str, shapes[1]))})")
-                reasons += _nan_reasons(before, row, [column for column, space in (("v1_cos", "input"),
-                                                                                    ("u1_cos", "output"))
-                                                      if not pairs[space].reasons[0]])
-                before["flag"] = "; ".join(reasons)
+                _compare_pair(previous, current, aligned)
             rows.append(row)
-            previous = (row, triplet, W if aligned else None, flags)
-            del W
+            previous = current if aligned else current._replace(matrix=None)
+            del W, current
             bar.update()
     bar.close()
     table = pd.DataFrame(rows, columns=COLUMNS)
     table["projection"] = pd.Categorical(table["projection"], categories=[p for p in PROJECTIONS if p in matrices])
     return table
+
+
+class _Layer(NamedTuple):
+    """One layer of a projection as the walk holds it: its table row, leading triplet and direction flags, and
+    its matrix (kept from one layer to the next only where the alignment needs it)."""
+
+    row: dict[str, Any]
+    triplet: Any
+    matrix: torch.Tensor | None
+    flags: Any
+
+
+def _leading_triplet(src: TensorSource, ref: MatrixRef, *, W: torch.Tensor, method: Method):
+    """``W``'s leading singular triplet (:func:`geocont.metrics.top_singular_triplets`); a failure names the tensor."""
+    try:
+        return top_singular_triplets(W, 1, method=triplet_method(method, ref.shape))
+    except ValueError as error:
+        raise ValueError(f"{src.description}: tensor {ref.tensor!r}: {error}") from error
+
+
+def _matrix_row(src: TensorSource, projection: str, *, ref: MatrixRef, triplet) -> dict[str, Any]:
+    """The row of one matrix: its own columns filled, the pair columns NaN until the next layer is compared."""
+    out_dim, in_dim = ref.shape
+    dtype = getattr(src, "tensor_type", lambda name: "")(ref.tensor)
+    return dict(projection=projection, layer=ref.layer, out_dim=out_dim, in_dim=in_dim, dtype=dtype,
+                sigma1=float(triplet.s[0]), sigma2=triplet.s_next, gap=float(direction_gaps(triplet)[0]),
+                v1_cos=math.nan, u1_cos=math.nan, align_input=math.nan, align_output=math.nan,
+                v1_baseline=random_abs_cos(in_dim), u1_baseline=random_abs_cos(out_dim),
+                align_baseline=math.nan, method=triplet.method, flag="")
+
+
+def _alignment_baseline(shape: tuple[int, int], baselines: dict[tuple[int, int], float]) -> float:
+    """The random-matrix alignment of ``shape`` (:func:`geocont.metrics.random_matrix_baseline`), computed once per
+    shape."""
+    if shape not in baselines:
+        baselines[shape] = random_matrix_baseline(shape, n_layers=2, n_draws=3)["align_input"][0]
+    return baselines[shape]
+
+
+def _compare_pair(before: _Layer, current: _Layer, aligned: bool) -> None:
+    """Fill ``before``'s pair columns from the pair (``before``, ``current``) and its ``flag`` with why any is NaN."""
+    pairs = {space: pair_directions(before.triplet, current.triplet, space, 1, flags=(before.flags, current.flags),
+                                    labels=(f"layer {before.row['layer']}", f"layer {current.row['layer']}"))
+             for space in SPACES}
+    before.row["v1_cos"], before.row["u1_cos"] = (float(pairs[space].cos[0]) for space in SPACES)
+    reasons = list(dict.fromkeys(why for pair in pairs.values() for why in pair.reasons[0]))
+    reasons += _align_pair(before, current, aligned=aligned, reasons=reasons)
+    reasons += _nan_reasons(before.row, current.row, [column for column, space in (("v1_cos", "input"),
+                                                                                    ("u1_cos", "output"))
+                                                      if not pairs[space].reasons[0]])
+    before.row["flag"] = "; ".join(reasons)
+
+
+def _align_pair(before: _Layer, current: _Layer, *, aligned: bool, reasons: list[str]) -> list[str]:
+    """Fill ``before``'s alignment columns where both matrices are at hand and of one shape; the flags to add (the
+    ``reasons`` already found are not repeated: a zero matrix explains a NaN alignment)."""
+    shapes = (before.row["out_dim"], before.row["in_dim"]), (current.row["out_dim"], current.row["in_dim"])
+    if before.matrix is not None and before.matrix.shape == current.matrix.shape:
+        before.row["align_input"] = spectral_alignment(before.matrix, current.matrix, "input")
+        before.row["align_output"] = spectral_alignment(before.matrix, current.matrix, "output")
+        if any("zero matrix" in reason for reason in reasons):
+            return []
+        return _nan_reasons(before.row, current.row, ("align_input", "align_output"))
+    if shapes[0] != shapes[1] and (before.matrix is not None or aligned):
+        return [f"align_input, align_output not computed: different shapes "
+                f"({'x'.join(map(str, shapes[0]))} vs {'x'.join(map(str, shapes[1]))})"]
+    return []
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:

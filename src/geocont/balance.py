@@ -1,26 +1,13 @@
 """Balances: the quantities a residual MLP's symmetries conserve under gradient flow, whose motion measures drift.
 
-In the linear residual net (``res-none``, no norm) block ``l`` maps ``h -> M_l h + b_l`` with ``M_l = I + W_l``,
-so the function is unchanged by ``M_l -> G_{l+1} M_l G_l^{-1}``, ``b_l -> G_{l+1} b_l`` for any invertible
-``G_l`` (the embedding and head transformed alike): almost every direction in weight space is flat. For each
-adjacent pair of hidden blocks ``(l, l + 1)`` the generator of ``G_{l+1}`` gives, by Noether's argument for
-gradient flow (Kunin et al. 2021, "Neural mechanics"), the conserved **pair balance**
+* the **pair balance** of adjacent hidden blocks ``(l, l + 1)`` of the linear residual net (``res-none``, no
+  norm, block ``h -> M_l h + b_l`` with ``M_l = I + W_l``): ``C_l = M_{l+1}^T M_{l+1} - M_l M_l^T - b_l b_l^T``;
+* the **unit balance** of a residual ReLU net (and of the linear one), the vector
+  ``q = diag(E E^T + e e^T + sum_l (W_l W_l^T - W_l^T W_l + b_l b_l^T) - H^T H)`` (``E``, ``e`` the embedding's
+  weight and bias, ``H`` the head's weight).
 
-    C_l = M_{l+1}^T M_{l+1} - M_l M_l^T - b_l b_l^T
-
-(the derivative of the loss along the symmetry vanishes: ``dL/dM_l M_l^T + dL/db_l b_l^T = M_{l+1}^T dL/dM_{l+1}``,
-so both sides of ``C_l`` change alike). Finite learning rates change it at second order in the step, minibatch
-noise and Adam's per-coordinate scaling at first order: that breaking is motion along the symmetry, the drift.
-
-An element-wise activation removes the per-layer symmetry. What remains in a residual ReLU net is a positive
-diagonal rescaling ``D`` of the whole stream (the same ``D`` at every layer: ``W_l -> D W_l D^{-1}``,
-``b_l -> D b_l``, embedding ``-> D E``, head ``-> H D^{-1}``, since ``relu(D x) = D relu(x)``), whose conserved
-**unit balance** is the vector
-
-    q = diag(E E^T + e e^T + sum_l (W_l W_l^T - W_l^T W_l + b_l b_l^T) - H^T H)
-
-(``e`` the embedding's bias). The linear net conserves it too (its symmetry contains that one). Each balance is
-reported as its change since the first snapshot relative to its size: :func:`relative_motion`.
+Each balance is reported as its change since the first snapshot relative to its size: :func:`relative_motion`.
+CONTRIBUTING.md ("Balances") derives them from the symmetries.
 """
 
 from __future__ import annotations

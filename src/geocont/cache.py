@@ -1,71 +1,12 @@
 """Results cached by their full configuration, so unchanged re-runs cost no training.
 
-The cache is also where the workers of a sweep (:mod:`geocont.sweeps`) meet: they write
-entries, the driver reads them, possibly from other machines over shared storage. It is
-therefore safe under concurrent writers and readers in separate processes or hosts.
-
-Layout of one entry (``key`` hashes the kind, :data:`SCHEMA_VERSION` and the whole
-configuration, :func:`geocont.keys.cache_key`)::
-
-    <cache>/<kind>/<key>/
-        CURRENT                 one line: the name of the version that is the entry
-        <version>/              immutable once published; <version> is unique per store
-            table.parquet
-            model.safetensors   optional artifacts
-            config.json         what produced it, and the sha256 of every file above
-        CLAIM                   present while a process computes this key
-
-How a store stays atomic without ever failing on a concurrent store:
-
-1. everything is written into a private staging folder ``<key>/.staging-<version>``,
-   with an ``owner.json`` naming the host and process;
-2. the staging folder is renamed to ``<key>/<version>``. The name is fresh, so the rename
-   cannot collide with anything ("Directory not empty" is impossible);
-3. a pointer file ``.CURRENT-<version>`` is written and ``os.replace``-d onto ``CURRENT``:
-   an atomic switch; the last writer wins and every state in between is a valid entry;
-4. versions that are no longer current and older than :data:`GRACE_SECONDS` are removed
-   (the grace protects a version another writer has published but not yet pointed to).
-
-A reader follows ``CURRENT``, reads ``config.json`` and the table's bytes, and checks the
-sha256 before parsing. If a file vanishes under it (a writer replaced the entry and
-collected the old version) it follows the pointer again. Only bytes that fail their
-checksum or cannot be parsed are discarded, and only that one version (renamed aside,
-then removed): the pointer is never touched, so an entry being replaced by another
-process is never deleted by a reader. Artifacts are checked when they are asked for
-(:func:`artifact_path`), since a model file is much larger than its table.
-
-Leftovers of killed processes (staging folders, pointer files, half-removed versions)
-are removed by the next store of that key and by :func:`clean_stale`: a staging folder
-whose owner process is gone (same host) or older than :data:`STALE_SECONDS`.
-
-Claims: :func:`cached` claims the key before computing, so a second process asking for the
-same key waits instead of training it again, then loads the first one's entry. A claim is
-created whole or not at all: its owner (host, pid, time) is written to a private file that
-is then hard-linked to ``CLAIM`` (the link fails if ``CLAIM`` exists, like ``O_EXCL``), so no
-reader ever sees a claim without its owner; where the owner cannot be written (a full disk)
-nothing is claimed and the run goes ahead unclaimed. The holder refreshes the file's mtime
-every :data:`HEARTBEAT_SECONDS` and removes the claim when its body ends, whether or not the
-store succeeded. A claim whose process is gone (same host; a pid now held by a process that started
-later, a reused pid, counts as gone, :func:`owner_gone`), whose heartbeat is older than
-:data:`STALE_SECONDS` (any host), or that names no owner (left by an older version) is broken
-at once. A waiter says once which holder it waits for and for how long (:func:`holder_text`).
-Breaking a stale claim has a small window in which two waiters can both take over; the cost is a
-duplicated computation, never a broken entry.
-
-Below the cache lies the results store (:mod:`geocont.store`), read-only: :func:`load`,
-:func:`artifact_path` and :func:`has_entry` fall back to it where the cache has no entry (unless
-``include_store=False``), and nothing here writes to it. A computed entry's manifest records where and
-by which code the run was computed, and its wall seconds (``run``, :func:`geocont.store.run_provenance`).
-
-Read log: with ``GEOCONT_READ_LOG`` set to a file, every entry a process (or its workers) reads or computes
-appends one line ``kind/key`` to it; ``python -m geocont.book store`` uses it to learn which analyses a chapter
-reads (:func:`geocont.book.results.capture_analyses`).
-
-A store that fails (read-only directory, disk full) warns and the computed table is still
-returned. Shared storage: ``GEOCONT_CACHE_DIR`` may point at NFS or another shared file
-system mounted at the same path on every node; the scheme needs only atomic ``rename``,
-``os.replace`` and ``link`` (or ``O_EXCL`` creation, where hard links are not supported) within one
-directory, which NFSv3+ and the common cluster file systems provide.
+One entry per key (:func:`geocont.keys.cache_key`): ``<cache>/<kind>/<key>/`` holds a ``CURRENT`` pointer to an
+immutable version (``table.parquet``, artifacts, ``config.json``), and a ``CLAIM`` while a process computes the
+key. :func:`cached` loads the entry, or claims the key, computes it and saves it (:func:`save`). The workers of a sweep
+(:mod:`geocont.sweeps`) meet here, on one machine or over shared storage, so every step is safe under concurrent
+writers and readers. Where the cache has no entry, :func:`load` falls back to the read-only results store
+(:mod:`geocont.store`). CONTRIBUTING.md ("The run cache") gives the design: atomic saves, readers, claims,
+leftovers, the read log, shared storage.
 """
 
 from __future__ import annotations
@@ -89,7 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import pandas as pd
 
-from . import store as results
+from . import store
 # the schema, the numerics revision and the key, shared with the results store (re-exported here)
 from .keys import NUMERICS_REVISION, SCHEMA_VERSION, cache_key  # noqa: F401
 from .tables import current_metric_names
@@ -157,7 +98,7 @@ def has_entry(kind: str, config: dict[str, Any], include_store: bool = True) -> 
     (``include_store``) the results store."""
     if _current(key_path(kind, config)) is not None:
         return True
-    return include_store and results.has(kind, config)
+    return include_store and store.has(kind, config)
 
 
 def manifest(kind: str, config: dict[str, Any]) -> dict[str, Any] | None:
@@ -252,7 +193,7 @@ def load(kind: str, config: dict[str, Any], require_metrics: Iterable[str] = (),
     require_metrics, require_artifacts = tuple(require_metrics), tuple(require_artifacts)
     table = _load_cached(kind, config, require_metrics, require_artifacts, warn)
     if table is None and include_store:
-        table = results.lookup(kind, config, require_metrics, require_artifacts)
+        table = store.lookup(kind, config, require_metrics, require_artifacts)
     if table is not None:
         log_read(kind, config)
     return table
@@ -311,7 +252,7 @@ def artifact_path(kind: str, config: dict[str, Any], name: str, include_store: b
     path = _cached_artifact(kind, config, name)
     if path is not None or not include_store:
         return path
-    return results.artifact(kind, config, name)
+    return store.artifact(kind, config, name)
 
 
 def _cached_artifact(kind: str, config: dict[str, Any], name: str) -> Path | None:
@@ -500,7 +441,7 @@ def clean_stale(kinds: Iterable[str] | None = None) -> None:
             _clean_key(folder)
 
 
-def store(
+def save(
     kind: str,
     config: dict[str, Any],
     table: pd.DataFrame,
@@ -672,13 +613,13 @@ def ensure(kind: str, config: dict[str, Any], compute: Callable[[], pd.DataFrame
         table = load(kind, config, require_metrics, require_artifacts=require_artifacts, warn=False)
         if table is not None:  # another process computed it while we waited for the claim
             return table, True
-        results.forbid_training(kind, config, cache_dir=cache_root())
+        store.forbid_training(kind, config, cache_dir=cache_root())
         started = time.perf_counter()
         result = compute()
         wall_seconds = time.perf_counter() - started
         computed = result if isinstance(result, Computed) else Computed(result)
-        stored = store(kind, config, computed.table, computed.artifacts,
-                       provenance=results.run_provenance(wall_seconds)) is not None
+        stored = save(kind, config, computed.table, artifacts=computed.artifacts,
+                      provenance=store.run_provenance(wall_seconds)) is not None
         log_read(kind, config)
         return computed.table, stored
 

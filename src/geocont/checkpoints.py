@@ -1,29 +1,11 @@
 """Tensor sources: read a checkpoint's weight matrices one at a time, never the whole model.
 
-A source lists its tensors and their shapes without reading any data, and reads one
-tensor on request as a float32 ``torch.Tensor`` in PyTorch's ``[out, in]`` orientation
-(as stored by the checkpoint; layouts handle exceptions such as GPT-2's Conv1D).
-
-* :class:`GGUFSource`: a ``.gguf`` file, memory-mapped by ``gguf.GGUFReader``;
-  quantized tensors are dequantized by ``gguf.quants.dequantize`` one at a time. GGUF
-  lists a matrix's dimensions innermost first (``[in, out]``); the dequantized array is
-  ``[out, in]`` and is checked against the reversed listing.
-* :class:`SafetensorsSource`: one ``.safetensors`` file, or a directory of shards
-  (with ``model.safetensors.index.json``, or every ``*.safetensors`` in it). Each tensor
-  is read by opening its shard, copying the tensor out and closing the map again, so
-  resident memory stays bounded by the largest tensor.
-* :class:`ModuleSource`: an in-memory ``torch.nn.Module`` (its ``state_dict``).
-
-:func:`open_source` picks one for a path, a Hugging Face model id (local cache first,
-then a download where a network exists), an offline model name
-(:data:`geocont.pretrained.OFFLINE_MODELS`) or a module; a string that looks like a path
-(see :func:`looks_like_path`) and does not exist is "no such file", never a model id.
-
-Corruption is a :class:`CorruptCheckpoint` naming the file. A truncated file, or one whose
-header points past its end, is found when the source is opened (every tensor's extent is
-compared with the file size); a tensor whose data hold NaN or Inf is found when it is
-read, and the error names the tensor. Neither format has checksums, so other damage to
-tensor data (a flipped mantissa bit, a zeroed block) cannot be told from real weights.
+A source lists its tensors and their shapes without reading any data, and reads one tensor on request as a
+float32 ``torch.Tensor`` in PyTorch's ``[out, in]`` orientation: :class:`GGUFSource`, :class:`SafetensorsSource`
+(a file or a directory of shards), :class:`ModuleSource` (an in-memory module). :func:`open_source` picks one for
+a path, a Hugging Face model id, an offline model name or a module. Damage found is a :class:`CorruptCheckpoint`
+naming the file. CONTRIBUTING.md ("Checkpoints and layouts") says how each format is read and what damage can
+and cannot be found.
 """
 
 from __future__ import annotations

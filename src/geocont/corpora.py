@@ -1,27 +1,11 @@
 """The offline English corpus ``offline-english``: six Debian packages' text as documents, rendered as plain prose,
 deduplicated and split into training and validation by document.
 
-A document is one unit of its source (:data:`SOURCES`):
-
-* ``kjv``: a chapter of the King James Bible (``bible-kjv-text``, read through the ``bible`` program; public
-  domain), verses one per line as in corpus ``kjv``;
-* ``python-docs``: a page of the Python 3.11 documentation, its reST source (``python3.11-doc``; PSF-2.0);
-* ``kernel-docs``: a page of the Linux 6.1 documentation, its reST source, the translations (non-English) left
-  out (``linux-doc-6.1``; GPL-2.0, or the licence a page's SPDX line names);
-* ``llvm-docs``: a page of the LLVM 15 documentation, its reST source (``llvm-15-doc``; Apache-2.0 WITH
-  LLVM-exception);
-* ``perl-docs``: a page of Perl 5.36's documentation, its POD source, the generated table of contents and Unicode
-  property tables left out (``perl-doc``; GPL-1.0-or-later OR Artistic-1.0-Perl);
-* ``austen``: a chapter of one of Jane Austen's six novels, from the R data of ``r-cran-janeaustenr`` read with
-  the ``rdata`` package (public domain), front matter, volume headings and end marks left out.
-
-reST and POD become prose with :func:`geocont.rst_text.plain_text` and :func:`geocont.pod_text.plain_text`: markup
-dropped, and code and tables with it. Deduplication keeps the first copy, in source order then document order: a
-document whose text repeats an earlier one is dropped, and so is any paragraph of at least
-:data:`MIN_DUPLICATE_CHARS` characters seen before (licence notices, repeated boilerplate; shorter ones, e.g.
-"Example:", stay). A document left with fewer than :data:`MIN_WORDS` words (an index page of titles) is dropped. A
-document is in the validation split where the hash of its id says so (:func:`is_validation`,
-:data:`VALIDATION_PER_MILLE` per mille of ids), whatever the other documents are.
+The sources are :data:`SOURCES` (the King James Bible; the Python, Linux, LLVM and Perl documentation; Jane
+Austen's novels). reST and POD become prose with :func:`geocont.rst_text.plain_text` and
+:func:`geocont.pod_text.plain_text`; repeated documents and paragraphs are dropped; a document is in the
+validation split where the hash of its id says so (:func:`is_validation`). CONTRIBUTING.md ("Text corpora")
+gives each source's unit and licence and the deduplication rules.
 """
 
 from __future__ import annotations

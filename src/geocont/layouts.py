@@ -1,15 +1,10 @@
 """Weight-naming layouts: which tensor of a checkpoint is which (layer, projection).
 
-A :class:`Layout` is a list of :class:`Rule` s, each a regular expression over tensor
-names with a ``(?P<layer>\\d+)`` group and the projection it names (one of
-:data:`PROJECTIONS`, ``q_proj`` ... ``down_proj``). A rule can say
-that the tensor is stored ``[in, out]`` (GPT-2's Conv1D) and that it is one part of a
-fused matrix (GPT-2's ``c_attn`` holds Q, K and V side by side).
-
-Registered layouts (:data:`LAYOUTS`): ``llama`` (also Mistral, Qwen2, the book's trained
-models), ``gemma3`` (Llama names plus post-norms), ``gguf`` (llama.cpp names),
-``gemma3-gguf``, ``bert`` and ``gpt2``. :func:`detect_layout` picks the one that matches
-most tensors. To add a layout, register it::
+A :class:`Layout` is a list of :class:`Rule` s, each a regular expression over tensor names with a
+``(?P<layer>\\d+)`` group and the projection it names (one of :data:`PROJECTIONS`); a rule can say that the
+tensor is stored ``[in, out]`` and that it is one part of a fused matrix. :func:`detect_layout` picks the
+registered layout (:data:`LAYOUTS`) that matches most tensors; CONTRIBUTING.md ("Checkpoints and layouts")
+lists them. To add a layout, register it::
 
     from geocont.layouts import Layout, Rule, register_layout
     register_layout(Layout("mymodel", rules=(

@@ -7,28 +7,10 @@ Architecture (our choice where the paper is silent)::
             = act(W_l norm(h_l) + b_l)         without the residual (NoRes)
     logits  = head(h_depth)                    Linear(width -> classes)
 
-``norm`` is the identity except in the normalisation conditions, where it is a pre-norm
-LayerNorm or RMSNorm *without* learnable gain or bias (an element-wise gain would break
-the rotational symmetry by itself): LayerNorm centres and rescales, so it singles out the
-all-ones direction and breaks SO(d) symmetry; RMSNorm only rescales and is
-rotation-equivariant.
-
-The ``depth`` hidden matrices ``W_l`` ([width, width]) are the ones whose adjacent-layer
-continuity is measured.
-
-Initialisation (our choice; the paper does not give its own). Every condition starts
-with a forward signal of stable scale, by one rule rather than per-condition tuning:
-
-* hidden ``W_l ~ N(0, (init_scale * gain)^2 / fan_in)`` with ``gain = 1/sqrt(depth)``
-  for residual blocks (the stream's variance then grows by at most ``(1 + 1/depth)^depth
-  <= e`` through the network; with gain 1 it would grow ~650x for ReLU and ~65,000x for
-  the linear residual net at depth 16, and SGD diverges in a few steps) and
-  ``gain = sqrt(2)`` (He) for blocks without a residual: the gain that keeps the second moment
-  of the signal, ``1 / sqrt(E[act(z)^2])`` for ``z ~ N(0, 1)``; for the centred ReLU
-  (``nores-relu-batch-centred``), whose output has second moment ``1/2 - 1/(2 pi)``, that gain is
-  ``sqrt(2 pi / (pi - 1)) = 1.71`` (:data:`CENTRED_RELU_GAIN`; with He's, the signal would
-  shrink ~20x over 16 layers at init);
-* embedding and head ``N(0, 1 / fan_in)``; all biases zero.
+``norm`` is the identity, or in the normalisation conditions a pre-norm LayerNorm or RMSNorm without learnable
+gain or bias. The ``depth`` hidden matrices ``W_l`` ([width, width]) are the ones whose adjacent-layer continuity
+is measured. Every condition starts with a forward signal of stable scale, by one initialisation rule.
+CONTRIBUTING.md ("The residual MLP") gives the norms' symmetries and the initialisation rule.
 """
 
 from __future__ import annotations
@@ -94,23 +76,14 @@ RUNNING_MOMENTUM = 0.01
 class BatchCentredReLU(nn.Module):
     """relu(z) minus its batch mean, the mean inside the gradient: a ReLU whose output has mean 0 in training.
 
-    The control for the reading "v1 of each layer follows the mean of its (non-negative) input": a ReLU's
-    output is non-negative, so the next layer's input has a large mean, a direction every layer shares;
-    removing it tests whether continuity rides on it.
-
-    In training mode the output is ``relu(z) - mean_batch(relu(z))`` and the gradient flows through the
-    mean, as batch normalisation's centring does (without its scaling). In eval mode, in the probes and in
-    every evaluation, the output is ``relu(z) - mu``, with ``mu`` a per-unit running mean of the training
-    batches' means (momentum :data:`RUNNING_MOMENTUM`; set by the first training batch), so that an
-    example's output there does not depend on the rest of its batch; before the first training batch (the
-    snapshot at step 0) eval mode subtracts the batch's own mean and keeps nothing.
-
-    Why inside the gradient: a mean subtracted outside it (a running mean applied as a constant) lets the
-    optimizer grow the very component it removes, since the loss never sees that component change, and
-    the parameters blow up while the loss says nothing (Ioffe & Szegedy 2015, section 2). That
-    construction diverged in the NoRes net at lr 1e-3 and 3e-4, so it could not test the hypothesis.
-    Why not a learned bias: the next layer's bias absorbs a mean only at an optimum, which the optimizer
-    need not reach.
+    The control for the reading "v1 of each layer follows the mean of its (non-negative) input". In training
+    mode the output is ``relu(z) - mean_batch(relu(z))`` and the gradient flows through the mean, as batch
+    normalisation's centring does (without its scaling). In eval mode, in the probes and in every evaluation,
+    the output is ``relu(z) - mu``, with ``mu`` a per-unit running mean of the training batches' means
+    (momentum :data:`RUNNING_MOMENTUM`; set by the first training batch), so that an example's output there does
+    not depend on the rest of its batch; before the first training batch (the snapshot at step 0) eval mode
+    subtracts the batch's own mean and keeps nothing. A running mean outside the gradient could not serve: the
+    optimizer grows the component it removes. CONTRIBUTING.md ("The residual MLP") gives the design.
     """
 
     def __init__(self) -> None:
@@ -209,7 +182,7 @@ NORMS: tuple[str, ...] = ("none", "layernorm", "rmsnorm")
 
 
 def make_norm(name: str, width: int) -> nn.Module:
-    """The pre-norm of a block, without learnable gain or bias (see the module docstring)."""
+    """The pre-norm of a block, without learnable gain or bias (CONTRIBUTING.md, "The residual MLP")."""
     if name == "layernorm":
         return nn.LayerNorm(width, elementwise_affine=False)
     if name == "rmsnorm":

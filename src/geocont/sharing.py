@@ -1,37 +1,10 @@
 """Cross-layer basis sharing at equal parameter budgets, layer pruning, and their held-out evaluation.
 
-Conventions follow :mod:`geocont.metrics`: a weight ``W`` is ``[out, in]``; the *input*
-space is spanned by right singular vectors, the *output* space by left ones.
-
-**Sharing.** A group of ``G`` adjacent layers' weights ``W_1 .. W_G`` is replaced by
-
-* ``input``: one shared right basis ``V`` (``[in, k]``, orthonormal: the top-``k`` right
-  singular vectors of the stacked ``[W_1; ...; W_G]``) and per-layer coefficients
-  ``W_l V``, so ``W_l ~ (W_l V) V^T``; ``k (in + G out)`` parameters;
-* ``output``: one shared left basis ``U`` (``[out, k]``, top-``k`` left singular vectors of
-  ``[W_1, ..., W_G]``) and coefficients ``U^T W_l``; ``k (out + G in)`` parameters;
-* ``none``: the reference without sharing, each layer truncated to rank ``k`` on its own;
-  ``G k (out + in)`` parameters.
-
-Each basis is the least-squares optimum for its structure. Budgets are fractions of the
-group's dense parameters ``G out in``; :func:`matched_ranks` picks each space's rank so
-that input- and output-space sharing cost the same (exactly where the two per-rank costs
-allow it, otherwise within one rank's cost) and every count is reported.
-
-**Pruning.** :func:`without_layer` drops one decoder block of a Llama-style model.
-
-**Evaluation.** :func:`window_nll` is the mean next-token NLL on fixed windows of the
-held-out text; the experiments cache one small table per configuration, keyed by the
-model's identity and the settings, and load a model only when something is missing.
-
-**Sweeps.** Each experiment is also a :class:`geocont.sweeps.Job` (:func:`base_job`,
-:func:`continuity_job`, :func:`sharing_job` per projection, :func:`pruning_job`,
-:func:`grouping_job`), so that independent experiments run on any executor. A job's
-argument holds the :class:`Subject`, which pickles without its model: the subjects of
-:func:`pretrained_subject` and :func:`trained_subject` load it again in the worker, once
-per process (memoised). The per-configuration entries stay as they are; the base,
-continuity and grouping jobs are those entries, the sharing and pruning jobs add one entry
-holding all the configurations of a projection (or all the layers), keyed by all of them.
+**Sharing** replaces a group of adjacent layers' weights by one shared right (``input``) or left (``output``)
+basis and per-layer coefficients, against each layer truncated on its own (``none``), at ranks that cost the
+same (:func:`matched_ranks`). **Pruning**: :func:`without_layer`. **Evaluation**: :func:`window_nll`. Each
+experiment is also a :class:`geocont.sweeps.Job`. CONTRIBUTING.md ("Sharing and pruning") gives the bases, the
+budgets and the jobs.
 """
 
 from __future__ import annotations

@@ -1,37 +1,10 @@
 """From run tables to reported numbers: per-run reductions, estimates, verdict rules, rank correlation.
 
-Aggregation is always two-stage: first the mean over a run's layer pairs (one number per
-run and step), then the mean and standard deviation over seeds. The spread reported
-everywhere is therefore the seed-to-seed spread. Nothing here knows a chapter.
-
-A run that diverged (:func:`geocont.tables.diverged_runs`) is an outcome, not a number: the
-estimates at a run's end (:func:`final_estimate`, :func:`change_over_last`, :func:`peak_and_final`)
-leave it out and count it (``Estimate.n_diverged``; ``n`` counts the finite seeds), and so does
-:func:`estimate_at_step` for a run that diverged at or before the step.
-
-Verdict rules
--------------
-Besides the margins (:data:`DIFFERENCE_MARGIN`, :data:`VALUE_TOLERANCE`), three rules keep a verdict
-from passing for the wrong reason:
-
-* **The random level is judged against the random baseline's own spread**
-  (:func:`verdict_at_random_level`, :data:`RANDOM_LEVEL_K` = 3): "falls to the random level" is
-  reproduced when our mean lies within 3 standard errors of the random level, the standard error
-  combining the spread of a layer-pair mean of random |cos| (:func:`random_level_sd`) and our seed
-  mean's own; not within the 0.10 of :func:`verdict_for_value`, which passes 3x the random level.
-* **A peak is a windowed peak** (:func:`peaks_per_seed`, :data:`PEAK_WINDOW` = 5): per seed, the
-  largest mean of 5 consecutive snapshots (step 0 left out), not the largest single snapshot, which
-  for a noisy flat series sits well above its level and so makes a fall out of noise. Every fall
-  and formation rule (:func:`peak_and_final`, :func:`fall_from_peak`, :class:`Fall`) reads it; the
-  exact maximum is :func:`max_per_seed`.
-* **A single seed carries a spread** (:func:`seed_spread`, :data:`SINGLE_SEED_SD` = 0.05): a
-  one-seed estimate counts as seed sd 0.05 in every comparison (:func:`pooled_sd`), not 0. The
-  assumed spread may only make a verdict less sure: a single seed within the random level's band
-  is "inconclusive", never "reproduced".
-
-A reported difference of two estimates (a claim "A above B", a fall from a peak) is :func:`difference`:
-the difference of the means with the seed sd of a difference of independent runs, so that it carries its
-spread like any other number.
+Aggregation is always two-stage: first the mean over a run's layer pairs (one number per run and step), then
+the mean and standard deviation over seeds, so the spread reported everywhere is the seed-to-seed spread. A
+diverged run is left out of the estimates at a run's end, and counted (``Estimate.n_diverged``). Nothing here
+knows a chapter. CONTRIBUTING.md ("Verdict rules") gives the three rules that keep a verdict from passing for
+the wrong reason: the random level judged against its own spread, windowed peaks, and a single seed's spread.
 """
 
 from __future__ import annotations

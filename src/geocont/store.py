@@ -1,42 +1,11 @@
 """The results store: finished runs committed with the repository, read after the user's run cache.
 
-The run cache (:mod:`geocont.cache`) is the user's, filled by whatever trained on their machine. The
-store is the book's evidence: one entry per run of a scale's book, keyed exactly as the cache keys
-it, holding the run's table, its configuration and where and by which code it was trained. A fresh
-clone reads the store instead of training. Nothing writes to it but
-``python -m geocont.book store`` (:func:`write_entry`, fed from the run cache by
-:func:`geocont.book.results.copy_from_cache`); every other path only reads. This module reads no cache:
-:mod:`geocont.cache` reads it.
-
-Layout of one store root (``results/<scale>`` of the checkout, or ``$GEOCONT_STORE``)::
-
-    <root>/<kind>/<key>/
-        entry.json          kind, key, config, label, provenance, and the sha256 and size of every file
-        table.parquet       the run table, zstd; values float32 where that loses nothing (:func:`thin_table`)
-        model.safetensors   only where a chapter reads the trained weights (else listed as dropped)
-
-``<key>`` is :func:`geocont.keys.cache_key` of the job's key configuration, so a store entry and a
-cache entry of one run share their key. An entry is written into a private folder and renamed into
-place, so a reader sees a whole entry or none.
-
-Lookup (:func:`lookup`, called by :func:`geocont.cache.load` after the cache misses): the entry's
-table is read only after its sha256 matches; a mismatch is reported (a warning naming the entry) and
-the entry is not read at all, and so is an ``entry.json`` that cannot be read or is not its folder's run
-(:func:`entry_problem`: an entry copied into another's folder).
-
-Revisions: a store holds the runs of one :data:`geocont.keys.NUMERICS_REVISION`; a store mixing revisions is
-refused (:class:`StoreError` names the entries of each). Each entry also records the hash of the training code
-that trained it (:func:`training_code_hash`), as provenance: entries of one revision trained by different code
-are one science, because the golden runs (:mod:`geocont.golden`, ``tests/test_golden.py``) fail on any code
-change that moves a number, and such a change must bump the revision.
-
-Environment:
-
-* ``GEOCONT_STORE``: a store root to read (and to write) instead of the checkout's ``results/*``;
-  ``off`` reads no store (a fresh retrain, :func:`geocont.book.build` ``--fresh``);
-* ``GEOCONT_STORE_ONLY=1`` (or true, yes, on; 0, false, no, off or empty: off): strict mode: a run or an analysis (:data:`STRICT_KINDS`) found in
-  neither the cache nor the store is a one-line :class:`RunMissing` before any computation;
-* ``GEOCONT_CHAPTER``: the chapter being executed (set by the book build), named by that error.
+One entry per run of a scale's book, ``<root>/<kind>/<key>/`` (``results/<scale>`` of the checkout, or
+``$GEOCONT_STORE``): ``entry.json``, ``table.parquet`` and, where a chapter reads them, the trained weights,
+keyed exactly as the run cache keys the run. Nothing writes to it but ``python -m geocont.book store``
+(:func:`write_entry`); :func:`lookup` (called by :func:`geocont.cache.load` after the cache misses) reads an
+entry only after its checksum matches. This module reads no cache. CONTRIBUTING.md ("The results store") gives
+the layout, the lookup, the revisions and the environment variables.
 """
 
 from __future__ import annotations

@@ -1,45 +1,11 @@
 """One entry point for sweeps of independent cached runs, and the executors that run them.
 
-A sweep is a list of :class:`Job`: a cache ``kind``, the run's configuration (its cache
-key) and a top-level, picklable function that computes the run's table from an argument
-(for example :func:`geocont.training.compute_mlp_run` and an ``MLPRunConfig``). The same
-jobs run under any executor:
-
-* ``serial``: one run after another in this process;
-* ``local`` (default) or ``local:N``: a pool of N worker processes on this machine
-  (default: all cores / the per-run thread count), one run per worker at a time;
-* ``ray`` or ``ray:ADDRESS``: tasks on a Ray cluster. ``ADDRESS`` (or
-  ``GEOCONT_RAY_ADDRESS``) connects to a running cluster (``ray start --head`` on one node,
-  ``ray start --address=...`` on the others); without one a local Ray is started on all
-  cores. A run on ``cuda`` asks Ray for one GPU, one on ``auto`` too where the cluster has
-  GPUs; a CPU run asks for its threads.
-
-The executor is the ``executor`` argument of :func:`run_jobs`, else ``$GEOCONT_EXECUTOR``,
-else ``local``; :func:`executor_description` says in one line what was used (for a
-chapter's provenance).
-
-Workers write cache entries (:mod:`geocont.cache`) and the driver reads them, so a run in
-the cache is never recomputed, an interrupted sweep resumes, and two sweeps sharing a
-cache never train one key twice (the cache's claim). With Ray on several machines the
-cache directory must be on storage that all of them mount at the same path.
-
-Determinism: every run computes with the same number of torch threads whatever the
-executor and the machine, ``$GEOCONT_RUN_THREADS`` (default 1), so a run's table is
-bit-identical under serial, local and Ray (intra-op reductions split differently over
-threads and change the last digits otherwise). One thread per run is the fastest use of
-a machine whose cores all run sweeps, and avoids oversubscription. A count other than 1
-is part of the cache key, so values computed differently never mix.
-
-Results store: a run is looked up in the cache, then in the read-only results store
-(:mod:`geocont.store`); in strict mode (``GEOCONT_STORE_ONLY=1``) a training run found in neither is
-a one-line :class:`geocont.store.RunMissing` before any run of the sweep starts.
-
-Slices: with a ``deadline`` (:func:`run_jobs`), no run starts after it; the runs in flight finish and
-are cached, the others are left (None), so that a long sweep can be run a few hours at a time.
-
-Failures: a run that raises (``TrainingDiverged``, out of memory, anything) or whose
-worker process dies is reported at once with its configuration; the other runs finish and
-are cached, then :class:`SweepFailed` names every failed run.
+A sweep is a list of :class:`Job` (a cache ``kind``, the run's configuration, a top-level picklable function that
+computes its table). :func:`run_jobs` loads what the cache (or the results store) holds and runs the rest,
+each key once, under an executor: ``serial``, ``local[:N]`` (worker processes) or ``ray[:ADDRESS]``; the
+``executor`` argument, else ``$GEOCONT_EXECUTOR``, else ``local``. Every run computes with
+``$GEOCONT_RUN_THREADS`` torch threads (default 1), so that its table is the same under every executor.
+CONTRIBUTING.md ("Sweeps and executors") gives the executors, determinism, strict mode, slices and failures.
 """
 
 from __future__ import annotations
@@ -62,8 +28,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import pandas as pd
 from tqdm import tqdm
 
-from . import cache
-from . import store as results
+from . import cache, ray_probe, store
 
 EXECUTORS = ("serial", "local", "local:N", "ray", "ray:ADDRESS")
 #: The environment variable that chooses the executor when no ``executor`` argument is given.
@@ -482,70 +447,118 @@ def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = 
     first, and the table of a run not started is None. ``on_result(job, table)`` is called in
     this process as each computed run lands (it must not raise).
     """
-
     jobs = list(jobs)
+    _refuse_inside_a_worker_import()
+    spec = _usable_executor(executor)
+    threads = run_threads()
+    cache.clean_stale({job.kind for job in jobs})
+    sweep = _Sweep(jobs, on_result)
+    _forbid_training_in_strict_mode(sweep.pending)
+    announce_claims(sweep.pending)
+    with sweep.progress_bar(progress):
+        _execute(spec, sweep.pending, threads=threads, report=sweep.report, deadline=deadline)
+    if sweep.failures:
+        raise SweepFailed(sweep.failures, len(sweep.pending), sweep.cached)
+    return sweep.tables  # type: ignore[return-value]
+
+
+def _refuse_inside_a_worker_import() -> None:
+    """A sweep started while a worker process imports the main script (which has no ``__main__`` guard) is an error."""
     if getattr(multiprocessing.current_process(), "_inheriting", False):
         raise RuntimeError("a sweep was started while a worker process imported the main script: put the script's "
                            "code under `if __name__ == \"__main__\":`")
+
+
+def _usable_executor(executor: str | None) -> ExecutorSpec:
+    """The executor's spec; a Ray cluster that does not answer is a one-line ``ValueError`` within seconds, not a
+    hang."""
     spec = resolve_executor(executor)
-    if spec.name == "ray" and spec.address:  # a cluster that does not answer: one line within seconds, not a hang
+    if spec.name == "ray" and spec.address:
         problem = executor_problem(f"ray:{spec.address}")
         if problem:
             raise ValueError(problem)
-    threads = run_threads()
-    cache.clean_stale({job.kind for job in jobs})
-    tables: list[pd.DataFrame | None] = [job.load() for job in jobs]
-    todo: dict[str, list[int]] = {}
-    for index, job in enumerate(jobs):
-        if tables[index] is None:
-            todo.setdefault(cache.cache_key(job.kind, job.key_config()), []).append(index)
-    unique = [indices[0] for indices in todo.values()]
-    trained = [jobs[index] for index in unique if jobs[index].kind in results.STRICT_KINDS]
-    if trained:
-        results.forbid_training(trained[0].kind, trained[0].key_config(), trained[0].label, len(trained) - 1,
-                                cache_dir=cache.cache_root())
-    announce_claims([jobs[index] for index in unique])
-    failures: list[tuple[str, dict[str, Any], str]] = []
-    cached: list[int] = []  # runs of this sweep whose entry the cache now holds
-    bar = tqdm(total=len(jobs), initial=len(jobs) - sum(map(len, todo.values())), desc="runs",
-               disable=not progress)
+    return spec
 
-    def report(position: int, outcome: Outcome) -> None:
-        job = jobs[unique[position]]
-        indices = todo[cache.cache_key(job.kind, job.key_config())]
+
+def _forbid_training_in_strict_mode(pending: Sequence[Job]) -> None:
+    """In strict mode, a training run among ``pending`` is :class:`geocont.store.RunMissing` (naming the first)."""
+    trained = [job for job in pending if job.kind in store.STRICT_KINDS]
+    if trained:
+        store.forbid_training(trained[0].kind, trained[0].key_config(), label=trained[0].label,
+                              more=len(trained) - 1, cache_dir=cache.cache_root())
+
+
+def _execute(spec: ExecutorSpec, jobs: list[Job], *, threads: int, report: Callable[[int, Outcome], None],
+             deadline: float | None) -> None:
+    """Run ``jobs`` under the executor ``spec``, calling ``report(position, outcome)`` as each finishes."""
+    if not jobs:
+        return
+    if spec.name == "serial":
+        _serial(jobs, threads=threads, report=report, deadline=deadline)
+    elif spec.name == "local":
+        _local(jobs, workers=spec.workers, threads=threads, environment=geocont_environment(), report=report,
+               deadline=deadline)
+    else:
+        _ray(jobs, address=spec.address, threads=threads, environment=geocont_environment(), report=report,
+             deadline=deadline)
+
+
+class _Sweep:
+    """One sweep's bookkeeping: every job's table (loaded from the cache, or landed since), the runs still to
+    compute (one per cache key), the failures, how many computed runs the cache now holds, and the progress bar."""
+
+    def __init__(self, jobs: list[Job], on_result: Callable[[Job, pd.DataFrame], None] | None):
+        self.jobs, self.on_result = jobs, on_result
+        self.tables: list[pd.DataFrame | None] = [job.load() for job in jobs]
+        #: cache key -> the positions of the jobs with that key whose table is still to compute
+        self.todo: dict[str, list[int]] = {}
+        for index, job in enumerate(jobs):
+            if self.tables[index] is None:
+                self.todo.setdefault(cache.cache_key(job.kind, job.key_config()), []).append(index)
+        #: the runs to compute: the first job of each key in ``todo``
+        self.pending = [jobs[indices[0]] for indices in self.todo.values()]
+        self.failures: list[tuple[str, dict[str, Any], str]] = []
+        self.cached = 0
+        self.bar: tqdm | None = None
+
+    @contextlib.contextmanager
+    def progress_bar(self, progress: bool) -> Iterator[None]:
+        """One bar over every job of the sweep, the cached ones counted done from the start."""
+        done = len(self.jobs) - sum(map(len, self.todo.values()))
+        self.bar = tqdm(total=len(self.jobs), initial=done, desc="runs", disable=not progress)
+        try:
+            yield
+        finally:
+            self.bar.close()
+
+    def report(self, position: int, outcome: Outcome) -> None:
+        """Take the outcome of ``pending[position]``: raise its warnings here, record its table or its failure."""
+        job = self.pending[position]
+        indices = self.todo[cache.cache_key(job.kind, job.key_config())]
         for message in outcome.warnings:
             warnings.warn(f"{job.label}: {message}", stacklevel=3)
         if outcome.error is not None:
-            failures.append((job.label, job.config, outcome.error))
+            self.failures.append((job.label, job.config, outcome.error))
             tqdm.write(f"run failed: {job.label} | config {job.config}\n{outcome.error}")
         else:
-            table = outcome.table if outcome.table is not None else job.load()
-            if outcome.table is None and table is not None:
-                cached.append(position)
-            if table is None:
-                failures.append((job.label, job.config, (
-                    f"a worker stored the entry but this process cannot read it under {cache.cache_root()}: "
-                    "is GEOCONT_CACHE_DIR on storage shared by every node?")))
-            for index in indices:
-                tables[index] = table
-            if table is not None and on_result is not None:
-                on_result(job, table)
-        bar.set_postfix_str(job.label, refresh=False)
-        bar.update(len(indices))
+            self._land(job, outcome, indices)
+        self.bar.set_postfix_str(job.label, refresh=False)
+        self.bar.update(len(indices))
 
-    pending = [jobs[index] for index in unique]
-    try:
-        if pending and spec.name == "serial":
-            _serial(pending, threads, report, deadline)
-        elif pending and spec.name == "local":
-            _local(pending, spec.workers, threads, geocont_environment(), report, deadline)
-        elif pending:
-            _ray(pending, spec.address, threads, geocont_environment(), report, deadline)
-    finally:
-        bar.close()
-    if failures:
-        raise SweepFailed(failures, len(unique), len(cached))
-    return tables  # type: ignore[return-value]
+    def _land(self, job: Job, outcome: Outcome, indices: list[int]) -> None:
+        """A run that succeeded: its table (from the worker, else from the cache entry it wrote) for every job of its
+        key."""
+        table = outcome.table if outcome.table is not None else job.load()
+        if outcome.table is None and table is not None:
+            self.cached += 1
+        if table is None:
+            self.failures.append((job.label, job.config, (
+                f"a worker stored the entry but this process cannot read it under {cache.cache_root()}: "
+                "is GEOCONT_CACHE_DIR on storage shared by every node?")))
+        for index in indices:
+            self.tables[index] = table
+        if table is not None and self.on_result is not None:
+            self.on_result(job, table)
 
 
 def announce_claims(jobs: Sequence[Job]) -> list[str]:
@@ -575,7 +588,7 @@ def run_job(job: Job, progress: bool = True) -> pd.DataFrame:
     table = job.load()
     if table is not None:
         return table
-    results.forbid_training(job.kind, job.key_config(), job.label, cache_dir=cache.cache_root())
+    store.forbid_training(job.kind, job.key_config(), job.label, cache_dir=cache.cache_root())
     with pinned_threads():
         return cache.cached(job.kind, job.key_config(), lambda: job.compute(job.argument), job.require_metrics,
                             require_artifacts=job.require_artifacts)
@@ -599,114 +612,9 @@ def tidy_sweep_table(tables: Sequence[pd.DataFrame], columns: Sequence[dict[str,
     return combined
 
 
-#: Seconds to wait for a TCP connection (a Ray cluster, a download host) before calling it unreachable.
-CONNECT_TIMEOUT = 3.0
-
-
-def reachable(host: str, port: int, timeout: float = CONNECT_TIMEOUT) -> str | None:
-    """None if a TCP connection to ``host:port`` opens within ``timeout`` seconds, else why not."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return None
-    except OSError as error:
-        return str(error) or type(error).__name__
-    except (UnicodeError, ValueError) as error:  # an invalid host name
-        return str(error)
-
-
-#: The call the Ray handshake makes: the GCS (the cluster's control service, at the address ``ray start --head``
-#: prints) answers it first to every client, before any other call. Its request message is empty.
-GCS_PROBE_METHOD = "/ray.rpc.NodeInfoGcsService/GetClusterId"
-
-
-def _h2_frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
-    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
-
-
-def _hpack_integer(value: int, prefix_bits: int) -> bytes:
-    """HPACK's integer with an N-bit prefix (RFC 7541, 5.1), the other bits of the first byte zero."""
-    limit = (1 << prefix_bits) - 1
-    if value < limit:
-        return bytes([value])
-    out, value = [limit], value - limit
-    while value >= 128:
-        out.append(value % 128 + 128)
-        value //= 128
-    return bytes(out + [value])
-
-
-def _hpack_literal(index: int, value: str) -> bytes:
-    """A header field "literal without indexing" whose name is entry ``index`` of HPACK's static table."""
-    data = value.encode()
-    return _hpack_integer(index, 4) + _hpack_integer(len(data), 7) + data
-
-
-def ray_gcs_problem(host: str, port: int, timeout: float = CONNECT_TIMEOUT) -> str | None:
-    """None if ``host:port`` answers a Ray GCS call within ``timeout`` seconds, else why not.
-
-    Ray's ``ray.init`` to an address that accepts TCP but is no GCS (a web server, a Ray client port, anything)
-    retries for minutes. This speaks the GCS's own protocol instead, gRPC over cleartext HTTP/2, with no Ray
-    import: the client preface, a SETTINGS frame, then the unary call :data:`GCS_PROBE_METHOD` with an empty
-    request. A GCS replies with a gRPC message (the cluster id); anything else (not HTTP/2, an HTTP/2 error, a
-    gRPC status without a reply: another gRPC service, silence) is a problem. Clusters with TLS
-    (``RAY_USE_TLS``) are not probed (None).
-    """
-    if os.environ.get("RAY_USE_TLS", "").lower() in ("1", "true"):
-        return None
-    headers = (b"\x83\x86" + _hpack_literal(4, GCS_PROBE_METHOD) + _hpack_literal(1, f"{host}:{port}")
-               + _hpack_literal(31, "application/grpc") + b"\x00\x02te\x08trailers")  # POST, http, :path, ...
-    request = (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _h2_frame(4, 0, 0) + _h2_frame(1, 4, 1, headers)
-               + _h2_frame(0, 1, 1, b"\x00\x00\x00\x00\x00"))  # SETTINGS; HEADERS; DATA, END_STREAM
-    deadline = time.monotonic() + timeout
-    received, first = b"", True
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as connection:
-            connection.sendall(request)
-            while True:
-                while len(received) < 9 or len(received) < 9 + int.from_bytes(received[:3], "big"):
-                    if len(received) >= 9 and int.from_bytes(received[:3], "big") > 1 << 20:
-                        return "it answered with an oversized HTTP/2 frame"
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise socket.timeout
-                    connection.settimeout(left)
-                    chunk = connection.recv(65536)
-                    if not chunk:
-                        return ("it closed the connection" + (f" after answering {received[:24]!r}" if received else "")
-                                + " instead of answering a gRPC call")
-                    received += chunk
-                    if first and len(received) >= 9 and received[3] != 4:
-                        return f"it answered {received[:24]!r}, not HTTP/2 (gRPC)"
-                length, kind, flags = int.from_bytes(received[:3], "big"), received[3], received[4]
-                stream = int.from_bytes(received[5:9], "big") & 0x7FFFFFFF
-                payload, received, first = received[9:9 + length], received[9 + length:], False
-                if kind == 4 and not flags & 1:  # the server's SETTINGS: acknowledge them
-                    connection.sendall(_h2_frame(4, 1, 0))
-                elif kind == 6 and not flags & 1:  # PING
-                    connection.sendall(_h2_frame(6, 1, 0, payload))
-                elif kind == 7:
-                    return "it speaks HTTP/2 but ended the connection (GOAWAY) instead of answering a gRPC call"
-                elif stream == 1 and kind == 3:
-                    return "it speaks HTTP/2 but reset the call (RST_STREAM): not a Ray GCS"
-                elif stream == 1 and kind == 0:
-                    message = payload[1 + payload[0]:len(payload) - payload[0]] if flags & 8 else payload  # PADDED
-                    if len(message) >= 5 and message[0] in (0, 1) and int.from_bytes(message[1:5], "big") \
-                            == len(message) - 5:
-                        return None
-                    return "it answered the call with data that is not a gRPC message"
-                elif stream == 1 and kind == 1 and flags & 1:
-                    return ("it speaks gRPC but has no Ray GCS service (it answered the cluster-id call with a "
-                            "status and no reply: another gRPC server, e.g. a Ray client port?)")
-    except (socket.timeout, TimeoutError):
-        return f"no answer to a gRPC call within {timeout:g} s"
-    except OSError as error:
-        return str(error) or type(error).__name__
-
-
 def executor_problem(executor: str | None = None) -> str | None:
     """Why the executor (``executor``, else ``GEOCONT_EXECUTOR``) or ``GEOCONT_RUN_THREADS`` cannot
-    work, or None; a Ray cluster address must accept a connection and answer a GCS call
-    (:func:`ray_gcs_problem`), each within :data:`CONNECT_TIMEOUT` seconds."""
+    work, or None; a Ray cluster address must answer within seconds (:func:`geocont.ray_probe.cluster_problem`)."""
     try:
         spec = resolve_executor(executor)
     except ValueError as error:
@@ -719,15 +627,5 @@ def executor_problem(executor: str | None = None) -> str | None:
     if importlib.util.find_spec("ray") is None:
         return "executor ray needs Ray: `pip install -e .[cluster]`"
     if spec.address and spec.address != "auto":
-        host, _, port = spec.address.rpartition(":")
-        if not host or not port.isdigit():
-            return f"Ray address {spec.address!r} must be HOST:PORT (e.g. 10.0.0.1:6379)"
-        why = reachable(host, int(port), CONNECT_TIMEOUT)
-        if why is not None:
-            return (f"cannot reach the Ray cluster at {spec.address} within {CONNECT_TIMEOUT:g} s ({why}); "
-                    "start it with `ray start --head --port=PORT`, or choose another executor")
-        why = ray_gcs_problem(host, int(port), CONNECT_TIMEOUT)
-        if why is not None:
-            return (f"{spec.address} accepts connections but is not a Ray cluster ({why}); give the address "
-                    "`ray start --head` printed (its GCS port, default 6379), or choose another executor")
+        return ray_probe.cluster_problem(spec.address)
     return None

@@ -1,28 +1,10 @@
 """The project's two table formats, shared by every chapter.
 
-**Run table** (tidy, one row per seed x step x group x layer x metric x space x direction):
-
-=========== ==================================================================
-column      meaning
-=========== ==================================================================
-step        optimizer updates done when the snapshot was taken
-group       which family of matrices ("hidden" for the MLP, "q_proj", ... later);
-            for ``cross_cos``, the cross pair's name (``up~gate``)
-layer       for pair metrics, the lower layer ``l`` of the pair (l, l+1);
-            for per-layer metrics, the layer; -1 for model-level scalars
-metric      see :data:`METRICS`
-space       "input" (v, right singular vectors), "output" (u), or "" if none
-direction   singular direction i (1 = leading); for ``subspace_cos`` the subspace's
-            size k; 0 if the metric has none
-value       the number
-=========== ==================================================================
-
-A sweep adds the run's configuration columns (``condition``, ``optimizer``, ``seed``...).
-
-**Claims table**: one row per claim checked against the paper, with the columns of
-:data:`CLAIM_COLUMNS`; every chapter produces one and publishes it with
-:func:`geocont.book.claims.publish`, and the closing chapter collects them (:func:`geocont.book.claims.collect`),
-linking each row to its chapter through the ``chapter`` column (the notebook's name).
+**Run table**: tidy, one row per seed x step x group x layer x metric x space x direction, with the columns
+``step``, ``group``, ``layer``, ``metric`` (:data:`METRICS`), ``space``, ``direction`` and ``value``; a sweep adds
+the run's configuration columns (``condition``, ``optimizer``, ``seed``...). **Claims table**: one row per claim
+checked against the paper, columns :data:`CLAIM_COLUMNS`, published by each chapter and collected by the
+closing one. CONTRIBUTING.md ("The run table and the claims table") says what each column holds.
 """
 
 from __future__ import annotations

@@ -4,17 +4,13 @@
   ``bible-kjv`` and ``bible-kjv-text`` (the ``bible`` program dumps the text); offline.
 * ``wikitext-103``: WikiText-103 (raw) through the ``datasets`` library, where a network
   or a local Hugging Face cache exists; the paper's corpus.
-* ``offline-english``: the King James Bible, the Python 3.11, Linux 6.1, LLVM 15 and Perl 5.36
-  documentation and Jane Austen's six novels from Debian packages, as plain prose without code,
-  deduplicated (6.4M words; 12.4M training tokens at the `cpu` tokenizer); offline. Assembled by
+* ``offline-english``: six Debian packages' English prose, deduplicated; offline. Assembled by
   :mod:`geocont.corpora`, which also says each source's licence and share.
 
-Splits are deterministic: for ``kjv`` every tenth chapter is held out for validation; for
-``offline-english`` 5% of the documents, chosen by a hash of each document's id.
-A corpus saved with :func:`save_corpus` into ``$GEOCONT_CORPUS_DIR`` is read from there first
-(a machine without the Debian packages or a network, e.g. a GPU machine the data is carried to).
-Tokenizers are byte-level BPE trained with the ``tokenizers`` library on the training
-split only, and cached by corpus and vocabulary size.
+Splits are deterministic (by chapter for ``kjv``, by a hash of the document's id for ``offline-english``). A
+corpus saved with :func:`save_corpus` into ``$GEOCONT_CORPUS_DIR`` is read from there first. Tokenizers are
+byte-level BPE trained on the training split only, cached by corpus and vocabulary size. CONTRIBUTING.md ("Text
+corpora") gives the corpora's sizes and splits.
 """
 
 from __future__ import annotations

@@ -130,29 +130,16 @@ def train_with_recording(
 ) -> int | None:
     """The one training loop: steps ``0..total_steps``, recording at scheduled steps.
 
-    At every step the minibatch loss is computed and back-propagated and the recorder
-    observes the gradients; an update follows at every step but the last, so the final
-    snapshot sees the trained weights together with their gradient. ``evaluate`` runs at
-    snapshot steps (held-out metrics). ``recorder=None`` trains without any recording
-    (the benchmarks' reference). ``lr_factor(step)`` multiplies every group's initial learning
-    rate before the update that follows ``step`` (a schedule); ``clip_norm`` clips the global
-    gradient norm of all optimized parameters before each update (after the recorder saw the raw
-    gradients); ``trace`` sees every step's loss (:class:`geocont.recorder.DenseTrace`).
-    ``probe(step)`` runs at every snapshot step, after the recorder's snapshot and ``evaluate``'s
-    rows, before the update (measurements of the model that record their own rows; it must not
-    change the model, its gradients or any random state, so that training is the same without it).
-
-    A loss that becomes NaN or infinite, or a finite loss whose gradient does not (it would
-    poison the recorder's sums and singular vectors), ends training there, as an outcome: the
-    recorder gets one ``diverged`` row (step = that step, value = the last finite loss) after the
-    rows recorded so far, and the step is returned (None: no divergence). Without a recorder a
-    non-finite loss raises :class:`TrainingDiverged`.
-
-    Subnormal floats (below 1.2e-38) are flushed to zero while it trains: a linear residual
-    net's tiny activations and gradients are subnormal often enough to make its CPU steps
-    about 8x slower (measured 140 ms against 17 ms per step), and no recorded quantity
-    depends on values that small. The caller's setting (:func:`flush_denormal_enabled`) is restored
-    when training ends.
+    At every step the minibatch loss is computed and back-propagated and the recorder observes the gradients;
+    an update follows at every step but the last, so the final snapshot sees the trained weights with their
+    gradient. ``evaluate`` runs at snapshot steps. ``recorder=None`` trains without any recording.
+    ``lr_factor(step)`` multiplies every group's initial learning rate before the update that follows ``step``;
+    ``clip_norm`` clips the global gradient norm before each update (after the recorder saw the raw gradients);
+    ``trace`` sees every step's loss; ``probe(step)`` runs at every snapshot step, before the update, and must not
+    change the model, its gradients or any random state. A non-finite loss or gradient ends training there as an
+    outcome (one ``diverged`` row; the step is returned, else None); without a recorder it raises
+    :class:`TrainingDiverged`. Subnormal floats are flushed to zero while it trains (the caller's setting is
+    restored). CONTRIBUTING.md ("The training loop") gives the details.
     """
     parameters = [p for group in optimizer.param_groups for p in group["params"]]
     initial_lrs = [group["lr"] for group in optimizer.param_groups]
@@ -242,26 +229,11 @@ def hidden_product(model: ResidualMLP) -> torch.Tensor:
 
 class MLPProbe:
     """Measurements on a fixed probe batch at every snapshot of an MLP run (the ``probe`` hook of
-    :func:`train_with_recording`), recorded into ``recorder``:
-
-    * ``mean_input_cos`` (group ``hidden``, layer ``l``, space ``input``, direction 1):
-      ``|cos(v1(W_l), m_l)|``, ``m_l`` the probe batch's mean of the vector ``W_l`` multiplies
-      (``norm(h_l)``; ``h_l`` in norm-free blocks), ``v1`` the leading right singular vector; NaN
-      where :func:`geocont.metrics.direction_flags` flags v1 or ``m_l`` is zero;
-    * ``mean_input_share`` (``hidden``, per layer, no space, direction 0): ``||m_l||^2 / mean
-      ||x_l||^2``, the share of the input's second moment in its mean;
-    * ``mean_input_pair_cos`` (``hidden``, per adjacent pair ``l``, space ``input``, direction 1):
-      ``|cos(m_l, m_{l+1})|``, the weight v1 continuity that layers whose v1 follows their input
-      mean would have;
-    * ``logit_change`` (group ``model``): ``||logits(t) - logits(t_prev)||_F / ||logits(t_prev)||_F``
-      on the probe batch, ``t_prev`` the previous snapshot (no row at the first);
-    * ``product_change`` (``model``, residual conditions only): the same relative change of
-      :func:`hidden_product`;
-    * ``near_linear_share`` (``hidden``, per layer, radial activations only): the share of probe
-      examples whose pre-activation z has ``tanh(||z|| / tau) >= geocont.mlp.NEAR_LINEAR``;
-    * with ``balance``: ``pair_balance_motion`` (``hidden``, per adjacent pair ``l``) and ``unit_balance_motion``
-      (``model``): how far the balances the symmetries conserve (:mod:`geocont.balance`) have moved since the
-      first snapshot, relative to their size (0 there).
+    :func:`train_with_recording`), recorded into ``recorder``: the alignment of each layer's v1 with the mean of
+    its input (``mean_input_cos``, ``mean_input_share``, ``mean_input_pair_cos``), the motion of the logits and of
+    the hidden product (``logit_change``, ``product_change``), the near-linear share of radial activations
+    (``near_linear_share``) and, with ``balance``, the motion of the conserved balances (``pair_balance_motion``,
+    ``unit_balance_motion``). CONTRIBUTING.md ("What the MLP probe records") defines each.
 
     The model runs in eval mode under ``torch.no_grad`` (then back to its mode): no running
     statistic moves, no gradient is touched, and no random state is drawn (the singular-vector

@@ -12,20 +12,7 @@ Usage (from the repository root)::
     python -m geocont.book verify --scale cpu    # retrain a sample of the store and compare
     python -m geocont.book check --scale cpu     # the chapters the store serves whole vs the claims snapshot
 
-Source notebooks in ``book/`` stay free of outputs. Executed copies live in
-``_build/executed/`` and record their parameters and the hash of the source they came
-from; the rendered site is ``_build/html/index.html``. Training results are cached
-separately (:mod:`geocont.cache`), so re-executing a chapter with unchanged parameters
-costs no training; a run the cache lacks is read from the committed results store
-(``results/<scale>``, :mod:`geocont.store`) before it is trained. ``store``, ``verify`` and
-``check`` are the store's commands (:mod:`geocont.book.results`).
-
-Each chapter publishes its claims table into ``_build/claims/book/`` when executed
-(:mod:`geocont.book.claims`); the closing chapter (``book/claims.ipynb``) is executed after all
-the others and again whenever a published table changes. While a chapter executes,
-``$GEOCONT_BOOK`` is set, so that :func:`geocont.book.figures.show_figure` emits numbered,
-cross-referencable figures. MathJax is served from the book itself (copied from
-``.mathjax/``, installed by ``make setup``), never from a CDN.
+CONTRIBUTING.md ("The book build") says what is executed when, and where executed chapters and claims live.
 """
 
 from __future__ import annotations
@@ -323,10 +310,26 @@ def render(root: Path, strict: bool = True, layout: Layout | None = None, scale:
     executes it (:func:`placeholder_notebook`), and one executed at another scale carries a note
     saying which; Sphinx warnings are then not errors (links into absent pages).
     """
-    import nbformat
-
     layout = layout or Layout(root)
-    staging = layout.source
+    _stage_sources(root, layout.source)
+    placeholders = _stage_chapters(root, layout, scale)
+    if placeholders:
+        print(f"not executed at {scale} (shown as such): " + ", ".join(map(str, placeholders)), flush=True)
+        strict = False
+    executable = Path(sys.executable).with_name("jupyter-book")
+    command = [str(executable if executable.exists() else "jupyter-book"), "build", str(layout.source),
+               "--path-output", str(layout.output)]
+    if strict:
+        command += ["-W", "-n", "--keep-going"]
+    subprocess.run(command, check=True)
+    index = layout.html / "index.html"
+    complete_redirect_page(index)
+    print(f"book: {index}")
+    return index
+
+
+def _stage_sources(root: Path, staging: Path) -> None:
+    """A fresh ``staging`` folder with the book's pages (generated parts filled in), its configuration and MathJax."""
     if staging.exists():
         shutil.rmtree(staging)
     ignore = shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints", "__pycache__")
@@ -336,7 +339,14 @@ def render(root: Path, strict: bool = True, layout: Layout | None = None, scale:
         if (root / name).exists():
             shutil.copy2(root / name, staging / name)
     stage_mathjax(root, staging / "_mathjax")
-    placeholders = []
+
+
+def _stage_chapters(root: Path, layout: Layout, scale: str | None) -> list[Path]:
+    """Every chapter into the staging folder as its page should show it (:func:`render`); the chapters that stand
+    as placeholders."""
+    import nbformat
+
+    staging, placeholders = layout.source, []
     for notebook in chapters(root):
         executed = layout.executed / notebook
         (staging / notebook).parent.mkdir(parents=True, exist_ok=True)
@@ -355,19 +365,7 @@ def render(root: Path, strict: bool = True, layout: Layout | None = None, scale:
             nbformat.write(noted, staging / notebook)
         else:
             stage_executed(executed, staging / notebook)
-    if placeholders:
-        print(f"not executed at {scale} (shown as such): " + ", ".join(map(str, placeholders)), flush=True)
-        strict = False
-    executable = Path(sys.executable).with_name("jupyter-book")
-    command = [str(executable if executable.exists() else "jupyter-book"), "build", str(staging),
-               "--path-output", str(layout.output)]
-    if strict:
-        command += ["-W", "-n", "--keep-going"]
-    subprocess.run(command, check=True)
-    index = layout.html / "index.html"
-    complete_redirect_page(index)
-    print(f"book: {index}")
-    return index
+    return placeholders
 
 
 def complete_redirect_page(index: Path) -> None:
@@ -409,47 +407,8 @@ def _positive_int(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m geocont.book", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    build = sub.add_parser("build", help="execute missing or stale chapters, then render the book")
-    build.add_argument("--scale", help="execute every chapter at this scale (smoke | cpu | paper)")
-    build.add_argument("--force", action="store_true", help="re-execute every chapter")
-    build.add_argument("--no-strict", action="store_true", help="do not turn Sphinx warnings into errors")
-    build.add_argument("--output", type=Path, default=None,
-                       help="build under OUTPUT/_build instead of the repository's _build")
-    build.add_argument("--executor", help=EXECUTOR_HELP)
-    build.add_argument("--fresh", action="store_true",
-                       help=f"ignore the results store ({STORE_ENV}={STORE_OFF}) and re-execute every chapter: every "
-                            "run your run cache lacks is trained")
-    store_command = sub.add_parser("store", help="train the runs the results store lacks into it (or: store status)")
-    store_command.add_argument("action", nargs="?", choices=("status",), help="status: what the store holds and lacks")
-    store_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
-    store_command.add_argument("--minutes", type=float, default=None,
-                       help="start no run after this many minutes (a slice; finished runs are kept)")
-    store_command.add_argument("--executor", help=EXECUTOR_HELP)
-    store_command.add_argument("--entries", action="store_true", help="status: list every entry")
-    store_command.add_argument("--chapters", nargs="+", metavar="CHAPTER", default=None,
-                               help="only the runs these chapters read (a slice by chapter)")
-    verify_command = sub.add_parser("verify", help="retrain a sample of the results store and compare it")
-    verify_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
-    verify_command.add_argument("--sample", nargs="+", default=["default"], metavar="SAMPLE",
-                        help="default (one SGD and one Adam run per MLP chapter, one transformer run), all, or keys")
-    verify_command.add_argument("--executor", help=EXECUTOR_HELP)
-    verify_command.add_argument("--chapters", nargs="+", metavar="CHAPTER", default=None,
-                                help="sample only the runs these chapters read")
-    verify_command.add_argument("--threads", type=_positive_int, default=None, metavar="N",
-                                help="retrain each run with N torch threads (other kernels, as on another machine)")
-    check_command = sub.add_parser("check", help="the chapters the store serves whole, executed from it alone, "
-                                                 "vs the claims snapshot")
-    check_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
-    check_command.add_argument("--write-snapshot", action="store_true",
-                       help="replace the committed claims snapshot with the tables the store gives")
-    run = sub.add_parser("run", help="execute one chapter with parameters, then build the book")
-    run.add_argument("notebook", type=Path)
-    run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
-    run.add_argument("--no-render", action="store_true", help="only execute the chapter")
-    run.add_argument("--executor", help=EXECUTOR_HELP)
-    args = parser.parse_args(argv)
+    """``python -m geocont.book``: parse the command line and run the command; its errors are one line."""
+    args = _parser().parse_args(argv)
     try:
         _main(args)
     except (ParameterError, StoreError, RunMissing) as error:
@@ -462,6 +421,64 @@ def main(argv: list[str] | None = None) -> None:
         with contextlib.suppress(OSError, ValueError, AttributeError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(1) from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m geocont.book", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_build_command(sub)
+    _add_store_commands(sub)
+    _add_run_command(sub)
+    return parser
+
+
+def _add_build_command(sub) -> None:
+    build = sub.add_parser("build", help="execute missing or stale chapters, then render the book")
+    build.add_argument("--scale", help="execute every chapter at this scale (smoke | cpu | paper)")
+    build.add_argument("--force", action="store_true", help="re-execute every chapter")
+    build.add_argument("--no-strict", action="store_true", help="do not turn Sphinx warnings into errors")
+    build.add_argument("--output", type=Path, default=None,
+                       help="build under OUTPUT/_build instead of the repository's _build")
+    build.add_argument("--executor", help=EXECUTOR_HELP)
+    build.add_argument("--fresh", action="store_true",
+                       help=f"ignore the results store ({STORE_ENV}={STORE_OFF}) and re-execute every chapter: every "
+                            "run your run cache lacks is trained")
+
+
+def _add_store_commands(sub) -> None:
+    """``store`` (and ``store status``), ``verify`` and ``check``: the results store's commands."""
+    store_command = sub.add_parser("store", help="train the runs the results store lacks into it (or: store status)")
+    store_command.add_argument("action", nargs="?", choices=("status",), help="status: what the store holds and lacks")
+    store_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
+    store_command.add_argument("--minutes", type=float, default=None,
+                               help="start no run after this many minutes (a slice; finished runs are kept)")
+    store_command.add_argument("--executor", help=EXECUTOR_HELP)
+    store_command.add_argument("--entries", action="store_true", help="status: list every entry")
+    store_command.add_argument("--chapters", nargs="+", metavar="CHAPTER", default=None,
+                               help="only the runs these chapters read (a slice by chapter)")
+    verify_command = sub.add_parser("verify", help="retrain a sample of the results store and compare it")
+    verify_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
+    verify_command.add_argument("--sample", nargs="+", default=["default"], metavar="SAMPLE",
+                                help="default (one SGD and one Adam run per MLP chapter, one transformer run), all, "
+                                     "or keys")
+    verify_command.add_argument("--executor", help=EXECUTOR_HELP)
+    verify_command.add_argument("--chapters", nargs="+", metavar="CHAPTER", default=None,
+                                help="sample only the runs these chapters read")
+    verify_command.add_argument("--threads", type=_positive_int, default=None, metavar="N",
+                                help="retrain each run with N torch threads (other kernels, as on another machine)")
+    check_command = sub.add_parser("check", help="the chapters the store serves whole, executed from it alone, "
+                                                 "vs the claims snapshot")
+    check_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
+    check_command.add_argument("--write-snapshot", action="store_true",
+                               help="replace the committed claims snapshot with the tables the store gives")
+
+
+def _add_run_command(sub) -> None:
+    run = sub.add_parser("run", help="execute one chapter with parameters, then build the book")
+    run.add_argument("notebook", type=Path)
+    run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    run.add_argument("--no-render", action="store_true", help="only execute the chapter")
+    run.add_argument("--executor", help=EXECUTOR_HELP)
 
 
 #: The exit status of a command stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
@@ -494,6 +511,23 @@ def _main(args: argparse.Namespace) -> None:
         root = repository_root()
     except FileNotFoundError as error:
         raise SystemExit(str(error)) from None
+    _check_arguments(args)
+    _check_where_it_works(args)
+    if args.command in STORE_COMMANDS:
+        raise SystemExit(_store_command(args))
+    if args.command == "build":
+        _build(args, root)
+    else:
+        _run_chapter(args, root)
+
+
+#: The commands of the results store (:mod:`geocont.book.results`).
+STORE_COMMANDS = ("store", "verify", "check")
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Before any work: ``GEOCONT_STORE_ONLY``, the executor (which the chapters' kernels inherit), the scale, the
+    minutes and the chapters named; a bad one is a :class:`geocont.scales.ParameterError`."""
     store.strict()  # a GEOCONT_STORE_ONLY that is neither true nor false: one line
     if getattr(args, "executor", None):  # the chapters' kernels inherit it; checked before any work
         try:
@@ -501,7 +535,7 @@ def _main(args: argparse.Namespace) -> None:
         except ValueError as error:
             raise ParameterError(str(error)) from None
         os.environ[EXECUTOR_ENV] = args.executor
-    if args.command in ("store", "verify", "check"):
+    if args.command in STORE_COMMANDS:
         check_scale(args.scale)
         if getattr(args, "minutes", None) is not None and not args.minutes > 0:
             raise ParameterError(f"--minutes must be a positive number, got {args.minutes:g}")
@@ -514,39 +548,44 @@ def _main(args: argparse.Namespace) -> None:
                 raise ParameterError(str(error)) from None
     elif args.command == "build" and args.scale:
         check_scale(args.scale)
-    _check_where_it_works(args)
-    if args.command in ("store", "verify", "check"):
-        if not (args.command == "store" and args.action == "status"):  # status names it on its first line
-            print(store_line(args), flush=True)
-        if args.command == "store":
-            code = (results.print_status(args.scale, args.executor, chapters=args.chapters, list_entries=args.entries)
-                    if args.action == "status" else results.fill(args.scale, args.minutes, args.executor,
-                                                                  chapters=args.chapters, execute_chapter=execute))
-        elif args.command == "verify":
-            code = results.verify(args.scale, args.sample, args.executor, chapters=args.chapters,
-                                  threads=args.threads)
-        else:
-            code = check(args.scale, args.write_snapshot)
-        raise SystemExit(code)
-    if args.command == "build":
-        if args.fresh:
-            os.environ[STORE_ENV] = STORE_OFF  # the chapters' kernels inherit it
+
+
+def _store_command(args: argparse.Namespace) -> int:
+    """Run ``store``, ``store status``, ``verify`` or ``check``; the exit status."""
+    if not (args.command == "store" and args.action == "status"):  # status names it on its first line
         print(store_line(args), flush=True)
-        layout = Layout((args.output or root).resolve())
-        execute_stale(root, args.scale, args.force or args.fresh, layout)
-        render(root, strict=not args.no_strict, layout=layout)
-    else:
-        notebook = resolve_notebook(root, args.notebook)
-        if notebook not in chapters(root):
-            valid = ", ".join(str(c) for c in chapters(root))
-            raise SystemExit(f"unknown chapter {notebook}; valid choices: {valid}")
-        parameters = _parse_parameters(args.parameter)
-        parameters.setdefault("scale", DEFAULT_SCALE)
-        check_parameters(root, notebook, parameters)
-        print(store_line(args), flush=True)
-        execute(root, notebook, parameters)
-        if not args.no_render:
-            render_after_run(root, parameters["scale"])
+    if args.command == "store" and args.action == "status":
+        return results.print_status(args.scale, args.executor, chapters=args.chapters, list_entries=args.entries)
+    if args.command == "store":
+        return results.fill(args.scale, args.minutes, args.executor, chapters=args.chapters, execute_chapter=execute)
+    if args.command == "verify":
+        return results.verify(args.scale, args.sample, args.executor, chapters=args.chapters, threads=args.threads)
+    return check(args.scale, args.write_snapshot)
+
+
+def _build(args: argparse.Namespace, root: Path) -> None:
+    """``build``: execute the missing and stale chapters, then render the book."""
+    if args.fresh:
+        os.environ[STORE_ENV] = STORE_OFF  # the chapters' kernels inherit it
+    print(store_line(args), flush=True)
+    layout = Layout((args.output or root).resolve())
+    execute_stale(root, args.scale, force=args.force or args.fresh, layout=layout)
+    render(root, strict=not args.no_strict, layout=layout)
+
+
+def _run_chapter(args: argparse.Namespace, root: Path) -> None:
+    """``run``: execute one chapter with its parameters, then (unless ``--no-render``) render the book."""
+    notebook = resolve_notebook(root, args.notebook)
+    if notebook not in chapters(root):
+        valid = ", ".join(str(c) for c in chapters(root))
+        raise SystemExit(f"unknown chapter {notebook}; valid choices: {valid}")
+    parameters = _parse_parameters(args.parameter)
+    parameters.setdefault("scale", DEFAULT_SCALE)
+    check_parameters(root, notebook, parameters)
+    print(store_line(args), flush=True)
+    execute(root, notebook, parameters)
+    if not args.no_render:
+        render_after_run(root, parameters["scale"])
 
 
 def _check_where_it_works(args: argparse.Namespace) -> None:
@@ -584,12 +623,10 @@ def check(scale: str, write_snapshot: bool = False, out=sys.stdout) -> int:
     ``_build/check-<scale>`` every chapter it can serve whole (where the store is complete, the whole book, then
     rendered) and compare those chapters' published claims tables with the store's snapshot
     (:func:`geocont.book.results.compare_claims`: verdicts, seeds and keys exactly, numbers within
-    :data:`geocont.book.results.CLAIM_TOLERANCE`)
-    (``write_snapshot``: replace their snapshot with them instead). Where no chapter can be served, one line
-    saying so and 0 (1 where entries are corrupt); 1 on any difference."""
+    :data:`geocont.book.results.CLAIM_TOLERANCE`; ``write_snapshot``: replace their snapshot with them instead).
+    Where no chapter can be served, one line saying so and 0 (1 where entries are corrupt); 1 on any difference."""
     from ..chapters import CHAPTER_MODULES
 
-    root_repo = repository_root()
     status = results.book_status(scale)
     if status.store.corrupt:
         print(f"error: the {scale} results store {status.store.root} has {len(status.store.corrupt)} corrupt "
@@ -609,27 +646,49 @@ def check(scale: str, write_snapshot: bool = False, out=sys.stdout) -> int:
               f"lacks them: write it with `python -m geocont.book check --scale {scale} --write-snapshot` and "
               "commit it", file=out)
         return 1
-    layout = Layout(root_repo / "_build" / f"check-{scale}")
-    by_chapter = {notebook.stem: notebook for notebook in chapters(root_repo)}
-    with tempfile.TemporaryDirectory(prefix="geocont-check-") as scratch, store.environment(
-            GEOCONT_CACHE_DIR=scratch, **{store.STORE_ENV: str(status.store.root), store.STORE_ONLY_ENV: "1"}):
-        if whole:
-            execute_stale(root_repo, scale, force=True, layout=layout)
-            render(root_repo, layout=layout)
-        else:
-            for name in ready:
-                check_parameters(root_repo, by_chapter[name], {"scale": scale})
-                execute(root_repo, by_chapter[name], {"scale": scale}, layout)
-    checked = None if whole else ready
+    layout = _execute_from_store(status, scale, ready=None if whole else ready)
     what = "every chapter" if whole else f"{len(ready)} of {len(CHAPTER_MODULES)} chapters ({', '.join(ready)})"
     if write_snapshot:
-        if whole and snapshot.exists():
-            shutil.rmtree(snapshot)
-        snapshot.mkdir(parents=True, exist_ok=True)
-        for name in ready if not whole else [p.stem for p in layout.claims.glob("*.json")]:
-            shutil.copy2(layout.claims / f"{name}.json", snapshot / f"{name}.json")
+        _write_snapshot(snapshot, layout, ready=None if whole else ready)
         print(f"wrote the claims snapshot {snapshot} of {what}: commit it", file=out)
         return 0
+    return _compare_with_snapshot(scale, snapshot, layout, checked=None if whole else ready, what=what,
+                                  waiting=waiting, out=out)
+
+
+def _execute_from_store(status, scale: str, ready: list[str] | None) -> Layout:
+    """Execute, strictly from the store (an empty run cache), the chapters ``ready`` (None: the whole book, then
+    rendered) into ``_build/check-<scale>``; that layout."""
+    root = repository_root()
+    layout = Layout(root / "_build" / f"check-{scale}")
+    by_chapter = {notebook.stem: notebook for notebook in chapters(root)}
+    with tempfile.TemporaryDirectory(prefix="geocont-check-") as scratch, store.environment(
+            GEOCONT_CACHE_DIR=scratch, **{store.STORE_ENV: str(status.store.root), store.STORE_ONLY_ENV: "1"}):
+        if ready is None:
+            execute_stale(root, scale, force=True, layout=layout)
+            render(root, layout=layout)
+        else:
+            for name in ready:
+                check_parameters(root, by_chapter[name], {"scale": scale})
+                execute(root, by_chapter[name], {"scale": scale}, layout=layout)
+    return layout
+
+
+def _write_snapshot(snapshot: Path, layout: Layout, ready: list[str] | None) -> None:
+    """Copy the published claims tables of ``ready`` (None: every chapter's, the old snapshot removed first) into
+    ``snapshot``."""
+    if ready is None and snapshot.exists():
+        shutil.rmtree(snapshot)
+    snapshot.mkdir(parents=True, exist_ok=True)
+    for name in ready if ready is not None else [p.stem for p in layout.claims.glob("*.json")]:
+        shutil.copy2(layout.claims / f"{name}.json", snapshot / f"{name}.json")
+
+
+def _compare_with_snapshot(scale: str, snapshot: Path, layout: Layout, *, checked: list[str] | None, what: str,
+                           waiting: str, out) -> int:
+    """Compare the claims tables published under ``layout`` (of the chapters ``checked``; None: every chapter)
+    with ``snapshot`` and say so (``what`` was checked, which chapters are ``waiting``): 0 when they agree, else
+    every difference and 1."""
     lines = results.compare_claims(layout.claims, snapshot, checked)
     if lines:
         print(f"the {scale} claims moved from the committed snapshot {snapshot} beyond its tolerance "

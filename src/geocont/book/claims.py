@@ -1,26 +1,10 @@
 """Publish each chapter's claims table; collect them all for the book's closing chapter.
 
-A chapter ends with::
-
-    from geocont.book.claims import publish
-    publish(claims, chapter="<name>", scale=scale, overrides=overrides)
-
-which writes ``<claims directory>/<chapter>.json`` (the rows, in :data:`geocont.tables.CLAIM_COLUMNS`
-format, with the scale and parameter overrides that produced them). Every row names the dataset its
-claim was judged on (``dataset``) and whether it is the claim's verdict of record (``primary``: on the
-chapter's headline dataset); the closing chapter shows and counts one verdict per claim, its primary
-row, with the claim's rows on other datasets beside it. A table published before these two columns
-existed still loads: its datasets are unknown ("") and every row counts as primary. The closing chapter calls
-:func:`collect`, which reads every chapter's table in table-of-contents order and raises
-:class:`MissingClaims`, naming the chapters and the commands that produce them, if one is missing.
-
-Where the tables live:
-
-* under ``python -m geocont.book`` (``build`` / ``run``): ``<build>/claims/book/``, set through
-  ``$GEOCONT_CLAIMS_DIR``; each chapter's file is the one of its executed copy, i.e. what the
-  book shows;
-* anywhere else (nbval, plain papermill, Jupyter): ``<repository>/_build/claims/<scale>/``, so
-  a ``smoke`` test run never replaces what the book shows.
+A chapter ends with ``publish(claims, chapter="<name>", scale=scale, overrides=overrides)``, which writes
+``<claims directory>/<chapter>.json`` (the rows in :data:`geocont.tables.CLAIM_COLUMNS` format, with the scale
+and parameter overrides that produced them). The closing chapter calls :func:`collect`, which reads every
+chapter's table in table-of-contents order and raises :class:`MissingClaims` where one is missing.
+CONTRIBUTING.md ("Claims tables") says which row is a claim's verdict of record and where the tables live.
 """
 
 from __future__ import annotations

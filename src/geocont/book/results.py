@@ -1,24 +1,14 @@
 """The commands of the results store (:mod:`geocont.store`) for the book's run set (:mod:`geocont.book.runs`).
 
-* ``python -m geocont.book store --scale cpu [--minutes N] [--executor ...]`` (:func:`fill`): trains the
-  runs the store lacks, longest first, writing each into the store as it lands; with ``--minutes`` no run
-  starts after N minutes (a slice); then says what is still missing and its predicted time. Runs the
-  user's run cache already holds, trained by this code with their provenance recorded, are copied in
-  without training. It trains into ``<store>/.staging-cache/<code hash>`` (not committed), so that an
-  interrupted slice loses no finished run: the next one copies it in.
-  Once every run a chapter of :data:`geocont.book.runs.ANALYSES_READ_BY` reads is stored, the chapter is
-  executed once to capture the analyses it computes (:func:`capture_analyses`); ``<store>/analyses/<chapter>.json``
-  lists them.
-* ``python -m geocont.book store status --scale cpu [--entries]`` (:func:`print_status`): entries, missing
-  runs, pending ones, analyses to capture, revisions and provenance.
-* ``python -m geocont.book verify --scale cpu [--sample default|all|KEY...]`` (:func:`verify`): retrains a
-  sample into a temporary cache and prints, per run, the largest difference from the store in every
-  claim-bearing metric.
+* ``python -m geocont.book store --scale cpu [--minutes N] [--executor ...]`` (:func:`fill`): train the runs
+  the store lacks into it, and capture the analyses the chapters compute;
+* ``python -m geocont.book store status --scale cpu [--entries]`` (:func:`print_status`);
+* ``python -m geocont.book verify --scale cpu [--sample default|all|KEY...]`` (:func:`verify`): retrain a
+  sample and compare it with the store;
 * ``python -m geocont.book check --scale cpu [--write-snapshot]`` (:func:`geocont.book.build.check`, which
-  executes and renders; :func:`compare_claims` here): executes strictly from the store every chapter it serves
-  whole (:meth:`BookStatus.chapter_complete`; the whole book, rendered, once it is complete) and compares
-  those chapters' published claims tables with the committed snapshot (``<store>/claims-snapshot/``): verdicts,
-  seeds and keys exactly, numbers within :data:`CLAIM_TOLERANCE`.
+  executes and renders; :func:`compare_claims` here).
+
+CONTRIBUTING.md ("The results store's commands") says what each does.
 """
 
 from __future__ import annotations
@@ -234,7 +224,19 @@ def print_status(scale: str, executor: str | None = None, out=sys.stdout, chapte
     except store.StoreError as error:
         print(f"error: {error}", file=out)
         return 1
-    st = status.store
+    _print_holdings(status.store, out)
+    if list_entries:
+        _print_entries(status.store, out)
+    _print_corrupt(status.store, scale, out)
+    _print_what_the_book_lacks(status, out)
+    print(("complete: every run of the book is stored" if status.complete else
+           f"incomplete: {missing_summary(status, _workers(executor))}: `python -m geocont.book store --scale {scale}`"),
+          file=out)
+    return 1 if status.store.corrupt or status.store.mixed else 0
+
+
+def _print_holdings(st: store.StoreStatus, out) -> None:
+    """The store's size, its entries per revision, where they were trained, and their training time."""
     mine = store.revision()
     print(f"results store {st.root}: {len(st.entries)} entries, {_size(st.bytes)}", file=out)
     for revision, names in st.revisions.items():
@@ -251,16 +253,27 @@ def print_status(scale: str, executor: str | None = None, out=sys.stdout, chapte
     known = [w for w in walls if isinstance(w, (int, float))]
     if known:
         print(f"  training time of the stored runs: {_minutes(sum(known))} on one worker", file=out)
-    if list_entries:
-        for name, entry in st.entries.items():
-            where = entry.get("provenance", {})
-            print(f"  entry: {name}  {entry.get('label', '')}  [{', '.join(entry.get('chapters', []))}]  "
-                  f"{_size(sum(entry.get('sizes', {}).values()))}, {entry.get('values')}, trained in "
-                  f"{where.get('wall_seconds')} s on {where.get('cpu_capability')} ({where.get('host')}, "
-                  f"{where.get('finished')})", file=out)
+
+
+def _print_entries(st: store.StoreStatus, out) -> None:
+    """One line per entry: its name, label, chapters, size, value precision and where and how long it trained."""
+    for name, entry in st.entries.items():
+        where = entry.get("provenance", {})
+        print(f"  entry: {name}  {entry.get('label', '')}  [{', '.join(entry.get('chapters', []))}]  "
+              f"{_size(sum(entry.get('sizes', {}).values()))}, {entry.get('values')}, trained in "
+              f"{where.get('wall_seconds')} s on {where.get('cpu_capability')} ({where.get('host')}, "
+              f"{where.get('finished')})", file=out)
+
+
+def _print_corrupt(st: store.StoreStatus, scale: str, out) -> None:
     for name, why in st.corrupt.items():
         print(f"  corrupt: {name}: {why}; `python -m geocont.book store --scale {scale}` retrains it where the book "
               f"reads it (else remove it: `rm -r {st.root / name}`)", file=out)
+
+
+def _print_what_the_book_lacks(status: BookStatus, out) -> None:
+    """The entries outside the book's run set, the missing runs (the 30 longest), the pending ones, and the
+    analyses captured or still to capture."""
     outside = status.outside_book
     if outside:
         print(f"  {len(outside)} entries are not in the book's run set (left from an earlier design): "
@@ -280,10 +293,6 @@ def print_status(scale: str, executor: str | None = None, out=sys.stdout, chapte
         else:
             print(f"  analyses of {chapter}: to capture by executing it once"
                   + ("" if status.ready_to_capture(chapter) else ", after the runs it reads are stored"), file=out)
-    workers = _workers(executor)
-    print(("complete: every run of the book is stored" if status.complete else
-           f"incomplete: {missing_summary(status, workers)}: `python -m geocont.book store --scale {scale}`"), file=out)
-    return 1 if st.corrupt or st.mixed else 0
 
 
 # --------------------------------------------------------------------------- fill
@@ -336,10 +345,25 @@ def _write(root: Path, run: BookRun) -> store.Written:
 
 def fill(scale: str, minutes: float | None = None, executor: str | None = None, out=sys.stdout,
          chapters: Sequence[str] | None = None, execute_chapter: ExecuteChapter | None = None) -> int:
-    """``store``: train the runs of the book at ``scale`` that its store lacks into the store (see the module
-    docstring), then capture the analyses of each chapter whose runs are all stored by executing it with
-    ``execute_chapter`` (the book build's ``execute``; None: no analysis is captured); 0 when nothing failed."""
+    """``store``: train the runs of the book at ``scale`` that its store lacks into the store, longest first,
+    copying in the runs a run cache already holds (:class:`_Filling`; ``minutes``: none starts after that), then
+    capture the analyses of each chapter whose runs are all stored by executing it with ``execute_chapter`` (the
+    book build's ``execute``; None: no analysis is captured); 0 when nothing failed. CONTRIBUTING.md ("The results
+    store") describes the staging cache."""
     root = store.store_root(scale)
+    _refuse_another_numerics_revision(root)
+    filling = _Filling(root, minutes=minutes, out=out)
+    filling.store_missing_runs(scale, chapters=chapters, executor=executor)
+    if not filling.failures:
+        filling.failures += capture_ready_analyses(root, scale, chapters=chapters, execute_chapter=execute_chapter,
+                                                   deadline=filling.deadline, out=out)
+    _print_fill_summary(root, scale, chapters=chapters, executor=executor, added=filling.stored, out=out)
+    return 1 if filling.failures else 0
+
+
+def _refuse_another_numerics_revision(root: Path) -> None:
+    """A one-line :class:`geocont.store.StoreError` where the store at ``root`` mixes numerics revisions or holds
+    another revision than this code's: runs trained now would mix them."""
     store.check_revisions(root)
     existing = store.status(root, verify_files=False)
     if not existing.current_numerics:
@@ -347,78 +371,115 @@ def fill(scale: str, minutes: float | None = None, executor: str | None = None, 
         raise store.StoreError(f"the store {root} holds runs of numerics revision {held}, but this code is "
                                f"revision {store.NUMERICS_REVISION}: runs trained now would mix revisions; restore "
                                "that code, or move the store aside and retrain it")
-    deadline = time.time() + 60 * minutes if minutes else None
-    staging = staging_cache(root)
-    user_cache = str(cache.cache_root())
-    failures: list[str] = []
-    stored_now = 0
-    timing = book_status(scale, verify_files=False, chapters=chapters)
 
-    def put(run: BookRun, source: str) -> bool:
-        nonlocal stored_now
+
+class _Filling:
+    """One ``store`` command's filling of the store at ``root``: runs are trained into the staging cache
+    (:func:`staging_cache`) and copied into the store as they land, and none starts after ``minutes`` (its
+    ``deadline``); ``stored`` counts them, ``failures`` says what could not be trained or stored."""
+
+    def __init__(self, root: Path, *, minutes: float | None, out):
+        self.root, self.minutes, self.out = root, minutes, out
+        self.deadline = time.time() + 60 * minutes if minutes else None
+        self.staging = staging_cache(root)
+        self.user_cache = str(cache.cache_root())
+        self.failures: list[str] = []
+        self.stored = 0
+
+    def store_missing_runs(self, scale: str, *, chapters: Sequence[str] | None, executor: str | None) -> None:
+        """Copy in what a run cache holds, train the rest (until the deadline), and repeat while runs land (a
+        pending run becomes known once the runs it is chosen from are stored)."""
+        timing = book_status(scale, verify_files=False, chapters=chapters)
+        while True:
+            before = self.stored
+            missing = self._copy_cached_runs(scale, chapters)
+            if missing and (self.deadline is None or time.time() < self.deadline):
+                self._train(missing, timing=timing, executor=executor)
+            if self.stored == before:  # nothing new: done, out of time, or every remaining run failed
+                return
+
+    def _in_staging(self):
+        """The environment in which runs are looked up and trained: the staging cache over this store."""
+        return store.environment(GEOCONT_CACHE_DIR=str(self.staging), **{store.STORE_ENV: str(self.root)})
+
+    def _copy_cached_runs(self, scale: str, chapters: Sequence[str] | None) -> list[BookRun]:
+        """Copy into the store every missing (or corrupt) run that the staging cache, then the user's run cache,
+        holds trained by this code (:func:`_adoptable`); the runs still missing."""
+        with self._in_staging():
+            run_set = book_run_set(scale, chapters)
+            corrupt = store.status(self.root).corrupt
+            for run in run_set.runs:
+                if run.name in corrupt:
+                    print(f"replacing the corrupt entry {run.name} ({run.label}: {corrupt[run.name]})", file=self.out,
+                          flush=True)
+            missing = [run for run in run_set.runs if run.name in corrupt or not (
+                store.entry_folder(self.root, run.kind, run.job.key_config()) / store.ENTRY).exists()]
+            missing = [run for run in missing if not (_adoptable(run) and self.put(run, "the staging cache"))]
+        with store.environment(GEOCONT_CACHE_DIR=self.user_cache):
+            return [run for run in missing if not (_adoptable(run) and self.put(run, "your run cache"))]
+
+    def _train(self, missing: list[BookRun], *, timing: BookStatus, executor: str | None) -> None:
+        """Train ``missing`` into the staging cache, each run copied into the store as it lands."""
+        by_name = {run.name: run for run in missing}
+        with self._in_staging():
+            check_run_configs([run.job.argument for run in missing], executor)  # data, corpus, cache: one line
+        predicted = predicted_wall_seconds([timing.seconds(run) for run in missing], _workers(executor))
+        print(f"training {len(missing)} runs into {self.root} (predicted {_minutes(predicted)})"
+              + (f"; none starts after {self.minutes:g} min" if self.minutes else ""), file=self.out, flush=True)
+        with self._in_staging():
+            try:
+                run_jobs([run.job for run in missing], executor, deadline=self.deadline,
+                         on_result=lambda job, _: self.put(by_name[store.entry_name(job.kind, job.key_config())],
+                                                           "this slice"))
+            except SweepFailed as error:
+                self.failures.append(str(error))
+                print(error, file=self.out, flush=True)
+
+    def put(self, run: BookRun, source: str) -> bool:
+        """Copy ``run`` from the current run cache into the store; whether it was stored (a failure is recorded)."""
         try:
-            written = _write(root, run)
+            written = _write(self.root, run)
         except (store.StoreError, OSError) as error:
-            failures.append(f"{run.name} ({run.label}): {error}")
-            print(f"could not store {run.name} ({run.label}): {error}", file=out, flush=True)
+            self.failures.append(f"{run.name} ({run.label}): {error}")
+            print(f"could not store {run.name} ({run.label}): {error}", file=self.out, flush=True)
             return False
-        stored_now += 1
-        print(f"stored {run.name} ({run.label}, from {source}): {_size(sum(written.sizes.values()))}", file=out,
+        self.stored += 1
+        print(f"stored {run.name} ({run.label}, from {source}): {_size(sum(written.sizes.values()))}", file=self.out,
               flush=True)
         return True
 
-    while True:
-        before = stored_now
-        with store.environment(GEOCONT_CACHE_DIR=str(staging), **{store.STORE_ENV: str(root)}):
-            run_set = book_run_set(scale, chapters)
-            corrupt = store.status(root).corrupt
-            for run in run_set.runs:
-                if run.name in corrupt:
-                    print(f"replacing the corrupt entry {run.name} ({run.label}: {corrupt[run.name]})", file=out,
-                          flush=True)
-            missing = [run for run in run_set.runs if run.name in corrupt or not (
-                store.entry_folder(root, run.kind, run.job.key_config()) / store.ENTRY).exists()]
-            missing = [run for run in missing if not (_adoptable(run) and put(run, "the staging cache"))]
-        with store.environment(GEOCONT_CACHE_DIR=user_cache):
-            missing = [run for run in missing if not (_adoptable(run) and put(run, "your run cache"))]
-        if missing and (deadline is None or time.time() < deadline):
-            by_name = {run.name: run for run in missing}
-            with store.environment(GEOCONT_CACHE_DIR=str(staging), **{store.STORE_ENV: str(root)}):
-                check_run_configs([run.job.argument for run in missing], executor)  # data, corpus, cache: one line
-            predicted = predicted_wall_seconds([timing.seconds(run) for run in missing], _workers(executor))
-            print(f"training {len(missing)} runs into {root} (predicted {_minutes(predicted)})"
-                  + (f"; none starts after {minutes:g} min" if minutes else ""), file=out, flush=True)
-            with store.environment(GEOCONT_CACHE_DIR=str(staging), **{store.STORE_ENV: str(root)}):
-                try:
-                    run_jobs([run.job for run in missing], executor, deadline=deadline,
-                             on_result=lambda job, _: put(by_name[store.entry_name(job.kind, job.key_config())],
-                                                          "this slice"))
-                except SweepFailed as error:
-                    failures.append(str(error))
-                    print(error, file=out, flush=True)
-        if stored_now == before:  # nothing new: done, out of time, or every remaining run failed
-            break
-    if not failures:
-        status = book_status(scale, verify_files=False, chapters=chapters)
-        for chapter in status.analyses_to_capture:
-            if (execute_chapter is not None and status.ready_to_capture(chapter)
-                    and (deadline is None or time.time() < deadline)):
-                try:
-                    capture_analyses(root, scale, chapter, execute_chapter, out)
-                except (store.StoreError, OSError, RuntimeError) as error:  # papermill's failures are RuntimeErrors
-                    failures.append(f"the analyses of {chapter}: {error}")
-                    print(f"could not capture the analyses of {chapter}: {str(error).splitlines()[0]}", file=out,
-                          flush=True)
+
+def capture_ready_analyses(root: Path, scale: str, *, chapters: Sequence[str] | None,
+                           execute_chapter: ExecuteChapter | None, deadline: float | None, out=sys.stdout) -> list[str]:
+    """Capture the analyses of every chapter whose runs are all stored but whose analyses are not
+    (:func:`capture_analyses`), none after ``deadline``, none without ``execute_chapter``; what failed, one line
+    each."""
+    failures = []
+    status = book_status(scale, verify_files=False, chapters=chapters)
+    for chapter in status.analyses_to_capture:
+        if (execute_chapter is not None and status.ready_to_capture(chapter)
+                and (deadline is None or time.time() < deadline)):
+            try:
+                capture_analyses(root, scale, chapter=chapter, execute_chapter=execute_chapter, out=out)
+            except (store.StoreError, OSError, RuntimeError) as error:  # papermill's failures are RuntimeErrors
+                failures.append(f"the analyses of {chapter}: {error}")
+                print(f"could not capture the analyses of {chapter}: {str(error).splitlines()[0]}", file=out,
+                      flush=True)
+    return failures
+
+
+def _print_fill_summary(root: Path, scale: str, *, chapters: Sequence[str] | None, executor: str | None, added: int,
+                        out) -> None:
+    """How many of the book's runs the store now holds, how many were ``added``, and what is still to do."""
     status = book_status(scale, verify_files=False, chapters=chapters)
     wanted = len(status.run_set.runs)
     print(f"results store {root}: {wanted - len(status.missing)} of {wanted} runs stored"
           + (f" (of the chapters {', '.join(chapters)})" if chapters else "")
-          + f"; {len(status.store.entries)} entries in all ({_size(status.store.bytes)}); {stored_now} added now",
+          + f"; {len(status.store.entries)} entries in all ({_size(status.store.bytes)}); {added} added now",
           file=out)
     if not status.complete:
         print(f"still to do: {missing_summary(status, _workers(executor))}; continue with "
               f"`python -m geocont.book store --scale {scale} [--minutes N]` (`store status` lists the runs)", file=out)
-    return 1 if failures else 0
 
 
 def capture_analyses(root: Path, scale: str, chapter: str, execute_chapter: ExecuteChapter,
@@ -590,16 +651,12 @@ def verify(scale: str, sample: Sequence[str] = ("default",), executor: str | Non
            chapters: Sequence[str] | None = None, threads: int | None = None) -> int:
     """``verify``: retrain ``sample`` (:func:`choose_sample`) with no store and an empty cache (``threads``:
     with that many torch threads per run, as another machine's kernels would), and print per run the largest
-    difference from its store entry in every claim-bearing metric (:data:`CLAIM_METRICS`). A run retrained
-    on the torch, CPU flags and threads it was stored from must train bit-identically (:data:`TRAINING_METRICS`);
-    where its measurements differ, and anywhere else, it must look like another seed of its condition
-    (:data:`VERIFY_FALSE_ALARM`, :func:`another_seed_test`), and is not judged where fewer than two seeds are
-    stored. 0 when no judged run fails."""
+    difference from its store entry in every claim-bearing metric (:data:`CLAIM_METRICS`) and its verdict
+    (:func:`judge_retrained`). 0 when no judged run fails."""
     status = book_status(scale, verify_files=False, chapters=chapters)
-    root = status.store.root
     chosen = choose_sample(status.run_set, status.store.entries, sample)
     if not chosen:
-        print(f"nothing to verify: the store {root} holds none of the sampled runs", file=out)
+        print(f"nothing to verify: the store {status.store.root} holds none of the sampled runs", file=out)
         return 0
     if threads is not None and executor is None:  # one thread per core
         executor = f"local:{max(1, (os.cpu_count() or 1) // threads)}"
@@ -608,60 +665,84 @@ def verify(scale: str, sample: Sequence[str] = ("default",), executor: str | Non
     print(f"verifying {len(chosen)} stored runs by retraining them"
           + (f" with {threads} threads each" if threads else "") + f" (predicted {_minutes(seconds)})",
           file=out, flush=True)
+    fresh_tables, manifests = _retrain(chosen, executor, threads)
+    failed = 0
+    for run, fresh, manifest in zip(chosen, fresh_tables, manifests):
+        failed += not _verify_run(status, run, fresh=fresh, manifest=manifest, out=out)
+    return 1 if failed else 0
+
+
+def _retrain(chosen: Sequence[BookRun], executor: str | None,
+             threads: int | None) -> tuple[list[pd.DataFrame], list[dict[str, Any] | None]]:
+    """The tables of ``chosen`` trained afresh (no store, an empty temporary cache, ``threads`` per run where
+    given), and the manifest each run's cache entry recorded (where and how it was trained)."""
     with tempfile.TemporaryDirectory(prefix="geocont-verify-") as scratch, store.environment(
             GEOCONT_CACHE_DIR=scratch, GEOCONT_RUN_THREADS=str(threads) if threads else os.environ.get("GEOCONT_RUN_THREADS"),
             **{store.STORE_ENV: store.STORE_OFF, store.STORE_ONLY_ENV: None}):
         fresh_tables = run_jobs([run.job for run in chosen], executor)
-        here = [cache.manifest(run.kind, run.job.key_config()) for run in chosen]  # keys with these threads
-    failed = 0
-    for run, fresh, manifest in zip(chosen, fresh_tables, here):
-        folder = store.entry_folder(root, run.kind, run.job.key_config())
-        entry = store.read_entry(folder) or {}
-        stored = store.read_table(folder, entry)
-        if stored is None:
-            print(f"{run.name} ({run.label}): the store entry cannot be read", file=out)
-            failed += 1
-            continue
-        table = differences(stored, fresh, float32=entry.get("values") == "float32")
-        mine = (manifest or {}).get("run", {})
-        identical = unchanged(table)
-        training_identical = unchanged(table[table["metric"].isin(TRAINING_METRICS)])
-        siblings = seed_siblings(status.run_set, run, status.store.entries)
-        test = another_seed_test(seed_finals(root, siblings), fresh)
-        by_metric = test["z"].groupby(level="metric").max() if len(test) else pd.Series(dtype=float)
-        same_platform = store.same_platform(entry.get("provenance", {}), mine)
-        if identical:
-            verdict, ok = "bit-identical" if same_platform else "identical (on other kernels)", True
-        elif same_platform and not training_identical:
-            verdict, ok = ("DIFFERS (a run retrained on the torch, CPU flags and threads it was stored from must "
-                           "train bit-identically)", False)
-        else:
-            prefix = ("training bit-identical, measurements not (the exact SVD's LAPACK kernels follow the CPU model, "
-                      "which the flags do not pin); " if same_platform else "")
-            if not len(test):
-                verdict, ok = prefix + f"not judged: {len(siblings)} seed of its condition stored, none to judge it by", True
-            else:
-                ok = bool((test["z"] <= test["limit"]).all())
-                worst = test.loc[(test["z"] / test["limit"]).idxmax()]
-                verdict = prefix + (f"{'like' if ok else 'NOT LIKE'} another seed of its {len(siblings)} stored: final "
-                                   f"claim means at most {worst['z']:.2g} prediction sd from theirs (limit "
-                                   f"{worst['limit']:.2g}, {len(test)} quantities, false alarm {VERIFY_FALSE_ALARM:g})")
-        failed += not ok
-        where = entry.get("provenance", {})
-        print(f"{run.name} ({run.label}; {run.optimizer}; stored on {where.get('cpu_capability')}/torch "
-              f"{where.get('torch')}/{where.get('threads')} thread(s), retrained on {mine.get('cpu_capability')}/"
-              f"torch {mine.get('torch')}/{mine.get('threads')} thread(s)): {verdict}", file=out)
-        claim = table[table["metric"].isin(CLAIM_METRICS)]
-        for row in claim.itertuples():
-            extra = "".join([f", {row.flag_mismatches} NaN/inf flags differ" if row.flag_mismatches else "",
-                             f", {row.unmatched} values in one table only" if row.unmatched else ""])
-            units = by_metric.get(row.metric, np.nan)
-            seeds = f"; final mean {units:.2g} prediction sd from the seeds'" if not np.isnan(units) else ""
-            print(f"    {row.metric:22s} max |diff| {row.max_abs_diff:.3g}{seeds}{extra}", file=out)
-        others = table[~table["metric"].isin(CLAIM_METRICS)]
-        if len(others):
-            print(f"    {'(other metrics)':22s} max |diff| {others['max_abs_diff'].max():.3g}", file=out)
-    return 1 if failed else 0
+        manifests = [cache.manifest(run.kind, run.job.key_config()) for run in chosen]  # keys with these threads
+    return fresh_tables, manifests
+
+
+def _verify_run(status: BookStatus, run: BookRun, *, fresh: pd.DataFrame, manifest: dict[str, Any] | None,
+                out) -> bool:
+    """Print how the retrained ``run`` compares with its store entry; whether it passes."""
+    root = status.store.root
+    folder = store.entry_folder(root, run.kind, run.job.key_config())
+    entry = store.read_entry(folder) or {}
+    stored = store.read_table(folder, entry)
+    if stored is None:
+        print(f"{run.name} ({run.label}): the store entry cannot be read", file=out)
+        return False
+    table = differences(stored, fresh, float32=entry.get("values") == "float32")
+    mine = (manifest or {}).get("run", {})
+    where = entry.get("provenance", {})
+    siblings = seed_siblings(status.run_set, run, status.store.entries)
+    test = another_seed_test(seed_finals(root, siblings), fresh)
+    verdict, ok = judge_retrained(table, test, same_platform=store.same_platform(where, mine), seeds=len(siblings))
+    print(f"{run.name} ({run.label}; {run.optimizer}; stored on {where.get('cpu_capability')}/torch "
+          f"{where.get('torch')}/{where.get('threads')} thread(s), retrained on {mine.get('cpu_capability')}/"
+          f"torch {mine.get('torch')}/{mine.get('threads')} thread(s)): {verdict}", file=out)
+    _print_differences(table, test, out)
+    return ok
+
+
+def judge_retrained(table: pd.DataFrame, test: pd.DataFrame, *, same_platform: bool, seeds: int) -> tuple[str, bool]:
+    """The verdict on a retrained run and whether it passes, from its :func:`differences` ``table`` and its
+    :func:`another_seed_test` against the ``seeds`` stored seeds of its condition. A run retrained on the torch,
+    CPU flags and threads it was stored from (``same_platform``) must train bit-identically
+    (:data:`TRAINING_METRICS`); where its measurements differ, and anywhere else, it must look like another seed
+    of its condition (:data:`VERIFY_FALSE_ALARM`), and is not judged where fewer than two seeds are stored."""
+    if unchanged(table):
+        return ("bit-identical" if same_platform else "identical (on other kernels)"), True
+    if same_platform and not unchanged(table[table["metric"].isin(TRAINING_METRICS)]):
+        return ("DIFFERS (a run retrained on the torch, CPU flags and threads it was stored from must "
+                "train bit-identically)"), False
+    prefix = ("training bit-identical, measurements not (the exact SVD's LAPACK kernels follow the CPU model, "
+              "which the flags do not pin); " if same_platform else "")
+    if not len(test):
+        return prefix + f"not judged: {seeds} seed of its condition stored, none to judge it by", True
+    ok = bool((test["z"] <= test["limit"]).all())
+    worst = test.loc[(test["z"] / test["limit"]).idxmax()]
+    return prefix + (f"{'like' if ok else 'NOT LIKE'} another seed of its {seeds} stored: final "
+                     f"claim means at most {worst['z']:.2g} prediction sd from theirs (limit "
+                     f"{worst['limit']:.2g}, {len(test)} quantities, false alarm {VERIFY_FALSE_ALARM:g})"), ok
+
+
+def _print_differences(table: pd.DataFrame, test: pd.DataFrame, out) -> None:
+    """Per claim-bearing metric, the largest difference (and how far the final mean lies from the seeds'); the
+    largest of the other metrics."""
+    by_metric = test["z"].groupby(level="metric").max() if len(test) else pd.Series(dtype=float)
+    claim = table[table["metric"].isin(CLAIM_METRICS)]
+    for row in claim.itertuples():
+        extra = "".join([f", {row.flag_mismatches} NaN/inf flags differ" if row.flag_mismatches else "",
+                         f", {row.unmatched} values in one table only" if row.unmatched else ""])
+        units = by_metric.get(row.metric, np.nan)
+        seeds = f"; final mean {units:.2g} prediction sd from the seeds'" if not np.isnan(units) else ""
+        print(f"    {row.metric:22s} max |diff| {row.max_abs_diff:.3g}{seeds}{extra}", file=out)
+    others = table[~table["metric"].isin(CLAIM_METRICS)]
+    if len(others):
+        print(f"    {'(other metrics)':22s} max |diff| {others['max_abs_diff'].max():.3g}", file=out)
 
 
 # --------------------------------------------------------------------------- check

@@ -17,7 +17,7 @@ from ...book.chapter import undefined_sentence
 from ...book.figures import show_figure
 from ...book.prose import Prose
 from ...plotting import draw_baseline, palette
-from .. import mlp_runs
+from .. import mlp_presentation
 from .compute import Results, centring_finding, claims, condition_shapes, run_summary
 
 
@@ -97,12 +97,12 @@ def concentration_figure(results: Results) -> None:
 
 def horizon_summary(results: Results) -> pd.DataFrame:
     """Per condition: each quantity at ``early_steps``, at the end, and its change over the last third."""
-    return mlp_runs.horizon_table(results.table, results.settings.early_steps, order=results.order)
+    return mlp_presentation.horizon_table(results.table, results.settings.early_steps, order=results.order)
 
 
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
-    """One bullet per claim (:func:`geocont.chapters.mlp_runs.verdict`)."""
-    return mlp_runs.verdict(results.settings, claims)
+    """One bullet per claim (:func:`geocont.chapters.mlp_presentation.verdict`)."""
+    return mlp_presentation.verdict(results.settings, claims)
 
 
 def rms_note(claims: pd.DataFrame) -> Markdown | None:

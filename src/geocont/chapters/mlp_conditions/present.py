@@ -15,8 +15,9 @@ from ...book.chapter import claim, undefined_sentence
 from ...book.figures import show_figure
 from ...book.prose import Prose, listing
 from ...statistics import Estimate, change_over_last, estimate, estimate_at_step, final_estimate, peak_and_final, per_run
-from .. import mlp_runs
-from ..mlp_runs import MLPChapterSettings, final_summary
+from .. import mlp_presentation, mlp_runs
+from ..mlp_presentation import final_summary
+from ..mlp_runs import MLPChapterSettings
 from .compute import (MEAN_PAIRS, NORES_CENTRED, RES_CENTRED, RADIAL_NEAR_IDENTITY_NORM, NEAR_LINEAR_SHARE, Results, claims, data_control,
                       mean_direction, optimizer_finding, radial_linearity)
 
@@ -94,7 +95,7 @@ def horizon_figure(results: Results) -> None:
 
 def horizon_summary(results: Results) -> pd.DataFrame:
     """Per condition: each quantity at ``early_steps``, at the end, and its change over the last third."""
-    return mlp_runs.horizon_table(results.table, results.settings.early_steps, order=results.order)
+    return mlp_presentation.horizon_table(results.table, results.settings.early_steps, order=results.order)
 
 
 def _memorised_step(one: pd.DataFrame) -> Estimate:
@@ -264,8 +265,8 @@ def init_scale_figure(results: Results) -> None:
 
 
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
-    """One bullet per claim (:func:`geocont.chapters.mlp_runs.verdict`)."""
-    return mlp_runs.verdict(results.settings, claims)
+    """One bullet per claim (:func:`geocont.chapters.mlp_presentation.verdict`)."""
+    return mlp_presentation.verdict(results.settings, claims)
 
 
 def condition_two_note(results: Results) -> Markdown:

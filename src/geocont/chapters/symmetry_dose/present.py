@@ -14,7 +14,7 @@ from ...book.chapter import undefined_sentence
 from ...book.figures import show_figure
 from ...book.prose import Prose, listing
 from ...statistics import DIFFERENCE_MARGIN, final_per_run
-from .. import mlp_runs
+from .. import mlp_presentation
 from .compute import (DOSE, DOSE_CONDITIONS, LINEAR, NEAR_LINEAR_SHARE, RADIAL_CONDITIONS, RELU, TRACK,
                       TRANSITION_SHARE, Results, dose_finding, near_linear_percent, radial_finding, run_summary)
 
@@ -42,7 +42,7 @@ def radial_rule() -> Markdown:
 
 def horizon_summary(results: Results) -> pd.DataFrame:
     """Per condition: each quantity at ``early_steps``, at the end, and its change over the last third."""
-    return mlp_runs.horizon_table(results.table, results.settings.early_steps, order=results.order)
+    return mlp_presentation.horizon_table(results.table, results.settings.early_steps, order=results.order)
 
 
 # The dose of nonlinearity
@@ -154,5 +154,5 @@ def radial_reading(results: Results) -> Markdown:
 
 
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
-    """One bullet per claim (:func:`geocont.chapters.mlp_runs.verdict`)."""
-    return mlp_runs.verdict(results.settings, claims)
+    """One bullet per claim (:func:`geocont.chapters.mlp_presentation.verdict`)."""
+    return mlp_presentation.verdict(results.settings, claims)

@@ -16,7 +16,7 @@ from ...book.figures import show_figure
 from ...book.prose import Prose
 from ...plotting import draw_baseline
 from ...statistics import per_run, turn_rates
-from .. import mlp_runs
+from .. import mlp_presentation
 from .compute import (CROSSINGS, CROSSING_LEVEL, EventStep, Results, TransferSummary, claims, condition_summaries,
                       drift_verdicts, init_scale_events, optimizer_summaries, rise_against_prediction, rotation_drift,
                       run_summary, step_zero, weights_follow)
@@ -202,8 +202,8 @@ def optimizer_timelines(results: Results) -> None:
 
 
 def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
-    """One bullet per claim (:func:`geocont.chapters.mlp_runs.verdict`)."""
-    return mlp_runs.verdict(results.settings, claims)
+    """One bullet per claim (:func:`geocont.chapters.mlp_presentation.verdict`)."""
+    return mlp_presentation.verdict(results.settings, claims)
 
 
 def _drift_reading(claims: pd.DataFrame) -> str:
