@@ -106,7 +106,8 @@ def test_markdown_table_links_each_chapter_and_escapes_pipes(claims_dir):
 
 
 def test_the_closing_chapter_is_last_in_the_book_and_not_a_claim_chapter():
-    assert paths.toc_files(ROOT)[-1] == "book/claims"
+    assert paths.chapters(ROOT)[-1] == paths.CLOSING  # the last notebook; only the users' appendix page follows it
+    assert paths.toc_files(ROOT)[-2:] == ["book/claims", "book/using"]
     names = claims.claim_chapters(ROOT)
     assert "claims" not in names and names[0] == "mlp_conditions"
 
