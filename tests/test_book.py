@@ -104,18 +104,23 @@ def test_hardware_names_the_torch_threads_in_good_english(threads, expected):
         torch.set_num_threads(before)
 
 
-def test_papermill_s_injected_parameters_are_left_out_of_the_page(tmp_path):
+def test_a_page_shows_the_parameters_it_was_executed_with_and_collapses_the_defaults(tmp_path):
     import nbformat
 
     notebook = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell('scale = "smoke"', metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_code_cell('scale = "cpu"', metadata={"tags": ["injected-parameters"]}),
+        nbformat.v4.new_code_cell('# Parameters\nscale = "cpu"\n', metadata={"tags": ["injected-parameters"]}),
         nbformat.v4.new_code_cell("print(scale)"),
     ])
     nbformat.write(notebook, tmp_path / "executed.ipynb")
     build.stage_executed(tmp_path / "executed.ipynb", tmp_path / "staged.ipynb")
-    tags = [cell.metadata.get("tags", []) for cell in nbformat.read(tmp_path / "staged.ipynb", as_version=4).cells]
-    assert tags == [["parameters"], ["injected-parameters", "remove-cell"], []]
+    staged = nbformat.read(tmp_path / "staged.ipynb", as_version=4).cells
+    assert [cell.metadata.get("tags", []) for cell in staged] == [["parameters", "hide-input"], ["injected-parameters"], []]
+    assert staged[1].source == f'{build.EXECUTED_WITH}\nscale = "cpu"'
+    build.stage_executed(tmp_path / "staged.ipynb", tmp_path / "again.ipynb")  # staging twice changes nothing more
+    assert nbformat.read(tmp_path / "again.ipynb", as_version=4).cells[1].source == staged[1].source
+
+
 def test_outside_a_git_checkout_the_code_version_is_the_package_version(monkeypatch):
     import subprocess
 

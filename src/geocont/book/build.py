@@ -239,17 +239,26 @@ def fill_generated(pages: Path, parts: dict[str, str]) -> None:
 
 #: papermill's tag for the cell it inserts with the values a chapter was executed with.
 INJECTED_TAG = "injected-parameters"
-#: Jupyter Book 1.x (myst-nb) leaves a cell with this tag out of the page.
-REMOVE_TAG = "remove-cell"
+#: The tag of the cell with a notebook's default parameters.
+PARAMETERS_TAG = "parameters"
+#: Jupyter Book 1.x (myst-nb) shows a cell with this tag collapsed, its source behind a toggle.
+HIDE_INPUT_TAG = "hide-input"
+#: The first line of papermill's injected cell on a page.
+EXECUTED_WITH = "# This page was executed with these values (papermill), in place of the defaults above"
 
 
-def hide_injected_parameters(notebook) -> None:
-    """Tag papermill's injected-parameters cell so that no page shows it: the chapter's provenance
-    table and "Re-run this chapter" box state the values it ran with."""
+def show_executed_parameters(notebook) -> None:
+    """Make a page show the parameters it was executed with: papermill's injected cell, headed by a comment
+    that says so, and the notebook's defaults collapsed above it."""
+    injected = [cell for cell in notebook.cells if INJECTED_TAG in cell.metadata.get("tags", [])]
     for cell in notebook.cells:
         tags = cell.metadata.setdefault("tags", [])
-        if INJECTED_TAG in tags and REMOVE_TAG not in tags:
-            tags.append(REMOVE_TAG)
+        if PARAMETERS_TAG in tags and injected and HIDE_INPUT_TAG not in tags:
+            tags.append(HIDE_INPUT_TAG)
+    for cell in injected:
+        source = "\n".join(line for line in cell.source.splitlines() if line != "# Parameters")
+        if not source.startswith(EXECUTED_WITH):
+            cell.source = f"{EXECUTED_WITH}\n{source.lstrip()}"
 
 
 def stage_executed(executed: Path, target: Path) -> None:
@@ -257,7 +266,7 @@ def stage_executed(executed: Path, target: Path) -> None:
     import nbformat
 
     notebook = nbformat.read(executed, as_version=4)
-    hide_injected_parameters(notebook)
+    show_executed_parameters(notebook)
     nbformat.write(notebook, target)
 
 
@@ -361,7 +370,7 @@ def _stage_chapters(root: Path, layout: Layout, scale: str | None) -> list[Path]
             nbformat.write(placeholder_notebook(root, notebook, scale), staging / notebook)
         elif parameters.get("scale") != scale:
             noted = _with_scale_note(executed, notebook, scale)
-            hide_injected_parameters(noted)
+            show_executed_parameters(noted)
             nbformat.write(noted, staging / notebook)
         else:
             stage_executed(executed, staging / notebook)
