@@ -88,6 +88,22 @@ def run_sources(runs: Iterable[Any]) -> list[RunSource]:
     return list(sources.values())
 
 
+@dataclass(frozen=True)
+class MeasuredCost:
+    """What a chapter's runs took where they were trained: the summed wall seconds of the runs that recorded
+    them, in worker-minutes, and how many of the runs did."""
+
+    worker_minutes: float
+    measured: int
+    runs: int
+
+
+def measured_cost(sources: list[RunSource]) -> MeasuredCost:
+    """The :class:`MeasuredCost` of the runs of ``sources`` (their recorded ``wall_seconds``)."""
+    seconds = [run.provenance["wall_seconds"] for run in sources if run.provenance.get("wall_seconds") is not None]
+    return MeasuredCost(sum(seconds) / 60, len(seconds), len(sources))
+
+
 def trained_on(sources: list[RunSource]) -> str:
     """Where the runs were trained: per CPU model and torch kernel capability the number of runs, their torch
     threads, and the worker-minutes they took (their recorded wall seconds, summed); runs to be trained now and

@@ -64,9 +64,6 @@ CPU_SECONDS_PER_MLP_STEP = 0.0193
 #: and step) costs about twice a plain step (benchmarks/README.md).
 ROTATED_STEP_FACTOR = 2.0
 
-#: The whole ``cpu`` book's time budget, cold, on this project's 2-core machine, in minutes.
-BOOK_BUDGET_MINUTES = 180
-
 
 def predicted_run_seconds(config: MLPRunConfig) -> float:
     """Predicted wall seconds of one MLP run at ``cpu`` width on one of two one-thread workers."""

@@ -9,7 +9,8 @@ import pandas as pd
 
 from ... import instability
 from ...statistics import DIFFERENCE_MARGIN, final_per_run
-from ..mlp_runs import BOOK_BUDGET_MINUTES, CPU_SECONDS_PER_MLP_STEP, ROTATED_STEP_FACTOR
+from ...book.provenance import measured_cost, run_sources
+from ..mlp_runs import CPU_SECONDS_PER_MLP_STEP, ROTATED_STEP_FACTOR
 from .compute import (
     BIMODAL_GAP,
     NARROW_CPU_RERUN,
@@ -31,11 +32,13 @@ from .compute import (
     weight_decay_prediction,
 )
 from .formatting import PROSE, condition_colours, count_text, fmt
+from .settings import CHAPTER
 
 
 def budget_note(settings: Condition2Settings):
-    """What the chapter trains; at ``cpu`` also its predicted cold time against the book's budget, what this
-    build leaves out of the preset, and a narrower re-run (:func:`.compute.budget`)."""
+    """What the chapter trains; at ``cpu`` also its predicted cold time beside the worker-minutes its runs took
+    where they were trained (their recorded wall seconds), what this build leaves out of the preset, and a
+    narrower re-run (:func:`.compute.budget`)."""
     from IPython.display import Markdown
 
     found, seeds = budget(settings), count_text(len(settings.seeds), "seed")
@@ -48,8 +51,11 @@ def budget_note(settings: Condition2Settings):
                           probe_steps=settings.sgd_probe_steps, sgd_runs=found.sgd_runs)]
     if found.minutes is not None:
         parts.append(PROSE.render("budget.cost", minutes=found.minutes, step_ms=1000 * CPU_SECONDS_PER_MLP_STEP,
-                                  rotated=ROTATED_STEP_FACTOR, share=found.minutes / BOOK_BUDGET_MINUTES,
-                                  budget=BOOK_BUDGET_MINUTES))
+                                  rotated=ROTATED_STEP_FACTOR))
+        cost = measured_cost(run_sources(CHAPTER.run_configs(settings)))
+        if cost.measured:
+            parts.append(PROSE.render("budget.measured", worker_minutes=cost.worker_minutes, measured=cost.measured,
+                                      runs=cost.runs, two_workers=cost.worker_minutes / 2))
     if found.left_out:
         parts.append(PROSE.render("budget.left-out", preset_minutes=found.preset_minutes, left_out="; ".join(
             f"{name} {', '.join(str(x) for x in missing)}" for name, missing in found.left_out.items())))
