@@ -22,7 +22,8 @@ import pytest
 from geocont import cache, store
 from geocont.book import results, runs
 from geocont.book.build import check
-from geocont.book.provenance import RunSource, provenance_markdown, run_sources, runs_markdown, trained_on
+from geocont.book.provenance import (MeasuredCost, RunSource, measured_cost, provenance_markdown, run_sources,
+                                     runs_markdown, trained_on)
 from geocont.config import MLPRunConfig, OptimizerConfig
 from geocont.sweeps import Job, run_jobs
 from geocont.tables import make_row, rows_to_frame
@@ -614,6 +615,7 @@ def test_the_provenance_block_names_where_the_runs_were_trained_and_their_measur
     assert trained_on(sources) == ("AMD EPYC (AVX512): 2 runs, 1 torch thread each, 15 worker-minutes measured; "
                                    "AMD EPYC (AVX2): 1 run, 1 torch thread each, 1 worker-minutes measured; "
                                    "1 to be trained on this machine; 1 without a record of where")
+    assert measured_cost(sources) == MeasuredCost(worker_minutes=16.0, measured=3, runs=5)
 
 
 def test_the_provenance_block_looks_each_run_up_in_the_cache_then_the_store(store_root):
