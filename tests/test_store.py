@@ -698,7 +698,7 @@ def test_predictions_are_scaled_by_the_measured_times_of_the_stored_runs(store_r
     monkeypatch.setattr(results, "book_run_set", lambda scale, chapters=None: narrowed)
     narrowed_status = results.book_status("smoke")
     assert narrowed_status.seconds(narrowed.runs[0]) == pytest.approx(wall)
-    # and a stored run of another chapter is not "left from an earlier design"
+    # and a stored run of another chapter is in the run set (it is not listed as outside it)
     assert narrowed_status.store.extra and narrowed_status.outside_book == []
     _fake_run_set(monkeypatch, jobs)
     out = io.StringIO()

@@ -276,7 +276,7 @@ def _print_what_the_book_lacks(status: BookStatus, out) -> None:
     analyses captured or still to capture."""
     outside = status.outside_book
     if outside:
-        print(f"  {len(outside)} entries are not in the book's run set (left from an earlier design): "
+        print(f"  {len(outside)} entries are not in the book's run set (trained ahead for a design no preset reads yet, or left from an earlier one; `store status --entries` gives their labels): "
               + ", ".join(outside[:10]) + (" ..." if len(outside) > 10 else ""), file=out)
     missing = status.missing
     for run in sorted(missing, key=lambda r: -r.seconds)[:30]:
