@@ -322,6 +322,7 @@ def render(root: Path, strict: bool = True, layout: Layout | None = None, scale:
     layout = layout or Layout(root)
     _stage_sources(root, layout.source)
     placeholders = _stage_chapters(root, layout, scale)
+    _stage_summary(root, layout)
     if placeholders:
         print(f"not executed at {scale} (shown as such): " + ", ".join(map(str, placeholders)), flush=True)
         strict = False
@@ -348,6 +349,15 @@ def _stage_sources(root: Path, staging: Path) -> None:
         if (root / name).exists():
             shutil.copy2(root / name, staging / name)
     stage_mathjax(root, staging / "_mathjax")
+
+
+def _stage_summary(root: Path, layout: Layout) -> None:
+    """The first page's reproducibility summary (:mod:`geocont.book.summary`) from this build's published claims."""
+    from .claims import claim_chapters
+    from .summary import MARKER, reproducibility_summary
+
+    pages = layout.source / "book"
+    fill_generated(pages, {MARKER: reproducibility_summary(layout.claims, pages, claim_chapters(root))})
 
 
 def _stage_chapters(root: Path, layout: Layout, scale: str | None) -> list[Path]:
