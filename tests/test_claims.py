@@ -307,6 +307,24 @@ def test_the_builder_keys_each_row_by_claim_and_dataset_and_marks_the_headline_d
     assert plain.table()[["key", "dataset", "primary"]].values.tolist() == [["a", "", True]]
 
 
+def test_a_claim_not_tested_has_no_value_of_ours_and_says_why():
+    from geocont.book.chapter import ClaimsBuilder
+
+    builder = ClaimsBuilder("c2", dataset="kjv")
+    builder.not_tested(key="large-llama", claim="It holds in Llama", quantity="v1 |cos|", paper="holds",
+                       note="checkpoint not available here")
+    builder.not_tested(key="large-llama", claim="It holds in Llama", quantity="v1 |cos|", paper="holds", baseline=0.05,
+                       note="not run", dataset="wikitext-103", headline=True)
+    here, elsewhere = builder.table().to_dict(orient="records")
+    assert here["key"] == "large-llama@kjv" and here["verdict"] == "not tested" and here["n_seeds"] == 0
+    assert math.isnan(here["ours_mean"]) and math.isnan(here["ours_std"]) and math.isnan(here["baseline"])
+    assert (here["note"], here["primary"], here["headline"]) == ("checkpoint not available here", True, False)
+    assert (elsewhere["key"], elsewhere["baseline"], elsewhere["primary"], elsewhere["headline"]) == (
+        "large-llama@wikitext-103", 0.05, False, True)
+    with pytest.raises(TypeError):
+        builder.not_tested("large-gemma", "It holds in Gemma", "v1 |cos|", "holds", note="")  # keywords only
+
+
 def test_the_early_values_match_on_the_full_keys():
     from geocont.book.chapter import with_early
 

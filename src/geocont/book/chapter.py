@@ -246,8 +246,20 @@ class ClaimsBuilder:
                                    count if n is None else n, baseline, verdict, note, key=key, dataset=dataset,
                                    primary=dataset == self.dataset, headline=headline))
 
+    def not_tested(self, *, key: str, claim: str, quantity: str, paper: str, baseline: float = math.nan, note: str,
+                   dataset: str | None = None, headline: bool = False) -> None:
+        """A claim the chapter could not judge here: its row has no value of ours (NaN, n = 0) and the
+        verdict "not tested"; ``note`` says why."""
+        self.add(key=key, claim=claim, quantity=quantity, paper=paper, ours=Estimate(math.nan, math.nan, 0),
+                 baseline=baseline, verdict="not tested", note=note, dataset=dataset, headline=headline)
+
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows, columns=CLAIM_COLUMNS)
+
+
+def concat_claims(first: pd.DataFrame, *more: pd.DataFrame) -> pd.DataFrame:
+    """Claims tables one after another (empty ones left out: their all-NA columns would change the dtypes)."""
+    return pd.concat([first, *(frame for frame in more if len(frame))], ignore_index=True)
 
 
 def claim(claims: pd.DataFrame, key: str, dataset: str | None = None) -> pd.Series:
