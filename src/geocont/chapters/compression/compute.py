@@ -20,6 +20,7 @@ from ...statistics import (Estimate, RankCorrelation, estimate, known, rank_corr
                            verdict_for_interval, verdict_for_value)
 from ...transformer import build_llama, parameter_count
 from .. import lm_runs
+from ..common import short_projection
 from ..lm_runs import LMChapterSettings
 
 
@@ -320,17 +321,13 @@ def run(settings: CompressionSettings, progress: bool = True, executor: str | No
                    block_correlations(pruning_table, settings.n_boot))
 
 
-def _short(projection: str) -> str:
-    return projection.replace("_proj", "")
-
-
 def model_key(model: str) -> str:
     """The claim-key prefix of a model: ``ours`` for our trained transformers, else ``pretrained``."""
     return "ours" if model == OURS else "pretrained"
 
 
 def sharing_key(model: str, projection: str) -> str:
-    return f"{model_key(model)}-share-{_short(projection)}"
+    return f"{model_key(model)}-share-{short_projection(projection)}"
 
 
 def _guideline_sign(projection: str) -> int:

@@ -16,6 +16,7 @@ from ...book.figures import show_figure
 from ...book.prose import Prose, listing
 from ...statistics import Estimate, change_over_last, estimate, estimate_at_step, final_estimate, peak_and_final, per_run
 from .. import mlp_runs
+from ..common import mlp_verdict as verdict  # the closing list of verdicts
 from ..mlp_runs import MLPChapterSettings, final_summary
 from .compute import (MEAN_PAIRS, NORES_CENTRED, RES_CENTRED, RADIAL_NEAR_IDENTITY_NORM, NEAR_LINEAR_SHARE, Results, claims, data_control,
                       mean_direction, optimizer_finding, radial_linearity)
@@ -261,11 +262,6 @@ def init_scale_figure(results: Results) -> None:
              for c in robust_order for i in init_order]
     show_figure(fig, "mlp-init-scale", PROSE.render("init-scale-caption", steps=results.settings.early_steps,
                                                     lines="; ".join(lines)))
-
-
-def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
-    """One bullet per claim (:func:`geocont.chapters.mlp_runs.verdict`)."""
-    return mlp_runs.verdict(results.settings, claims)
 
 
 def condition_two_note(results: Results) -> Markdown:

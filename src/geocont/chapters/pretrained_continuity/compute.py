@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from ...scales import ParameterError, check_scale, parse_seeds
 from ...statistics import V_LOW_MARGIN, Estimate, difference, estimate, known, verdict_for_difference, verdict_v_low
 from ...synthetic import LARGE_MODELS, LLAMA_31_8B_LAYER, layer_parameters, write_spiked_checkpoint
 from ...transformer import parameter_count
+from ..common import short_projection, slug
 from ..lm_runs import PROJECTION_PREDICTIONS, lm_preset, reference_configs
 
 if TYPE_CHECKING:
@@ -227,11 +227,6 @@ def run(settings: PretrainedChapterSettings) -> Results:
                    effects=pd.concat(effects, ignore_index=True))
 
 
-def _slug(name: str) -> str:
-    """``name`` in lower-case letters, digits and '-' (figure names and claim keys)."""
-    return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()
-
-
 def gain_estimates(gains: dict[str, pd.DataFrame]) -> dict[tuple[str, str], tuple[Estimate, Estimate]]:
     """Per (post-norm model, projection): u1 continuity of diag(g) W and of the gain-only control."""
     out = {}
@@ -409,11 +404,11 @@ def output_gain_continuity(source: Any, layout: str | None = None, max_layers: i
 def _checkpoint_claim_specs(label: str, table: pd.DataFrame) -> list[tuple[str, str, str, str, str]]:
     """The claims one checkpoint supports, in order: (key, short claim, projection, space, why);
     ``why`` is empty for the "V is low" claims."""
-    present, slug = set(table["projection"]), _slug(label)
-    specs = [(f"{slug}-{p.replace('_proj', '')}-{vector_name(s)}", f"{p} has {s}-space continuity", p, s, why)
+    present, prefix = set(table["projection"]), slug(label)
+    specs = [(f"{prefix}-{short_projection(p)}-{vector_name(s)}", f"{p} has {s}-space continuity", p, s, why)
              for p, s, why in PROJECTION_PREDICTIONS if p in present]
     if "v_proj" in present:
-        specs += [(f"{slug}-v-low-{vector_name(s)}", f"V has low {s}-space continuity", "v_proj", s, "")
+        specs += [(f"{prefix}-v-low-{vector_name(s)}", f"V has low {s}-space continuity", "v_proj", s, "")
                   for s in ("input", "output")]
     return specs
 
@@ -467,27 +462,27 @@ def chapter_claims(tables: dict[str, pd.DataFrame], large_tables: dict[str, pd.D
         for projection in ("o_proj", "down_proj"):
             g, baseline = layer_pair_estimate(tables[gemma_models[0]], projection, "output")
             l, _ = layer_pair_estimate(tables[llama[0]], projection, "output")
-            out.add(f"gemma-post-norm-{projection.replace('_proj', '')}-u1",
+            out.add(f"gemma-post-norm-{short_projection(projection)}-u1",
                     f"(ours) Gemma-3's post-norms weaken {projection} output-space continuity",
                     f"{projection} u1: {llama[0]} minus {gemma_models[0]}", "predicted by the mechanism (our reading)",
                     difference(l, g), baseline, verdict_for_difference(l, g),
                     note=f"{llama[0]} {l}, {gemma_models[0]} {g}")
     for (model, projection), (gained, control) in gains.items():
-        out.add(f"{_slug(model)}-{projection.replace('_proj', '')}-gain-scaled-u1",
+        out.add(f"{slug(model)}-{short_projection(projection)}-gain-scaled-u1",
                 f"(ours) {model}: {projection} writes into the stream more continuously than its gains alone explain",
                 f"{projection} u1 of diag(g) W minus the gain-only control diag(g) G", "not in the paper",
                 difference(gained, control), control.mean, verdict_for_difference(gained, control),
                 note=f"diag(g) W {gained}, diag(g) G {control} (spread over layer pairs); baseline column: the control")
     for fmt, change in quantization.items():
-        out.add(f"quantization-{_slug(fmt)}",
+        out.add(f"quantization-{slug(fmt)}",
                 f"(ours) {fmt} quantization moves v1/u1 |cos| by less than {QUANTIZATION_LIMIT:g}",
                 f"largest |change| over matrices, pairs, seeds ({fmt})", "not in the paper", change.worst, 0.0,
                 quantization_verdict(change.worst), note=f"mean change {change.typical:.4f}", n=n_trained)
     for status in large_status:
         if status["status"] != "analysed":
-            out.add(f"large-{_slug(status['model'])}", f"The pattern holds in {status['model']}",
-                    "v1/u1 |cos| per projection", "holds (to 70B)", math.nan, math.nan, "not tested",
-                    note="checkpoint not available here")
+            out.not_tested(key=f"large-{slug(status['model'])}", claim=f"The pattern holds in {status['model']}",
+                           quantity="v1/u1 |cos| per projection", paper="holds (to 70B)",
+                           note="checkpoint not available here")
     return out.table()
 
 
@@ -555,7 +550,7 @@ def checkpoint_findings(results: Results) -> tuple[CheckpointFinding, ...]:
         predicted = tuple(PredictedContinuity(projection, space, *layer_pair_estimate(table, projection, space))
                           for projection, space, _ in PROJECTION_PREDICTIONS if projection in set(table.projection))
         findings.append(CheckpointFinding(
-            name, _slug(name), OFFLINE_MODELS[name].description if name in OFFLINE_MODELS else name,
+            name, slug(name), OFFLINE_MODELS[name].description if name in OFFLINE_MODELS else name,
             table.attrs["layout"], predicted, layer_pair_estimate(table, "v_proj", "input")[0],
             layer_pair_estimate(table, "v_proj", "output")[0]))
     return tuple(findings)

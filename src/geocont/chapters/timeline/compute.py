@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +18,7 @@ from ...statistics import (DIFFERENCE_MARGIN, Estimate, at_final_step, differenc
 from ...tables import RUN_KEYS, select
 from ...training import run_sweep
 from .. import mlp_runs
+from ..common import slug
 from ..mlp_runs import MLPChapterSettings
 
 
@@ -266,11 +266,6 @@ def claims(results: Results) -> pd.DataFrame:
     return with_early(at_end, at_early, early)
 
 
-def _slug(label: str) -> str:
-    """``adam(beta2=0)`` -> ``adam-beta2-0``: an optimizer label as part of a claim key."""
-    return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
-
-
 #: The two norms of the crossing: (events column, name in the claims, part of the claim key).
 _NORMS = (("crossing_step", "Frobenius", "frobenius"), ("spectral_crossing_step", "spectral", "spectral"))
 
@@ -351,7 +346,7 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
         runs = optimizer_events[optimizer_events["optimizer"] == optimizer]
         for crossing, norm, key in _NORMS:
             order, note = _order_estimate(runs, crossing)
-            out.add(f"optimizer-{_slug(optimizer)}-order-{key}", "The order holds under other optimizers",
+            out.add(f"optimizer-{slug(optimizer)}-order-{key}", "The order holds under other optimizers",
                     f"{optimizer}: log10(rise step / crossing step), {norm} norm", "holds", order, math.nan,
                     verdict_for_order(runs, crossing),
                     note=f"step-0 gradient v1 {estimate(runs['grad_v1_step0'])}; {note}")

@@ -11,7 +11,8 @@ from typing import Any
 import pandas as pd
 
 from ...analyzer import analyze
-from ...book.chapter import Chapter, ClaimsBuilder, claim, has_claim, on_dataset, presets, with_early
+from ...book.chapter import (Chapter, ClaimsBuilder, claim, concat_claims, has_claim, on_dataset, presets,
+                             with_early)
 from ...config import LMRunConfig
 from ...lm import run_lm_sweep
 from ...metrics import random_abs_cos, vector_name
@@ -23,6 +24,7 @@ from ...sweeps import predicted_wall_seconds
 from ...tables import RUN_KEYS, split_claim_key
 from ...transformer import PROJECTIONS, build_llama, parameter_count, projection_dims
 from .. import lm_runs
+from ..common import short_projection
 from ..lm_runs import LM_VARIANTS, MAIN_VARIANTS, PROJECTION_PREDICTIONS, LMChapterSettings
 
 
@@ -198,10 +200,6 @@ def _observed(table: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def _short(projection: str) -> str:
-    return projection.replace("_proj", "")
-
-
 def _estimate(values: pd.DataFrame, label: str, projection: str, space: str) -> Estimate:
     frame = values[(values["condition"] == label) & (values["group"] == projection) & (values["space"] == space)]
     return estimate(frame["value"])
@@ -238,7 +236,7 @@ def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], ref
         verdict = verdict_for_difference(ours, base)
         if verdict == "reproduced":
             reproduced[space].append((projection, ours))
-        out.add(f"{_short(projection)}-{space}-continuity", f"{projection} has {space}-space continuity ({why})",
+        out.add(f"{short_projection(projection)}-{space}-continuity", f"{projection} has {space}-space continuity ({why})",
                 f"{projection} {vector} |cos| ({reference})", "high", ours, base.mean, verdict)
     for space in ("input", "output"):
         v, random_level = est(reference, "v_proj", space), random_abs_cos(dims["v_proj"][space])
@@ -252,7 +250,7 @@ def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], ref
     if no_activation in variants:
         for projection in ("gate_proj", "up_proj"):
             with_act, without = est(reference, projection, "input"), est(no_activation, projection, "input")
-            out.add(f"activation-lowers-{_short(projection)}",
+            out.add(f"activation-lowers-{short_projection(projection)}",
                     f"Removing the MLP activation lowers {projection} input continuity",
                     f"{projection} v1: {reference} minus {no_activation}", "drops", difference(with_act, without),
                     random_abs_cos(dims[projection]["input"]), verdict_for_difference(with_act, without),
@@ -270,7 +268,7 @@ def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], ref
 #: The claim keys judged on one projection's continuity, and V's two (for the late-change note, the
 #: lost continuities and the pretrained comparison). The V keys used to be added by importing
 #: :mod:`.present`, which the notebook does before its claims; they are listed here now.
-_CLAIM_QUANTITY = {f"{_short(p)}-{s}-continuity": (p, s) for p, s, _ in PROJECTION_PREDICTIONS} | {
+_CLAIM_QUANTITY = {f"{short_projection(p)}-{s}-continuity": (p, s) for p, s, _ in PROJECTION_PREDICTIONS} | {
     "v-low-input": ("v_proj", "input"), "v-low-output": ("v_proj", "output")}
 
 
@@ -310,7 +308,7 @@ def claims(results: Results) -> pd.DataFrame:
                        up_o_claims(at_horizon, dims, reference)], ignore_index=True)
     early = pd.concat([transformer_claims(results.early, dims, reference=reference),
                        up_o_claims(results.early, dims, reference)], ignore_index=True)
-    table = _concat(with_early(table, early, results.settings.early_step), rising_claims(results))
+    table = concat_claims(with_early(table, early, results.settings.early_step), rising_claims(results))
     notes, verdicts = [], []
     for row in table.itertuples():
         parts, verdict = [], row.verdict
@@ -908,12 +906,7 @@ def rising_claims(results: Results) -> pd.DataFrame:
 
 def gap_claims(results: Results) -> pd.DataFrame:
     """The claims that test the Up/O gap's explanations, judged at the chapter's horizon."""
-    return _concat(up_o_claims(results.table, results.dims, results.reference), rising_claims(results))
-
-
-def _concat(first: pd.DataFrame, *more: pd.DataFrame) -> pd.DataFrame:
-    """Claims tables one after another (empty ones left out: their all-NA columns would change the dtypes)."""
-    return pd.concat([first, *(frame for frame in more if len(frame))], ignore_index=True)
+    return concat_claims(up_o_claims(results.table, results.dims, results.reference), rising_claims(results))
 
 
 def explanation_case(verdicts: list[str]) -> str:
