@@ -373,14 +373,15 @@ def add_sharing_claims(out: ClaimsBuilder, advantage: pd.DataFrame, model: str, 
         space = GUIDELINE[projection]
         key = sharing_key(model, projection)
         if space is None:
-            out.add(key, f"{model}: V has no clearly better sharing space",
-                    "v_proj advantage of input- over output-space sharing", "neither (no number)", value, 0.0,
-                    verdict_for_value(value, 0.0, SHARING_MARGIN), note=details)
+            out.add(key=key, claim=f"{model}: V has no clearly better sharing space",
+                    quantity="v_proj advantage of input- over output-space sharing", paper="neither (no number)",
+                    ours=value, baseline=0.0, verdict=verdict_for_value(value, 0.0, SHARING_MARGIN), note=details)
             continue
         other = "output" if space == "input" else "input"
-        out.add(key, f"{model}: {projection} is cheaper to share in the {space} space",
-                f"{projection} advantage of {space}- over {other}-space sharing, equal parameters",
-                f"{space} space cheaper", value, 0.0, verdict_for_difference(value, zero, margin=SHARING_MARGIN), note=details)
+        out.add(key=key, claim=f"{model}: {projection} is cheaper to share in the {space} space",
+                quantity=f"{projection} advantage of {space}- over {other}-space sharing, equal parameters",
+                paper=f"{space} space cheaper", ours=value, baseline=0.0,
+                verdict=verdict_for_difference(value, zero, margin=SHARING_MARGIN), note=details)
 
 
 def add_grouping_claim(out: ClaimsBuilder, grouping: pd.DataFrame, model: str, spread: str) -> None:
@@ -394,19 +395,20 @@ def add_grouping_claim(out: ClaimsBuilder, grouping: pd.DataFrame, model: str, s
     value = estimate(penalty.groupby("seed")["penalty"].mean() if spread == "seeds" else penalty["penalty"])
     worse = int((penalty.groupby(["projection", "sharing"])["penalty"].mean() > 0).sum())
     cases = penalty.groupby(["projection", "sharing"]).ngroups
-    out.add(f"{model_key(model)}-adjacent-sharing",
-            f"{model}: continuity grounds sharing: adjacent layers share a basis better than distant ones",
-            "relative increase in reconstruction error, distant vs adjacent groups", "adjacent better (implied)",
-            value, 0.0, verdict_for_difference(value, known(0.0), GROUPING_MARGIN),
+    out.add(key=f"{model_key(model)}-adjacent-sharing",
+            claim=f"{model}: continuity grounds sharing: adjacent layers share a basis better than distant ones",
+            quantity="relative increase in reconstruction error, distant vs adjacent groups",
+            paper="adjacent better (implied)", ours=value, baseline=0.0,
+            verdict=verdict_for_difference(value, known(0.0), GROUPING_MARGIN),
             note=f"spread over {'seeds' if spread == 'seeds' else 'projections x spaces'}; distant worse in "
                  f"{worse} of {cases} projection x space cases; margin 10%")
 
 
 def add_pruning_claim(out: ClaimsBuilder, key: str, correlation: RankCorrelation, model: str, note: str = "") -> None:
     """Is pruning a block cheaper where adjacent-layer continuity is higher?"""
-    out.add(key, f"{model}: pruning costs less where continuity is higher",
-            "Spearman ρ(loss increase, block continuity)", "negative (implied)", correlation.rho, 0.0,
-            verdict_for_interval(correlation.low, correlation.high, expected_sign=-1),
+    out.add(key=key, claim=f"{model}: pruning costs less where continuity is higher",
+            quantity="Spearman ρ(loss increase, block continuity)", paper="negative (implied)", ours=correlation.rho,
+            baseline=0.0, verdict=verdict_for_interval(correlation.low, correlation.high, expected_sign=-1),
             note=f"{correlation}; ours_std = 95% bootstrap CI width / 3.92" + (f"; {note}" if note else ""),
             std=(correlation.high - correlation.low) / (2 * 1.96), n=correlation.n)
 

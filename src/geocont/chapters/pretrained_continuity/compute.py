@@ -429,13 +429,16 @@ def _checkpoint_claims(out: ClaimsBuilder, label: str, table: pd.DataFrame) -> N
             verdict = verdict_for_difference(ours, known(baseline))
             if verdict == "reproduced":
                 reproduced[space].append((projection, ours))
-            out.add(key, f"{label}: {short} ({why})", f"{projection} {vector} |cos|, mean over layer pairs", "high",
-                    ours, baseline, verdict, note="spread and n over adjacent layer pairs")
+            out.add(key=key, claim=f"{label}: {short} ({why})",
+                    quantity=f"{projection} {vector} |cos|, mean over layer pairs", paper="high", ours=ours,
+                    baseline=baseline, verdict=verdict, note="spread and n over adjacent layer pairs")
             continue
         names = ", ".join(name for name, _ in reproduced[space]) or "none"
-        out.add(key, f"{label}: {short}", f"v_proj {vector} |cos|: within {V_LOW_MARGIN:g} of random and below the "
-                f"reproduced projections of its space", "low", ours, baseline,
-                verdict_v_low(ours, baseline, [e for _, e in reproduced[space]]),
+        out.add(key=key, claim=f"{label}: {short}",
+                quantity=f"v_proj {vector} |cos|: within {V_LOW_MARGIN:g} of random and below the "
+                         f"reproduced projections of its space",
+                paper="low", ours=ours, baseline=baseline,
+                verdict=verdict_v_low(ours, baseline, [e for _, e in reproduced[space]]),
                 note=f"spread and n over adjacent layer pairs; projections of its space whose continuity is "
                      f"reproduced: {names}")
 
@@ -462,22 +465,25 @@ def chapter_claims(tables: dict[str, pd.DataFrame], large_tables: dict[str, pd.D
         for projection in ("o_proj", "down_proj"):
             g, baseline = layer_pair_estimate(tables[gemma_models[0]], projection, "output")
             l, _ = layer_pair_estimate(tables[llama[0]], projection, "output")
-            out.add(f"gemma-post-norm-{short_projection(projection)}-u1",
-                    f"(ours) Gemma-3's post-norms weaken {projection} output-space continuity",
-                    f"{projection} u1: {llama[0]} minus {gemma_models[0]}", "predicted by the mechanism (our reading)",
-                    difference(l, g), baseline, verdict_for_difference(l, g),
-                    note=f"{llama[0]} {l}, {gemma_models[0]} {g}")
+            out.add(key=f"gemma-post-norm-{short_projection(projection)}-u1",
+                    claim=f"(ours) Gemma-3's post-norms weaken {projection} output-space continuity",
+                    quantity=f"{projection} u1: {llama[0]} minus {gemma_models[0]}",
+                    paper="predicted by the mechanism (our reading)", ours=difference(l, g), baseline=baseline,
+                    verdict=verdict_for_difference(l, g), note=f"{llama[0]} {l}, {gemma_models[0]} {g}")
     for (model, projection), (gained, control) in gains.items():
-        out.add(f"{slug(model)}-{short_projection(projection)}-gain-scaled-u1",
-                f"(ours) {model}: {projection} writes into the stream more continuously than its gains alone explain",
-                f"{projection} u1 of diag(g) W minus the gain-only control diag(g) G", "not in the paper",
-                difference(gained, control), control.mean, verdict_for_difference(gained, control),
+        out.add(key=f"{slug(model)}-{short_projection(projection)}-gain-scaled-u1",
+                claim=f"(ours) {model}: {projection} writes into the stream more continuously than its gains alone "
+                      "explain",
+                quantity=f"{projection} u1 of diag(g) W minus the gain-only control diag(g) G",
+                paper="not in the paper", ours=difference(gained, control), baseline=control.mean,
+                verdict=verdict_for_difference(gained, control),
                 note=f"diag(g) W {gained}, diag(g) G {control} (spread over layer pairs); baseline column: the control")
     for fmt, change in quantization.items():
-        out.add(f"quantization-{slug(fmt)}",
-                f"(ours) {fmt} quantization moves v1/u1 |cos| by less than {QUANTIZATION_LIMIT:g}",
-                f"largest |change| over matrices, pairs, seeds ({fmt})", "not in the paper", change.worst, 0.0,
-                quantization_verdict(change.worst), note=f"mean change {change.typical:.4f}", n=n_trained)
+        out.add(key=f"quantization-{slug(fmt)}",
+                claim=f"(ours) {fmt} quantization moves v1/u1 |cos| by less than {QUANTIZATION_LIMIT:g}",
+                quantity=f"largest |change| over matrices, pairs, seeds ({fmt})", paper="not in the paper",
+                ours=change.worst, baseline=0.0, verdict=quantization_verdict(change.worst),
+                note=f"mean change {change.typical:.4f}", n=n_trained)
     for status in large_status:
         if status["status"] != "analysed":
             out.not_tested(key=f"large-{slug(status['model'])}", claim=f"The pattern holds in {status['model']}",

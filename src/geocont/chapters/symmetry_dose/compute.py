@@ -355,25 +355,27 @@ def dose_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
     out = ClaimsBuilder(CHAPTER.name)
     relu, linear, small = dose.at(0.0), dose.at(1.0), dose.smallest_break
     slopes = "; ".join(f"slope {p.slope:g} {p.weight}" for p in dose.points)
-    out.add("dose-monotone", "Breaking the symmetry keeps weight continuity: slope 0 (ReLU) above slope 1 (linear)",
-            "weight v1 |cos|: slope 0 minus slope 1", "higher (no number)", difference(relu.weight, linear.weight),
-            baseline, dose.drop_verdict, note=slopes)
+    out.add(key="dose-monotone",
+            claim="Breaking the symmetry keeps weight continuity: slope 0 (ReLU) above slope 1 (linear)",
+            quantity="weight v1 |cos|: slope 0 minus slope 1", paper="higher (no number)",
+            ours=difference(relu.weight, linear.weight), baseline=baseline, verdict=dose.drop_verdict, note=slopes)
     found = dose.transition
     where = (f"transition {found.low:g} to {found.high:g} ({found.share:.0%} of the drop of {found.total:.2f})"
              if found.case in ("sharp", "gradual") else "no transition located: the total drop is not reproduced"
              if found.case == "no-drop" else "a slope of the grid has no value")
     verdict = {"sharp": "reproduced", "gradual": "not reproduced"}.get(found.case, "not tested")
-    out.add("dose-transition",
-            f"(ours) The transition is sharp: one interval of the slope grid holds more than "
-            f"{TRANSITION_SHARE:.0%} of weight v1's drop",
-            "largest share of the slope-0-to-1 drop in one grid interval", "not in the paper", found.largest_share,
-            math.nan, verdict, note=f"{where}; per interval {_intervals_text(found)}; sd: of each seed's own share",
-            std=found.largest_share_sd,
-            n=min(p.weight.n for p in dose.points))
-    out.add("dose-099-breaks",
-            f"(ours) A {small.symmetry_break:.0%} break suffices: slope {small.slope:g} keeps weight v1 above the "
-            "linear net", f"weight v1 |cos|: slope {small.slope:g} minus slope 1", "not in the paper",
-            difference(small.weight, linear.weight), baseline, dose.small_break_verdict,
+    out.add(key="dose-transition",
+            claim=f"(ours) The transition is sharp: one interval of the slope grid holds more than "
+                  f"{TRANSITION_SHARE:.0%} of weight v1's drop",
+            quantity="largest share of the slope-0-to-1 drop in one grid interval", paper="not in the paper",
+            ours=found.largest_share, baseline=math.nan, verdict=verdict,
+            note=f"{where}; per interval {_intervals_text(found)}; sd: of each seed's own share",
+            std=found.largest_share_sd, n=min(p.weight.n for p in dose.points))
+    out.add(key="dose-099-breaks",
+            claim=f"(ours) A {small.symmetry_break:.0%} break suffices: slope {small.slope:g} keeps weight v1 "
+                  "above the linear net",
+            quantity=f"weight v1 |cos|: slope {small.slope:g} minus slope 1", paper="not in the paper",
+            ours=difference(small.weight, linear.weight), baseline=baseline, verdict=dose.small_break_verdict,
             note=f"slope {small.slope:g} {small.weight}; res-none {linear.weight}")
     rule = f"at least {NEAR_LINEAR_SHARE:g}% within 1% of the identity"
     for key, condition, expected, claim, premise in (
@@ -384,17 +386,19 @@ def dose_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
             ("radial-track-stays-nonlinear", TRACK, "nonlinear",
              "(ours) The radial net with tracked tau stays nonlinear", "not in the paper")):
         net = radial.nets[condition]
-        out.add(key, claim, f"{condition}: % of probe images within 1% of the identity at the end (layer mean)",
-                premise, net.final, math.nan, _linear_verdict(net.final, expected),
+        out.add(key=key, claim=claim,
+                quantity=f"{condition}: % of probe images within 1% of the identity at the end (layer mean)",
+                paper=premise, ours=net.final, baseline=math.nan, verdict=_linear_verdict(net.final, expected),
                 note=f"ends linear when {rule}; at initialisation {net.initial}; weight v1 {net.weight}")
     track = radial.track
-    out.add("radial-track-weight-v1", "A rotation-equivariant nonlinearity that stays nonlinear fails too",
-            f"{TRACK} weight v1 |cos|", f"~{paper.RADIAL_WEIGHT_V1} (Res+Radial)", track.weight, baseline,
-            radial.track_value,
-            note=f"near-linear share at the end {track.final}")
-    out.add("relu-above-radial-track", "The element-wise activation keeps what the nonlinear radial net loses",
-            f"res-relu minus {TRACK} weight v1", "higher (no number)", difference(radial.relu, track.weight),
-            baseline, radial.relu_above_track, note=f"res-relu {radial.relu}; {TRACK} {track.weight}")
+    out.add(key="radial-track-weight-v1", claim="A rotation-equivariant nonlinearity that stays nonlinear fails too",
+            quantity=f"{TRACK} weight v1 |cos|", paper=f"~{paper.RADIAL_WEIGHT_V1} (Res+Radial)", ours=track.weight,
+            baseline=baseline, verdict=radial.track_value, note=f"near-linear share at the end {track.final}")
+    out.add(key="relu-above-radial-track",
+            claim="The element-wise activation keeps what the nonlinear radial net loses",
+            quantity=f"res-relu minus {TRACK} weight v1", paper="higher (no number)",
+            ours=difference(radial.relu, track.weight), baseline=baseline, verdict=radial.relu_above_track,
+            note=f"res-relu {radial.relu}; {TRACK} {track.weight}")
     return out.table()
 
 

@@ -288,20 +288,23 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
         return estimate(events[events["condition"] == condition][column])
 
     res, nores = of(reference, "grad_v1_step0"), of(no_residual, "grad_v1_step0")
-    out.add("step0-gradient-coherence", "Gradient coherence across layers exists at initialisation, before any update",
-            f"{reference} minus {no_residual} gradient v1 |cos| at step 0", "present at init (no number)",
-            difference(res, nores), baseline, verdict_for_difference(res, nores),
-            note=f"{reference} {res}; {no_residual} {nores}")
+    out.add(key="step0-gradient-coherence",
+            claim="Gradient coherence across layers exists at initialisation, before any update",
+            quantity=f"{reference} minus {no_residual} gradient v1 |cos| at step 0",
+            paper="present at init (no number)", ours=difference(res, nores), baseline=baseline,
+            verdict=verdict_for_difference(res, nores), note=f"{reference} {res}; {no_residual} {nores}")
     relu_events = events[events["condition"] == reference]
     for crossing, norm, key in _NORMS:
         order, note = _order_estimate(relu_events, crossing)
-        out.add(f"order-{key}", "Weight continuity forms once the cumulative update dominates the initial weights",
-                f"{reference} log10(rise step / crossing step), {norm} norm", "rise after ‖ΔW‖ > ‖W(0)‖",
-                order, math.nan, verdict_for_order(relu_events, crossing), note=note)
+        out.add(key=f"order-{key}",
+                claim="Weight continuity forms once the cumulative update dominates the initial weights",
+                quantity=f"{reference} log10(rise step / crossing step), {norm} norm",
+                paper="rise after ‖ΔW‖ > ‖W(0)‖", ours=order, baseline=math.nan,
+                verdict=verdict_for_order(relu_events, crossing), note=note)
     aligned = of(reference, "weight_cumgrad_final")
-    out.add("weight-cumgrad-alignment", "... and the weights align with the cumulative gradient",
-            f"{reference} final |cos(v1(W), v1(ΣdL/dW))|", "aligned (no number)", aligned, baseline,
-            verdict_for_difference(aligned, random_level))
+    out.add(key="weight-cumgrad-alignment", claim="... and the weights align with the cumulative gradient",
+            quantity=f"{reference} final |cos(v1(W), v1(ΣdL/dW))|", paper="aligned (no number)", ours=aligned,
+            baseline=baseline, verdict=verdict_for_difference(aligned, random_level))
     sweep = transfer_events(init_sweep)
     never_crossed = int(sweep["crossing_step"].isna().sum())
     crossing_rank = sweep["crossing_step"].fillna(math.inf)  # never crossed = later than any crossing
@@ -310,14 +313,15 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
             (sweep["rise_step"], "continuity rise", "rise",
              f"{int(sweep['rise_step'].isna().sum())} runs without a rise (left out)")):
         correlation = rank_correlation(sweep["init_scale"], values)
-        out.add(f"init-moves-{key}", f"A smaller initialisation moves the {label} earlier",
-                f"Spearman ρ(init scale, {label} step)", "earlier (no number)", correlation.rho, math.nan,
-                verdict_for_correlation(correlation, +1), note=f"{correlation}; {left_out}", n=correlation.n)
+        out.add(key=f"init-moves-{key}", claim=f"A smaller initialisation moves the {label} earlier",
+                quantity=f"Spearman ρ(init scale, {label} step)", paper="earlier (no number)", ours=correlation.rho,
+                baseline=math.nan, verdict=verdict_for_correlation(correlation, +1), note=f"{correlation}; {left_out}",
+                n=correlation.n)
     for crossing, norm, key in _NORMS:
         together = rank_correlation(sweep[crossing].fillna(math.inf), sweep["rise_step"])
-        out.add(f"init-rise-follows-{key}", "Across initialisations the rise follows the crossing",
-                f"Spearman ρ(crossing step, rise step), {norm} norm", "follows (no number)", together.rho, math.nan,
-                verdict_for_correlation(together, +1),
+        out.add(key=f"init-rise-follows-{key}", claim="Across initialisations the rise follows the crossing",
+                quantity=f"Spearman ρ(crossing step, rise step), {norm} norm", paper="follows (no number)",
+                ours=together.rho, baseline=math.nan, verdict=verdict_for_correlation(together, +1),
                 note=f"{together}; never crossed (ranked last): {int(sweep[crossing].isna().sum())}", n=together.n)
     turn = drift(conditions, "turn")
     relu_turn = estimate(turn[turn["condition"] == reference]["value"])
@@ -325,30 +329,31 @@ def timeline_claims(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimize
         if condition not in set(conditions["condition"]):
             continue
         rate = estimate(turn[turn["condition"] == condition]["value"])
-        out.add(f"{condition}-late-drift", "Without symmetry breaking, v1 keeps drifting",
-                f"{condition} minus {reference} v1 turn rate after {DRIFT_WINDOW_START:.0%} of training "
-                "(degrees per 1,000 steps)", "drift",
-                difference(rate, relu_turn), math.nan, verdict_for_difference(rate, relu_turn, margin=1.0),
+        out.add(key=f"{condition}-late-drift", claim="Without symmetry breaking, v1 keeps drifting",
+                quantity=f"{condition} minus {reference} v1 turn rate after {DRIFT_WINDOW_START:.0%} of training "
+                         "(degrees per 1,000 steps)",
+                paper="drift", ours=difference(rate, relu_turn), baseline=math.nan,
+                verdict=verdict_for_difference(rate, relu_turn, margin=1.0),
                 note=f"{condition} {rate}°; {reference} {relu_turn}°")
         decoupled = of(condition, "weight_cumgrad_final")
-        out.add(f"{condition}-decoupled", "... which decouples the weights from the cumulative gradient",
-                f"{reference} minus {condition} final weight/cum.-gradient v1 |cos|", "lower without",
-                difference(aligned, decoupled), baseline, verdict_for_difference(aligned, decoupled),
+        out.add(key=f"{condition}-decoupled", claim="... which decouples the weights from the cumulative gradient",
+                quantity=f"{reference} minus {condition} final weight/cum.-gradient v1 |cos|", paper="lower without",
+                ours=difference(aligned, decoupled), baseline=baseline,
+                verdict=verdict_for_difference(aligned, decoupled),
                 note=f"{reference} {aligned}; {condition} {decoupled}")
     co = drift(conditions, "co_rotation")
     none_co = estimate(co[co["condition"] == "res-none"]["value"])
-    out.add("linear-independent-rotation", "In a linear residual net each layer rotates independently",
-            f"res-none co-rotation of adjacent v1 after {DRIFT_WINDOW_START:.0%} of training (signed cos)",
-            "independent (≈ 0)", none_co, baseline,
-            verdict_for_value(none_co, 0.0))
+    out.add(key="linear-independent-rotation", claim="In a linear residual net each layer rotates independently",
+            quantity=f"res-none co-rotation of adjacent v1 after {DRIFT_WINDOW_START:.0%} of training (signed cos)",
+            paper="independent (≈ 0)", ours=none_co, baseline=baseline, verdict=verdict_for_value(none_co, 0.0))
     optimizer_events = transfer_events(optimizers)
     for optimizer in optimizer_events["optimizer"].unique():
         runs = optimizer_events[optimizer_events["optimizer"] == optimizer]
         for crossing, norm, key in _NORMS:
             order, note = _order_estimate(runs, crossing)
-            out.add(f"optimizer-{slug(optimizer)}-order-{key}", "The order holds under other optimizers",
-                    f"{optimizer}: log10(rise step / crossing step), {norm} norm", "holds", order, math.nan,
-                    verdict_for_order(runs, crossing),
+            out.add(key=f"optimizer-{slug(optimizer)}-order-{key}", claim="The order holds under other optimizers",
+                    quantity=f"{optimizer}: log10(rise step / crossing step), {norm} norm", paper="holds", ours=order,
+                    baseline=math.nan, verdict=verdict_for_order(runs, crossing),
                     note=f"step-0 gradient v1 {estimate(runs['grad_v1_step0'])}; {note}")
     return out.table()
 

@@ -236,32 +236,36 @@ def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], ref
         verdict = verdict_for_difference(ours, base)
         if verdict == "reproduced":
             reproduced[space].append((projection, ours))
-        out.add(f"{short_projection(projection)}-{space}-continuity", f"{projection} has {space}-space continuity ({why})",
-                f"{projection} {vector} |cos| ({reference})", "high", ours, base.mean, verdict)
+        out.add(key=f"{short_projection(projection)}-{space}-continuity",
+                claim=f"{projection} has {space}-space continuity ({why})",
+                quantity=f"{projection} {vector} |cos| ({reference})", paper="high", ours=ours, baseline=base.mean,
+                verdict=verdict)
     for space in ("input", "output"):
         v, random_level = est(reference, "v_proj", space), random_abs_cos(dims["v_proj"][space])
         names = ", ".join(name for name, _ in reproduced[space]) or "none"
-        out.add(f"v-low-{space}", f"V has low {space}-space continuity (no adjacent nonlinearity)",
-                f"v_proj {vector_name(space)} |cos|: within {V_LOW_MARGIN:g} of random and below the reproduced "
-                f"projections of its space", "low", v, random_level,
-                verdict_v_low(v, random_level, [e for _, e in reproduced[space]]),
+        out.add(key=f"v-low-{space}", claim=f"V has low {space}-space continuity (no adjacent nonlinearity)",
+                quantity=f"v_proj {vector_name(space)} |cos|: within {V_LOW_MARGIN:g} of random and below the "
+                         f"reproduced projections of its space",
+                paper="low", ours=v, baseline=random_level,
+                verdict=verdict_v_low(v, random_level, [e for _, e in reproduced[space]]),
                 note=f"projections of its space whose continuity is reproduced: {names}")
     variants = set(table["condition"])
     if no_activation in variants:
         for projection in ("gate_proj", "up_proj"):
             with_act, without = est(reference, projection, "input"), est(no_activation, projection, "input")
-            out.add(f"activation-lowers-{short_projection(projection)}",
-                    f"Removing the MLP activation lowers {projection} input continuity",
-                    f"{projection} v1: {reference} minus {no_activation}", "drops", difference(with_act, without),
-                    random_abs_cos(dims[projection]["input"]), verdict_for_difference(with_act, without),
+            out.add(key=f"activation-lowers-{short_projection(projection)}",
+                    claim=f"Removing the MLP activation lowers {projection} input continuity",
+                    quantity=f"{projection} v1: {reference} minus {no_activation}", paper="drops",
+                    ours=difference(with_act, without), baseline=random_abs_cos(dims[projection]["input"]),
+                    verdict=verdict_for_difference(with_act, without),
                     note=f"{reference} {with_act}, {no_activation} {without}")
     if linear_attention in variants:
         for key, projection in zip(SOFTMAX_KEYS, ("q_proj", "k_proj")):
             soft, lin = est(reference, projection, "input"), est(linear_attention, projection, "input")
-            out.add(key, f"(ours) Without the softmax, {projection} input continuity drops",
-                    f"{projection} v1: softmax minus linear attention", "implied, not tested", difference(soft, lin),
-                    random_abs_cos(dims[projection]["input"]), verdict_for_difference(soft, lin),
-                    note=f"softmax {soft}, linear {lin}")
+            out.add(key=key, claim=f"(ours) Without the softmax, {projection} input continuity drops",
+                    quantity=f"{projection} v1: softmax minus linear attention", paper="implied, not tested",
+                    ours=difference(soft, lin), baseline=random_abs_cos(dims[projection]["input"]),
+                    verdict=verdict_for_difference(soft, lin), note=f"softmax {soft}, linear {lin}")
     return out.table()
 
 
@@ -829,16 +833,17 @@ def up_o_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], reference:
     missing = "" if cross_cos_recorded(table) else "cross_cos not recorded in these runs (their tables predate it)"
     for key, name, vector in (("up-gate-shared-v1", "up-gate-v1", "v1"), ("up-gate-shared-u1", "up-gate-u1", "u1")):
         base = up_o_baseline(name, dims)
-        out.add(key, f"(ours) Within a layer, Up's {vector} is Gate's {vector} (they read the same input)",
-                f"|cos| of {vector}(up_proj_l), {vector}(gate_proj_l), mean over layers ({reference})",
-                "implied (Up anchored by the gated product)", est[name], base, verdict_for_difference(est[name], known(base)),
-                note=missing)
+        out.add(key=key, claim=f"(ours) Within a layer, Up's {vector} is Gate's {vector} (they read the same input)",
+                quantity=f"|cos| of {vector}(up_proj_l), {vector}(gate_proj_l), mean over layers ({reference})",
+                paper="implied (Up anchored by the gated product)", ours=est[name], baseline=base,
+                verdict=verdict_for_difference(est[name], known(base)), note=missing)
     for key, projection, align, leading in (("up-align-vs-v1", "up_proj", "up-align", "up-v1"),
                                             ("o-align-vs-v1", "o_proj", "o-align", "o-u1")):
         space, vector = UP_O_QUANTITIES[leading][2], vector_name(UP_O_QUANTITIES[leading][2])
-        out.add(key, f"(ours) {projection}'s {space}-space continuity lies beyond its leading direction",
-                f"{projection} σ²-weighted alignment ({space}) above its {vector} |cos| ({reference})", "not stated",
-                est[align], up_o_baseline(align, dims), verdict_for_difference(est[align], est[leading]),
+        out.add(key=key, claim=f"(ours) {projection}'s {space}-space continuity lies beyond its leading direction",
+                quantity=f"{projection} σ²-weighted alignment ({space}) above its {vector} |cos| ({reference})",
+                paper="not stated", ours=est[align], baseline=up_o_baseline(align, dims),
+                verdict=verdict_for_difference(est[align], est[leading]),
                 note=f"{vector} |cos| {est[leading]} (random {up_o_baseline(leading, dims):.3f}; the alignment's: 0)")
     return out.table()
 
@@ -897,9 +902,11 @@ def rising_claims(results: Results) -> pd.DataFrame:
     finding, out = long_run_finding(results), ClaimsBuilder(CHAPTER.name)
     for item in finding.items if finding else ():
         projection, space = UP_O_QUANTITIES[item.quantity][1:3]
-        out.add(item.key, f"(ours) {projection}'s {space}-space continuity was still rising at step {finding.horizon:,}",
-                f"{projection} {vector_name(space)} |cos| at step {finding.end:,} above step {finding.horizon:,} "
-                f"({finding.label}, seed {finding.seed})", "not stated", item.at_end, item.baseline, item.verdict,
+        out.add(key=item.key,
+                claim=f"(ours) {projection}'s {space}-space continuity was still rising at step {finding.horizon:,}",
+                quantity=f"{projection} {vector_name(space)} |cos| at step {finding.end:,} above step "
+                         f"{finding.horizon:,} ({finding.label}, seed {finding.seed})",
+                paper="not stated", ours=item.at_end, baseline=item.baseline, verdict=item.verdict,
                 note=f"at step {finding.horizon:,}: {item.at_horizon}")
     return out.table()
 
