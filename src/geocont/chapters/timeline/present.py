@@ -16,14 +16,17 @@ from ...book.figures import show_figure
 from ...book.prose import Prose
 from ...plotting import draw_baseline
 from ...statistics import per_run, turn_rates
-from ..common import mlp_verdict as verdict  # the closing list of verdicts
-from .compute import (CROSSINGS, CROSSING_LEVEL, EventStep, Results, TransferSummary, claims, condition_summaries,
+from ..common import mlp_verdict
+from .compute import (CROSSINGS, CROSSING_LEVEL, EventStep, Results, TransferSummary, condition_summaries,
                       drift_verdicts, init_scale_events, optimizer_summaries, rise_against_prediction, rotation_drift,
                       run_summary, step_zero, weights_follow)
 
 
 #: The chapter's templates (``prose.md``).
 PROSE = Prose.of(__package__)
+
+#: The closing list: one bullet per claim, under the run's scale, seeds and data.
+verdict = mlp_verdict
 
 
 def run_note(results: Results) -> Markdown:
