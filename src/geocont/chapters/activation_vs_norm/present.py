@@ -18,12 +18,15 @@ from ...book.figures import show_figure
 from ...book.prose import Prose
 from ...plotting import draw_baseline, palette
 from .. import mlp_runs
-from ..common import mlp_verdict as verdict  # the closing list of verdicts
-from .compute import Results, centring_finding, claims, condition_shapes, run_summary
+from ..common import mlp_verdict
+from .compute import Results, centring_finding, condition_shapes, run_summary
 
 
 #: The chapter's templates (``prose.md``).
 PROSE = Prose.of(__package__)
+
+#: The closing list: one bullet per claim, under the run's scale, seeds and data.
+verdict = mlp_verdict
 
 
 def run_note(results: Results) -> Markdown:

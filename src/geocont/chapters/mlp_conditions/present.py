@@ -16,12 +16,15 @@ from ...book.figures import show_figure
 from ...book.prose import Prose, listing
 from ...statistics import Estimate, change_over_last, estimate, estimate_at_step, final_estimate, peak_and_final, per_run
 from .. import mlp_runs
-from ..common import mlp_verdict as verdict  # the closing list of verdicts
+from ..common import mlp_verdict
 from ..mlp_runs import MLPChapterSettings, final_summary
-from .compute import (MEAN_PAIRS, NORES_CENTRED, RES_CENTRED, RADIAL_NEAR_IDENTITY_NORM, NEAR_LINEAR_SHARE, Results, claims, data_control,
+from .compute import (MEAN_PAIRS, NORES_CENTRED, RES_CENTRED, RADIAL_NEAR_IDENTITY_NORM, NEAR_LINEAR_SHARE, Results, data_control,
                       mean_direction, optimizer_finding, radial_linearity)
 
 PROSE = Prose.of(__package__)
+
+#: The closing list: one bullet per claim, under the run's scale, seeds and data.
+verdict = mlp_verdict
 
 
 def baseline_note(results: Results) -> Markdown:

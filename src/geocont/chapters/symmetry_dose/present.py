@@ -15,13 +15,16 @@ from ...book.figures import show_figure
 from ...book.prose import Prose, listing
 from ...statistics import DIFFERENCE_MARGIN, final_per_run
 from .. import mlp_runs
-from ..common import mlp_verdict as verdict  # the closing list of verdicts
+from ..common import mlp_verdict
 from .compute import (DOSE, DOSE_CONDITIONS, LINEAR, NEAR_LINEAR_SHARE, RADIAL_CONDITIONS, RELU, TRACK,
                       TRANSITION_SHARE, Results, dose_finding, near_linear_percent, radial_finding, run_summary)
 
 
 #: The chapter's templates (``prose.md``).
 PROSE = Prose.of(__package__)
+
+#: The closing list: one bullet per claim, under the run's scale, seeds and data.
+verdict = mlp_verdict
 
 
 def run_note(results: Results) -> Markdown:
