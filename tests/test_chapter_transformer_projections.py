@@ -78,7 +78,7 @@ def test_the_longer_run_is_costed_and_turned_off_by_the_cheaper_design():
     settings, off = chapter.CHAPTER.configure("cpu"), chapter.CHAPTER.configure("cpu", long_factor=0)
     assert chapter.run_counts(settings)[-1] == chapter.RunCount("silu, 4× steps", 1)
     long = settings.long_configs()["silu, 4× steps"][0]
-    assert long.steps == 16000 and chapter._duration(long) == pytest.approx(16000 * chapter.CPU_SECONDS_PER_STEP[4])
+    assert long.steps == 16000 and chapter.run_seconds(long) == pytest.approx(16000 * chapter.CPU_SECONDS_PER_STEP[4])
     assert chapter.predicted_minutes(settings) > chapter.predicted_minutes(off)
     finding = chapter.budget_finding(off)
     assert finding.cut == ("silu, 4× steps",) and finding.long_steps == 0

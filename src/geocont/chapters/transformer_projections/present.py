@@ -21,11 +21,11 @@ from ...metrics import random_abs_cos, vector_name
 from ...statistics import VALIDATION_RISE, at_final_step, at_step, estimate, per_run
 from ...transformer import PROJECTIONS
 from ..common import short_projection
-from .compute import (UP_O_QUANTITIES, Results, RunCount, _estimate,  budget_finding, depth_finding,
+from .compute import (UP_O_QUANTITIES, Results, RunCount, budget_finding, depth_finding,
                       depth_profile_finding, explanation_verdicts, final_estimates, gap_claims, gap_finding, gap_values,
                       holds_finding, late_changes, long_run_finding, loss_finding, lost_finding, pretrained_estimate,
                       pretrained_finding, projection_values, settled_finding, softmax_finding, up_o_baseline,
-                      up_o_finding, up_o_values)
+                      up_o_finding, up_o_values, variant_estimate)
 from ..lm_runs import LMChapterSettings
 
 PROSE = Prose.of(__package__)
@@ -227,9 +227,9 @@ def horizon_table(results: Results) -> pd.DataFrame:
             row = {"projection": short_projection(projection), "vector": vector_name(space)}
             for label in results.variants:
                 if label != settings.depth_label:
-                    row[f"{label}, step {settings.early_step}"] = str(_estimate(early, label, projection, space))
-                row[f"{label}, step {settings.base.steps}"] = str(_estimate(finals, label, projection, space))
-            row[f"{results.reference}: change over last third"] = str(_estimate(changes, results.reference, projection,
+                    row[f"{label}, step {settings.early_step}"] = str(variant_estimate(early, label, projection, space))
+                row[f"{label}, step {settings.base.steps}"] = str(variant_estimate(finals, label, projection, space))
+            row[f"{results.reference}: change over last third"] = str(variant_estimate(changes, results.reference, projection,
                                                                                 space))
             if results.pretrained is not None:
                 row[f"{settings.pretrained} (± over layer pairs)"] = str(pretrained_estimate(results, projection,
