@@ -351,8 +351,15 @@ def _linear_verdict(share: Estimate, expected: str) -> str:
 
 def dose_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
     """The claims of the chapter, from its run table: the dose's three, the radial nets' five."""
-    dose, radial = dose_finding(table, baseline), radial_finding(table, baseline)
     out = ClaimsBuilder(CHAPTER.name)
+    add_dose_claims(out, dose_finding(table, baseline), baseline)
+    add_radial_claims(out, radial_finding(table, baseline), baseline)
+    return out.table()
+
+
+def add_dose_claims(out: ClaimsBuilder, dose: Dose, baseline: float) -> None:
+    """The dose's three claims: weight v1 falls from slope 0 (ReLU) to slope 1 (linear), the fall is sharp (one
+    interval of the grid holds most of it), and the smallest break keeps weight v1 above the linear net's."""
     relu, linear, small = dose.at(0.0), dose.at(1.0), dose.smallest_break
     slopes = "; ".join(f"slope {p.slope:g} {p.weight}" for p in dose.points)
     out.add(key="dose-monotone",
@@ -377,6 +384,12 @@ def dose_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
             quantity=f"weight v1 |cos|: slope {small.slope:g} minus slope 1", paper="not in the paper",
             ours=difference(small.weight, linear.weight), baseline=baseline, verdict=dose.small_break_verdict,
             note=f"slope {small.slope:g} {small.weight}; res-none {linear.weight}")
+
+
+def add_radial_claims(out: ClaimsBuilder, radial: Radial, baseline: float) -> None:
+    """The radial nets' five claims: which end linear in practice (the paper's, the one with tau fixed at
+    initialisation) and which stays nonlinear (tau tracked), and whether the one that stays nonlinear loses weight
+    continuity where the element-wise activation keeps it."""
     rule = f"at least {NEAR_LINEAR_SHARE:g}% within 1% of the identity"
     for key, condition, expected, claim, premise in (
             ("radial-ends-linear", "res-radial", "linear",
@@ -399,7 +412,6 @@ def dose_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
             quantity=f"res-relu minus {TRACK} weight v1", paper="higher (no number)",
             ours=difference(radial.relu, track.weight), baseline=baseline, verdict=radial.relu_above_track,
             note=f"res-relu {radial.relu}; {TRACK} {track.weight}")
-    return out.table()
 
 
 RunSummary, run_summary = mlp_runs.RunSummary, mlp_runs.run_summary  # the run note, shared by the MLP chapters
