@@ -136,6 +136,7 @@ def build_settings(scale: str, values: dict[str, Any]) -> CompressionSettings:
 
 
 def _blocks(layers: Sequence[int] | None) -> str:
+    """``blocks 9–20`` (a run of blocks), ``blocks [1, 3, 5]`` or ``all blocks`` (None), for the provenance."""
     if layers is None:
         return "all blocks"
     if list(layers) == list(range(layers[0], layers[-1] + 1)):

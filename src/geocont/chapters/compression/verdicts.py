@@ -55,6 +55,7 @@ def model_key(model: str) -> str:
 
 
 def sharing_key(model: str, projection: str) -> str:
+    """The key of a model's sharing claim for one projection (``ours-share-q``)."""
     return f"{model_key(model)}-share-{short_projection(projection)}"
 
 

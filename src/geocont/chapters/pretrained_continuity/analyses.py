@@ -69,10 +69,12 @@ class Results:
 
 
 def llama_like(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """The checkpoints of ``tables`` (analyzer tables by name) with a Llama (or GGUF Llama) layout."""
     return [m for m, t in tables.items() if t.attrs["layout"] in ("gguf", "llama")]
 
 
 def gemma(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """The checkpoints of ``tables`` (analyzer tables by name) with a Gemma-3 layout (post-norms)."""
     return [m for m, t in tables.items() if t.attrs["layout"].startswith("gemma3")]
 
 

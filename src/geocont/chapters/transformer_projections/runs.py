@@ -81,6 +81,8 @@ def run(settings: LMChapterSettings) -> Results:
 
 
 def _pretrained_table(settings: LMChapterSettings) -> tuple[pd.DataFrame | None, str]:
+    """The pretrained checkpoint's analyzer table (None where none was asked for or it is not installed), and a
+    line on what was analysed or why not."""
     if settings.pretrained is None:
         return None, "no pretrained checkpoint was asked for"
     try:

@@ -55,6 +55,7 @@ def claims(results: Results) -> pd.DataFrame:
 
 
 def _changes_text(found: Settledness) -> str:
+    """A quantity's change over the last third, the seed mean and each seed's, for a claim's note."""
     seeds = ", ".join(f"{value:+.2f}" for value in found.changes)
     return f"change over the last third {found.trend.mean:+.2f} (per seed: {seeds})"
 
