@@ -189,12 +189,16 @@ def test_in_short_names_where_the_papers_space_was_cheaper(follows):
     assert ours.cheapest == expected  # the most frequent first
 
 
-def test_the_text_builders_render():
+def test_the_text_builders_state_their_counts_and_render():
     results = _results()
     claims = chapter.claims(results)
-    assert "168 compressed configurations" in chapter.evaluated_note(results).data
-    assert "28 of 28" in chapter.parameter_counts(results)[1].data
-    assert "input 20" in chapter.cheapest_schemes(results)[1].data
-    assert "4 of 14" in chapter.error_and_loss(results)[1].data
-    assert "`smoke`" in chapter.verdict(results, claims).data
-    assert "**In short.**" in chapter.in_short(results, claims).data
+    assert chapter.evaluation_counts(results).configurations == 168
+    assert chapter.budget_equality(results) == chapter.BudgetEquality("all-equal", 28, 28)
+    assert ("input", 20) in chapter.cheapest_finding(results).wins
+    found = chapter.error_loss_finding(results)
+    assert (found.agree, found.rows) == (4, 14)
+    texts = [chapter.evaluated_note(results).data, chapter.parameter_counts(results)[1].data,
+             chapter.cheapest_schemes(results)[1].data, chapter.error_and_loss(results)[1].data,
+             chapter.verdict(results, claims).data, chapter.in_short(results, claims).data]
+    for text in texts:  # each fills its template
+        assert text.strip() and "{" not in text, text

@@ -15,7 +15,7 @@ from safetensors.torch import save_file
 
 from geocont.chapters import pretrained_continuity as chapter
 from geocont.chapters.lm_runs import PROJECTION_PREDICTIONS
-from geocont.chapters.pretrained_continuity import compute
+from geocont.chapters.pretrained_continuity import large_models as large_checkpoints
 from geocont.scales import ParameterError
 from geocont.statistics import Estimate
 
@@ -221,10 +221,10 @@ def test_large_model_cost_times_the_analyzer_and_scales_by_parameters(monkeypatc
     """Two layers of the reference shapes take 10 s on the stub clock: 5 s per layer, scaled by parameters."""
     assert chapter.large_model_cost(chapter.CHAPTER.configure("smoke")) is None
     small = {"q_proj": (32, 32), "down_proj": (32, 64)}  # 3072 parameters per layer
-    monkeypatch.setattr(compute, "LLAMA_31_8B_LAYER", small)
-    monkeypatch.setattr(compute, "LARGE_MODELS", {"small": (small, 12), "double": ({"q_proj": (64, 96)}, 6)})
+    monkeypatch.setattr(large_checkpoints, "LLAMA_31_8B_LAYER", small)
+    monkeypatch.setattr(large_checkpoints, "LARGE_MODELS", {"small": (small, 12), "double": ({"q_proj": (64, 96)}, 6)})
     clock = iter([100.0, 110.0])
-    monkeypatch.setattr(compute, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    monkeypatch.setattr(large_checkpoints, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
     cost = chapter.large_model_cost(chapter.CHAPTER.configure("smoke", measure_cost=True))
     assert cost.seconds_per_layer == 5.0
     table = cost.table.set_index("model")

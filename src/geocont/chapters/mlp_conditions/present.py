@@ -16,12 +16,16 @@ from ...book.figures import show_figure
 from ...book.prose import Prose, listing
 from ...statistics import Estimate, change_over_last, estimate, estimate_at_step, final_estimate, peak_and_final, per_run
 from .. import mlp_presentation, mlp_runs
+from ..common import mlp_verdict
 from ..mlp_presentation import final_summary
 from ..mlp_runs import MLPChapterSettings
-from .compute import (MEAN_PAIRS, NORES_CENTRED, RES_CENTRED, RADIAL_NEAR_IDENTITY_NORM, NEAR_LINEAR_SHARE, Results, claims, data_control,
+from .compute import (MEAN_PAIRS, NORES_CENTRED, RES_CENTRED, RADIAL_NEAR_IDENTITY_NORM, NEAR_LINEAR_SHARE, Results, data_control,
                       mean_direction, optimizer_finding, radial_linearity)
 
 PROSE = Prose.of(__package__)
+
+#: The closing list: one bullet per claim, under the run's scale, seeds and data.
+verdict = mlp_verdict
 
 
 def baseline_note(results: Results) -> Markdown:
@@ -262,11 +266,6 @@ def init_scale_figure(results: Results) -> None:
              for c in robust_order for i in init_order]
     show_figure(fig, "mlp-init-scale", PROSE.render("init-scale-caption", steps=results.settings.early_steps,
                                                     lines="; ".join(lines)))
-
-
-def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
-    """One bullet per claim (:func:`geocont.chapters.mlp_presentation.verdict`)."""
-    return mlp_presentation.verdict(results.settings, claims)
 
 
 def condition_two_note(results: Results) -> Markdown:

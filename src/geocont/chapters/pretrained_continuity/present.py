@@ -13,8 +13,8 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from ...analyzer import summary
-from ...book import prose
 from ...book.figures import show_figure
+from ...book.prose import Prose
 from ...layouts import PROJECTIONS
 from ...metrics import vector_name
 from ...plotting import plot_depth_continuity, projection_colours
@@ -23,7 +23,7 @@ from .compute import (LargeModelCost, PretrainedChapterSettings, Results, checkp
                       gemma_finding, large_model_finding, layer_pair_estimate, quantization_finding,
                       quantization_shifts, trained_seed_means, verdict_finding, verdict_tally)
 
-PROSE = prose.Prose.of(__package__)
+PROSE = Prose.of(__package__)
 
 
 def _describe(name: str, table: pd.DataFrame) -> dict[str, Any]:

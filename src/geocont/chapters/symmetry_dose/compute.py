@@ -351,30 +351,45 @@ def _linear_verdict(share: Estimate, expected: str) -> str:
 
 def dose_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
     """The claims of the chapter, from its run table: the dose's three, the radial nets' five."""
-    dose, radial = dose_finding(table, baseline), radial_finding(table, baseline)
     out = ClaimsBuilder(CHAPTER.name)
+    add_dose_claims(out, dose_finding(table, baseline), baseline)
+    add_radial_claims(out, radial_finding(table, baseline), baseline)
+    return out.table()
+
+
+def add_dose_claims(out: ClaimsBuilder, dose: Dose, baseline: float) -> None:
+    """The dose's three claims: weight v1 falls from slope 0 (ReLU) to slope 1 (linear), the fall is sharp (one
+    interval of the grid holds most of it), and the smallest break keeps weight v1 above the linear net's."""
     relu, linear, small = dose.at(0.0), dose.at(1.0), dose.smallest_break
     slopes = "; ".join(f"slope {p.slope:g} {p.weight}" for p in dose.points)
-    out.add("dose-monotone", "Breaking the symmetry keeps weight continuity: slope 0 (ReLU) above slope 1 (linear)",
-            "weight v1 |cos|: slope 0 minus slope 1", "higher (no number)", difference(relu.weight, linear.weight),
-            baseline, dose.drop_verdict, note=slopes)
+    out.add(key="dose-monotone",
+            claim="Breaking the symmetry keeps weight continuity: slope 0 (ReLU) above slope 1 (linear)",
+            quantity="weight v1 |cos|: slope 0 minus slope 1", paper="higher (no number)",
+            ours=difference(relu.weight, linear.weight), baseline=baseline, verdict=dose.drop_verdict, note=slopes)
     found = dose.transition
     where = (f"transition {found.low:g} to {found.high:g} ({found.share:.0%} of the drop of {found.total:.2f})"
              if found.case in ("sharp", "gradual") else "no transition located: the total drop is not reproduced"
              if found.case == "no-drop" else "a slope of the grid has no value")
     verdict = {"sharp": "reproduced", "gradual": "not reproduced"}.get(found.case, "not tested")
-    out.add("dose-transition",
-            f"(ours) The transition is sharp: one interval of the slope grid holds more than "
-            f"{TRANSITION_SHARE:.0%} of weight v1's drop",
-            "largest share of the slope-0-to-1 drop in one grid interval", "not in the paper", found.largest_share,
-            math.nan, verdict, note=f"{where}; per interval {_intervals_text(found)}; sd: of each seed's own share",
-            std=found.largest_share_sd,
-            n=min(p.weight.n for p in dose.points))
-    out.add("dose-099-breaks",
-            f"(ours) A {small.symmetry_break:.0%} break suffices: slope {small.slope:g} keeps weight v1 above the "
-            "linear net", f"weight v1 |cos|: slope {small.slope:g} minus slope 1", "not in the paper",
-            difference(small.weight, linear.weight), baseline, dose.small_break_verdict,
+    out.add(key="dose-transition",
+            claim=f"(ours) The transition is sharp: one interval of the slope grid holds more than "
+                  f"{TRANSITION_SHARE:.0%} of weight v1's drop",
+            quantity="largest share of the slope-0-to-1 drop in one grid interval", paper="not in the paper",
+            ours=found.largest_share, baseline=math.nan, verdict=verdict,
+            note=f"{where}; per interval {_intervals_text(found)}; sd: of each seed's own share",
+            std=found.largest_share_sd, n=min(p.weight.n for p in dose.points))
+    out.add(key="dose-099-breaks",
+            claim=f"(ours) A {small.symmetry_break:.0%} break suffices: slope {small.slope:g} keeps weight v1 "
+                  "above the linear net",
+            quantity=f"weight v1 |cos|: slope {small.slope:g} minus slope 1", paper="not in the paper",
+            ours=difference(small.weight, linear.weight), baseline=baseline, verdict=dose.small_break_verdict,
             note=f"slope {small.slope:g} {small.weight}; res-none {linear.weight}")
+
+
+def add_radial_claims(out: ClaimsBuilder, radial: Radial, baseline: float) -> None:
+    """The radial nets' five claims: which end linear in practice (the paper's, the one with tau fixed at
+    initialisation) and which stays nonlinear (tau tracked), and whether the one that stays nonlinear loses weight
+    continuity where the element-wise activation keeps it."""
     rule = f"at least {NEAR_LINEAR_SHARE:g}% within 1% of the identity"
     for key, condition, expected, claim, premise in (
             ("radial-ends-linear", "res-radial", "linear",
@@ -384,18 +399,19 @@ def dose_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
             ("radial-track-stays-nonlinear", TRACK, "nonlinear",
              "(ours) The radial net with tracked tau stays nonlinear", "not in the paper")):
         net = radial.nets[condition]
-        out.add(key, claim, f"{condition}: % of probe images within 1% of the identity at the end (layer mean)",
-                premise, net.final, math.nan, _linear_verdict(net.final, expected),
+        out.add(key=key, claim=claim,
+                quantity=f"{condition}: % of probe images within 1% of the identity at the end (layer mean)",
+                paper=premise, ours=net.final, baseline=math.nan, verdict=_linear_verdict(net.final, expected),
                 note=f"ends linear when {rule}; at initialisation {net.initial}; weight v1 {net.weight}")
     track = radial.track
-    out.add("radial-track-weight-v1", "A rotation-equivariant nonlinearity that stays nonlinear fails too",
-            f"{TRACK} weight v1 |cos|", f"~{paper.RADIAL_WEIGHT_V1} (Res+Radial)", track.weight, baseline,
-            radial.track_value,
-            note=f"near-linear share at the end {track.final}")
-    out.add("relu-above-radial-track", "The element-wise activation keeps what the nonlinear radial net loses",
-            f"res-relu minus {TRACK} weight v1", "higher (no number)", difference(radial.relu, track.weight),
-            baseline, radial.relu_above_track, note=f"res-relu {radial.relu}; {TRACK} {track.weight}")
-    return out.table()
+    out.add(key="radial-track-weight-v1", claim="A rotation-equivariant nonlinearity that stays nonlinear fails too",
+            quantity=f"{TRACK} weight v1 |cos|", paper=f"~{paper.RADIAL_WEIGHT_V1} (Res+Radial)", ours=track.weight,
+            baseline=baseline, verdict=radial.track_value, note=f"near-linear share at the end {track.final}")
+    out.add(key="relu-above-radial-track",
+            claim="The element-wise activation keeps what the nonlinear radial net loses",
+            quantity=f"res-relu minus {TRACK} weight v1", paper="higher (no number)",
+            ours=difference(radial.relu, track.weight), baseline=baseline, verdict=radial.relu_above_track,
+            note=f"res-relu {radial.relu}; {TRACK} {track.weight}")
 
 
 RunSummary, run_summary = mlp_runs.RunSummary, mlp_runs.run_summary  # the run note, shared by the MLP chapters

@@ -15,29 +15,32 @@ from ...book.figures import show_figure
 from ...book.prose import Prose, listing
 from ...statistics import DIFFERENCE_MARGIN, final_per_run
 from .. import mlp_presentation
+from ..common import mlp_verdict
 from .compute import (DOSE, DOSE_CONDITIONS, LINEAR, NEAR_LINEAR_SHARE, RADIAL_CONDITIONS, RELU, TRACK,
                       TRANSITION_SHARE, Results, dose_finding, near_linear_percent, radial_finding, run_summary)
 
 
-def _prose() -> Prose:
-    """The chapter's templates (``prose.md``)."""
-    return Prose.of(__package__)
+#: The chapter's templates (``prose.md``).
+PROSE = Prose.of(__package__)
+
+#: The closing list: one bullet per claim, under the run's scale, seeds and data.
+verdict = mlp_verdict
 
 
 def run_note(results: Results) -> Markdown:
-    return Markdown(_prose().render("run-note", **vars(run_summary(results)),
-                                    undefined=undefined_sentence(results.table)))
+    return Markdown(PROSE.render("run-note", **vars(run_summary(results)),
+                                 undefined=undefined_sentence(results.table)))
 
 
 def dose_rule() -> Markdown:
     """The dose's rules, as stated before any run was read (:data:`.compute.TRANSITION_SHARE`)."""
-    return Markdown(_prose().render("dose-rule", share=TRANSITION_SHARE, margin=DIFFERENCE_MARGIN,
-                                    grid=", ".join(f"{s:g}" for s in DOSE)))
+    return Markdown(PROSE.render("dose-rule", share=TRANSITION_SHARE, margin=DIFFERENCE_MARGIN,
+                                 grid=", ".join(f"{s:g}" for s in DOSE)))
 
 
 def radial_rule() -> Markdown:
     """The radial nets' rule, as stated before any run was read (:data:`.compute.NEAR_LINEAR_SHARE`)."""
-    return Markdown(_prose().render("radial-rule", share=NEAR_LINEAR_SHARE))
+    return Markdown(PROSE.render("radial-rule", share=NEAR_LINEAR_SHARE))
 
 
 def horizon_summary(results: Results) -> pd.DataFrame:
@@ -49,9 +52,9 @@ def horizon_summary(results: Results) -> pd.DataFrame:
 
 def dose_caption(results: Results) -> str:
     """The caption of the dose figure (the finding: :func:`.compute.dose_finding`)."""
-    found, prose = dose_finding(results.table, results.baseline), _prose()
-    points = "; ".join(prose.render("dose-item", **vars(p)) for p in found.points)
-    return prose.render("dose-caption", baseline=found.baseline, points=points)
+    found = dose_finding(results.table, results.baseline)
+    points = "; ".join(PROSE.render("dose-item", **vars(p)) for p in found.points)
+    return PROSE.render("dose-caption", baseline=found.baseline, points=points)
 
 
 def dose_figure(results: Results) -> None:
@@ -86,34 +89,34 @@ def dose_figure(results: Results) -> None:
 
 def dose_reading(results: Results) -> Markdown:
     """Where the transition is and how sharp, whether a 1% break suffices, which slopes stay above random."""
-    found, prose = dose_finding(results.table, results.baseline), _prose()
+    found = dose_finding(results.table, results.baseline)
     step, relu, linear, small = found.transition, found.at(0.0), found.at(1.0), found.smallest_break
-    transition = prose.choose("transition", step.case, total=step.total, share=step.share, low=step.low,
+    transition = PROSE.choose("transition", step.case, total=step.total, share=step.share, low=step.low,
                               high=step.high, rule_share=TRANSITION_SHARE, largest=step.largest_share,
                               relu=relu.weight, linear=linear.weight)
-    small_break = prose.choose("small-break", {"reproduced": "suffices", "partly reproduced": "weak",
+    small_break = PROSE.choose("small-break", {"reproduced": "suffices", "partly reproduced": "weak",
                                                "not reproduced": "not-enough"}.get(found.small_break_verdict,
                                                                                    "untested"),
                                slope=small.slope, weight=small.weight, linear=linear.weight)
     above = [f"{p.slope:g}" for p in found.points if p.above_random == "reproduced"]
     below = [f"{p.slope:g}" for p in found.points if p.above_random != "reproduced"]
-    random = prose.choose("above-random", "all" if not below else "none" if not above else "some",
+    random = PROSE.choose("above-random", "all" if not below else "none" if not above else "some",
                           baseline=found.baseline, above=listing(above), below=listing(below))
-    return Markdown(prose.render("dose-reading", transition=transition, small_break=small_break, random=random))
+    return Markdown(PROSE.render("dose-reading", transition=transition, small_break=small_break, random=random))
 
 
 # Radial, done properly
 
-def _status(prose: Prose, status: str) -> str:
-    return prose.choose("linear-status", status)
+def _status(status: str) -> str:
+    return PROSE.choose("linear-status", status)
 
 
 def radial_caption(results: Results) -> str:
     """The caption of the radial figure (the finding: :func:`.compute.radial_finding`)."""
-    found, prose = radial_finding(results.table, results.baseline), _prose()
-    nets = "; ".join(prose.render("radial-item", condition=n.condition, initial=n.initial, final=n.final,
-                                  status=_status(prose, n.status), weight=n.weight) for n in found.nets.values())
-    return prose.render("radial-caption", share=NEAR_LINEAR_SHARE, baseline=results.baseline,
+    found = radial_finding(results.table, results.baseline)
+    nets = "; ".join(PROSE.render("radial-item", condition=n.condition, initial=n.initial, final=n.final,
+                                  status=_status(n.status), weight=n.weight) for n in found.nets.values())
+    return PROSE.render("radial-caption", share=NEAR_LINEAR_SHARE, baseline=results.baseline,
                         paper=paper.RADIAL_WEIGHT_V1, nets=nets)
 
 
@@ -142,17 +145,14 @@ def radial_figure(results: Results) -> None:
 
 def radial_reading(results: Results) -> Markdown:
     """Do the radial nets end linear, and does the one that stays nonlinear lose continuity?"""
-    found, prose = radial_finding(results.table, results.baseline), _prose()
+    found = radial_finding(results.table, results.baseline)
     nets = found.nets
-    papers = prose.render("radial-papers", radial=_status(prose, nets["res-radial"].status),
-                          radial_share=nets["res-radial"].final, tau=_status(prose, nets["res-radial-tau"].status),
+    papers = PROSE.render("radial-papers", radial=_status(nets["res-radial"].status),
+                          radial_share=nets["res-radial"].final, tau=_status(nets["res-radial-tau"].status),
                           tau_share=nets["res-radial-tau"].final)
     track = found.track
-    return Markdown(prose.choose("radial-reading", found.case, papers=papers, track_share=track.final,
+    return Markdown(PROSE.choose("radial-reading", found.case, papers=papers, track_share=track.final,
                                  track=track.weight, relu=found.relu, linear=found.linear,
                                  paper=paper.RADIAL_WEIGHT_V1, condition=TRACK))
 
 
-def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
-    """One bullet per claim (:func:`geocont.chapters.mlp_presentation.verdict`)."""
-    return mlp_presentation.verdict(results.settings, claims)

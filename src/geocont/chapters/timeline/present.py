@@ -16,28 +16,29 @@ from ...book.figures import show_figure
 from ...book.prose import Prose
 from ...plotting import draw_baseline
 from ...statistics import per_run, turn_rates
-from .. import mlp_presentation
-from .compute import (CROSSINGS, CROSSING_LEVEL, EventStep, Results, TransferSummary, claims, condition_summaries,
+from ..common import mlp_verdict
+from .compute import (CROSSINGS, CROSSING_LEVEL, EventStep, Results, TransferSummary, condition_summaries,
                       drift_verdicts, init_scale_events, optimizer_summaries, rise_against_prediction, rotation_drift,
                       run_summary, step_zero, weights_follow)
 
 
-def _prose() -> Prose:
-    """The chapter's templates (``prose.md``)."""
-    return Prose.of(__package__)
+#: The chapter's templates (``prose.md``).
+PROSE = Prose.of(__package__)
+
+#: The closing list: one bullet per claim, under the run's scale, seeds and data.
+verdict = mlp_verdict
 
 
 def run_note(results: Results) -> Markdown:
     summary = run_summary(results)
-    return Markdown(_prose().render("run-note", **vars(summary), undefined=undefined_sentence(results.table)))
+    return Markdown(PROSE.render("run-note", **vars(summary), undefined=undefined_sentence(results.table)))
 
 
 def step0_caption(results: Results) -> str:
     """The caption of the step-0 figure (the finding: :func:`.compute.step_zero`)."""
     finding = step_zero(results)
-    prose = _prose()
-    conditions = "; ".join(prose.render("step0-item", **vars(c)) for c in finding.conditions)
-    return prose.render("step0-caption", baseline=finding.baseline, conditions=conditions)
+    conditions = "; ".join(PROSE.render("step0-item", **vars(c)) for c in finding.conditions)
+    return PROSE.render("step0-caption", baseline=finding.baseline, conditions=conditions)
 
 
 def step0_figure(results: Results) -> None:
@@ -56,21 +57,20 @@ def step0_figure(results: Results) -> None:
 
 def _seed_events(summary: TransferSummary) -> str:
     """Each seed's crossing steps (Frobenius / spectral), then each seed's rise step."""
-    prose = _prose()
 
     def crossing(event: EventStep) -> str:
-        return prose.choose("crossing-step", event.case, step=event.step)
+        return PROSE.choose("crossing-step", event.case, step=event.step)
 
-    crossings = ", ".join(prose.render("seed-crossings-item", frobenius=crossing(s.crossing),
+    crossings = ", ".join(PROSE.render("seed-crossings-item", frobenius=crossing(s.crossing),
                                        spectral=crossing(s.spectral_crossing)) for s in summary.seeds)
-    rises = ", ".join(prose.choose("rise-step", s.rise.case, step=s.rise.step) for s in summary.seeds)
-    return prose.render("seed-events", crossings=crossings, rises=rises)
+    rises = ", ".join(PROSE.choose("rise-step", s.rise.case, step=s.rise.step) for s in summary.seeds)
+    return PROSE.render("seed-events", crossings=crossings, rises=rises)
 
 
 def condition_timeline_caption(summary: TransferSummary) -> str:
     """The caption of one condition's transfer timeline."""
-    return _prose().render("condition-timeline-caption", **vars(summary), condition=summary.label,
-                           seed_events=_seed_events(summary))
+    return PROSE.render("condition-timeline-caption", **vars(summary), condition=summary.label,
+                        seed_events=_seed_events(summary))
 
 
 def condition_timelines(results: Results) -> None:
@@ -85,15 +85,14 @@ def condition_timelines(results: Results) -> None:
 
 def _per_condition(items) -> str:
     """``c1 x; c2 y``: (condition, value) pairs as a list of ``condition-item``."""
-    prose = _prose()
-    return "; ".join(prose.render("condition-item", condition=c, value=v) for c, v in items)
+    return "; ".join(PROSE.render("condition-item", condition=c, value=v) for c, v in items)
 
 
 def rise_note(results: Results) -> Markdown:
     """The relative update at the rise against 2/sqrt(n), and the spectral crossing against the rise."""
     finding = rise_against_prediction(results)
     conditions = finding.conditions
-    return Markdown(_prose().render(
+    return Markdown(PROSE.render(
         "rise-note", width=finding.width, predicted=finding.predicted,
         rel_update_at_rise=_per_condition((c.condition, c.rel_update_at_rise) for c in conditions),
         spectral_crossing_step=_per_condition((c.condition, c.spectral_crossing_step) for c in conditions),
@@ -109,7 +108,7 @@ EVENT_COLUMNS = {
 }
 
 
-EVENTS_TABLE_NOTE = Markdown(_prose().render("events-table-note"))
+EVENTS_TABLE_NOTE = Markdown(PROSE.render("events-table-note"))
 
 
 def events_table(results: Results):
@@ -121,10 +120,9 @@ def events_table(results: Results):
 def init_scale_caption(results: Results) -> str:
     """The caption of the init-scale figure (the finding: :func:`.compute.init_scale_events`)."""
     finding = init_scale_events(results)
-    prose = _prose()
-    runs = ", ".join(prose.render("init-never-crossed-item", init_scale=i, seed=s) for i, s in finding.never_crossed)
-    scales = "; ".join(prose.render("init-scale-item", **vars(s)) for s in finding.scales)
-    return prose.render("init-scale-caption", never_crossed=prose.choose("init-never-crossed", finding.case, runs=runs),
+    runs = ", ".join(PROSE.render("init-never-crossed-item", init_scale=i, seed=s) for i, s in finding.never_crossed)
+    scales = "; ".join(PROSE.render("init-scale-item", **vars(s)) for s in finding.scales)
+    return PROSE.render("init-scale-caption", never_crossed=PROSE.choose("init-never-crossed", finding.case, runs=runs),
                         scales=scales)
 
 
@@ -149,9 +147,8 @@ def init_scale_figure(results: Results) -> None:
 def rotation_caption(results: Results) -> str:
     """The caption of the rotation figure (the finding: :func:`.compute.rotation_drift`)."""
     finding = rotation_drift(results)
-    prose = _prose()
-    conditions = "; ".join(prose.render("rotation-item", **vars(c)) for c in finding.conditions)
-    return prose.render("rotation-caption", window_start=finding.window_start, conditions=conditions)
+    conditions = "; ".join(PROSE.render("rotation-item", **vars(c)) for c in finding.conditions)
+    return PROSE.render("rotation-caption", window_start=finding.window_start, conditions=conditions)
 
 
 def rotation_figure(results: Results) -> None:
@@ -187,8 +184,8 @@ def alignment_before_after(results: Results) -> pd.DataFrame:
 
 def optimizer_timeline_caption(results: Results, summary: TransferSummary) -> str:
     """The caption of the reference condition's transfer timeline under one optimizer."""
-    return _prose().render("optimizer-timeline-caption", **vars(summary), reference=results.reference,
-                           optimizer=summary.label, seed_events=_seed_events(summary))
+    return PROSE.render("optimizer-timeline-caption", **vars(summary), reference=results.reference,
+                        optimizer=summary.label, seed_events=_seed_events(summary))
 
 
 def optimizer_timelines(results: Results) -> None:
@@ -201,35 +198,28 @@ def optimizer_timelines(results: Results) -> None:
         show_figure(fig, f"timeline-optimizer-{number}", optimizer_timeline_caption(results, summary))
 
 
-def verdict(results: Results, claims: pd.DataFrame) -> Markdown:
-    """One bullet per claim (:func:`geocont.chapters.mlp_presentation.verdict`)."""
-    return mlp_presentation.verdict(results.settings, claims)
-
-
 def _drift_reading(claims: pd.DataFrame) -> str:
     """The drift claims together (the finding: :func:`.compute.drift_verdicts`)."""
     finding = drift_verdicts(claims)
-    prose = _prose()
-    verdicts = "; ".join(prose.render("drift-verdict-item", condition=c, verdict=v) for c, v in finding.verdicts)
-    return prose.choose("drift-verdict", finding.case, conditions=", ".join(c for c, _ in finding.verdicts),
+    verdicts = "; ".join(PROSE.render("drift-verdict-item", condition=c, verdict=v) for c, v in finding.verdicts)
+    return PROSE.choose("drift-verdict", finding.case, conditions=", ".join(c for c, _ in finding.verdicts),
                         verdicts=verdicts)
 
 
 def reading(results: Results, claims: pd.DataFrame) -> Markdown:
     """The chapter's reading of its numbers: step 0, when the weights follow, rotation drift."""
-    prose = _prose()
     start, follow, rotation = step_zero(results), weights_follow(results, claims), rotation_drift(results)
-    frobenius = prose.choose("frobenius-crossing", follow.case, never_crossed=follow.never_crossed, runs=follow.runs,
+    frobenius = PROSE.choose("frobenius-crossing", follow.case, never_crossed=follow.never_crossed, runs=follow.runs,
                              crossing_step=follow.crossing_step)
     drifts = rotation.conditions
     paragraphs = [
-        prose.choose("reading-step0", start.case, **vars(start)),
-        prose.render("reading-follow", **vars(follow), frobenius_crossing=frobenius),
-        prose.render("reading-drift", window_start=rotation.window_start,
-                     turn_rates=", ".join(prose.render("turn-item", **vars(c)) for c in drifts),
-                     co_rotations=", ".join(prose.render("condition-item", condition=c.condition, value=c.co_rotation)
+        PROSE.choose("reading-step0", start.case, **vars(start)),
+        PROSE.render("reading-follow", **vars(follow), frobenius_crossing=frobenius),
+        PROSE.render("reading-drift", window_start=rotation.window_start,
+                     turn_rates=", ".join(PROSE.render("turn-item", **vars(c)) for c in drifts),
+                     co_rotations=", ".join(PROSE.render("condition-item", condition=c.condition, value=c.co_rotation)
                                             for c in drifts),
-                     alignments=", ".join(prose.render("alignment-item", **vars(c)) for c in drifts),
+                     alignments=", ".join(PROSE.render("alignment-item", **vars(c)) for c in drifts),
                      drift_verdict=_drift_reading(claims)),
     ]
     return Markdown("\n\n".join(p for p in paragraphs if p))

@@ -14,20 +14,21 @@ import seaborn as sns
 from IPython.display import HTML, Markdown
 
 from ... import plotting
-from ...book import prose
 from ...book.chapter import changed_verdicts_sentence, ours_text, undefined_sentence, verdict_list
 from ...book.figures import show_figure
+from ...book.prose import Prose
 from ...metrics import random_abs_cos, vector_name
 from ...statistics import VALIDATION_RISE, at_final_step, at_step, estimate, per_run
 from ...transformer import PROJECTIONS
-from .compute import (UP_O_QUANTITIES, Results, RunCount, _estimate, _short, budget_finding, depth_finding,
+from ..common import short_projection
+from .compute import (UP_O_QUANTITIES, Results, RunCount, budget_finding, depth_finding,
                       depth_profile_finding, explanation_verdicts, final_estimates, gap_claims, gap_finding, gap_values,
                       holds_finding, late_changes, long_run_finding, loss_finding, lost_finding, pretrained_estimate,
                       pretrained_finding, projection_values, settled_finding, softmax_finding, up_o_baseline,
-                      up_o_finding, up_o_values)
+                      up_o_finding, up_o_values, variant_estimate)
 from ..lm_runs import LMChapterSettings
 
-PROSE = prose.Prose.of(__package__)
+PROSE = Prose.of(__package__)
 
 
 def _runs_text(runs: tuple[RunCount, ...]) -> str:
@@ -114,7 +115,7 @@ def over_training_figure(results: Results) -> None:
             _mark_early(ax, results.settings.early_step)
             ax.set(ylim=(0, 1.02), xlabel="step (symlog)" if row == len(PROJECTIONS) - 1 else "",
                    ylabel="|cos|" if col == 0 else "",
-                   title=f"{_short(projection)}: {_space_title(space)}")
+                   title=f"{short_projection(projection)}: {_space_title(space)}")
     plotting.figure_legend(fig, axes[0, 0], ncol=3)
     show_figure(fig, "lm-over-training", PROSE.render("over-training-caption", early_step=results.settings.early_step,
                                                       settled=settled_sentence(results)))
@@ -131,7 +132,7 @@ def gap_figure(results: Results) -> None:
         _symlog(ax)
         _mark_early(ax, results.settings.early_step)
         ax.set(yscale="log", xlabel="step (symlog)" if index >= len(PROJECTIONS) - columns else "",
-               ylabel="(s1 - s2) / s1" if index % columns == 0 else "", title=_short(projection))
+               ylabel="(s1 - s2) / s1" if index % columns == 0 else "", title=short_projection(projection))
     for index, ax in enumerate(axes.flat):
         if index >= len(PROJECTIONS):
             ax.set_visible(False)
@@ -145,7 +146,7 @@ def gap_sentence(results: Results) -> str:
     :data:`geocont.statistics.DIFFERENCE_MARGIN` between the early horizon and the end, each beside its projection's
     spectral gap at both steps (:func:`.compute.gap_finding`)."""
     finding = gap_finding(results)
-    moved = "; ".join(PROSE.render("gaps-item", projection=_short(m.projection), vector=vector_name(m.space),
+    moved = "; ".join(PROSE.render("gaps-item", projection=short_projection(m.projection), vector=vector_name(m.space),
                                    before=m.before, after=m.after, gap_before=m.gap_before, gap_after=m.gap_after)
                       for m in finding.moved)
     return PROSE.choose("gaps", finding.case, reference=finding.reference, threshold=finding.threshold,
@@ -161,10 +162,10 @@ def projection_bars_figure(results: Results) -> None:
     training, with a black tick at each space's own random baseline E|cos| (its dimension differs)."""
     finals, dims, reference = results.finals, results.dims, results.reference
     frame = finals[finals["condition"] == reference]
-    bars = frame.assign(space=frame["space"].map(SPACE_LABELS), group=frame["group"].map(_short))
-    baselines = {(_short(p), SPACE_LABELS[s]): random_abs_cos(dims[p][s]) for p in dims for s in SPACE_LABELS}
+    bars = frame.assign(space=frame["space"].map(SPACE_LABELS), group=frame["group"].map(short_projection))
+    baselines = {(short_projection(p), SPACE_LABELS[s]): random_abs_cos(dims[p][s]) for p in dims for s in SPACE_LABELS}
     fig, ax = plt.subplots(figsize=(12, 4.8))
-    plotting.grouped_bars(bars, x="group", hue="space", ax=ax, order=[_short(p) for p in dims],
+    plotting.grouped_bars(bars, x="group", hue="space", ax=ax, order=[short_projection(p) for p in dims],
                           hue_order=list(SPACE_LABELS.values()),
                           colours=dict(zip(SPACE_LABELS.values(), sns.color_palette("colorblind", 2))),
                           baselines=baselines, baseline_label="random baseline (per space)")
@@ -205,7 +206,7 @@ def ablations_figure(results: Results) -> None:
                     order=list(PROJECTIONS), hue_order=variants, palette=plotting.palette(variants), errorbar="sd",
                     ax=ax, alpha=0.85)
         ax.set(xlabel="", ylabel="|cos|, mean over layer pairs", ylim=(0, 1.02), title=_space_title(space))
-        ax.set_xticks(range(len(PROJECTIONS)), [_short(p) for p in PROJECTIONS])
+        ax.set_xticks(range(len(PROJECTIONS)), [short_projection(p) for p in PROJECTIONS])
     plotting.figure_legend(fig, axes[0])
     if axes[1].get_legend() is not None:
         axes[1].get_legend().remove()
@@ -223,12 +224,12 @@ def horizon_table(results: Results) -> pd.DataFrame:
     rows = []
     for projection in PROJECTIONS:
         for space in ("input", "output"):
-            row = {"projection": _short(projection), "vector": vector_name(space)}
+            row = {"projection": short_projection(projection), "vector": vector_name(space)}
             for label in results.variants:
                 if label != settings.depth_label:
-                    row[f"{label}, step {settings.early_step}"] = str(_estimate(early, label, projection, space))
-                row[f"{label}, step {settings.base.steps}"] = str(_estimate(finals, label, projection, space))
-            row[f"{results.reference}: change over last third"] = str(_estimate(changes, results.reference, projection,
+                    row[f"{label}, step {settings.early_step}"] = str(variant_estimate(early, label, projection, space))
+                row[f"{label}, step {settings.base.steps}"] = str(variant_estimate(finals, label, projection, space))
+            row[f"{results.reference}: change over last third"] = str(variant_estimate(changes, results.reference, projection,
                                                                                 space))
             if results.pretrained is not None:
                 row[f"{settings.pretrained} (± over layer pairs)"] = str(pretrained_estimate(results, projection,
@@ -277,8 +278,9 @@ def settled_sentence(results: Results) -> str:
     """Which projections' continuity was still moving over the last third of training
     (reference variant; :func:`.compute.settled_finding`)."""
     finding = settled_finding(results)
-    moving = ", ".join(PROSE.render("settled-item", projection=_short(m.projection), vector=vector_name(m.space),
-                                    per_seed=", ".join(f"{c:+.2f}" for c in m.per_seed)) for m in finding.moving)
+    moving = ", ".join(PROSE.render("settled-item", projection=short_projection(m.projection),
+                                    vector=vector_name(m.space), per_seed=", ".join(f"{c:+.2f}" for c in m.per_seed))
+                       for m in finding.moving)
     memorising = ("" if finding.memorising_after is None else
                   PROSE.render("settled-memorising", step=finding.memorising_after, rise=VALIDATION_RISE))
     return PROSE.choose("settled", finding.case, reference=finding.reference, tolerance=finding.tolerance,
@@ -302,7 +304,7 @@ def lost_sentence(results: Results, claims: pd.DataFrame) -> str:
     with their early and final values beside the pretrained checkpoint's; empty where all hold
     (:func:`.compute.lost_finding`)."""
     finding = lost_finding(results, claims)
-    lost = "; ".join(PROSE.choose("lost-item", item.case, projection=_short(item.projection),
+    lost = "; ".join(PROSE.choose("lost-item", item.case, projection=short_projection(item.projection),
                                   vector=vector_name(item.space), early=item.early, early_step=finding.early_step,
                                   early_verdict=item.early_verdict, final=item.final, verdict=item.verdict,
                                   pretrained_name=finding.pretrained, pretrained=item.pretrained)
@@ -397,7 +399,7 @@ def gap_statement(results: Results) -> Markdown:
         rising = PROSE.choose("long-run", "not-run", factor=settings.long_factor, horizon=settings.base.steps)
     else:
         items = "; ".join(PROSE.render(
-            "long-run-item", projection=_short(UP_O_QUANTITIES[i.quantity][1]),
+            "long-run-item", projection=short_projection(UP_O_QUANTITIES[i.quantity][1]),
             vector=vector_name(UP_O_QUANTITIES[i.quantity][2]), at_horizon=i.at_horizon, at_end=i.at_end,
             verdict=i.verdict, reference_label=results.reference, horizon=long.horizon, reference=i.reference)
             for i in long.items)
@@ -429,7 +431,7 @@ def pretrained_statement(results: Results) -> Markdown:
     """Our settled values beside the pretrained checkpoint's, for the predicted projections and V
     (:func:`.compute.pretrained_finding`)."""
     finding = pretrained_finding(results)
-    comparisons = "; ".join(PROSE.render("pretrained-item", projection=_short(c.projection),
+    comparisons = "; ".join(PROSE.render("pretrained-item", projection=short_projection(c.projection),
                                          vector=vector_name(c.space), final=c.final, early_step=finding.early_step,
                                          early=c.early, pretrained=c.pretrained) for c in finding.comparisons)
     return Markdown(PROSE.choose("pretrained", finding.case, status=finding.status, comparisons=comparisons))

@@ -1,0 +1,170 @@
+"""The chapter's claims: the paper's projection pattern in every checkpoint, Gemma-3's post-norms, the output
+gains, the quantization check and the large checkpoints; and the claims grouped by verdict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import pandas as pd
+
+from ...book.chapter import ClaimsBuilder, claim
+from ...metrics import vector_name
+from ...statistics import V_LOW_MARGIN, Estimate, difference, known, verdict_for_difference, verdict_v_low
+from ..common import short_projection, slug
+from ..lm_runs import PROJECTION_PREDICTIONS
+from .analyses import Results, gemma, layer_pair_estimate, llama_like
+from .output_gains import gain_estimates
+from .quantization import (QUANTIZATION_LIMIT, QuantizationChange, quantization_changes, quantization_shifts,
+                           quantization_verdict)
+from .settings import CHAPTER
+
+
+#: What the chapter's claims are judged on: the weights of the checkpoints (each named in its claim's key), no data.
+CLAIMS_DATASET = "checkpoints"
+
+
+def claims(results: Results) -> pd.DataFrame:
+    """The chapter's claims table."""
+    changes = quantization_changes(quantization_shifts(results.effects), results.settings.quantize)
+    return chapter_claims(results.tables, results.large_tables, gain_estimates(results.gains), changes,
+                          results.large_status, n_trained=len(results.trained_tables))
+
+
+def chapter_claims(tables: dict[str, pd.DataFrame], large_tables: dict[str, pd.DataFrame],
+                   gains: dict[tuple[str, str], tuple[Estimate, Estimate]],
+                   quantization: dict[str, QuantizationChange], large_status: Sequence[dict[str, str]],
+                   n_trained: int) -> pd.DataFrame:
+    """The chapter's claims from its measurements.
+
+    ``tables`` / ``large_tables``: analyzer tables of the pretrained and the large checkpoints;
+    ``gains``: :func:`gain_estimates`; ``quantization``: :func:`quantization_changes`;
+    ``large_status``: the large checkpoints looked for; ``n_trained``: trained models quantized.
+    """
+    out = ClaimsBuilder(CHAPTER.name, dataset=CLAIMS_DATASET)
+    for label, table in {**tables, **large_tables}.items():
+        _checkpoint_claims(out, label, table)
+    llama, gemma_models = llama_like(tables), gemma(tables)
+    if llama and gemma_models:
+        for projection in ("o_proj", "down_proj"):
+            g, baseline = layer_pair_estimate(tables[gemma_models[0]], projection, "output")
+            l, _ = layer_pair_estimate(tables[llama[0]], projection, "output")
+            out.add(key=f"gemma-post-norm-{short_projection(projection)}-u1",
+                    claim=f"(ours) Gemma-3's post-norms weaken {projection} output-space continuity",
+                    quantity=f"{projection} u1: {llama[0]} minus {gemma_models[0]}",
+                    paper="predicted by the mechanism (our reading)", ours=difference(l, g), baseline=baseline,
+                    verdict=verdict_for_difference(l, g), note=f"{llama[0]} {l}, {gemma_models[0]} {g}")
+    for (model, projection), (gained, control) in gains.items():
+        out.add(key=f"{slug(model)}-{short_projection(projection)}-gain-scaled-u1",
+                claim=f"(ours) {model}: {projection} writes into the stream more continuously than its gains alone "
+                      "explain",
+                quantity=f"{projection} u1 of diag(g) W minus the gain-only control diag(g) G",
+                paper="not in the paper", ours=difference(gained, control), baseline=control.mean,
+                verdict=verdict_for_difference(gained, control),
+                note=f"diag(g) W {gained}, diag(g) G {control} (spread over layer pairs); baseline column: the control")
+    for fmt, change in quantization.items():
+        out.add(key=f"quantization-{slug(fmt)}",
+                claim=f"(ours) {fmt} quantization moves v1/u1 |cos| by less than {QUANTIZATION_LIMIT:g}",
+                quantity=f"largest |change| over matrices, pairs, seeds ({fmt})", paper="not in the paper",
+                ours=change.worst, baseline=0.0, verdict=quantization_verdict(change.worst),
+                note=f"mean change {change.typical:.4f}", n=n_trained)
+    for status in large_status:
+        if status["status"] != "analysed":
+            out.not_tested(key=f"large-{slug(status['model'])}", claim=f"The pattern holds in {status['model']}",
+                           quantity="v1/u1 |cos| per projection", paper="holds (to 70B)",
+                           note="checkpoint not available here")
+    return out.table()
+
+
+def _checkpoint_claim_specs(label: str, table: pd.DataFrame) -> list[tuple[str, str, str, str, str]]:
+    """The claims one checkpoint supports, in order: (key, short claim, projection, space, why);
+    ``why`` is empty for the "V is low" claims."""
+    present, prefix = set(table["projection"]), slug(label)
+    specs = [(f"{prefix}-{short_projection(p)}-{vector_name(s)}", f"{p} has {s}-space continuity", p, s, why)
+             for p, s, why in PROJECTION_PREDICTIONS if p in present]
+    if "v_proj" in present:
+        specs += [(f"{prefix}-v-low-{vector_name(s)}", f"V has low {s}-space continuity", "v_proj", s, "")
+                  for s in ("input", "output")]
+    return specs
+
+
+def _checkpoint_claims(out: ClaimsBuilder, label: str, table: pd.DataFrame) -> None:
+    """The paper's projection pattern in one checkpoint (spread and n over its adjacent layer pairs).
+
+    A projection "has continuity" by :func:`verdict_for_difference` against its space's random
+    baseline; V "is low" by :func:`geocont.statistics.verdict_v_low`, on V's own numbers and the
+    projections of its space whose continuity is reproduced (the V claims follow the others in
+    :func:`_checkpoint_claim_specs`).
+    """
+    reproduced: dict[str, list[tuple[str, Estimate]]] = {"input": [], "output": []}
+    for key, short, projection, space, why in _checkpoint_claim_specs(label, table):
+        ours, baseline = layer_pair_estimate(table, projection, space)
+        vector = vector_name(space)
+        if why:
+            verdict = verdict_for_difference(ours, known(baseline))
+            if verdict == "reproduced":
+                reproduced[space].append((projection, ours))
+            out.add(key=key, claim=f"{label}: {short} ({why})",
+                    quantity=f"{projection} {vector} |cos|, mean over layer pairs", paper="high", ours=ours,
+                    baseline=baseline, verdict=verdict, note="spread and n over adjacent layer pairs")
+            continue
+        names = ", ".join(name for name, _ in reproduced[space]) or "none"
+        out.add(key=key, claim=f"{label}: {short}",
+                quantity=f"v_proj {vector} |cos|: within {V_LOW_MARGIN:g} of random and below the "
+                         f"reproduced projections of its space",
+                paper="low", ours=ours, baseline=baseline,
+                verdict=verdict_v_low(ours, baseline, [e for _, e in reproduced[space]]),
+                note=f"spread and n over adjacent layer pairs; projections of its space whose continuity is "
+                     f"reproduced: {names}")
+
+
+def verdict_tally(claims: pd.DataFrame) -> tuple[tuple[str, int], ...]:
+    """How many claims got each verdict, the most frequent first."""
+    return tuple(claims["verdict"].value_counts().to_dict().items())
+
+
+#: The verdicts :func:`verdict_finding` groups each checkpoint's claims by, in order.
+VERDICT_GROUPS = ("reproduced", "partly reproduced", "not reproduced", "not tested")
+
+
+@dataclass(frozen=True)
+class CheckpointVerdicts:
+    """One checkpoint's claims (their short names), grouped by :data:`VERDICT_GROUPS`."""
+
+    label: str
+    groups: tuple[tuple[str, tuple[str, ...]], ...]
+
+
+@dataclass(frozen=True)
+class GainFinding:
+    """A post-norm projection's u1 continuity: of its weights, of what it writes into the stream
+    (diag(g) W), of the gains alone (diag(g) G), and the random baseline."""
+
+    model: str
+    projection: str
+    own: Estimate
+    gained: Estimate
+    control: Estimate
+    baseline: float
+
+
+@dataclass(frozen=True)
+class VerdictFinding:
+    """Per checkpoint, its claims by verdict; per post-norm projection, its :class:`GainFinding`."""
+
+    checkpoints: tuple[CheckpointVerdicts, ...]
+    gains: tuple[GainFinding, ...]
+
+
+def verdict_finding(results: Results, claims: pd.DataFrame) -> VerdictFinding:
+    """:class:`VerdictFinding` of ``results`` and its claims table."""
+    checkpoints = []
+    for label, table in {**results.tables, **results.large_tables}.items():
+        verdicts = [(claim(claims, key)["verdict"], short) for key, short, *_ in _checkpoint_claim_specs(label, table)]
+        checkpoints.append(CheckpointVerdicts(label, tuple(
+            (v, tuple(short for got, short in verdicts if got == v)) for v in VERDICT_GROUPS)))
+    gains = []
+    for (model, projection), (gained, control) in gain_estimates(results.gains).items():
+        own, baseline = layer_pair_estimate(results.tables[model], projection, "output")
+        gains.append(GainFinding(model, projection, own, gained, control, baseline))
+    return VerdictFinding(tuple(checkpoints), tuple(gains))

@@ -1,0 +1,153 @@
+"""The chapter's claims: the paper's projection pattern and the ablations, judged at the horizon
+(:mod:`.settledness`) and at the early step, with the Up/O gap's claims (:mod:`.up_o_gap`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ...book.chapter import ClaimsBuilder, claim, concat_claims, has_claim, on_dataset, with_early
+from ...metrics import random_abs_cos, vector_name
+from ...statistics import (V_LOW_MARGIN, Estimate, Settledness, difference, holds_when, known, up_to_step,
+                           verdict_for_difference, verdict_v_low)
+from .. import lm_runs
+from ..common import short_projection
+from ..lm_runs import PROJECTION_PREDICTIONS
+from .runs import Results, projection_finals, variant_estimate
+from .settings import CHAPTER
+from .settledness import CLAIM_QUANTITIES, horizon, quantity_name
+from .up_o_gap import rising_claims, up_o_claims
+
+
+#: Keys of the linear-attention claims (our direct test of the paper's Q/K claim).
+SOFTMAX_KEYS = ("softmax-anchors-q", "softmax-anchors-k")
+
+
+def claims(results: Results) -> pd.DataFrame:
+    """The chapter's claims table, judged at the :func:`horizon` (every variant at its step), with the same claims
+    judged at ``early_step`` in its ``early`` column (:func:`geocont.book.chapter.with_early`; the longer run's
+    claims have none). A claim on one projection's continuity whose quantity is still moving in some seed there is
+    "not settled" (its verdict by the rules in the note); each note adds when the claim holds
+    (:func:`geocont.statistics.holds_when`) and the quantity's change over the last third, seed by seed."""
+    reference, dims = results.reference, results.dims
+    judged = horizon(results)
+    at_horizon = up_to_step(results.table, judged.step)
+    table = pd.concat([transformer_claims(at_horizon, dims, reference=reference),
+                       up_o_claims(at_horizon, dims, reference)], ignore_index=True)
+    early = pd.concat([transformer_claims(results.early, dims, reference=reference),
+                       up_o_claims(results.early, dims, reference)], ignore_index=True)
+    table = concat_claims(with_early(table, early, results.settings.early_step), rising_claims(results))
+    notes, verdicts = [], []
+    for row in table.itertuples():
+        parts, verdict = [], row.verdict
+        if row.key in CLAIM_QUANTITIES:  # the keys name no dataset yet: on_dataset names it below
+            found = judged.quantities[quantity_name(*CLAIM_QUANTITIES[row.key])]
+            if not found.settled:
+                parts.append(f"not settled at step {judged.step:,}: by the rule {row.verdict}")
+                verdict = "not settled"
+            parts.append(_changes_text(found))
+        if row.early_verdict:
+            parts.insert(0, f"holds {holds_when(row.early_verdict, verdict)}")
+        notes.append("; ".join(([row.note] if row.note else []) + parts))
+        verdicts.append(verdict)
+    return on_dataset(table.assign(note=notes, verdict=verdicts), results.settings.base.corpus)
+
+
+def _changes_text(found: Settledness) -> str:
+    """A quantity's change over the last third, the seed mean and each seed's, for a claim's note."""
+    seeds = ", ".join(f"{value:+.2f}" for value in found.changes)
+    return f"change over the last third {found.trend.mean:+.2f} (per seed: {seeds})"
+
+
+def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], reference: str = lm_runs.REFERENCE,
+                       no_activation: str | None = "none",
+                       linear_attention: str | None = "silu, linear attention") -> pd.DataFrame:
+    """Claims table of a run table, judged at each run's last step.
+
+    ``dims`` gives each projection's input/output dimension (for the random baselines). The
+    ablation claims are left out where their variant (``no_activation``, ``linear_attention``;
+    None: never) was not run.
+    """
+    finals = projection_finals(table)
+    out = ClaimsBuilder(CHAPTER.name)
+    projection_claims(out, finals, dims, reference=reference)
+    variants = set(table["condition"])
+    if no_activation in variants:
+        activation_ablation_claims(out, finals, dims, reference=reference, ablated=no_activation)
+    if linear_attention in variants:
+        softmax_ablation_claims(out, finals, dims, reference=reference, ablated=linear_attention)
+    return out.table()
+
+
+def projection_claims(out: ClaimsBuilder, finals: pd.DataFrame, dims: dict[str, dict[str, int]], *,
+                      reference: str) -> None:
+    """The paper's pattern in the ``reference`` variant (``finals``: :func:`projection_finals`): each projection
+    continuous in the space it predicts, above its random baseline; then V low in both spaces, near random and
+    below the projections of that space whose continuity is reproduced."""
+    reproduced: dict[str, list[tuple[str, Estimate]]] = {"input": [], "output": []}
+    for projection, space, why in PROJECTION_PREDICTIONS:
+        ours = variant_estimate(finals, reference, projection, space)
+        base = known(random_abs_cos(dims[projection][space]))
+        verdict = verdict_for_difference(ours, base)
+        if verdict == "reproduced":
+            reproduced[space].append((projection, ours))
+        out.add(key=f"{short_projection(projection)}-{space}-continuity",
+                claim=f"{projection} has {space}-space continuity ({why})",
+                quantity=f"{projection} {vector_name(space)} |cos| ({reference})", paper="high", ours=ours,
+                baseline=base.mean, verdict=verdict)
+    for space in ("input", "output"):
+        v = variant_estimate(finals, reference, "v_proj", space)
+        random_level = random_abs_cos(dims["v_proj"][space])
+        names = ", ".join(name for name, _ in reproduced[space]) or "none"
+        out.add(key=f"v-low-{space}", claim=f"V has low {space}-space continuity (no adjacent nonlinearity)",
+                quantity=f"v_proj {vector_name(space)} |cos|: within {V_LOW_MARGIN:g} of random and below the "
+                         f"reproduced projections of its space",
+                paper="low", ours=v, baseline=random_level,
+                verdict=verdict_v_low(v, random_level, [e for _, e in reproduced[space]]),
+                note=f"projections of its space whose continuity is reproduced: {names}")
+
+
+def activation_ablation_claims(out: ClaimsBuilder, finals: pd.DataFrame, dims: dict[str, dict[str, int]], *,
+                               reference: str, ablated: str) -> None:
+    """Removing the MLP activation (the ``ablated`` variant) lowers Gate's and Up's input continuity."""
+    for projection in ("gate_proj", "up_proj"):
+        with_act = variant_estimate(finals, reference, projection, "input")
+        without = variant_estimate(finals, ablated, projection, "input")
+        out.add(key=f"activation-lowers-{short_projection(projection)}",
+                claim=f"Removing the MLP activation lowers {projection} input continuity",
+                quantity=f"{projection} v1: {reference} minus {ablated}", paper="drops",
+                ours=difference(with_act, without), baseline=random_abs_cos(dims[projection]["input"]),
+                verdict=verdict_for_difference(with_act, without), note=f"{reference} {with_act}, {ablated} {without}")
+
+
+def softmax_ablation_claims(out: ClaimsBuilder, finals: pd.DataFrame, dims: dict[str, dict[str, int]], *,
+                            reference: str, ablated: str) -> None:
+    """(ours) Without the softmax (the linear-attention variant ``ablated``), Q's and K's input continuity drops."""
+    for key, projection in zip(SOFTMAX_KEYS, ("q_proj", "k_proj")):
+        soft = variant_estimate(finals, reference, projection, "input")
+        lin = variant_estimate(finals, ablated, projection, "input")
+        out.add(key=key, claim=f"(ours) Without the softmax, {projection} input continuity drops",
+                quantity=f"{projection} v1: softmax minus linear attention", paper="implied, not tested",
+                ours=difference(soft, lin), baseline=random_abs_cos(dims[projection]["input"]),
+                verdict=verdict_for_difference(soft, lin), note=f"softmax {soft}, linear {lin}")
+
+
+@dataclass(frozen=True)
+class SoftmaxFinding:
+    """What the linear-attention ablation says of the softmax claim. ``case``: "not-run" (no
+    ablation claims), "supported" (one of them is reproduced) or "not-supported"; ``evidence``:
+    each claim's estimates (the first part of its note)."""
+
+    case: str
+    evidence: tuple[str, ...] = ()
+
+
+def softmax_finding(claims: pd.DataFrame) -> SoftmaxFinding:
+    """:class:`SoftmaxFinding` of a claims table."""
+    rows = [claim(claims, key) for key in SOFTMAX_KEYS if has_claim(claims, key)]
+    if not rows:
+        return SoftmaxFinding("not-run")
+    if any(row["verdict"] == "reproduced" for row in rows):
+        return SoftmaxFinding("supported")
+    return SoftmaxFinding("not-supported", tuple(row["note"].split("; ")[0] for row in rows))
