@@ -265,13 +265,13 @@ def condition2_claims():
     builder = ClaimsBuilder("c2", dataset="fashion-mnist")
     verdicts = {"fashion-mnist": "reproduced", "mnist-10k": "not reproduced", "mnist-subset": "partly reproduced"}
     for i, (dataset, verdict) in enumerate(verdicts.items()):
-        builder.add("res-none-falls", "The linear net's continuity falls", "res-none peak minus final", "collapse",
-                    Estimate(0.4 - 0.1 * i, 0.02, 3), 0.05, verdict, note=f"peak {0.8 - 0.1 * i}", headline=True,
+        builder.add(key="res-none-falls", claim="The linear net's continuity falls", quantity="res-none peak minus final", paper="collapse",
+                    ours=Estimate(0.4 - 0.1 * i, 0.02, 3), baseline=0.05, verdict=verdict, note=f"peak {0.8 - 0.1 * i}", headline=True,
                     dataset=None if dataset == "fashion-mnist" else dataset)
-        builder.add("relu-above-linear", "ReLU keeps it", "res-relu minus res-none", "higher",
-                    Estimate(0.3, 0.02, 3), 0.05, "reproduced", dataset=dataset)
-    builder.add("only-elsewhere", "Judged on the subset only", "q", "0.5", Estimate(0.5, 0.01, 3), 0.05,
-                "reproduced", dataset="mnist-subset")
+        builder.add(key="relu-above-linear", claim="ReLU keeps it", quantity="res-relu minus res-none", paper="higher",
+                    ours=Estimate(0.3, 0.02, 3), baseline=0.05, verdict="reproduced", dataset=dataset)
+    builder.add(key="only-elsewhere", claim="Judged on the subset only", quantity="q", paper="0.5", ours=Estimate(0.5, 0.01, 3), baseline=0.05,
+                verdict="reproduced", dataset="mnist-subset")
     return builder.table()
 
 
@@ -298,14 +298,14 @@ def test_the_builder_keys_each_row_by_claim_and_dataset_and_marks_the_headline_d
     assert has_claim(table, "res-none-falls") and has_claim(table, "res-none-falls", dataset="mnist-10k")
     assert not has_claim(table, "only-elsewhere") and has_claim(table, "only-elsewhere", dataset="mnist-subset")
     builder = ClaimsBuilder("c2", dataset="kjv")
-    builder.add("a", "A", "q", "0.9", Estimate(0.9, 0.0, 3), 0.05, "reproduced")
-    builder.add("a", "A", "q", "0.9", Estimate(0.9, 0.0, 3), 0.05, "reproduced", dataset="wikitext-103")
+    builder.add(key="a", claim="A", quantity="q", paper="0.9", ours=Estimate(0.9, 0.0, 3), baseline=0.05, verdict="reproduced")
+    builder.add(key="a", claim="A", quantity="q", paper="0.9", ours=Estimate(0.9, 0.0, 3), baseline=0.05, verdict="reproduced", dataset="wikitext-103")
     with pytest.raises(ValueError, match="'a@kjv' is used twice"):
-        builder.add("a", "A", "q", "0.9", Estimate(0.9, 0.0, 3), 0.05, "reproduced")
+        builder.add(key="a", claim="A", quantity="q", paper="0.9", ours=Estimate(0.9, 0.0, 3), baseline=0.05, verdict="reproduced")
     with pytest.raises(ValueError, match="without '@'"):
         ClaimsBuilder("c2", dataset="k@jv")
     plain = ClaimsBuilder("c2")  # a chapter that names no dataset: plain keys, every row primary
-    plain.add("a", "A", "q", "0.9", Estimate(0.9, 0.0, 3), 0.05, "reproduced")
+    plain.add(key="a", claim="A", quantity="q", paper="0.9", ours=Estimate(0.9, 0.0, 3), baseline=0.05, verdict="reproduced")
     assert plain.table()[["key", "dataset", "primary"]].values.tolist() == [["a", "", True]]
 
 
@@ -411,3 +411,12 @@ def test_a_chapter_shows_the_dataset_column_only_where_a_claim_names_one():
     assert "dataset" not in claims_display(frame("plain")).data.columns
     shown = claims_display(condition2_claims()).data
     assert "dataset" in shown.columns and "primary" not in shown.columns
+
+
+def test_a_claim_is_added_by_name_only():
+    from geocont.book.chapter import ClaimsBuilder
+    from geocont.statistics import Estimate
+
+    builder = ClaimsBuilder("timeline")
+    with pytest.raises(TypeError):
+        builder.add("a", "A", "q", "0.9", Estimate(0.9, 0.0, 3), 0.05, "reproduced")

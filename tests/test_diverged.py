@@ -81,10 +81,10 @@ def test_every_seed_diverged_gives_no_number_and_says_so():
 def test_claims_notes_say_how_many_seeds_diverged():
     table = sweep()
     builder = ClaimsBuilder("demo")
-    builder.add("linear", "a claim", "res-none weight v1", "0.22",
-                final_estimate(table, "weight_cos", "input", 1, condition="res-none"), 0.05, "reproduced")
-    builder.add("relu", "another", "res-relu weight v1", "high",
-                final_estimate(table, "weight_cos", "input", 1, condition="res-relu"), 0.05, "reproduced", note="n")
+    builder.add(key="linear", claim="a claim", quantity="res-none weight v1", paper="0.22",
+                ours=final_estimate(table, "weight_cos", "input", 1, condition="res-none"), baseline=0.05, verdict="reproduced")
+    builder.add(key="relu", claim="another", quantity="res-relu weight v1", paper="high",
+                ours=final_estimate(table, "weight_cos", "input", 1, condition="res-relu"), baseline=0.05, verdict="reproduced", note="n")
     claims = builder.table().set_index("key")
     assert claims.loc["linear", "note"] == "1 of 3 seeds diverged" and claims.loc["linear", "n_seeds"] == 2
     assert claims.loc["relu", "note"] == "n"

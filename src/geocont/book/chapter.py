@@ -224,8 +224,8 @@ class ClaimsBuilder:
         self.dataset = dataset
         self.rows: list[dict[str, Any]] = []
 
-    def add(self, key: str, claim: str, quantity: str, paper: str, ours: Estimate | float, baseline: float,
-            verdict: str, note: str = "", *, std: float | None = None, n: int | None = None,
+    def add(self, *, key: str, claim: str, quantity: str, paper: str, ours: Estimate | float, baseline: float,
+            verdict: str, note: str = "", std: float | None = None, n: int | None = None,
             headline: bool = False, dataset: str | None = None) -> None:
         """One claim. ``ours`` is an :class:`Estimate` (mean, sd, n) or a bare number, whose ``std``
         and ``n`` are then given (``std`` and ``n`` also override an estimate's). ``headline``: the
