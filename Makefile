@@ -76,6 +76,8 @@ book: setup
 	$(PYTHON) -m geocont.book build $(if $(SCALE),--scale $(SCALE)) $(if $(FRESH),--fresh)
 
 test: setup
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --durations=25 --nbval-lax \
 	  tests book --ignore=book/$(CLOSING).ipynb
 	$(PYTHON) -m pytest -q -p no:cacheprovider --nbval-lax book/$(CLOSING).ipynb

@@ -70,9 +70,16 @@ def child(task: str, path: str) -> None:
             t2 = time.perf_counter()
             t_iterative += t1 - t0
             t_exact += t2 - t1
-            errors.append(dict(projection=projection, method=iterative.method, iterative_s=t1 - t0, exact_s=t2 - t1,
-                               v1_error=abs(1 - float(metrics.abs_cos(iterative.v[:, 0], exact.v[:, 0]))),
-                               u1_error=abs(1 - float(metrics.abs_cos(iterative.u[:, 0], exact.u[:, 0])))))
+            errors.append(
+                dict(
+                    projection=projection,
+                    method=iterative.method,
+                    iterative_s=t1 - t0,
+                    exact_s=t2 - t1,
+                    v1_error=abs(1 - float(metrics.abs_cos(iterative.v[:, 0], exact.v[:, 0]))),
+                    u1_error=abs(1 - float(metrics.abs_cos(iterative.u[:, 0], exact.u[:, 0]))),
+                )
+            )
         result.update(per_matrix=errors, iterative_s=t_iterative, exact_s=t_exact)
     result["seconds"] = time.perf_counter() - start
     result["peak_rss_mib"] = memory_mib("VmHWM")
@@ -82,8 +89,9 @@ def child(task: str, path: str) -> None:
 
 
 def run_child(task: str, path: str = "") -> dict:
-    output = subprocess.run([sys.executable, __file__, "--child", task, path], check=True, capture_output=True,
-                            text=True).stdout
+    output = subprocess.run(
+        [sys.executable, __file__, "--child", task, path], check=True, capture_output=True, text=True
+    ).stdout
     return json.loads(output.strip().splitlines()[-1])
 
 
@@ -96,43 +104,55 @@ def main() -> None:
     if args.child:
         child(*args.child)
         return
-    from geocont.synthetic import LARGE_MODELS, LLAMA_31_8B_LAYER, layer_parameters
     from geocont.book.provenance import hardware
+    from geocont.synthetic import LARGE_MODELS, LLAMA_31_8B_LAYER, layer_parameters
 
     print(f"hardware: {hardware()} (timings disturbed by other work on this machine are as measured)")
     if not args.skip_smollm:
         smol = run_child("smollm2")
-        print(f"\nSmolLM2-135M, whole analysis ({smol['matrices']} matrices, {smol['methods']}): "
-              f"{smol['seconds']:.1f} s wall, peak RSS {smol['peak_rss_mib']:.0f} MiB "
-              f"(after imports: {smol['baseline_rss_mib']:.0f} MiB)")
+        print(
+            f"\nSmolLM2-135M, whole analysis ({smol['matrices']} matrices, {smol['methods']}): "
+            f"{smol['seconds']:.1f} s wall, peak RSS {smol['peak_rss_mib']:.0f} MiB "
+            f"(after imports: {smol['baseline_rss_mib']:.0f} MiB)"
+        )
     with tempfile.TemporaryDirectory(prefix="geocont-bench-") as directory:
         n_layers = 2
         start = time.perf_counter()
         path = Path(run_child("write", directory)["path"])
-        print(f"\nwrote {n_layers} Llama-3.1-8B-shaped layers ({path.stat().st_size / 2**20:.0f} MiB bf16) "
-              f"in {time.perf_counter() - start:.0f} s")
+        print(
+            f"\nwrote {n_layers} Llama-3.1-8B-shaped layers ({path.stat().st_size / 2**20:.0f} MiB bf16) "
+            f"in {time.perf_counter() - start:.0f} s"
+        )
         layers = run_child("layers", str(path))
         per_layer = layers["seconds"] / n_layers
-        print(f"analysis: {layers['seconds']:.1f} s for {n_layers} layers = {per_layer:.1f} s per layer "
-              f"({layers['methods']}; sigma^2-alignment computed for {layers['aligned']} of {layers['matrices']} "
-              f"matrices, skipped by alignment='auto' for matrices with a side > 2048); peak RSS {layers['peak_rss_mib']:.0f} MiB "
-              f"(after imports: {layers['baseline_rss_mib']:.0f} MiB)")
+        print(
+            f"analysis: {layers['seconds']:.1f} s for {n_layers} layers = {per_layer:.1f} s per layer "
+            f"({layers['methods']}; sigma^2-alignment computed for {layers['aligned']} of {layers['matrices']} "
+            f"matrices, skipped by alignment='auto' for matrices with a side > 2048); peak RSS {layers['peak_rss_mib']:.0f} MiB "
+            f"(after imports: {layers['baseline_rss_mib']:.0f} MiB)"
+        )
         base = layers["baseline_rss_mib"]
         largest_8b = max(o * i for o, i in LLAMA_31_8B_LAYER.values())
         for name, (shapes, count) in LARGE_MODELS.items():
             ratio = layer_parameters(shapes) / layer_parameters(LLAMA_31_8B_LAYER)
             memory = base + (layers["peak_rss_mib"] - base) * max(o * i for o, i in shapes.values()) / largest_8b
             minutes = per_layer * ratio * count / 60
-            print(f"extrapolated {name}: {count} layers x {per_layer * ratio:.1f} s = {minutes:.1f} min, "
-                  f"peak RSS ~{memory / 1024:.2f} GiB")
+            print(
+                f"extrapolated {name}: {count} layers x {per_layer * ratio:.1f} s = {minutes:.1f} min, "
+                f"peak RSS ~{memory / 1024:.2f} GiB"
+            )
         print("goal for Llama-3.1-8B on this 2-core CPU: < 5 min, < 4 GB")
         if not args.skip_exact:
             exact = run_child("exact", str(path))
-            print(f"\nexact SVD vs the analyzer's method, one layer: exact {exact['exact_s']:.1f} s, "
-                  f"analyzer {exact['iterative_s']:.1f} s, speed ratio {exact['exact_s'] / exact['iterative_s']:.1f}x")
+            print(
+                f"\nexact SVD vs the analyzer's method, one layer: exact {exact['exact_s']:.1f} s, "
+                f"analyzer {exact['iterative_s']:.1f} s, speed ratio {exact['exact_s'] / exact['iterative_s']:.1f}x"
+            )
             for row in exact["per_matrix"]:
-                print(f"  {row['projection']:9s} {row['method']:14s} {row['iterative_s']:6.2f} s vs exact "
-                      f"{row['exact_s']:6.2f} s; 1-|cos| v1 {row['v1_error']:.1e}, u1 {row['u1_error']:.1e}")
+                print(
+                    f"  {row['projection']:9s} {row['method']:14s} {row['iterative_s']:6.2f} s vs exact "
+                    f"{row['exact_s']:6.2f} s; 1-|cos| v1 {row['v1_error']:.1e}, u1 {row['u1_error']:.1e}"
+                )
             worst = max(max(r["v1_error"], r["u1_error"]) for r in exact["per_matrix"])
             print(f"largest |cos| error (1 - |cos(iterative, exact)|): {worst:.1e}")
 

@@ -30,24 +30,30 @@ def main() -> None:
     subject = sharing.pretrained_subject(settings.pretrained, window_length=settings.window_length)
     start = time.perf_counter()
     model, ids = subject.loaded()
-    print(f"{settings.pretrained}: load + tokenize held-out text {time.perf_counter() - start:.1f} s "
-          f"({len(ids):,} tokens); torch threads {torch.get_num_threads()}")
+    print(
+        f"{settings.pretrained}: load + tokenize held-out text {time.perf_counter() - start:.1f} s "
+        f"({len(ids):,} tokens); torch threads {torch.get_num_threads()}"
+    )
     windows = sharing.validation_windows(ids, n_windows, settings.window_length)
-    sharing.window_nll(model, windows[:settings.batch_size], settings.batch_size)  # warm-up
+    sharing.window_nll(model, windows[: settings.batch_size], settings.batch_size)  # warm-up
     for _ in range(args.repeats):
         start = time.perf_counter()
         sharing.window_nll(model, windows, settings.batch_size)
         seconds = time.perf_counter() - start
-        print(f"forward: {windows.numel():,} tokens ({n_windows} x {settings.window_length}, batch "
-              f"{settings.batch_size}) in {seconds:.2f} s = {windows.numel() / seconds:,.0f} tokens/s")
+        print(
+            f"forward: {windows.numel():,} tokens ({n_windows} x {settings.window_length}, batch "
+            f"{settings.batch_size}) in {seconds:.2f} s = {windows.numel() / seconds:,.0f} tokens/s"
+        )
     layers = list(range(len(model.model.layers)))
     for projection in ("q_proj", "gate_proj", "down_proj"):
         weights = [p.data for p in projection_groups(model)[projection]]
         for scheme in sharing.SHARINGS:
             start = time.perf_counter()
             sharing.plan_sharing(weights, projection, layers, settings.group_size, scheme, settings.budgets[0])
-            print(f"decompose + approximate {projection} {tuple(weights[0].shape)} x {len(layers)} layers, "
-                  f"{scheme:6s}: {time.perf_counter() - start:.2f} s")
+            print(
+                f"decompose + approximate {projection} {tuple(weights[0].shape)} x {len(layers)} layers, "
+                f"{scheme:6s}: {time.perf_counter() - start:.2f} s"
+            )
 
 
 if __name__ == "__main__":

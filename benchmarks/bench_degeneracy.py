@@ -84,11 +84,14 @@ def main() -> None:
                 print(f"{gap:8.0e} {name:>16} {'-':>9} {'-':>9} {'-':>9}")
                 continue
             note = f"  ({record['unconverged']} unconverged)" if record["unconverged"] else ""
-            print(f"{gap:8.0e} {name:>16} {record['vs_exact']:9.6f} {record['noise']:9.6f} "
-                  f"{record['gap_err']:9.1e}{note}")
-    print(f"metrics.DEGENERACY_TOL = {metrics.DEGENERACY_TOL:g}; Wedin's bound: v1 moves by at most "
-          f"noise / gap = {args.noise / metrics.DEGENERACY_TOL:.0e} rad at that gap (cos >= "
-          f"{math.cos(args.noise / metrics.DEGENERACY_TOL):.9f})")
+            print(
+                f"{gap:8.0e} {name:>16} {record['vs_exact']:9.6f} {record['noise']:9.6f} {record['gap_err']:9.1e}{note}"
+            )
+    print(
+        f"metrics.DEGENERACY_TOL = {metrics.DEGENERACY_TOL:g}; Wedin's bound: v1 moves by at most "
+        f"noise / gap = {args.noise / metrics.DEGENERACY_TOL:.0e} rad at that gap (cos >= "
+        f"{math.cos(args.noise / metrics.DEGENERACY_TOL):.9f})"
+    )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ import time
 import torch
 
 from geocont import lm
-from geocont.recorder import ContinuityRecorder
 from geocont.chapters import chapter
+from geocont.recorder import ContinuityRecorder
 
 
 def main() -> None:
@@ -45,10 +45,12 @@ def main() -> None:
 
     ContinuityRecorder.observe = timed_observe
     n_short, n_full = len(config.schedule()), len(full.schedule())
-    print(f"scale={args.scale} layers={config.shape.n_layers} steps={config.steps} "
-          f"batch={config.batch_size}x{config.shape.max_seq_len} snapshots={n_short} (the chapter: {n_full} over "
-          f"{full.steps} steps) directions={config.n_directions} eval_windows={config.eval_windows} "
-          f"threads={torch.get_num_threads()}")
+    print(
+        f"scale={args.scale} layers={config.shape.n_layers} steps={config.steps} "
+        f"batch={config.batch_size}x{config.shape.max_seq_len} snapshots={n_short} (the chapter: {n_full} over "
+        f"{full.steps} steps) directions={config.n_directions} eval_windows={config.eval_windows} "
+        f"threads={torch.get_num_threads()}"
+    )
     plain, recorded, recorder_seconds, plain_cpu, recorded_cpu = [], [], [], [], []
     for _ in range(args.repeats):
         start, cpu = time.perf_counter(), time.process_time()
@@ -62,17 +64,25 @@ def main() -> None:
         recorded_cpu.append(time.process_time() - cpu)
         recorder_seconds.append(inside[0])
     p, r = min(plain), min(recorded)
-    print(f"without recording: {p:6.2f} s, {tokens / p:8.0f} tokens/s, {1000 * p / config.steps:.1f} ms/step "
-          f"(CPU {1000 * min(plain_cpu) / config.steps:.1f} ms/step)")
-    print(f"with recording:    {r:6.2f} s, {tokens / r:8.0f} tokens/s, {1000 * r / config.steps:.1f} ms/step "
-          f"(CPU {1000 * min(recorded_cpu) / config.steps:.1f} ms/step)")
-    print(f"end-to-end overhead, best of {args.repeats}: {100 * (r - p) / p:.1f} %; time inside the recorder "
-          f"{min(recorder_seconds):.2f} s = {100 * min(recorder_seconds) / (r - min(recorder_seconds)):.1f} % of training")
+    print(
+        f"without recording: {p:6.2f} s, {tokens / p:8.0f} tokens/s, {1000 * p / config.steps:.1f} ms/step "
+        f"(CPU {1000 * min(plain_cpu) / config.steps:.1f} ms/step)"
+    )
+    print(
+        f"with recording:    {r:6.2f} s, {tokens / r:8.0f} tokens/s, {1000 * r / config.steps:.1f} ms/step "
+        f"(CPU {1000 * min(recorded_cpu) / config.steps:.1f} ms/step)"
+    )
+    print(
+        f"end-to-end overhead, best of {args.repeats}: {100 * (r - p) / p:.1f} %; time inside the recorder "
+        f"{min(recorder_seconds):.2f} s = {100 * min(recorder_seconds) / (r - min(recorder_seconds)):.1f} % of training"
+    )
     per_snapshot = max(r - p, 0.0) / n_short  # recorder and validation loss, per snapshot
     predicted = per_snapshot * n_full / (p / config.steps * full.steps)
-    print(f"per snapshot (recorder + validation loss): {1000 * per_snapshot:.0f} ms; predicted overhead at the "
-          f"chapter's schedule ({n_full} snapshots in {full.steps} steps): {100 * predicted:.1f} %, i.e. "
-          f"{tokens / p * (1 - predicted / (1 + predicted)):.0f} tokens/s with recording")
+    print(
+        f"per snapshot (recorder + validation loss): {1000 * per_snapshot:.0f} ms; predicted overhead at the "
+        f"chapter's schedule ({n_full} snapshots in {full.steps} steps): {100 * predicted:.1f} %, i.e. "
+        f"{tokens / p * (1 - predicted / (1 + predicted)):.0f} tokens/s with recording"
+    )
 
 
 if __name__ == "__main__":

@@ -25,10 +25,16 @@ def step_seconds(condition: str, config, data, steps: int, flush: bool) -> float
     """Mean seconds per Adam step over ``steps`` steps (after 20 warm-up steps)."""
     torch.set_flush_denormal(flush)
     torch.manual_seed(0)
-    model = ResidualMLP(condition, in_features=data.n_features, width=config.width, depth=config.depth,
-                        n_classes=data.n_classes, init_scale=config.init_scale)
+    model = ResidualMLP(
+        condition,
+        in_features=data.n_features,
+        width=config.width,
+        depth=config.depth,
+        n_classes=data.n_classes,
+        init_scale=config.init_scale,
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=config.optimizer.lr)
-    x, y = data.x_train[:config.batch_size], data.y_train[:config.batch_size]
+    x, y = data.x_train[: config.batch_size], data.y_train[: config.batch_size]
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
@@ -63,19 +69,24 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     config = chapter("mlp_conditions").configure(args.scale).base
     data = training._dataset(config.dataset, config.max_train)
-    macs = config.batch_size * (data.n_features * config.width + config.depth * config.width ** 2
-                                + config.width * data.n_classes)
+    macs = config.batch_size * (
+        data.n_features * config.width + config.depth * config.width**2 + config.width * data.n_classes
+    )
     flops = 6 * macs
     peak = matmul_peak()
-    print(f"{args.threads} torch thread(s); {config.depth}x{config.width} MLP, batch {config.batch_size}: "
-          f"{flops / 1e9:.3f} GFLOP per step; 2048^2 matmul peak {peak:.1f} GFLOP/s")
+    print(
+        f"{args.threads} torch thread(s); {config.depth}x{config.width} MLP, batch {config.batch_size}: "
+        f"{flops / 1e9:.3f} GFLOP per step; 2048^2 matmul peak {peak:.1f} GFLOP/s"
+    )
     for condition in ("res-relu", "res-none"):
         for flush in (False, True):
             seconds = step_seconds(condition, config, data, args.steps, flush)
             horizon = config.steps or 0
-            print(f"  {condition:9s} flush subnormals={str(flush):5s}: {1e3 * seconds:6.1f} ms/step, "
-                  f"{flops / seconds / 1e9:5.1f} GFLOP/s ({flops / seconds / 1e9 / peak:4.0%} of peak); "
-                  f"{horizon:,} steps: {seconds * horizon / 60:.1f} min")
+            print(
+                f"  {condition:9s} flush subnormals={str(flush):5s}: {1e3 * seconds:6.1f} ms/step, "
+                f"{flops / seconds / 1e9:5.1f} GFLOP/s ({flops / seconds / 1e9 / peak:4.0%} of peak); "
+                f"{horizon:,} steps: {seconds * horizon / 60:.1f} min"
+            )
 
 
 if __name__ == "__main__":

@@ -25,8 +25,8 @@ import time
 import torch
 
 from geocont import training
-from geocont.recorder import ContinuityRecorder
 from geocont.chapters import chapter
+from geocont.recorder import ContinuityRecorder
 
 
 class Stopwatch:
@@ -63,7 +63,8 @@ def time_snapshots(n_layers: int = 16, width: int = 256, snapshots: int = 12, re
     """Seconds per snapshot (the best and the median; the first, cold one left out) at n_directions 8 and 1."""
     torch.set_num_threads(1)
     for (kind, spikes), n_directions in itertools.product(
-            (("gaussian", ()), ("spiked", (8.0, 6.0, 5.0, 4.0, 3.5, 3.0))), (8, 1)):
+        (("gaussian", ()), ("spiked", (8.0, 6.0, 5.0, 4.0, 3.5, 3.0))), (8, 1)
+    ):
         generator = torch.Generator().manual_seed(0)
         params = _synthetic_group(n_layers, width, spikes, generator)
         seconds = []
@@ -78,10 +79,12 @@ def time_snapshots(n_layers: int = 16, width: int = 256, snapshots: int = 12, re
                 recorder.observe(step)
                 if step:
                     seconds.append(time.perf_counter() - start)
-        print(f"{kind:8s} n_directions={n_directions}: {1000 * min(seconds):.1f} ms per snapshot of "
-              f"{n_layers} x {width} x {width} at best, median {1000 * statistics.median(seconds):.1f} ms "
-              f"({len(seconds)} snapshots, threads={torch.get_num_threads()}; on a shared machine the best is the "
-              f"sharper figure)")
+        print(
+            f"{kind:8s} n_directions={n_directions}: {1000 * min(seconds):.1f} ms per snapshot of "
+            f"{n_layers} x {width} x {width} at best, median {1000 * statistics.median(seconds):.1f} ms "
+            f"({len(seconds)} snapshots, threads={torch.get_num_threads()}; on a shared machine the best is the "
+            f"sharper figure)"
+        )
 
 
 def main() -> None:
@@ -98,9 +101,11 @@ def main() -> None:
     config = chapter(args.chapter).configure(args.scale).base.replace(condition=args.condition)
     data = training._dataset(config.dataset, config.max_train)
     steps = training.steps_for(config, len(data.y_train))
-    print(f"scale={args.scale} chapter={args.chapter} condition={config.condition} width={config.width} depth={config.depth} "
-          f"steps={steps} snapshots={config.n_snapshots} directions={config.n_directions} "
-          f"threads={torch.get_num_threads()}")
+    print(
+        f"scale={args.scale} chapter={args.chapter} condition={config.condition} width={config.width} depth={config.depth} "
+        f"steps={steps} snapshots={config.n_snapshots} directions={config.n_directions} "
+        f"threads={torch.get_num_threads()}"
+    )
     watch = Stopwatch()
     ContinuityRecorder.observe = watch.wrap(ContinuityRecorder.observe)
     training.evaluate_classifier = watch.wrap(training.evaluate_classifier)
@@ -116,11 +121,19 @@ def main() -> None:
         inside.append(watch.seconds)
     p, r = min(plain), min(recorded)
     i = statistics.median(inside)
-    print(f"without recording: best {p:6.2f} s ({1000 * p / steps:.2f} ms/step); all runs: {', '.join(f'{x:.2f}' for x in plain)}")
-    print(f"with recording:    best {r:6.2f} s ({1000 * r / steps:.2f} ms/step); all runs: {', '.join(f'{x:.2f}' for x in recorded)}")
-    print(f"end-to-end overhead, best of {args.repeats}: {100 * (r - p) / p:.1f} %  "
-          f"(medians: {100 * (statistics.median(recorded) - statistics.median(plain)) / statistics.median(plain):.1f} %)")
-    print(f"time inside recorder + snapshot evaluation: {i:.2f} s per run = {100 * i / (r - i):.1f} % of the training it accompanies")
+    print(
+        f"without recording: best {p:6.2f} s ({1000 * p / steps:.2f} ms/step); all runs: {', '.join(f'{x:.2f}' for x in plain)}"
+    )
+    print(
+        f"with recording:    best {r:6.2f} s ({1000 * r / steps:.2f} ms/step); all runs: {', '.join(f'{x:.2f}' for x in recorded)}"
+    )
+    print(
+        f"end-to-end overhead, best of {args.repeats}: {100 * (r - p) / p:.1f} %  "
+        f"(medians: {100 * (statistics.median(recorded) - statistics.median(plain)) / statistics.median(plain):.1f} %)"
+    )
+    print(
+        f"time inside recorder + snapshot evaluation: {i:.2f} s per run = {100 * i / (r - i):.1f} % of the training it accompanies"
+    )
 
 
 if __name__ == "__main__":

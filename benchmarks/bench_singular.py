@@ -40,7 +40,9 @@ def main() -> None:
     print(f"iterative ({iterative.method}): {t_iterative:8.3f} s")
     print(f"exact SVD:            {t_exact:8.3f} s")
     print(f"speed-up: {t_exact / t_iterative:.1f}x")
-    print(f"|cos| to exact: v1 {cos_v:.7f}, u1 {cos_u:.7f}; sigma1 {float(iterative.s[0]):.5f} vs {float(exact.s[0]):.5f}")
+    print(
+        f"|cos| to exact: v1 {cos_v:.7f}, u1 {cos_u:.7f}; sigma1 {float(iterative.s[0]):.5f} vs {float(exact.s[0]):.5f}"
+    )
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -56,13 +56,19 @@ def timed(step: Callable[[], None], device: torch.device, seconds: float) -> flo
 def matmul_peak(dtype: torch.dtype, device: torch.device, seconds: float, n: int = 2048) -> float:
     """GFLOP/s of an n x n matmul in ``dtype``."""
     a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
-    return 2 * n ** 3 / timed(lambda: a @ b, device, seconds) / 1e9
+    return 2 * n**3 / timed(lambda: a @ b, device, seconds) / 1e9
 
 
 def mlp_step(config, device: torch.device, precision: str, fused: bool) -> Callable[[], None]:
     torch.manual_seed(0)
-    model = ResidualMLP(config.condition, in_features=MLP_FEATURES, width=config.width, depth=config.depth,
-                        n_classes=MLP_CLASSES, init_scale=config.init_scale).to(device)
+    model = ResidualMLP(
+        config.condition,
+        in_features=MLP_FEATURES,
+        width=config.width,
+        depth=config.depth,
+        n_classes=MLP_CLASSES,
+        init_scale=config.init_scale,
+    ).to(device)
     optimizer = make_optimizer(model.parameters(), config.optimizer, fused=fused)
     x = torch.rand(config.batch_size, MLP_FEATURES, device=device)
     y = torch.randint(0, MLP_CLASSES, (config.batch_size,), device=device)
@@ -73,6 +79,7 @@ def mlp_step(config, device: torch.device, precision: str, fused: bool) -> Calla
             loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         optimizer.step()
+
     return step
 
 
@@ -87,6 +94,7 @@ def lm_step(config, device: torch.device, precision: str, fused: bool) -> Callab
             loss = model(input_ids=batch, labels=batch).loss
         loss.backward()
         optimizer.step()
+
     return step
 
 
@@ -109,11 +117,17 @@ def main() -> None:
     lm = transformer_projections.CHAPTER.configure(args.scale).base
     deep = lm.replace(shape=dataclasses.replace(lm.shape, n_layers=args.deep_layers))
     models = {
-        f"MLP {mlp.depth}x{mlp.width} ({mlp.condition}), batch {mlp.batch_size}":
-            (mlp_step_flops(mlp.depth, mlp.width, mlp.batch_size, MLP_FEATURES, MLP_CLASSES),
-             lambda p, f: mlp_step(mlp, device, p, f)),
-        **{f"transformer {c.shape.n_layers} layers d={c.shape.d_model}, batch {c.batch_size}x{c.shape.max_seq_len}":
-           (transformer_step_flops(c.shape, c.batch_size), lambda p, f, c=c: lm_step(c, device, p, f)) for c in (lm, deep)},
+        f"MLP {mlp.depth}x{mlp.width} ({mlp.condition}), batch {mlp.batch_size}": (
+            mlp_step_flops(mlp.depth, mlp.width, mlp.batch_size, MLP_FEATURES, MLP_CLASSES),
+            lambda p, f: mlp_step(mlp, device, p, f),
+        ),
+        **{
+            f"transformer {c.shape.n_layers} layers d={c.shape.d_model}, batch {c.batch_size}x{c.shape.max_seq_len}": (
+                transformer_step_flops(c.shape, c.batch_size),
+                lambda p, f, c=c: lm_step(c, device, p, f),
+            )
+            for c in (lm, deep)
+        },
     }
     peaks = {dtype: [matmul_peak(dtype, device, args.seconds)] for dtype in (torch.float32, torch.bfloat16)}
     rows = []
@@ -125,16 +139,20 @@ def main() -> None:
     for dtype in peaks:
         peaks[dtype].append(matmul_peak(dtype, device, args.seconds))
     fp32, bf16 = (sum(peaks[d]) / 2 for d in (torch.float32, torch.bfloat16))
-    print(f"{device.type}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}; 2048^2 matmul peak "
-          f"(before, after): fp32 {peaks[torch.float32][0]:.3g}, {peaks[torch.float32][1]:.3g} GFLOP/s; "
-          f"bf16 {peaks[torch.bfloat16][0]:.3g}, {peaks[torch.bfloat16][1]:.3g} GFLOP/s")
+    print(
+        f"{device.type}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}; 2048^2 matmul peak "
+        f"(before, after): fp32 {peaks[torch.float32][0]:.3g}, {peaks[torch.float32][1]:.3g} GFLOP/s; "
+        f"bf16 {peaks[torch.bfloat16][0]:.3g}, {peaks[torch.bfloat16][1]:.3g} GFLOP/s"
+    )
     print()
     print("| model | GFLOP/step | precision | optimizer | ms/step | GFLOP/s | of fp32 peak | of bf16 peak |")
     print("|---|---|---|---|---|---|---|---|")
     for name, flops, precision, optimizer, seconds in rows:
         rate = flops / seconds / 1e9
-        print(f"| {name} | {flops / 1e9:.2f} | {precision} | {optimizer} | {1e3 * seconds:.1f} | {rate:.0f} | "
-              f"{rate / fp32:.0%} | {rate / bf16:.0%} |")
+        print(
+            f"| {name} | {flops / 1e9:.2f} | {precision} | {optimizer} | {1e3 * seconds:.1f} | {rate:.0f} | "
+            f"{rate / fp32:.0%} | {rate / bf16:.0%} |"
+        )
 
 
 if __name__ == "__main__":

@@ -59,13 +59,17 @@ def main() -> None:
 
     cores = os.cpu_count()
     settings = chapter("mlp_conditions").configure("cpu")
-    configs = [c.replace(epochs=args.epochs) for c in settings.condition_configs()[:args.runs]]
+    configs = [c.replace(epochs=args.epochs) for c in settings.condition_configs()[: args.runs]]
     base = configs[0]
-    print(f"machine: {cores} cores; "
-          f"load average {os.getloadavg()[0]:.2f} (shared with other work: figures are upper bounds on time)")
-    print(f"subset: {len(configs)} runs of mlp_conditions/cpu (width {base.width}, depth {base.depth}, "
-          f"{base.dataset}, {args.epochs} epochs instead of {settings.base.epochs}); "
-          f"conditions {sorted({c.condition for c in configs})}, seeds {sorted({c.seed for c in configs})}")
+    print(
+        f"machine: {cores} cores; "
+        f"load average {os.getloadavg()[0]:.2f} (shared with other work: figures are upper bounds on time)"
+    )
+    print(
+        f"subset: {len(configs)} runs of mlp_conditions/cpu (width {base.width}, depth {base.depth}, "
+        f"{base.dataset}, {args.epochs} epochs instead of {settings.base.epochs}); "
+        f"conditions {sorted({c.condition for c in configs})}, seeds {sorted({c.seed for c in configs})}"
+    )
     _dataset(base.dataset, base.max_train)
 
     def sweep(executor: str) -> float:
@@ -90,19 +94,23 @@ def main() -> None:
         print(f"{name:<14}{value:>9.1f}{len(configs) * 3600 / value:>11.0f}{seconds['in-process'] / value:>15.2f}x")
     print("cold: the first sweep of the process, with the executor's start-up; warm: a second sweep (fresh cache)")
     print(f"local warm vs serial (both 1 thread per run): {seconds['serial'] / seconds['local, warm']:.2f}x")
-    print(f"ray vs local throughput: {seconds['local, warm'] / seconds['ray, warm']:.2f}x warm, "
-          f"{seconds['local, cold'] / seconds['ray, cold']:.2f}x cold")
+    print(
+        f"ray vs local throughput: {seconds['local, warm'] / seconds['ray, warm']:.2f}x warm, "
+        f"{seconds['local, cold'] / seconds['ray, cold']:.2f}x cold"
+    )
 
     print(f"\nray.init(num_cpus={cores}) start-up: {ray_start:.1f} s")
-    trivial = [sweeps.Job("bench-trivial", {"value": float(i)}, one_row, float(i), label=f"trivial {i}")
-               for i in range(args.trivial)]
+    trivial = [
+        sweeps.Job("bench-trivial", {"value": float(i)}, one_row, float(i), label=f"trivial {i}")
+        for i in range(args.trivial)
+    ]
     smoke = chapter("mlp_conditions").configure("smoke").condition_configs()
     print(f"{'executor':<10}{f'{args.trivial} trivial jobs, ms/run':>30}{f'smoke sweep ({len(smoke)} runs), s':>30}")
     for name in ("serial", "local", "ray"):
         fresh_cache()
-        per_run = timed(lambda: sweeps.run_jobs(trivial, executor=name, progress=False)) / args.trivial
+        per_run = timed(lambda: sweeps.run_jobs(trivial, executor=name, progress=False)) / args.trivial  # noqa: B023
         fresh_cache()
-        smoke_seconds = timed(lambda: sweeps.run_jobs([mlp_job(c) for c in smoke], executor=name, progress=False))
+        smoke_seconds = timed(lambda: sweeps.run_jobs([mlp_job(c) for c in smoke], executor=name, progress=False))  # noqa: B023
         print(f"{name:<10}{per_run * 1000:>30.1f}{smoke_seconds:>30.1f}")
     sweeps.shutdown()
 

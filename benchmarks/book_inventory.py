@@ -30,16 +30,26 @@ from geocont.sweeps import predicted_wall_seconds
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", default="cpu")
-    parser.add_argument("--mlp-step-ms", type=float, default=1000 * CPU_SECONDS_PER_MLP_STEP,
-                        help="one worker's milliseconds per MLP step (default: the measured %(default).1f)")
-    parser.add_argument("--lm-step-ms", type=float, default=1000 * LM_SECONDS_PER_STEP[4],
-                        help="one worker's milliseconds per 4-layer transformer step (default: the measured %(default).0f)")
+    parser.add_argument(
+        "--mlp-step-ms",
+        type=float,
+        default=1000 * CPU_SECONDS_PER_MLP_STEP,
+        help="one worker's milliseconds per MLP step (default: the measured %(default).1f)",
+    )
+    parser.add_argument(
+        "--lm-step-ms",
+        type=float,
+        default=1000 * LM_SECONDS_PER_STEP[4],
+        help="one worker's milliseconds per 4-layer transformer step (default: the measured %(default).0f)",
+    )
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     run_set = book_run_set(args.scale)
     total_minutes = 0.0
-    print(f"{'chapter':26s}{'runs':>6s}{'shared':>8s}{'pending':>9s}{'new MLP steps':>15s}{'new LM steps':>14s}"
-          f"{'cached':>8s}{'stored':>8s}  predicted cold minutes")
+    print(
+        f"{'chapter':26s}{'runs':>6s}{'shared':>8s}{'pending':>9s}{'new MLP steps':>15s}{'new LM steps':>14s}"
+        f"{'cached':>8s}{'stored':>8s}  predicted cold minutes"
+    )
     for name in CHAPTER_MODULES:  # a run shared with an earlier chapter is counted there
         runs = run_set.of_chapter(name)
         pending = [run for run in run_set.pending if name in run.chapters]
@@ -57,11 +67,15 @@ def main() -> None:
             durations.append(predicted_seconds(config, args.mlp_step_ms / 1000, args.lm_step_ms / 1000))
         minutes = predicted_wall_seconds(durations, args.workers) / 60
         total_minutes += minutes
-        print(f"{name:26s}{len(runs):6d}{len(runs) - len(new):8d}{len(pending):9d}{mlp_steps:15,d}{lm_steps:14,.0f}"
-              f"{cached:8d}{stored:8d}  {minutes:8.0f}")
-    print(f"predicted training minutes of a cold build on {args.workers} workers at {args.mlp_step_ms:.1f} ms per MLP "
-          f"step and {args.lm_step_ms:.0f} ms per 4-layer transformer step: {total_minutes:.0f} (set-up, analysis and "
-          "rendering come on top)")
+        print(
+            f"{name:26s}{len(runs):6d}{len(runs) - len(new):8d}{len(pending):9d}{mlp_steps:15,d}{lm_steps:14,.0f}"
+            f"{cached:8d}{stored:8d}  {minutes:8.0f}"
+        )
+    print(
+        f"predicted training minutes of a cold build on {args.workers} workers at {args.mlp_step_ms:.1f} ms per MLP "
+        f"step and {args.lm_step_ms:.0f} ms per 4-layer transformer step: {total_minutes:.0f} (set-up, analysis and "
+        "rendering come on top)"
+    )
 
 
 if __name__ == "__main__":

@@ -34,9 +34,15 @@ def compare_claims(before: Path, after: Path) -> int:
             if "early" in a[0] and "early" not in row:
                 row["early"] = early_text(argparse.Namespace(**{**row, "early_verdict": row["early_verdict"] or ""}))
         columns = [c for c in a[0] if c != "key"]
-        diff = [(c, x.get(c), y.get(c)) for x, y in zip(a, b) for c in columns
-                if x.get(c) != y.get(c) and not (isinstance(x.get(c), float) and isinstance(y.get(c), float)
-                                                 and math.isnan(x[c]) and math.isnan(y[c]))]
+        diff = [
+            (c, x.get(c), y.get(c))
+            for x, y in zip(a, b)
+            for c in columns
+            if x.get(c) != y.get(c)
+            and not (
+                isinstance(x.get(c), float) and isinstance(y.get(c), float) and math.isnan(x[c]) and math.isnan(y[c])
+            )
+        ]
         diff += [("claims", len(a), len(b))] if len(a) != len(b) else []
         print(f"{path.stem}: {len(a)} vs {len(b)} claims, " + ("identical" if not diff else f"{len(diff)} differences"))
         for column, x, y in diff:
@@ -87,8 +93,13 @@ def main() -> None:
     parser.add_argument("what", choices=("claims", "tables"))
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
-    parser.add_argument("--renamed", action="append", default=[], metavar="OLD=NEW",
-                        help="a cache kind renamed between the builds (e.g. compression=sharing)")
+    parser.add_argument(
+        "--renamed",
+        action="append",
+        default=[],
+        metavar="OLD=NEW",
+        help="a cache kind renamed between the builds (e.g. compression=sharing)",
+    )
     args = parser.parse_args()
     if args.what == "claims":
         differences = compare_claims(args.before, args.after)

@@ -63,8 +63,12 @@ LM_QUANTITIES: dict[str, tuple[str, str, int | None]] = {
 }
 
 
-def comparison_rows(model: str, tables: dict[str, pd.DataFrame], quantities: dict[str, tuple[str, str, int | None]],
-                    groups: tuple[str, ...]) -> list[dict]:
+def comparison_rows(
+    model: str,
+    tables: dict[str, pd.DataFrame],
+    quantities: dict[str, tuple[str, str, int | None]],
+    groups: tuple[str, ...],
+) -> list[dict]:
     """One row per group x quantity: both precisions' estimates, their difference and the verdict."""
     rows = []
     for group in groups:
@@ -75,10 +79,22 @@ def comparison_rows(model: str, tables: dict[str, pd.DataFrame], quantities: dic
             difference = bf16.mean - fp32.mean
             spread = pooled_sd(fp32, bf16)
             tolerance = max(ABSOLUTE_TOLERANCE, spread)
-            rows.append(dict(model=model, group=group, quantity=label, n=min(fp32.n, bf16.n),
-                             fp32_mean=fp32.mean, fp32_sd=fp32.std, bf16_mean=bf16.mean, bf16_sd=bf16.std,
-                             difference=difference, pooled_sd=spread, tolerance=tolerance,
-                             verdict="within" if abs(difference) <= tolerance else "OUTSIDE"))
+            rows.append(
+                dict(
+                    model=model,
+                    group=group,
+                    quantity=label,
+                    n=min(fp32.n, bf16.n),
+                    fp32_mean=fp32.mean,
+                    fp32_sd=fp32.std,
+                    bf16_mean=bf16.mean,
+                    bf16_sd=bf16.std,
+                    difference=difference,
+                    pooled_sd=spread,
+                    tolerance=tolerance,
+                    verdict="within" if abs(difference) <= tolerance else "OUTSIDE",
+                )
+            )
     return rows
 
 
@@ -87,42 +103,66 @@ def _estimate_text(mean: float, sd: float, n: int) -> str:
 
 
 def markdown(frame: pd.DataFrame) -> str:
-    lines = ["| model | group | quantity | fp32 | bf16-autocast | difference | max(0.03, pooled sd) | verdict |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | group | quantity | fp32 | bf16-autocast | difference | max(0.03, pooled sd) | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for row in frame.itertuples():
-        lines.append(f"| {row.model} | {row.group} | {row.quantity} | {_estimate_text(row.fp32_mean, row.fp32_sd, row.n)} "
-                     f"| {_estimate_text(row.bf16_mean, row.bf16_sd, row.n)} | {row.difference:+.3f} "
-                     f"| {row.tolerance:.3f} | {row.verdict} |")
+        lines.append(
+            f"| {row.model} | {row.group} | {row.quantity} | {_estimate_text(row.fp32_mean, row.fp32_sd, row.n)} "
+            f"| {_estimate_text(row.bf16_mean, row.bf16_sd, row.n)} | {row.difference:+.3f} "
+            f"| {row.tolerance:.3f} | {row.verdict} |"
+        )
     lines.append("")
     for model, group in frame.groupby("model", sort=False):
         outside = group[group["verdict"] != "within"]
-        lines.append(f"- {model}: " + ("every quantity within; bf16-autocast may be its default" if outside.empty else
-                                       f"{len(outside)} of {len(group)} outside ("
-                                       + ", ".join(f"{r.group} {r.quantity}" for r in outside.itertuples())
-                                       + "); fp32 stays its default"))
+        lines.append(
+            f"- {model}: "
+            + (
+                "every quantity within; bf16-autocast may be its default"
+                if outside.empty
+                else f"{len(outside)} of {len(group)} outside ("
+                + ", ".join(f"{r.group} {r.quantity}" for r in outside.itertuples())
+                + "); fp32 stays its default"
+            )
+        )
     return "\n".join(lines) + "\n"
 
 
-def compare(scale: str, seeds: int, lm_seeds: int, steps: int | None = None, lm_steps: int | None = None,
-            executor: str | None = None, progress: bool = True, device: str | None = None) -> pd.DataFrame:
+def compare(
+    scale: str,
+    seeds: int,
+    lm_seeds: int,
+    steps: int | None = None,
+    lm_steps: int | None = None,
+    executor: str | None = None,
+    progress: bool = True,
+    device: str | None = None,
+) -> pd.DataFrame:
     """The comparison table (one row per model x group x quantity), training what is not cached."""
     mlp_overrides = dict(steps=steps) if steps else {}  # a shorter run shortens the early horizon with it
     mlp = mlp_conditions.CHAPTER.configure(scale, conditions=MLP_CONDITIONS, seeds=seeds, **mlp_overrides)
     lm_overrides = dict(steps=lm_steps, early_step=max(1, lm_steps // 10)) if lm_steps else {}
-    lm = transformer_projections.CHAPTER.configure(scale, seeds=lm_seeds, variants=list(LM_VARIANTS), other_seeds=0,
-                                                   depth_seeds=0, **lm_overrides)
+    lm = transformer_projections.CHAPTER.configure(
+        scale, seeds=lm_seeds, variants=list(LM_VARIANTS), other_seeds=0, depth_seeds=0, **lm_overrides
+    )
     mlp_tables, lm_tables = {}, {}
     for precision in PRECISIONS:
         on_device = dict(device=device) if device else {}
         configs = [c.replace(precision=precision, **on_device) for c in mlp.condition_configs()]
         mlp_tables[precision] = run_sweep(configs, progress=progress, executor=executor)
-        lm_configs = {label: [c.replace(precision=precision, **on_device) for c in group]
-                      for label, group in lm.configs().items() if label in LM_VARIANTS}
+        lm_configs = {
+            label: [c.replace(precision=precision, **on_device) for c in group]
+            for label, group in lm.configs().items()
+            if label in LM_VARIANTS
+        }
         lm_tables[precision] = run_lm_sweep(lm_configs, progress=progress, executor=executor)
-    rows = comparison_rows(f"MLP {mlp.base.depth}x{mlp.base.width}, {mlp.base.steps:,} steps", mlp_tables,
-                           MLP_QUANTITIES, MLP_CONDITIONS)
-    rows += comparison_rows(f"transformer {lm.base.shape.n_layers} layers, {lm.base.steps:,} steps", lm_tables,
-                            LM_QUANTITIES, LM_VARIANTS)
+    rows = comparison_rows(
+        f"MLP {mlp.base.depth}x{mlp.base.width}, {mlp.base.steps:,} steps", mlp_tables, MLP_QUANTITIES, MLP_CONDITIONS
+    )
+    rows += comparison_rows(
+        f"transformer {lm.base.shape.n_layers} layers, {lm.base.steps:,} steps", lm_tables, LM_QUANTITIES, LM_VARIANTS
+    )
     return pd.DataFrame(rows)
 
 
@@ -137,8 +177,7 @@ def main() -> None:
     parser.add_argument("--device", help="cpu | cuda | auto (default: the scale's)")
     parser.add_argument("--output", type=Path, default=Path("_build/precision"))
     args = parser.parse_args()
-    frame = compare(args.scale, args.seeds, args.lm_seeds, args.steps, args.lm_steps, args.executor,
-                    device=args.device)
+    frame = compare(args.scale, args.seeds, args.lm_seeds, args.steps, args.lm_steps, args.executor, device=args.device)
     text = markdown(frame)
     args.output.mkdir(parents=True, exist_ok=True)
     frame.to_csv(args.output / f"precision_comparison_{args.scale}.csv", index=False)

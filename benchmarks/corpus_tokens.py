@@ -39,8 +39,10 @@ def main() -> None:
     tokenizer = text.train_tokenizer(corpus, vocab_size)
     tokenizer_seconds = time.perf_counter() - started
     started = time.perf_counter()
-    train_tokens, validation_tokens = len(text.encode(tokenizer, corpus.train)), len(text.encode(tokenizer,
-                                                                                                 corpus.validation))
+    train_tokens, validation_tokens = (
+        len(text.encode(tokenizer, corpus.train)),
+        len(text.encode(tokenizer, corpus.validation)),
+    )
     encode_seconds = time.perf_counter() - started
 
     tokens: Counter = Counter()
@@ -51,31 +53,43 @@ def main() -> None:
 
     print(f"corpus {corpora.OFFLINE_ENGLISH}: {corpus.source}")
     print(f"tokenizer: byte-level BPE, {vocab_size} tokens, trained on the training split\n")
-    header = (f"{'source':<12} {'package':<19} {'licence':<38} {'read':>5} {'kept':>5} {'held':>4} {'words':>10} "
-              f"{'train tok':>11} {'valid tok':>10} {'train %':>7}")
+    header = (
+        f"{'source':<12} {'package':<19} {'licence':<38} {'read':>5} {'kept':>5} {'held':>4} {'words':>10} "
+        f"{'train tok':>11} {'valid tok':>10} {'train %':>7}"
+    )
     print(header)
     print("-" * len(header))
     for s in summaries:
         train, validation = tokens[s.name, False], tokens[s.name, True]
-        print(f"{s.name:<12} {s.package:<19} {s.licence:<38} {read[s.name]:>5} {s.documents:>5} "
-              f"{s.validation_documents:>4} {s.words:>10,} {train:>11,} {validation:>10,} "
-              f"{100 * train / train_tokens:>6.1f}%")
+        print(
+            f"{s.name:<12} {s.package:<19} {s.licence:<38} {read[s.name]:>5} {s.documents:>5} "
+            f"{s.validation_documents:>4} {s.words:>10,} {train:>11,} {validation:>10,} "
+            f"{100 * train / train_tokens:>6.1f}%"
+        )
     print("-" * len(header))
-    print(f"{'total':<12} {'':<19} {'':<38} {len(cleaned):>5} {len(documents):>5} "
-          f"{sum(s.validation_documents for s in summaries):>4} {sum(s.words for s in summaries):>10,} "
-          f"{train_tokens:>11,} {validation_tokens:>10,}")
-    print(f"(a split's tokens: its documents' {sum(v for (_, held), v in tokens.items() if not held):,} and "
-          f"{sum(v for (_, held), v in tokens.items() if held):,}, plus 2 newline tokens between documents)\n")
+    print(
+        f"{'total':<12} {'':<19} {'':<38} {len(cleaned):>5} {len(documents):>5} "
+        f"{sum(s.validation_documents for s in summaries):>4} {sum(s.words for s in summaries):>10,} "
+        f"{train_tokens:>11,} {validation_tokens:>10,}"
+    )
+    print(
+        f"(a split's tokens: its documents' {sum(v for (_, held), v in tokens.items() if not held):,} and "
+        f"{sum(v for (_, held), v in tokens.items() if held):,}, plus 2 newline tokens between documents)\n"
+    )
     for s in summaries:
         if len(s.licences) > 1:
             print(f"{s.name} documents by licence: " + ", ".join(f"{name} {n}" for name, n in s.licences))
-    print(f"\nassemble: {clean_seconds + dedup_seconds:.1f} s (read and clean {clean_seconds:.1f} s, deduplicate "
-          f"{dedup_seconds:.1f} s); tokenizer {tokenizer_seconds:.1f} s (0 where cached); encode both splits "
-          f"{encode_seconds:.1f} s\n")
+    print(
+        f"\nassemble: {clean_seconds + dedup_seconds:.1f} s (read and clean {clean_seconds:.1f} s, deduplicate "
+        f"{dedup_seconds:.1f} s); tokenizer {tokenizer_seconds:.1f} s (0 where cached); encode both splits "
+        f"{encode_seconds:.1f} s\n"
+    )
     print(f"cpu run: {preset['batch_size']} x {preset['max_seq_len']} = {tokens_per_step:,} tokens per step")
     for steps in args.steps:
-        print(f"  {steps:>6,} steps: {steps * tokens_per_step / 1e6:6.1f}M tokens = "
-              f"{steps * tokens_per_step / train_tokens:.2f} epochs")
+        print(
+            f"  {steps:>6,} steps: {steps * tokens_per_step / 1e6:6.1f}M tokens = "
+            f"{steps * tokens_per_step / train_tokens:.2f} epochs"
+        )
 
 
 if __name__ == "__main__":

@@ -65,8 +65,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="geocont-rebuild-") as empty:
             again = sweep(configs, 1, empty)
         columns.append(finals(again, "1 thread (again)"))
-        print(f"same code, same thread count, empty cache: largest difference anywhere in the tables "
-              f"{largest_difference(one, again):.3g}")
+        print(
+            f"same code, same thread count, empty cache: largest difference anywhere in the tables "
+            f"{largest_difference(one, again):.3g}"
+        )
     columns.append(finals(sweep(configs, 2), "2 threads"))
     wide = pd.concat(columns, axis=1)
     wide["2 minus 1 thread"] = wide["2 threads"] - wide["1 thread (cache)"]
@@ -74,8 +76,10 @@ def main() -> None:
     print(wide.round(4).to_string())
     for condition, group in wide.groupby(level="condition"):
         difference = group["2 minus 1 thread"].abs()
-        print(f"{condition}: |2 minus 1 thread| mean {difference.mean():.4f}, max {difference.max():.4f}; "
-              f"seed sd at 1 thread {estimate(group['1 thread (cache)']).std:.4f}")
+        print(
+            f"{condition}: |2 minus 1 thread| mean {difference.mean():.4f}, max {difference.max():.4f}; "
+            f"seed sd at 1 thread {estimate(group['1 thread (cache)']).std:.4f}"
+        )
 
 
 if __name__ == "__main__":

@@ -34,8 +34,13 @@ def departures(config: dict) -> str:
     for name, default in DEFAULTS.items():
         if name in config and config[name] != default:
             value = config[name]
-            parts.append(str(value) if name == "lr_schedule" else f"{name}={value:g}" if isinstance(value, float)
-                         else f"{name}={value}")
+            parts.append(
+                str(value)
+                if name == "lr_schedule"
+                else f"{name}={value:g}"
+                if isinstance(value, float)
+                else f"{name}={value}"
+            )
     return " ".join(parts)
 
 
@@ -56,8 +61,7 @@ def main() -> None:
         steps = int(config.get("steps") or 0)
         where = " ".join(str(config[k]) for k in ("dataset", "corpus") if config.get(k))
         label = f"{group_of(entry.get('label', ''))} {departures(config)}".strip()
-        groups[f"{entry.get('kind')}: {label} [{where}, {steps} steps]"].append(
-            (wall, steps))
+        groups[f"{entry.get('kind')}: {label} [{where}, {steps} steps]"].append((wall, steps))
         for chapter in entry.get("chapters", []):
             chapters[chapter] += wall
     print(f"{'run group':86s} {'runs':>4s} {'worker-min':>10s} {'s/step':>8s}")
@@ -66,8 +70,10 @@ def main() -> None:
         steps = sum(s for _, s in runs)
         per_step = f"{wall / steps:.4f}" if steps else "-"
         print(f"{name:86s} {len(runs):4d} {wall / 60:10.1f} {per_step:>8s}")
-    print(f"{'total':86s} {sum(map(len, groups.values())):4d} "
-          f"{sum(w for runs in groups.values() for w, _ in runs) / 60:10.1f}")
+    print(
+        f"{'total':86s} {sum(map(len, groups.values())):4d} "
+        f"{sum(w for runs in groups.values() for w, _ in runs) / 60:10.1f}"
+    )
     for chapter, wall in sorted(chapters.items()):
         print(f"chapter {chapter}: {wall / 60:.1f} worker-minutes of stored runs")
 

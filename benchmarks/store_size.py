@@ -47,8 +47,9 @@ def _probe(config):
     if isinstance(config, MLPRunConfig):
         from geocont.training import train_mlp
 
-        small = config.replace(width=8, steps=4, n_snapshots=3, n_late_snapshots=0, snapshot_steps=(), trace_every=0,
-                               max_train=256)
+        small = config.replace(
+            width=8, steps=4, n_snapshots=3, n_late_snapshots=0, snapshot_steps=(), trace_every=0, max_train=256
+        )
         return current_metric_names(train_mlp(small, progress=False))
     from geocont.lm import train_lm
 
@@ -79,8 +80,11 @@ def schedule(config) -> list[int]:
 
 
 def predicted_rows(config) -> int:
-    shape = (("mlp", config.depth, config.n_directions) if isinstance(config, MLPRunConfig)
-             else ("lm", config.shape.n_layers, config.n_directions))
+    shape = (
+        ("mlp", config.depth, config.n_directions)
+        if isinstance(config, MLPRunConfig)
+        else ("lm", config.shape.n_layers, config.n_directions)
+    )
     first, later = snapshot_rows(shape, config)
     rows = first + later * (len(schedule(config)) - 1)
     every = getattr(config, "trace_every", 0)
@@ -103,15 +107,19 @@ def main() -> None:
     per_row = {}
     for kind in ("mlp", "lm"):
         per_row[kind], rows, size, predicted = bytes_per_row(kind)
-        print(f"smoke {kind} run as stored: {rows:,} rows, {size / 1e3:.1f} KB ({per_row[kind]:.2f} bytes per row); "
-              f"rows predicted by the method: {predicted:,}")
+        print(
+            f"smoke {kind} run as stored: {rows:,} rows, {size / 1e3:.1f} KB ({per_row[kind]:.2f} bytes per row); "
+            f"rows predicted by the method: {predicted:,}"
+        )
     run_set = book_run_set(args.scale)
     longest = max((run for run in run_set.runs if run.kind == "mlp"), key=lambda run: run.job.argument.steps)
     typical = next(run for run in run_set.runs if run.kind == "mlp")
     for run in [typical] + ([longest] if longest is not typical else []):
         rows = predicted_rows(run.job.argument)
-        print(f"{args.scale} {run.label} ({run.job.argument.steps:,} steps): {rows:,} rows predicted, "
-              f"{rows * per_row['mlp'] / 1e3:.0f} KB")
+        print(
+            f"{args.scale} {run.label} ({run.job.argument.steps:,} steps): {rows:,} rows predicted, "
+            f"{rows * per_row['mlp'] / 1e3:.0f} KB"
+        )
     runs = run_set.runs + run_set.pending
     tables, weights = defaultdict(float), defaultdict(float)
     counts = defaultdict(int)
@@ -126,8 +134,10 @@ def main() -> None:
     for chapter in sorted(counts, key=lambda c: -(tables[c] + weights[c])):
         print(f"{chapter:28s}{counts[chapter]:6d}{tables[chapter] / 1e6:11.1f}{weights[chapter] / 1e6:12.1f}")
     total_tables, total_weights = sum(tables.values()), sum(weights.values())
-    print(f"{'total':28s}{len(runs):6d}{total_tables / 1e6:11.1f}{total_weights / 1e6:12.1f}"
-          f"   = {(total_tables + total_weights) / 1e6:.1f} MB")
+    print(
+        f"{'total':28s}{len(runs):6d}{total_tables / 1e6:11.1f}{total_weights / 1e6:12.1f}"
+        f"   = {(total_tables + total_weights) / 1e6:.1f} MB"
+    )
 
 
 if __name__ == "__main__":

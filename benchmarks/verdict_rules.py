@@ -44,8 +44,11 @@ def old_seed_spread(e):
     return 0.0 if math.isnan(e.std) else e.std
 
 
-REPLACED = {"peaks_per_seed": old_peaks_per_seed, "verdict_at_random_level": old_verdict_at_random_level,
-            "seed_spread": old_seed_spread}
+REPLACED = {
+    "peaks_per_seed": old_peaks_per_seed,
+    "verdict_at_random_level": old_verdict_at_random_level,
+    "seed_spread": old_seed_spread,
+}
 
 
 @contextlib.contextmanager
@@ -53,7 +56,7 @@ def replaced_rules():
     """The replaced rules, in ``geocont.statistics`` and in every loaded geocont module that imported them."""
     saved = []
     for module in [m for name, m in list(sys.modules.items()) if name.startswith("geocont") and m is not None]:
-        for name, function in REPLACED.items():
+        for name in REPLACED:
             if getattr(module, name, None) is getattr(statistics, name):
                 saved.append((module, name, getattr(module, name)))
     originals = {name: getattr(statistics, name) for name in REPLACED}
@@ -93,10 +96,17 @@ def changes(before: pd.DataFrame, after: pd.DataFrame) -> list[str]:
             continue
 
         def describe(r):
-            return (f"{r['verdict']} ({_number(r['ours_mean'])} ± {_number(r['ours_std'])}, {r['n_seeds']} seeds; "
-                    f"paper {_number(r['paper'])}, baseline {_number(r['baseline'])})")
-        early = (f"; early {a['early_verdict']} ({_number(a['early_mean'])}) -> {b['early_verdict']} "
-                 f"({_number(b['early_mean'])})" if str(a["early_verdict"]) != str(b["early_verdict"]) else "")
+            return (
+                f"{r['verdict']} ({_number(r['ours_mean'])} ± {_number(r['ours_std'])}, {r['n_seeds']} seeds; "
+                f"paper {_number(r['paper'])}, baseline {_number(r['baseline'])})"
+            )
+
+        early = (
+            f"; early {a['early_verdict']} ({_number(a['early_mean'])}) -> {b['early_verdict']} "
+            f"({_number(b['early_mean'])})"
+            if str(a["early_verdict"]) != str(b["early_verdict"])
+            else ""
+        )
         lines.append(f"{key}: {describe(a)} -> {describe(b)}{early}")
     return lines
 

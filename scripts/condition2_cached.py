@@ -35,18 +35,38 @@ def main() -> None:
         cached = [(c, t) for c, t in cached if t is not None]
         if not cached:
             continue
-        table = tidy_sweep_table([t for _, t in cached], [dict(condition=c.condition, optimizer=c.optimizer.label,
-                                                               init_scale=c.init_scale, seed=c.seed) for c, _ in cached])
+        table = tidy_sweep_table(
+            [t for _, t in cached],
+            [
+                dict(condition=c.condition, optimizer=c.optimizer.label, init_scale=c.init_scale, seed=c.seed)
+                for c, _ in cached
+            ],
+        )
         summary = instability.run_summary(table)
         finals = condition2.per_seed_final(table).rename(columns={"value": "v1_final_snapshot"})
         gradient = condition2.per_seed_final(table, "grad_cos").rename(columns={"value": "gradient_v1"})
-        rows.append(summary.merge(finals, on=["condition", "seed"]).merge(gradient, on=["condition", "seed"])
-                    .assign(run=name))
+        rows.append(
+            summary.merge(finals, on=["condition", "seed"]).merge(gradient, on=["condition", "seed"]).assign(run=name)
+        )
     print(f"{sum(len(r) for r in rows)} of {total} runs on `{settings.headline}` cached")
     if rows:
-        columns = ["run", "condition", "seed", "v1_peak", "peak_step", "v1_final_snapshot", "gradient_v1", "events",
-                   "first_event", "fall_from_peak", "fall_across_events", "memorised_step", "min_loss",
-                   "final_loss", "diverged_step"]
+        columns = [
+            "run",
+            "condition",
+            "seed",
+            "v1_peak",
+            "peak_step",
+            "v1_final_snapshot",
+            "gradient_v1",
+            "events",
+            "first_event",
+            "fall_from_peak",
+            "fall_across_events",
+            "memorised_step",
+            "min_loss",
+            "final_loss",
+            "diverged_step",
+        ]
         with pd.option_context("display.width", 250, "display.max_columns", 30):
             print(pd.concat(rows, ignore_index=True)[columns].round(3).to_string(index=False))
 

@@ -22,17 +22,34 @@ from geocont.chapters import lm_runs
 from geocont.lm import MODEL_ARTIFACT, lm_job
 from geocont.sweeps import run_jobs
 
-NEXT_CPU = {"corpus": "offline-english", "steps": 16000, "early_step": 4000, "n_snapshots": 16,
-            "n_late_snapshots": 24, "depth_seeds": (0,), "long_factor": 1}
+NEXT_CPU = {
+    "corpus": "offline-english",
+    "steps": 16000,
+    "early_step": 4000,
+    "n_snapshots": 16,
+    "n_late_snapshots": 24,
+    "depth_seeds": (0,),
+    "long_factor": 1,
+}
 #: The set, most valuable first: the main variants' three seeds, then the single-seed variants.
-NEXT_RUNS = ("silu:0", "none:0", "silu:1", "none:1", "silu:2", "none:2", "relu:0", "silu, linear attention:0",
-             "silu, 8 layers:0")
+NEXT_RUNS = (
+    "silu:0",
+    "none:0",
+    "silu:1",
+    "none:1",
+    "silu:2",
+    "none:2",
+    "relu:0",
+    "silu, linear attention:0",
+    "silu, 8 layers:0",
+)
 
 
 def config_of(item: str):
     label, seed, *corpus = item.rsplit(":", 2) if item.count(":") >= 2 else item.rsplit(":", 1)
-    settings = lm_runs.build_settings("cpu", {**lm_runs.lm_preset("cpu"), **NEXT_CPU, "seeds": (0, 1, 2),
-                                              **({"corpus": corpus[0]} if corpus else {})})
+    settings = lm_runs.build_settings(
+        "cpu", {**lm_runs.lm_preset("cpu"), **NEXT_CPU, "seeds": (0, 1, 2), **({"corpus": corpus[0]} if corpus else {})}
+    )
     configs = settings.all_configs()
     if label not in configs:
         raise SystemExit(f"error: unknown variant {label!r}; valid choices: {', '.join(map(repr, configs))}")
@@ -62,9 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     def put(job, _table) -> None:
         label, config = labels[store.entry_name(job.kind, job.key_config())]
         keep = (MODEL_ARTIFACT,) if label == lm_runs.REFERENCE else ()
-        written = results.copy_from_cache(root, "lm", job.key_config(), keep_artifacts=keep,
-                                          label=f"{label} seed={config.seed} ({config.corpus}, {config.steps:,} steps)",
-                                          chapters=("transformer_projections",))
+        written = results.copy_from_cache(
+            root,
+            "lm",
+            job.key_config(),
+            keep_artifacts=keep,
+            label=f"{label} seed={config.seed} ({config.corpus}, {config.steps:,} steps)",
+            chapters=("transformer_projections",),
+        )
         print(f"stored {written.folder}", flush=True)
 
     with store.environment(GEOCONT_CACHE_DIR=str(results.staging_cache(root)), **{store.STORE_ENV: str(root)}):

@@ -69,17 +69,28 @@ def plan(corpus: str, dataset: str) -> list[PlannedRun]:
 
     def lm_runs(labels) -> list[PlannedRun]:
         seeds = sorted({c.seed for label in labels for c in lm_configs.get(label, [])})
-        return [PlannedRun(f"transformer {label} seed={c.seed}", "transformer", lm_job(c, label), c.steps, run_flops(c))
-                for seed in seeds for label in labels for c in lm_configs.get(label, []) if c.seed == seed]
+        return [
+            PlannedRun(f"transformer {label} seed={c.seed}", "transformer", lm_job(c, label), c.steps, run_flops(c))
+            for seed in seeds
+            for label in labels
+            for c in lm_configs.get(label, [])
+            if c.seed == seed
+        ]
 
     def mlp_runs(conditions) -> list[PlannedRun]:
         configs = [mlp.base.replace(condition=condition, seed=seed) for seed in mlp.seeds for condition in conditions]
-        return [PlannedRun(f"MLP {c.condition} {c.dataset} seed={c.seed}", "mlp", mlp_job(c), c.steps, run_flops(c))
-                for c in configs]
+        return [
+            PlannedRun(f"MLP {c.condition} {c.dataset} seed={c.seed}", "mlp", mlp_job(c), c.steps, run_flops(c))
+            for c in configs
+        ]
 
     others = [label for label in lm_configs if label not in MAIN_VARIANTS]
-    return (lm_runs(MAIN_VARIANTS) + mlp_runs(CONDITION_2_CORE)
-            + mlp_runs([c for c in mlp.conditions if c not in CONDITION_2_CORE]) + lm_runs(others))
+    return (
+        lm_runs(MAIN_VARIANTS)
+        + mlp_runs(CONDITION_2_CORE)
+        + mlp_runs([c for c in mlp.conditions if c not in CONDITION_2_CORE])
+        + lm_runs(others)
+    )
 
 
 def prepare(directory: Path, corpus: str) -> None:
@@ -94,8 +105,9 @@ def prepare(directory: Path, corpus: str) -> None:
     print(f"Fashion-MNIST: {target}")
 
 
-def run(directory: Path, minutes: float, corpus: str, dataset: str, tflops: float, floor_ms: float,
-        plan_only: bool) -> None:
+def run(
+    directory: Path, minutes: float, corpus: str, dataset: str, tflops: float, floor_ms: float, plan_only: bool
+) -> None:
     os.environ.setdefault("GEOCONT_CORPUS_DIR", str(directory / "corpora"))
     os.environ.setdefault("GEOCONT_DATA_DIR", str(directory / "data"))
     runs = plan(corpus, dataset)
@@ -124,8 +136,10 @@ def run(directory: Path, minutes: float, corpus: str, dataset: str, tflops: floa
         done.append(planned.label)
         print(f"{line}: {'cached' if cached else f'trained in {took:.1f} min'}", flush=True)
     if not plan_only:
-        print(f"{len(done)} runs in the cache ({os.environ.get('GEOCONT_CACHE_DIR', '~/.cache/geocont/runs')}), "
-              f"{len(skipped)} skipped for time, {(time.monotonic() - start) / 60:.1f} min")
+        print(
+            f"{len(done)} runs in the cache ({os.environ.get('GEOCONT_CACHE_DIR', '~/.cache/geocont/runs')}), "
+            f"{len(skipped)} skipped for time, {(time.monotonic() - start) / 60:.1f} min"
+        )
 
 
 def main() -> None:

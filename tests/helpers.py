@@ -32,8 +32,14 @@ def synthetic(values: dict[tuple[str, int], list[float]], steps=(0, 10)) -> pd.D
     return pd.concat(tables, ignore_index=True)
 
 
-def timeline_run(condition: str, seed: int, init_scale: float, updates: list[float], continuity: list[float],
-                 steps=(0, 1, 3, 10, 30, 100)) -> pd.DataFrame:
+def timeline_run(
+    condition: str,
+    seed: int,
+    init_scale: float,
+    updates: list[float],
+    continuity: list[float],
+    steps=(0, 1, 3, 10, 30, 100),
+) -> pd.DataFrame:
     """A run table with layer-mean relative update and weight v1 continuity per step (2 layers)."""
     rows = []
     for step, update, cos in zip(steps, updates, continuity):
@@ -55,7 +61,8 @@ def tiny_llama_data(n_layers: int = 2, seed: int = 0):
     from geocont.config import TransformerShape
     from geocont.transformer import build_llama
 
-    shape = TransformerShape(n_layers=n_layers, d_model=32, n_heads=2, n_kv_heads=2, ffn_dim=88, vocab_size=512,
-                             max_seq_len=64)
+    shape = TransformerShape(
+        n_layers=n_layers, d_model=32, n_heads=2, n_kv_heads=2, ffn_dim=88, vocab_size=512, max_seq_len=64
+    )
     ids = torch.randint(0, shape.vocab_size, (400,), generator=torch.Generator().manual_seed(seed))
     return build_llama(shape, seed=seed).eval(), ids

@@ -41,15 +41,25 @@ def planted(out_dim, in_dim, seed):
     generator = torch.Generator().manual_seed(seed)
     u = _unit(generator, out_dim)
     vs = [_unit(generator, in_dim) for _ in range(N_LAYERS)]
-    mats = [(10 * torch.outer(u, v) + 0.001 * torch.randn(out_dim, in_dim, generator=generator, dtype=torch.float64))
-            .float() for v in vs]
+    mats = [
+        (
+            10 * torch.outer(u, v) + 0.001 * torch.randn(out_dim, in_dim, generator=generator, dtype=torch.float64)
+        ).float()
+        for v in vs
+    ]
     expected = [float(abs(vs[i] @ vs[i + 1])) for i in range(N_LAYERS - 1)]
     return mats, expected
 
 
-SHAPES = {"q_proj": (D_MODEL, D_MODEL), "k_proj": (D_KV, D_MODEL), "v_proj": (D_KV, D_MODEL),
-          "o_proj": (D_MODEL, D_MODEL), "gate_proj": (D_FFN, D_MODEL), "up_proj": (D_FFN, D_MODEL),
-          "down_proj": (D_MODEL, D_FFN)}
+SHAPES = {
+    "q_proj": (D_MODEL, D_MODEL),
+    "k_proj": (D_KV, D_MODEL),
+    "v_proj": (D_KV, D_MODEL),
+    "o_proj": (D_MODEL, D_MODEL),
+    "gate_proj": (D_FFN, D_MODEL),
+    "up_proj": (D_FFN, D_MODEL),
+    "down_proj": (D_MODEL, D_FFN),
+}
 
 
 def planted_model(projections):
@@ -60,7 +70,7 @@ def planted_model(projections):
 def check_table(table, model, tolerance):
     assert list(table.columns) == analyzer.COLUMNS
     assert set(table["projection"]) == set(model)
-    for projection, (mats, expected) in model.items():
+    for projection, (_mats, expected) in model.items():
         rows = table[table["projection"] == projection].sort_values("layer")
         assert list(rows["layer"]) == list(range(N_LAYERS))
         assert tuple(rows[["out_dim", "in_dim"]].iloc[0]) == SHAPES[projection]
@@ -78,12 +88,14 @@ def check_table(table, model, tolerance):
 
 
 LLAMA_NAMES = {p: f"model.layers.{{i}}.{'self_attn' if p[0] in 'qkvo' else 'mlp'}.{p}.weight" for p in SHAPES}
-BERT_NAMES = {"q_proj": "encoder.layer.{i}.attention.self.query.weight",
-              "k_proj": "encoder.layer.{i}.attention.self.key.weight",
-              "v_proj": "encoder.layer.{i}.attention.self.value.weight",
-              "o_proj": "encoder.layer.{i}.attention.output.dense.weight",
-              "up_proj": "encoder.layer.{i}.intermediate.dense.weight",
-              "down_proj": "encoder.layer.{i}.output.dense.weight"}
+BERT_NAMES = {
+    "q_proj": "encoder.layer.{i}.attention.self.query.weight",
+    "k_proj": "encoder.layer.{i}.attention.self.key.weight",
+    "v_proj": "encoder.layer.{i}.attention.self.value.weight",
+    "o_proj": "encoder.layer.{i}.attention.output.dense.weight",
+    "up_proj": "encoder.layer.{i}.intermediate.dense.weight",
+    "down_proj": "encoder.layer.{i}.output.dense.weight",
+}
 
 
 def write_shards(directory, state, n_shards=2):
@@ -108,11 +120,14 @@ def state_from_names(model, names):
     return state
 
 
-@pytest.mark.parametrize("layout, names, extra", [
-    ("llama", LLAMA_NAMES, {}),
-    ("gemma3", LLAMA_NAMES, {"model.layers.{i}.post_feedforward_layernorm.weight": torch.ones(D_MODEL)}),
-    ("bert", BERT_NAMES, {"encoder.layer.{i}.output.LayerNorm.weight": torch.ones(D_MODEL)}),
-])
+@pytest.mark.parametrize(
+    "layout, names, extra",
+    [
+        ("llama", LLAMA_NAMES, {}),
+        ("gemma3", LLAMA_NAMES, {"model.layers.{i}.post_feedforward_layernorm.weight": torch.ones(D_MODEL)}),
+        ("bert", BERT_NAMES, {"encoder.layer.{i}.output.LayerNorm.weight": torch.ones(D_MODEL)}),
+    ],
+)
 def test_sharded_safetensors_per_layout(tmp_path, layout, names, extra):
     model = planted_model([p for p in SHAPES if p in names])
     state = state_from_names(model, names)
@@ -141,7 +156,7 @@ def test_gpt2_fused_qkv_and_conv1d_orientation(tmp_path):
     table = analyzer.analyze(tmp_path / "model.safetensors", progress=False)
     assert table.attrs["layout"] == "gpt2"
     shapes = dict(SHAPES, k_proj=(D_MODEL, D_MODEL), v_proj=(D_MODEL, D_MODEL))
-    for projection, (mats, expected) in model.items():
+    for projection, (_mats, expected) in model.items():
         rows = table[table["projection"] == projection]
         assert tuple(rows[["out_dim", "in_dim"]].iloc[0]) == shapes[projection]
         np.testing.assert_allclose(rows["v1_cos"].iloc[:-1], expected, atol=1e-3)
@@ -149,8 +164,15 @@ def test_gpt2_fused_qkv_and_conv1d_orientation(tmp_path):
 
 
 def write_gguf(path, model, qtype, architecture="llama", extra=()):
-    names = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",
-             "gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}
+    names = {
+        "q_proj": "attn_q",
+        "k_proj": "attn_k",
+        "v_proj": "attn_v",
+        "o_proj": "attn_output",
+        "gate_proj": "ffn_gate",
+        "up_proj": "ffn_up",
+        "down_proj": "ffn_down",
+    }
     writer = gguf.GGUFWriter(str(path), architecture)
     writer.add_block_count(N_LAYERS)
     for projection, (mats, _) in model.items():
@@ -171,11 +193,14 @@ def write_gguf(path, model, qtype, architecture="llama", extra=()):
     return path
 
 
-@pytest.mark.parametrize("qtype, tolerance", [
-    (gguf.GGMLQuantizationType.F32, 1e-3),
-    (gguf.GGMLQuantizationType.Q8_0, 0.01),
-    (gguf.GGMLQuantizationType.Q4_1, 0.05),
-])
+@pytest.mark.parametrize(
+    "qtype, tolerance",
+    [
+        (gguf.GGMLQuantizationType.F32, 1e-3),
+        (gguf.GGMLQuantizationType.Q8_0, 0.01),
+        (gguf.GGMLQuantizationType.Q4_1, 0.05),
+    ],
+)
 def test_gguf_quantized_orientation_and_values(tmp_path, qtype, tolerance):
     model = planted_model(list(SHAPES))
     path = write_gguf(tmp_path / "model.gguf", model, qtype)
@@ -192,8 +217,13 @@ def test_gguf_quantized_orientation_and_values(tmp_path, qtype, tolerance):
 
 def test_gemma3_gguf_is_told_apart_by_its_post_norms(tmp_path):
     model = planted_model(["q_proj", "down_proj"])
-    path = write_gguf(tmp_path / "gemma.gguf", model, gguf.GGMLQuantizationType.F32, "gemma3",
-                      extra=("post_attention_norm", "post_ffw_norm"))
+    path = write_gguf(
+        tmp_path / "gemma.gguf",
+        model,
+        gguf.GGMLQuantizationType.F32,
+        "gemma3",
+        extra=("post_attention_norm", "post_ffw_norm"),
+    )
     table = analyzer.analyze(path, progress=False)
     assert table.attrs["layout"] == "gemma3-gguf" and "post" in table.attrs["layout_notes"]
 
@@ -341,7 +371,9 @@ def test_zero_layers_give_flagged_nan_pairs_the_same_on_every_run():
     pd.testing.assert_frame_equal(first, second)
     q = first[first["projection"] == "q_proj"].set_index("layer")
     assert q["v1_cos"].iloc[:3].isna().all() and q["u1_cos"].iloc[:3].isna().all()  # pairs 0-1, 1-2, 2-3
-    assert q.loc[0, "flag"] == "layer 1: zero matrix" and q.loc[1, "flag"] == "layer 1: zero matrix; layer 2: zero matrix"
+    assert (
+        q.loc[0, "flag"] == "layer 1: zero matrix" and q.loc[1, "flag"] == "layer 1: zero matrix; layer 2: zero matrix"
+    )
     assert q.loc[1, "sigma1"] == 0 and math.isnan(q.loc[1, "gap"])
     stats = analyzer.summary(first)
     assert stats.loc["q_proj", "flagged"] == 3 and stats.loc["q_proj", "pairs"] == 3
@@ -359,8 +391,11 @@ def _tied(n, gap, seed):
 @pytest.mark.parametrize("method", ["exact", "iterative"])
 def test_tied_leading_pairs_are_flagged_and_their_alignment_reported(tmp_path, method):
     noise = torch.Generator().manual_seed(9)
-    state = {f"model.layers.{i}.self_attn.q_proj.weight": _tied(D_MODEL, 0.0 if i < 2 else 1e-6, seed=0)
-             + 1e-6 * torch.randn(D_MODEL, D_MODEL, generator=noise) for i in range(3)}
+    state = {
+        f"model.layers.{i}.self_attn.q_proj.weight": _tied(D_MODEL, 0.0 if i < 2 else 1e-6, seed=0)
+        + 1e-6 * torch.randn(D_MODEL, D_MODEL, generator=noise)
+        for i in range(3)
+    }
     state["model.layers.3.self_attn.q_proj.weight"] = _tied(D_MODEL, 0.2, seed=0)
     save_file(state, str(tmp_path / "tied.safetensors"))
     table = analyzer.analyze(tmp_path / "tied.safetensors", method=method, progress=False).set_index("layer")
@@ -460,7 +495,7 @@ def test_random_bytes_in_tensor_data_are_a_corrupt_tensor_named_when_read(tmp_pa
     source = checkpoints.GGUFSource(gguf_path)
     tensor = source._tensors["blk.2.attn_k.weight"]
     data = bytearray(gguf_path.read_bytes())
-    data[tensor.data_offset + 40:tensor.data_offset + 48] = b"\xff" * 8  # two NaN floats
+    data[tensor.data_offset + 40 : tensor.data_offset + 48] = b"\xff" * 8  # two NaN floats
     gguf_path.write_bytes(bytes(data))
     src, _, _ = analyzer.plan(gguf_path)  # opens cleanly: a format without checksums
     with pytest.raises(checkpoints.CorruptCheckpoint, match=r"model.gguf: tensor 'blk.2.attn_k.weight' holds NaN"):

@@ -88,13 +88,17 @@ def test_a_huge_but_finite_matrix_is_measured_like_any_other(tmp_path):
 def test_adjacent_layers_of_different_shapes_say_which_space_they_do_not_share(tmp_path):
     generator = torch.Generator().manual_seed(0)
     shapes = [(64, 64), (48, 64), (48, 32)]  # layers 0/1 share the input space, 1/2 the output space
-    state = {f"model.layers.{l}.self_attn.q_proj.weight": torch.randn(*shape, generator=generator)
-             for l, shape in enumerate(shapes)}
+    state = {
+        f"model.layers.{l}.self_attn.q_proj.weight": torch.randn(*shape, generator=generator)
+        for l, shape in enumerate(shapes)
+    }
     save_file(state, str(tmp_path / "odd.safetensors"))
     table = analyzer.analyze(str(tmp_path / "odd.safetensors"), progress=False, use_cache=False).set_index("layer")
     assert not math.isnan(table.loc[0, "v1_cos"]) and math.isnan(table.loc[0, "u1_cos"])
-    assert table.loc[0, "flag"] == ("different output-space dimensions (64 vs 48); align_input, align_output not "
-                                    "computed: different shapes (64x64 vs 48x64)")
+    assert table.loc[0, "flag"] == (
+        "different output-space dimensions (64 vs 48); align_input, align_output not "
+        "computed: different shapes (64x64 vs 48x64)"
+    )
     assert math.isnan(table.loc[1, "v1_cos"]) and not math.isnan(table.loc[1, "u1_cos"])
     assert table.loc[1, "flag"].startswith("different input-space dimensions (64 vs 32); ")
     assert table[["align_input", "align_output"]].iloc[:2].isna().all().all()
@@ -117,8 +121,11 @@ def test_a_folder_with_both_formats_uses_the_safetensors_and_says_so(tmp_path, c
     model = planted_model(["q_proj"])
     save_file(state_from_names(model, LLAMA_NAMES), str(tmp_path / "model.safetensors"))
     write_gguf(tmp_path / "model-q8.gguf", model, __import__("gguf").GGMLQuantizationType.Q8_0)
-    with pytest.warns(UserWarning, match=r"holds both safetensors and GGUF files \(model-q8.gguf\); analysing the "
-                                         r"safetensors"):
+    with pytest.warns(
+        UserWarning,
+        match=r"holds both safetensors and GGUF files \(model-q8.gguf\); analysing the "
+        r"safetensors",
+    ):
         source = checkpoints.open_source(tmp_path)
     assert source.metadata["format"] == "safetensors"
     with pytest.warns(UserWarning, match="holds both"):

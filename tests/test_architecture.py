@@ -30,7 +30,7 @@ def imported_modules(path: Path) -> set[str]:
             found |= {alias.name for alias in node.names if alias.name.startswith("geocont")}
         elif isinstance(node, ast.ImportFrom):
             base = package.split(".")
-            base = base[:len(base) - node.level + 1] if node.level else []
+            base = base[: len(base) - node.level + 1] if node.level else []
             target = ".".join(base + ([node.module] if node.module else []))
             if target.startswith("geocont"):
                 found.add(target)
@@ -47,7 +47,7 @@ def test_no_import_cycle_in_the_package():
         state[node] = "open"
         for child in sorted(graph[node]):
             if state.get(child) == "open":
-                raise AssertionError("import cycle: " + " -> ".join(path[path.index(child):] + [child]))
+                raise AssertionError("import cycle: " + " -> ".join(path[path.index(child) :] + [child]))
             if child not in state:
                 visit(child, path + [child])
         state[node] = "done"
@@ -71,13 +71,17 @@ def test_the_core_knows_no_chapter(path):
     assert not (set(CHAPTER_MODULES) & (names | strings)), f"{path.name} names a chapter"
 
 
-@pytest.mark.parametrize("path", [PACKAGE / "book" / "claims.py", PACKAGE / "chapters" / "__init__.py"],
-                         ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize(
+    "path",
+    [PACKAGE / "book" / "claims.py", PACKAGE / "chapters" / "__init__.py"],
+    ids=lambda p: f"{p.parent.name}/{p.name}",
+)
 def test_the_book_layer_names_no_chapter(path):
     """The claims page summarises what the chapters flag (``headline``); the scales table is the chapters' hooks."""
     tree = ast.parse(path.read_text())
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
-        n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+    }
     strings = " ".join(n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str))
     named = {c for c in CHAPTER_MODULES if c in names or c in strings}
     assert not named, f"{path.name} names chapter(s) {named}"
@@ -119,8 +123,10 @@ def test_what_a_chapter_computes_imports_no_figure_library(name):
     import subprocess
     import sys
 
-    code = ("import sys; sys.modules.update(matplotlib=None, seaborn=None); "
-            f"import geocont.chapters.{name}.compute as c; c.CHAPTER.configure('smoke'); c.claims")
+    code = (
+        "import sys; sys.modules.update(matplotlib=None, seaborn=None); "
+        f"import geocont.chapters.{name}.compute as c; c.CHAPTER.configure('smoke'); c.claims"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr.splitlines()[-1:]
 
@@ -137,7 +143,10 @@ def test_notebooks_only_call_the_library(name):
         assert not defined, f"{name}: a notebook defines no functions or classes:\n{cell.source}"
         assert "startswith" not in cell.source, f"{name}: claims are looked up by key, not by text"
     first = cells[0].source
-    assert f"from geocont.chapters import {name} as chapter" in first and "chapter.CHAPTER.from_notebook(globals())" in first
+    assert (
+        f"from geocont.chapters import {name} as chapter" in first
+        and "chapter.CHAPTER.from_notebook(globals())" in first
+    )
 
 
 def test_the_closing_chapter_only_calls_the_library():
@@ -147,7 +156,8 @@ def test_the_closing_chapter_only_calls_the_library():
     cell = parameters_cell(nb)
     assert [node.targets[0].id for node in ast.parse(cell.source).body] == list(claims.PARAMETERS)
     assert [line.split("#", 1)[1].strip() for line in cell.source.splitlines() if line.strip()] == list(
-        claims.PARAMETERS.values())
+        claims.PARAMETERS.values()
+    )
     cells = [c for c in nb.cells if c.cell_type == "code" and c is not cell]
     assert "claims.from_notebook(globals())" in cells[0].source
     for one in cells:
@@ -158,16 +168,24 @@ def test_the_closing_chapter_only_calls_the_library():
 
 
 #: Import name -> distribution name, where they differ.
-DISTRIBUTIONS = {"yaml": "pyyaml", "IPython": "ipython", "myst_nb": "myst-nb", "huggingface_hub": "huggingface-hub",
-                 "ray": "ray"}
+DISTRIBUTIONS = {
+    "yaml": "pyyaml",
+    "IPython": "ipython",
+    "myst_nb": "myst-nb",
+    "huggingface_hub": "huggingface-hub",
+    "ray": "ray",
+}
 
 
 def test_pyproject_declares_every_third_party_import():
     import sys
+
     import tomllib
 
-    declared = {dep.split("<")[0].split("=")[0].split(">")[0].strip().lower()
-                for dep in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]}
+    declared = {
+        dep.split("<")[0].split("=")[0].split(">")[0].strip().lower()
+        for dep in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    }
     optional = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"].get("optional-dependencies", {})
     declared |= {dep.split("=")[0].split("<")[0].strip().lower() for deps in optional.values() for dep in deps}
     imported = set()
@@ -178,8 +196,11 @@ def test_pyproject_declares_every_third_party_import():
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 imported.add(node.module.split(".")[0])
     third_party = {name for name in imported if name not in sys.stdlib_module_names and name != "geocont"}
-    missing = sorted(DISTRIBUTIONS.get(name, name).lower() for name in third_party
-                     if DISTRIBUTIONS.get(name, name).lower() not in declared)
+    missing = sorted(
+        DISTRIBUTIONS.get(name, name).lower()
+        for name in third_party
+        if DISTRIBUTIONS.get(name, name).lower() not in declared
+    )
     assert not missing, f"pyproject.toml does not declare: {missing}"
 
 

@@ -34,8 +34,15 @@ def test_run_rejects_an_unknown_chapter(monkeypatch):
 
 
 def test_provenance_states_scale_seeds_and_the_rerun_command():
-    text = provenance_markdown(notebook="book/x.ipynb", scale="cpu", data="mnist-subset", seeds=[0, 1, 2],
-                               model="m", training="t", overrides={"epochs": 60})
+    text = provenance_markdown(
+        notebook="book/x.ipynb",
+        scale="cpu",
+        data="mnist-subset",
+        seeds=[0, 1, 2],
+        model="m",
+        training="t",
+        overrides={"epochs": 60},
+    )
     assert "`cpu`" in text and "0, 1, 2" in text and "epochs=60" in text
     assert "python -m geocont.book run book/x.ipynb -p scale cpu -p epochs 60" in text
     assert "{admonition} Re-run this chapter" in text
@@ -54,12 +61,18 @@ def test_claim_rows_have_the_shared_columns_and_valid_verdicts():
         claim_row("ch", "claim", "q", "0.9", 0.8, 0.1, 3, 0.05, "reproduced", key="A claim")
 
 
-@pytest.mark.parametrize("parameter, message", [
-    (["nonexistent_param", "3"], "error: unknown parameter(s) nonexistent_param; valid choices: scale, seeds, steps, "
-                                 "conditions, width, depth, dataset, init_scale, lr, n_snapshots, precision"),
-    (["scale", "huge"], "error: unknown scale 'huge'; valid choices: smoke, cpu, paper"),
-    (["steps", "abc"], "error: steps must be an integer >= 1, got 'abc'"),
-])
+@pytest.mark.parametrize(
+    "parameter, message",
+    [
+        (
+            ["nonexistent_param", "3"],
+            "error: unknown parameter(s) nonexistent_param; valid choices: scale, seeds, steps, "
+            "conditions, width, depth, dataset, init_scale, lr, n_snapshots, precision",
+        ),
+        (["scale", "huge"], "error: unknown scale 'huge'; valid choices: smoke, cpu, paper"),
+        (["steps", "abc"], "error: steps must be an integer >= 1, got 'abc'"),
+    ],
+)
 def test_run_rejects_bad_parameters_in_one_line_before_executing(monkeypatch, parameter, message):
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(build, "execute", lambda *args, **kwargs: pytest.fail("executed despite a bad parameter"))
@@ -107,15 +120,21 @@ def test_hardware_names_the_torch_threads_in_good_english(threads, expected):
 def test_a_page_shows_the_parameters_it_was_executed_with_and_collapses_the_defaults(tmp_path):
     import nbformat
 
-    notebook = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell('scale = "smoke"', metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_code_cell('# Parameters\nscale = "cpu"\n', metadata={"tags": ["injected-parameters"]}),
-        nbformat.v4.new_code_cell("print(scale)"),
-    ])
+    notebook = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell('scale = "smoke"', metadata={"tags": ["parameters"]}),
+            nbformat.v4.new_code_cell('# Parameters\nscale = "cpu"\n', metadata={"tags": ["injected-parameters"]}),
+            nbformat.v4.new_code_cell("print(scale)"),
+        ]
+    )
     nbformat.write(notebook, tmp_path / "executed.ipynb")
     build.stage_executed(tmp_path / "executed.ipynb", tmp_path / "staged.ipynb")
     staged = nbformat.read(tmp_path / "staged.ipynb", as_version=4).cells
-    assert [cell.metadata.get("tags", []) for cell in staged] == [["parameters", "hide-input"], ["injected-parameters"], []]
+    assert [cell.metadata.get("tags", []) for cell in staged] == [
+        ["parameters", "hide-input"],
+        ["injected-parameters"],
+        [],
+    ]
     assert staged[1].source == f'{build.EXECUTED_WITH}\nscale = "cpu"'
     build.stage_executed(tmp_path / "staged.ipynb", tmp_path / "again.ipynb")  # staging twice changes nothing more
     assert nbformat.read(tmp_path / "again.ipynb", as_version=4).cells[1].source == staged[1].source

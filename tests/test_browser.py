@@ -120,9 +120,14 @@ def site(tmp_path_factory) -> Path:
     env = {k: v for k, v in os.environ.items() if k not in ("GEOCONT_BOOK", "GEOCONT_CLAIMS_DIR")}
     result = subprocess.run(
         [sys.executable, "-m", "geocont.book", "build", "--scale", "smoke", "--output", str(output)],
-        cwd=ROOT, env=env, capture_output=True, text=True,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
     )
-    assert result.returncode == 0, f"the smoke build of the book failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    assert result.returncode == 0, (
+        f"the smoke build of the book failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    )
     return output / "_build" / "html"
 
 
@@ -149,8 +154,14 @@ def browser():
 
     options = webdriver.ChromeOptions()
     options.binary_location = _require("chromium", "chromium")
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1280,1000", "--hide-scrollbars"):
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1000",
+        "--hide-scrollbars",
+    ):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=Service(_require("chromedriver", "chromium-driver")))
@@ -162,8 +173,11 @@ def browser():
 
 def _pages(site: Path) -> list[str]:
     """Every HTML page of the site (relative paths), without the copied sources and static files."""
-    return sorted(str(p.relative_to(site)) for p in site.rglob("*.html")
-                  if not p.relative_to(site).parts[0].startswith(("_static", "_sources", "_images")))
+    return sorted(
+        str(p.relative_to(site))
+        for p in site.rglob("*.html")
+        if not p.relative_to(site).parts[0].startswith(("_static", "_sources", "_images"))
+    )
 
 
 @pytest.fixture(scope="session")
@@ -182,7 +196,9 @@ def report(site: Path, server: str, browser) -> dict[str, dict]:
         info["url"] = browser.current_url  # index.html redirects to the first chapter
         info["console"] = [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
         shot = browser.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
-        (SCREENSHOTS / (page.replace("/", "__").removesuffix(".html") + ".png")).write_bytes(base64.b64decode(shot["data"]))
+        (SCREENSHOTS / (page.replace("/", "__").removesuffix(".html") + ".png")).write_bytes(
+            base64.b64decode(shot["data"])
+        )
         results[page] = info
     return results
 
@@ -194,7 +210,8 @@ def _wait_until_rendered(browser) -> str:
     WebDriverWait(browser, PAGE_TIMEOUT_S).until(lambda d: d.execute_script("return document.readyState") == "complete")
     mathjax = browser.execute_async_script(WAIT_FOR_MATHJAX_JS)
     WebDriverWait(browser, PAGE_TIMEOUT_S).until(
-        lambda d: d.execute_script("return Array.from(document.images).every(i => i.complete)"))
+        lambda d: d.execute_script("return Array.from(document.images).every(i => i.complete)")
+    )
     return mathjax
 
 
@@ -204,8 +221,10 @@ def overflow(site: Path, server: str, browser, report) -> dict[tuple[str, int], 
     results = {}
     try:
         for width in VIEWPORT_WIDTHS:
-            browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                                    {"width": width, "height": VIEWPORT_HEIGHT, "deviceScaleFactor": 1, "mobile": False})
+            browser.execute_cdp_cmd(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": width, "height": VIEWPORT_HEIGHT, "deviceScaleFactor": 1, "mobile": False},
+            )
             for page in _pages(site):
                 browser.get(urljoin(server, page))
                 _wait_until_rendered(browser)
@@ -266,8 +285,14 @@ def test_internal_links_and_anchors_resolve(report, site, server):
 
 
 def test_nothing_is_loaded_from_another_host(report, server):
-    outside = sorted({f"{page}: {url}" for page, info in report.items() for url in info["resources"]
-                      if not url.startswith((server, "data:", "blob:", "about:"))})
+    outside = sorted(
+        {
+            f"{page}: {url}"
+            for page, info in report.items()
+            for url in info["resources"]
+            if not url.startswith((server, "data:", "blob:", "about:"))
+        }
+    )
     _fail_if(outside, "resources loaded from outside the book (a CDN?)")
 
 
@@ -278,7 +303,10 @@ def test_browser_console_has_no_errors(report):
 
 def test_no_page_scrolls_sideways_on_a_phone_or_a_laptop(overflow):
     assert {width for _, width in overflow} == set(VIEWPORT_WIDTHS)
-    wide = [f"{page} at {width} px: the page is {info['page']} px wide; sticking out: "
-            + ("; ".join(info["culprits"]) or "(nothing found)")
-            for (page, width), info in overflow.items() if info["page"] > info["width"]]
+    wide = [
+        f"{page} at {width} px: the page is {info['page']} px wide; sticking out: "
+        + ("; ".join(info["culprits"]) or "(nothing found)")
+        for (page, width), info in overflow.items()
+        if info["page"] > info["width"]
+    ]
     _fail_if(wide, "pages wider than the window (a table or formula should scroll inside its own box)")

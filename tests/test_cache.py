@@ -204,9 +204,12 @@ def test_an_entry_without_a_required_artifact_is_a_miss():
     with pytest.warns(UserWarning, match="has no model.safetensors"):
         assert cache.load("lm", CONFIG, require_artifacts=["model.safetensors"]) is None
     with pytest.warns(UserWarning, match="has no model.safetensors"):
-        table = cache.cached("lm", CONFIG, lambda: cache.Computed(
-            table_of(1.0), {"model.safetensors": lambda p: p.write_bytes(b"weights")}),
-            require_artifacts=["model.safetensors"])
+        table = cache.cached(
+            "lm",
+            CONFIG,
+            lambda: cache.Computed(table_of(1.0), {"model.safetensors": lambda p: p.write_bytes(b"weights")}),
+            require_artifacts=["model.safetensors"],
+        )
     assert table.equals(table_of(1.0))
     assert cache.artifact_path("lm", CONFIG, "model.safetensors").read_bytes() == b"weights"
 

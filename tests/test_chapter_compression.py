@@ -5,10 +5,10 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import by_name
 
-from helpers import by_name, claim_names
-
-from geocont.chapters import compression as chapter, lm_runs
+from geocont.chapters import compression as chapter
+from geocont.chapters import lm_runs
 from geocont.layouts import PROJECTIONS
 from geocont.scales import ParameterError
 from geocont.statistics import RankCorrelation
@@ -25,23 +25,28 @@ def test_pretrained_none_skips_the_pretrained_model_and_is_recorded():
     assert skipped.pretrained is None and skipped.overrides == {"pretrained": "none", "seeds": 1}
 
 
-@pytest.mark.parametrize("params, message", [
-    (dict(windows=3), "unknown parameter.*windows; valid choices: scale, seeds"),
-    (dict(projections=["attn"]), "valid choices: q_proj"),
-    (dict(group_size=1), "group_size must be >= 2"),
-    (dict(budgets=[0.0]), "budgets must be fractions"),
-    (dict(sharing_layers=[1, 2]), "sharing_layers needs at least 3"),
-    (dict(scale="gpu"), "unknown scale 'gpu'; valid choices: smoke, cpu, paper"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (dict(windows=3), "unknown parameter.*windows; valid choices: scale, seeds"),
+        (dict(projections=["attn"]), "valid choices: q_proj"),
+        (dict(group_size=1), "group_size must be >= 2"),
+        (dict(budgets=[0.0]), "budgets must be fractions"),
+        (dict(sharing_layers=[1, 2]), "sharing_layers needs at least 3"),
+        (dict(scale="gpu"), "unknown scale 'gpu'; valid choices: smoke, cpu, paper"),
+    ],
+)
 def test_configure_rejects_a_bad_parameter_in_one_line(params, message):
     with pytest.raises(ParameterError, match=message):
         chapter.CHAPTER.configure(**{"scale": "smoke", **params})
 
 
 def test_paired_difference_is_per_window_output_minus_input():
-    rows = [dict(model="m", seed=0, projection="q_proj", budget=0.5, window=w, sharing=s, nll=v)
-            for w, (a, b) in enumerate([(1.0, 1.5), (2.0, 2.1), (3.0, 3.2)])
-            for s, v in (("input", a), ("output", b), ("none", 9.0))]
+    rows = [
+        dict(model="m", seed=0, projection="q_proj", budget=0.5, window=w, sharing=s, nll=v)
+        for w, (a, b) in enumerate([(1.0, 1.5), (2.0, 2.1), (3.0, 3.2)])
+        for s, v in (("input", a), ("output", b), ("none", 9.0))
+    ]
     paired = chapter.paired_difference(pd.DataFrame(rows))
     assert len(paired) == 1
     assert paired["difference"].iloc[0] == pytest.approx((0.5 + 0.1 + 0.2) / 3)
@@ -61,30 +66,64 @@ def _summary(model: str, seeds, follows_guideline: bool) -> pd.DataFrame:
                 else:
                     d_in, d_out = (cheap, dear) if (space == "input") == follows_guideline else (dear, cheap)
                 for sharing, value in (("input", d_in), ("output", d_out), ("none", 0.3)):
-                    rows.append(dict(model=model, seed=seed, projection=projection, budget=budget, sharing=sharing,
-                                     loss_increase=value, parameters=10, relative_error=0.1))
+                    rows.append(
+                        dict(
+                            model=model,
+                            seed=seed,
+                            projection=projection,
+                            budget=budget,
+                            sharing=sharing,
+                            loss_increase=value,
+                            parameters=10,
+                            relative_error=0.1,
+                        )
+                    )
     return pd.DataFrame(rows)
 
 
 def test_input_advantage_is_signed_and_negligible_pairs_are_left_out():
-    summary = pd.DataFrame([dict(model="m", projection="q_proj", budget=b, sharing=s, loss_increase=v, parameters=10,
-                                 relative_error=0.1)
-                            for b, values in ((0.25, (0.1, 0.3)), (0.5, (0.0002, 0.0003)))
-                            for s, v in zip(("input", "output"), values)])
+    summary = pd.DataFrame(
+        [
+            dict(
+                model="m", projection="q_proj", budget=b, sharing=s, loss_increase=v, parameters=10, relative_error=0.1
+            )
+            for b, values in ((0.25, (0.1, 0.3)), (0.5, (0.0002, 0.0003)))
+            for s, v in zip(("input", "output"), values)
+        ]
+    )
     advantage = chapter.input_advantage(summary).set_index("budget")["advantage"]
     assert advantage[0.25] == pytest.approx(0.5) and np.isnan(advantage[0.5])
 
 
 def _grouping(model: str, seeds, distant_error: float) -> pd.DataFrame:
-    return pd.DataFrame([dict(model=model, seed=seed, projection=p, sharing=s, grouping=g, budget=0.5,
-                              parameters=10, relative_error=0.5 if g == "adjacent" else distant_error)
-                         for seed in seeds for p in ("q_proj", "o_proj") for s in ("input", "output")
-                         for g in ("adjacent", "distant")])
+    return pd.DataFrame(
+        [
+            dict(
+                model=model,
+                seed=seed,
+                projection=p,
+                sharing=s,
+                grouping=g,
+                budget=0.5,
+                parameters=10,
+                relative_error=0.5 if g == "adjacent" else distant_error,
+            )
+            for seed in seeds
+            for p in ("q_proj", "o_proj")
+            for s in ("input", "output")
+            for g in ("adjacent", "distant")
+        ]
+    )
 
 
 def _pruning(model: str, seeds) -> pd.DataFrame:
-    return pd.DataFrame([dict(model=model, seed=seed, layer=layer, window=0, loss_increase=1.0 - 0.1 * layer,
-                              continuity=0.1 * layer) for seed in seeds for layer in range(5)])
+    return pd.DataFrame(
+        [
+            dict(model=model, seed=seed, layer=layer, window=0, loss_increase=1.0 - 0.1 * layer, continuity=0.1 * layer)
+            for seed in seeds
+            for layer in range(5)
+        ]
+    )
 
 
 def _claims(follows_guideline: bool, distant_error: float, rho_interval: tuple[float, float]) -> pd.DataFrame:
@@ -96,13 +135,18 @@ def _claims(follows_guideline: bool, distant_error: float, rho_interval: tuple[f
         chapter.input_advantage(summary, by=("model", "seed")),
         pd.DataFrame(columns=["model", "seed", "projection", "budget", "difference", "difference_se"]),
         pd.concat([_pruning(m, s) for m, s in models.items()], ignore_index=True),
-        pd.concat([_grouping(m, s, distant_error) for m, s in models.items()], ignore_index=True), correlations,
-        dataset="kjv")
+        pd.concat([_grouping(m, s, distant_error) for m, s in models.items()], ignore_index=True),
+        correlations,
+        dataset="kjv",
+    )
 
 
-EXPECTED_KEYS = [f"{m}-{claim}" for m in ("pretrained", "ours") for claim in
-                 [f"share-{p.replace('_proj', '')}" for p in PROJECTIONS]
-                 + ["pruning", "pruning-without-block-0", "adjacent-sharing"]]
+EXPECTED_KEYS = [
+    f"{m}-{claim}"
+    for m in ("pretrained", "ours")
+    for claim in [f"share-{p.replace('_proj', '')}" for p in PROJECTIONS]
+    + ["pruning", "pruning-without-block-0", "adjacent-sharing"]
+]
 
 
 def test_claims_are_reproduced_when_the_guideline_holds():
@@ -132,16 +176,20 @@ def _results(follows_guideline: bool = True, distant_error: float = 0.8) -> "cha
     """A Results of the synthetic tables above: a pretrained model (one seed) and ours (three seeds)."""
     models = {"tiny-pretrained": [-1], chapter.OURS: [0, 1, 2]}
     summary = pd.concat([_summary(m, s, follows_guideline) for m, s in models.items()], ignore_index=True).assign(
-        rank=2, dense_parameters=20)
+        rank=2, dense_parameters=20
+    )
     correlation = RankCorrelation(-0.7, -0.9, -0.5, n=5)
     settings = chapter.CHAPTER.configure("smoke", projections=list(PROJECTIONS), budgets=[0.25, 0.5])
     return chapter.Results(
-        settings, summary[["model", "seed", "projection", "budget", "sharing"]],
+        settings,
+        summary[["model", "seed", "projection", "budget", "sharing"]],
         pd.concat([_pruning(m, s) for m, s in models.items()], ignore_index=True),
-        pd.concat([_grouping(m, s, distant_error) for m, s in models.items()], ignore_index=True), summary,
+        pd.concat([_grouping(m, s, distant_error) for m, s in models.items()], ignore_index=True),
+        summary,
         chapter.input_advantage(summary, by=("model", "seed")),
         pd.DataFrame(columns=["model", "seed", "projection", "budget", "difference", "difference_se"]),
-        {name: correlation for m in models for name in (m, f"{m}, without block 0")})
+        {name: correlation for m in models for name in (m, f"{m}, without block 0")},
+    )
 
 
 GUIDED = [p for p in PROJECTIONS if chapter.GUIDELINE[p]]
@@ -155,7 +203,8 @@ def test_the_tables_findings_count_equal_budgets_cheapest_schemes_and_agreeing_r
     unequal = results.summary.copy()
     unequal.loc[(unequal.projection == "q_proj") & (unequal.sharing == "output"), "parameters"] = 11
     assert chapter.budget_equality(dataclasses.replace(results, summary=unequal)) == chapter.BudgetEquality(
-        "some-differ", 2 * 6 * 2, 2 * 7 * 2)
+        "some-differ", 2 * 6 * 2, 2 * 7 * 2
+    )
     cheapest = chapter.cheapest_finding(results)  # the guideline's space, and input for V (0.2 against 0.21)
     assert cheapest.wins == (("input", 2 * 5 * 2), ("output", 2 * 2 * 2))
     assert cheapest.table.loc[(chapter.OURS, "o_proj"), 0.5] == "output" and cheapest.table.shape == (14, 2)
@@ -197,8 +246,13 @@ def test_the_text_builders_state_their_counts_and_render():
     assert ("input", 20) in chapter.cheapest_finding(results).wins
     found = chapter.error_loss_finding(results)
     assert (found.agree, found.rows) == (4, 14)
-    texts = [chapter.evaluated_note(results).data, chapter.parameter_counts(results)[1].data,
-             chapter.cheapest_schemes(results)[1].data, chapter.error_and_loss(results)[1].data,
-             chapter.verdict(results, claims).data, chapter.in_short(results, claims).data]
+    texts = [
+        chapter.evaluated_note(results).data,
+        chapter.parameter_counts(results)[1].data,
+        chapter.cheapest_schemes(results)[1].data,
+        chapter.error_and_loss(results)[1].data,
+        chapter.verdict(results, claims).data,
+        chapter.in_short(results, claims).data,
+    ]
     for text in texts:  # each fills its template
         assert text.strip() and "{" not in text, text

@@ -5,12 +5,10 @@ import math
 
 import pandas as pd
 import pytest
-
-from geocont import metrics
-from geocont.book.chapter import claim
 from helpers import by_name
 
-from geocont import instability
+from geocont import instability, metrics
+from geocont.book.chapter import claim
 from geocont.chapters import condition2
 from geocont.scales import ParameterError
 from geocont.tables import MODEL_LAYER, RUN_COLUMNS
@@ -91,13 +89,15 @@ def test_drift_in_stable_windows_leaves_out_intervals_that_hold_an_event():
 
 
 def test_the_recent_median_rule_follows_a_creeping_loss_and_still_flags_a_spike():
-    creep = [0.5 * 0.7 ** i for i in range(8)] + [0.03 * 1.15 ** i for i in range(15)]  # falls, then creeps up 7x
+    creep = [0.5 * 0.7**i for i in range(8)] + [0.03 * 1.15**i for i in range(15)]  # falls, then creeps up 7x
     n = len(creep)
     assert len(instability.instability_events(trace_table(creep, [0.5] * n), factor=3.0)) == 1  # against the minimum
     assert instability.instability_events(trace_table(creep, [0.5] * n), factor=3.0, window=10).empty
     spiked = creep[:12] + [1.0] + creep[12:]
     events = instability.instability_events(trace_table(spiked, [0.5] * (n + 1)), factor=3.0, window=10)
-    assert list(events["start"]) == [120] and math.isclose(events.iloc[0].running_min, float(pd.Series(spiked[2:12]).median()))
+    assert list(events["start"]) == [120] and math.isclose(
+        events.iloc[0].running_min, float(pd.Series(spiked[2:12]).median())
+    )
     with pytest.raises(ValueError, match="window must be a positive"):
         instability.instability_events(trace_table(creep, [0.5] * n), window=0)
 
@@ -109,12 +109,15 @@ def test_a_diverged_run_is_marked_in_its_summary():
     assert summary.diverged_step == 25
 
 
-@pytest.mark.parametrize("values, bimodal", [
-    ([0.1, 0.12, 0.15, 0.11, 0.8, 0.82, 0.79, 0.81], True),
-    ([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8], False),   # evenly spread: no gap stands out
-    ([0.1, 0.11, 0.12, 0.13, 0.14, 0.15, 0.16, 0.9], False),  # one outlier is not a second mode
-    ([0.1, 0.9, 0.1], False),  # too few seeds
-])
+@pytest.mark.parametrize(
+    "values, bimodal",
+    [
+        ([0.1, 0.12, 0.15, 0.11, 0.8, 0.82, 0.79, 0.81], True),
+        ([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8], False),  # evenly spread: no gap stands out
+        ([0.1, 0.11, 0.12, 0.13, 0.14, 0.15, 0.16, 0.9], False),  # one outlier is not a second mode
+        ([0.1, 0.9, 0.1], False),  # too few seeds
+    ],
+)
 def test_the_bimodality_rule(values, bimodal):
     assert condition2.modality(pd.Series(values)).bimodal is bimodal
 
@@ -229,30 +232,50 @@ def run_rows(v1, loss, turn=1.0, grad=0.9, steps=STEPS, recorded=None):
 
 def sweep(runs: dict, optimizer="adam"):
     """``{condition: [rows of seed 0, rows of seed 1, ...]}`` as a sweep table."""
-    frames = [pd.DataFrame(rows, columns=RUN_COLUMNS).assign(condition=c, optimizer=optimizer, init_scale=1.0, seed=s)
-              for c, seeds in runs.items() for s, rows in enumerate(seeds)]
+    frames = [
+        pd.DataFrame(rows, columns=RUN_COLUMNS).assign(condition=c, optimizer=optimizer, init_scale=1.0, seed=s)
+        for c, seeds in runs.items()
+        for s, rows in enumerate(seeds)
+    ]
     return pd.concat(frames, ignore_index=True)
 
 
 def rise(peak, final, peak_step=300):
-    return lambda step: 0.1 + (peak - 0.1) * step / peak_step if step <= peak_step else \
-        peak + (final - peak) * (step - peak_step) / (1000 - peak_step)
+    return lambda step: (
+        0.1 + (peak - 0.1) * step / peak_step
+        if step <= peak_step
+        else peak + (final - peak) * (step - peak_step) / (1000 - peak_step)
+    )
 
 
 def smooth_loss(step):
-    return max(2.0 * 0.99 ** step, 0.05)
+    return max(2.0 * 0.99**step, 0.05)
 
 
 def spiky_loss(step):  # memorised (below 0.01) by step ~300, then two spikes, at 500 and 800
-    return 3.0 if step in (500, 800) else max(2.0 * 0.98 ** step, 0.005)
+    return 3.0 if step in (500, 800) else max(2.0 * 0.98**step, 0.005)
 
 
 def spike_fall(step):  # v1 drops only across the spikes
     return 0.8 if step < 500 else (0.6 if step < 800 else 0.3)
 
 
-def make_results(linear_v1, linear_loss, stable_linear_v1, relu_v1=rise(0.9, 0.9), seeds=3, many=6,
-                 none_recorded=None, relu_recorded=None, drift_tests=None, relu_loss=smooth_loss):
+#: The baseline's weight v1 in the synthetic chapters: formed early, held.
+HELD = rise(0.9, 0.9)
+
+
+def make_results(
+    linear_v1,
+    linear_loss,
+    stable_linear_v1,
+    relu_v1=HELD,
+    seeds=3,
+    many=6,
+    none_recorded=None,
+    relu_recorded=None,
+    drift_tests=None,
+    relu_loss=smooth_loss,
+):
     """A synthetic chapter over 1,000 steps. ``none_recorded`` / ``relu_recorded``: the headline comparison's new
     metrics (:func:`run_rows`); ``drift_tests``: ``{test: (v1(step), steps)}``, res-none runs of every seed."""
     settings = condition2.CHAPTER.configure("smoke", seeds=seeds, many_seeds=many, steps=1000)
@@ -267,16 +290,31 @@ def make_results(linear_v1, linear_loss, stable_linear_v1, relu_v1=rise(0.9, 0.9
     comparison = {d: headline for d in settings.datasets}
     interventions = {"adam": headline[headline["condition"].isin(["res-none", "res-relu"])]}
     for name in settings.interventions:
-        interventions[name] = sweep({"res-none": [run_rows(stable_linear_v1, smooth_loss, turn=20.0)] * seeds,
-                                     "res-relu": [run_rows(relu_v1, smooth_loss)] * seeds})
+        interventions[name] = sweep(
+            {
+                "res-none": [run_rows(stable_linear_v1, smooth_loss, turn=20.0)] * seeds,
+                "res-relu": [run_rows(relu_v1, smooth_loss)] * seeds,
+            }
+        )
     linear_seeds = sweep({"res-none": [run_rows(linear_v1, linear_loss)] * many})
-    sgd = sweep({"res-none": [run_rows(linear_v1, smooth_loss)] * many, "res-relu": [run_rows(relu_v1, smooth_loss)] * seeds},
-                optimizer="sgd(momentum=0.9)")
-    tests = {name: sweep({"res-none": [run_rows(v1, smooth_loss, steps=steps)] * seeds})
-             for name, (v1, steps) in (drift_tests or {}).items()}
-    return condition2.Results(settings=settings, comparison=comparison, linear_seeds=linear_seeds,
-                              interventions=interventions, sgd_choice=condition2.SGDChoice(0.01, {0.01: (0, 9)}),
-                              sgd=sgd, baseline=0.05, drift_tests=tests)
+    sgd = sweep(
+        {"res-none": [run_rows(linear_v1, smooth_loss)] * many, "res-relu": [run_rows(relu_v1, smooth_loss)] * seeds},
+        optimizer="sgd(momentum=0.9)",
+    )
+    tests = {
+        name: sweep({"res-none": [run_rows(v1, smooth_loss, steps=steps)] * seeds})
+        for name, (v1, steps) in (drift_tests or {}).items()
+    }
+    return condition2.Results(
+        settings=settings,
+        comparison=comparison,
+        linear_seeds=linear_seeds,
+        interventions=interventions,
+        sgd_choice=condition2.SGDChoice(0.01, {0.01: (0, 9)}),
+        sgd=sgd,
+        baseline=0.05,
+        drift_tests=tests,
+    )
 
 
 def verdicts(results):
@@ -318,20 +356,38 @@ LONG_STEPS = list(range(0, 3001, 100))
 
 
 def test_a_fall_only_across_loss_spikes_of_a_memorised_set_is_instability_not_drift(new_metrics):
-    results = make_results(spike_fall, spiky_loss, stable_linear_v1=rise(0.8, 0.8), none_recorded=STILL,
-                           relu_recorded=STILL, drift_tests={"lr step-down": (RECOVERS, STEPS)})
-    assert verdicts(results) == {"instability": "supported", "rotation drift": "not supported",
-                                 "memorisation": "supported"}
+    results = make_results(
+        spike_fall,
+        spiky_loss,
+        stable_linear_v1=rise(0.8, 0.8),
+        none_recorded=STILL,
+        relu_recorded=STILL,
+        drift_tests={"lr step-down": (RECOVERS, STEPS)},
+    )
+    assert verdicts(results) == {
+        "instability": "supported",
+        "rotation drift": "not supported",
+        "memorisation": "supported",
+    }
     row = condition2.intervention_rows(results).set_index(["intervention", "condition"]).loc[("adam", "res-none")]
     assert row.runs_with_events == 3 and row.events == 6
 
 
 def test_layers_that_move_while_the_function_stands_still_and_no_recovery_after_a_step_down_is_drift(new_metrics):
     falling = rise(0.8, 0.3)
-    results = make_results(falling, smooth_loss, stable_linear_v1=falling, none_recorded=MOVING, relu_recorded=STILL,
-                           drift_tests={"lr step-down": (STAYS, STEPS)})
-    assert verdicts(results) == {"instability": "not supported", "rotation drift": "supported",
-                                 "memorisation": "not supported"}
+    results = make_results(
+        falling,
+        smooth_loss,
+        stable_linear_v1=falling,
+        none_recorded=MOVING,
+        relu_recorded=STILL,
+        drift_tests={"lr step-down": (STAYS, STEPS)},
+    )
+    assert verdicts(results) == {
+        "instability": "not supported",
+        "rotation drift": "supported",
+        "memorisation": "not supported",
+    }
     drift = next(e for e in condition2.explanations(results) if e.name == "rotation drift")
     assert (drift.numbers["motion_vote"], drift.numbers["tests_vote"]) == ("for", "for")
 
@@ -339,16 +395,26 @@ def test_layers_that_move_while_the_function_stands_still_and_no_recovery_after_
 def test_drift_is_not_tested_without_its_direct_tests_and_inconclusive_where_an_alternative_is_supported(new_metrics):
     falling = rise(0.8, 0.3)
     assert verdicts(make_results(falling, smooth_loss, stable_linear_v1=falling))["rotation drift"] == "not tested"
-    spiking = make_results(spike_fall, spiky_loss, stable_linear_v1=rise(0.8, 0.8), none_recorded=MOVING,
-                           relu_recorded=STILL, drift_tests={"lr step-down": (STAYS, STEPS)})
-    assert verdicts(spiking) == {"instability": "supported", "rotation drift": "inconclusive",
-                                 "memorisation": "supported"}
+    spiking = make_results(
+        spike_fall,
+        spiky_loss,
+        stable_linear_v1=rise(0.8, 0.8),
+        none_recorded=MOVING,
+        relu_recorded=STILL,
+        drift_tests={"lr step-down": (STAYS, STEPS)},
+    )
+    assert verdicts(spiking) == {
+        "instability": "supported",
+        "rotation drift": "inconclusive",
+        "memorisation": "supported",
+    }
 
 
 @pytest.mark.parametrize("none, verdict", [(MOVING, "reproduced"), (dict(STILL, weights=0.012), "not reproduced")])
 def test_the_motion_test_compares_weight_over_function_motion_by_a_factor_of_two(new_metrics, none, verdict):
-    results = make_results(rise(0.8, 0.3), smooth_loss, stable_linear_v1=rise(0.8, 0.3), none_recorded=none,
-                           relu_recorded=STILL)
+    results = make_results(
+        rise(0.8, 0.3), smooth_loss, stable_linear_v1=rise(0.8, 0.3), none_recorded=none, relu_recorded=STILL
+    )
     found = condition2.function_preserving_motion(results)
     assert found.verdict == verdict
     assert found.none.log2_ratio.mean == pytest.approx(math.log2(none["weights"] / none["function"]))
@@ -360,8 +426,9 @@ def test_the_motion_test_compares_weight_over_function_motion_by_a_factor_of_two
 
 def test_the_second_half_reads_the_snapshots_after_half_the_run(new_metrics):
     moving = dict(MOVING, weights=lambda step: 0.01 if step > 500 else 1.0)  # the first half's motion is left out
-    results = make_results(rise(0.8, 0.3), smooth_loss, stable_linear_v1=rise(0.8, 0.3), none_recorded=moving,
-                           relu_recorded=STILL)
+    results = make_results(
+        rise(0.8, 0.3), smooth_loss, stable_linear_v1=rise(0.8, 0.3), none_recorded=moving, relu_recorded=STILL
+    )
     assert condition2.function_preserving_motion(results).none.weights.mean == pytest.approx(0.01)
 
 
@@ -369,15 +436,22 @@ def _gap(step, layer):
     return 1.01 + step / 1000 + 0.1 * layer
 
 
-@pytest.mark.parametrize("subspace, reading", [
-    ({2: 0.6, 4: 0.5}, "only-v1"),
-    ({2: rise(0.8, 0.3), 4: rise(0.7, 0.2)}, "subspace-lost"),
-    ({2: 0.6, 4: rise(0.7, 0.2)}, "mixed"),
-])
+@pytest.mark.parametrize(
+    "subspace, reading",
+    [
+        ({2: 0.6, 4: 0.5}, "only-v1"),
+        ({2: rise(0.8, 0.3), 4: rise(0.7, 0.2)}, "subspace-lost"),
+        ({2: 0.6, 4: rise(0.7, 0.2)}, "mixed"),
+    ],
+)
 def test_the_spectrum_tells_an_ill_defined_v1_from_a_lost_subspace(new_metrics, subspace, reading):
-    results = make_results(rise(0.8, 0.3), smooth_loss, stable_linear_v1=rise(0.8, 0.3),
-                           none_recorded=dict(gap=_gap, subspace=subspace),
-                           relu_recorded=dict(gap=lambda step, layer: 5.0, subspace={2: 0.9, 4: 0.8}))
+    results = make_results(
+        rise(0.8, 0.3),
+        smooth_loss,
+        stable_linear_v1=rise(0.8, 0.3),
+        none_recorded=dict(gap=_gap, subspace=subspace),
+        relu_recorded=dict(gap=lambda step, layer: 5.0, subspace={2: 0.9, 4: 0.8}),
+    )
     found = condition2.spectrum(results)
     assert found.reading == reading
     assert found.v1_fall.falls and found.gap["res-none"].mean == pytest.approx(_gap(1000, 1))  # the layer median
@@ -391,10 +465,14 @@ def test_the_spectrum_tells_an_ill_defined_v1_from_a_lost_subspace(new_metrics, 
     assert condition2.spectrum(make_results(rise(0.8, 0.3), smooth_loss, rise(0.8, 0.3))) is None
 
 
-@pytest.mark.parametrize("v1, reading, drift", [
-    (STAYS, "stays", "for"), (RECOVERS, "recovers", "against"),
-    (piecewise((0, 0.1), (200, 0.8), (500, 0.5), (1000, 0.2)), "keeps-falling", "for"),
-])
+@pytest.mark.parametrize(
+    "v1, reading, drift",
+    [
+        (STAYS, "stays", "for"),
+        (RECOVERS, "recovers", "against"),
+        (piecewise((0, 0.1), (200, 0.8), (500, 0.5), (1000, 0.2)), "keeps-falling", "for"),
+    ],
+)
 def test_the_lr_step_down_is_read_as_written_before_the_runs(v1, reading, drift):
     results = make_results(rise(0.8, 0.3), smooth_loss, rise(0.8, 0.3), drift_tests={"lr step-down": (v1, STEPS)})
     found = condition2.step_test(results, "lr step-down")
@@ -417,10 +495,13 @@ def test_a_fall_rate_before_a_step_that_is_still_the_peak_is_zero():
     assert rates.iloc[0].before == 0.0 and rates.iloc[0].after == pytest.approx(1000 * 0.5 / 500)
 
 
-@pytest.mark.parametrize("v1, verdict, rising", [
-    (piecewise((0, 0.1), (600, 0.8), (3000, 0.3)), "reproduced", 0),  # ends where the base run ends (0.3)
-    (piecewise((0, 0.1), (3000, 0.6)), "not reproduced", 3),  # still rising at its end
-])
+@pytest.mark.parametrize(
+    "v1, verdict, rising",
+    [
+        (piecewise((0, 0.1), (600, 0.8), (3000, 0.3)), "reproduced", 0),  # ends where the base run ends (0.3)
+        (piecewise((0, 0.1), (3000, 0.6)), "not reproduced", 3),  # still rising at its end
+    ],
+)
 def test_the_long_run_is_read_at_equal_summed_lr_and_at_equal_steps(v1, verdict, rising):
     results = make_results(rise(0.8, 0.3), smooth_loss, rise(0.8, 0.3), drift_tests={"lr 3e-4 long": (v1, LONG_STEPS)})
     found = condition2.equal_distance(results)
@@ -436,7 +517,9 @@ def test_the_batch_dose_needs_both_batches_and_compares_the_largest_with_the_sma
     tests = {"batch 64": (rise(0.8, 0.2), STEPS), "batch 256": (rise(0.8, 0.6), STEPS)}
     results = make_results(rise(0.8, 0.3), smooth_loss, rise(0.8, 0.3), drift_tests=tests)
     settings = results.settings
-    results = dataclasses.replace(results, settings=dataclasses.replace(settings, base=settings.base.replace(batch_size=128)))
+    results = dataclasses.replace(
+        results, settings=dataclasses.replace(settings, base=settings.base.replace(batch_size=128))
+    )
     found = condition2.batch_dose(results)
     assert list(found.finals) == [64, 128, 256] and found.finals[128].mean == pytest.approx(0.3)
     assert (found.verdict, found.drift) == ("reproduced", "for")
@@ -447,22 +530,30 @@ def test_the_batch_dose_needs_both_batches_and_compares_the_largest_with_the_sma
 
 def test_the_cosine_course_reads_the_fall_before_and_after_half_the_horizon():
     results = make_results(rise(0.8, 0.3), smooth_loss, rise(0.8, 0.3))
-    results.interventions["cosine"] = sweep({"res-none": [run_rows(FASTER, smooth_loss)] * 3,
-                                             "res-relu": [run_rows(rise(0.9, 0.9), smooth_loss)] * 3})
+    results.interventions["cosine"] = sweep(
+        {"res-none": [run_rows(FASTER, smooth_loss)] * 3, "res-relu": [run_rows(rise(0.9, 0.9), smooth_loss)] * 3}
+    )
     found = condition2.cosine_course(results)
-    assert found.fall_after["res-none"].mean == pytest.approx(0.9) and found.fall_before["res-none"].mean == pytest.approx(0.05 / 0.3)
+    assert found.fall_after["res-none"].mean == pytest.approx(0.9) and found.fall_before[
+        "res-none"
+    ].mean == pytest.approx(0.05 / 0.3)
     assert found.fall_before["res-relu"].mean == 0.0
     assert condition2.cosine_lr(results, [0, 500, 1000]) == pytest.approx([1e-3, 5e-4, 0.0])
 
 
-def noisy_loss(step):  # from step 200 every other trace point is 4x the one before: a running-minimum rule at 2 or 3 flags it
+def noisy_loss(
+    step,
+):  # from step 200 every other trace point is 4x the one before: a running-minimum rule at 2 or 3 flags it
     return smooth_loss(step) if step < 200 else (0.2 if (step // 20) % 2 else 0.05)
 
 
-@pytest.mark.parametrize("relu_loss, chosen, reading, claim", [
-    (smooth_loss, "2× running minimum", "spikes", "not reproduced"),
-    (noisy_loss, "10× running minimum", "spikes", "not reproduced"),
-])
+@pytest.mark.parametrize(
+    "relu_loss, chosen, reading, claim",
+    [
+        (smooth_loss, "2× running minimum", "spikes", "not reproduced"),
+        (noisy_loss, "10× running minimum", "spikes", "not reproduced"),
+    ],
+)
 def test_the_spike_detector_is_chosen_on_res_relu_and_read_on_res_none(relu_loss, chosen, reading, claim):
     results = make_results(spike_fall, spiky_loss, stable_linear_v1=rise(0.8, 0.8), relu_loss=relu_loss)
     found = condition2.spike_calibration(results)
@@ -488,9 +579,19 @@ def test_the_claims_name_their_dataset_and_the_headline_keys_are_the_summarys():
     results = make_results(rise(0.8, 0.3), smooth_loss, stable_linear_v1=rise(0.8, 0.3))
     produced = condition2.claims(results)
     headline, other = results.settings.datasets[0], results.settings.datasets[1]
-    assert set(book_claims.headline_claims(produced)["key"]) == {f"{name}@{headline}" for name in (
-        "linear-weight-v1", "linear-gradient-v1", "relu-above-linear", "radial-tau-low", "relu-above-radial-tau",
-        "nores-gradient-v1", "nores-weight-v1", "linear-rise-then-fall")}
+    assert set(book_claims.headline_claims(produced)["key"]) == {
+        f"{name}@{headline}"
+        for name in (
+            "linear-weight-v1",
+            "linear-gradient-v1",
+            "relu-above-linear",
+            "radial-tau-low",
+            "relu-above-radial-tau",
+            "nores-gradient-v1",
+            "nores-weight-v1",
+            "linear-rise-then-fall",
+        )
+    }
     assert f"linear-weight-v1@{other}" in set(produced["key"])
     assert claim(produced, "linear-weight-v1", dataset=other)["dataset"] == other
     assert not claim(produced, "linear-weight-v1", dataset=other)["primary"]
@@ -502,31 +603,54 @@ def test_the_claims_name_their_dataset_and_the_headline_keys_are_the_summarys():
 
 
 #: The claims of the direct tests of drift.
-DRIFT_CLAIMS = ("function-preserving-motion", "linear-subspace-k2-falls", "linear-subspace-k4-falls",
-                "linear-gap-turn-correlation", "lr-step-down", "lr-step-up", "lr-equal-distance", "batch-dose")
+DRIFT_CLAIMS = (
+    "function-preserving-motion",
+    "linear-subspace-k2-falls",
+    "linear-subspace-k4-falls",
+    "linear-gap-turn-correlation",
+    "lr-step-down",
+    "lr-step-up",
+    "lr-equal-distance",
+    "batch-dose",
+)
 
 
 def full_results():
     """A synthetic chapter with every new metric and every drift test: what accumulated drift predicts throughout."""
     falling = rise(0.8, 0.3)
-    tests = {"lr step-down": (STAYS, STEPS), "lr step-up": (FASTER, STEPS),
-             "lr 3e-4 long": (piecewise((0, 0.1), (600, 0.8), (3000, 0.3)), LONG_STEPS),
-             "batch 64": (rise(0.8, 0.2), STEPS), "batch 256": (rise(0.8, 0.6), STEPS)}
-    results = make_results(falling, smooth_loss, stable_linear_v1=falling, drift_tests=tests,
-                           none_recorded=dict(MOVING, gap=_gap, subspace={2: 0.6, 4: 0.5}),
-                           relu_recorded=dict(STILL, gap=lambda step, layer: 5.0, subspace={2: 0.9, 4: 0.8}))
-    results.interventions["cosine"] = sweep({"res-none": [run_rows(FASTER, smooth_loss)] * 3,
-                                             "res-relu": [run_rows(rise(0.9, 0.9), smooth_loss)] * 3})
+    tests = {
+        "lr step-down": (STAYS, STEPS),
+        "lr step-up": (FASTER, STEPS),
+        "lr 3e-4 long": (piecewise((0, 0.1), (600, 0.8), (3000, 0.3)), LONG_STEPS),
+        "batch 64": (rise(0.8, 0.2), STEPS),
+        "batch 256": (rise(0.8, 0.6), STEPS),
+    }
+    results = make_results(
+        falling,
+        smooth_loss,
+        stable_linear_v1=falling,
+        drift_tests=tests,
+        none_recorded=dict(MOVING, gap=_gap, subspace={2: 0.6, 4: 0.5}),
+        relu_recorded=dict(STILL, gap=lambda step, layer: 5.0, subspace={2: 0.9, 4: 0.8}),
+    )
+    results.interventions["cosine"] = sweep(
+        {"res-none": [run_rows(FASTER, smooth_loss)] * 3, "res-relu": [run_rows(rise(0.9, 0.9), smooth_loss)] * 3}
+    )
     return results
 
 
 def test_the_drift_claims_read_what_drift_predicts(new_metrics):
     produced = by_name(condition2.claims(full_results()))
     assert dict(produced.loc[list(DRIFT_CLAIMS), "verdict"]) == {
-        "function-preserving-motion": "reproduced", "linear-subspace-k2-falls": "not reproduced",
-        "linear-subspace-k4-falls": "not reproduced", "linear-gap-turn-correlation": "reproduced",
-        "lr-step-down": "reproduced", "lr-step-up": "reproduced", "lr-equal-distance": "reproduced",
-        "batch-dose": "reproduced"}
+        "function-preserving-motion": "reproduced",
+        "linear-subspace-k2-falls": "not reproduced",
+        "linear-subspace-k4-falls": "not reproduced",
+        "linear-gap-turn-correlation": "reproduced",
+        "lr-step-down": "reproduced",
+        "lr-step-up": "reproduced",
+        "lr-equal-distance": "reproduced",
+        "batch-dose": "reproduced",
+    }
     assert produced.loc["function-preserving-motion", "ours_mean"] == pytest.approx(math.log2(10))
     assert produced.loc["lr-step-down", "ours_mean"] == pytest.approx(0.0)  # the end minus the switch, per run
     assert not produced.loc[list(DRIFT_CLAIMS), "headline"].any()
@@ -535,8 +659,15 @@ def test_the_drift_claims_read_what_drift_predicts(new_metrics):
 def test_the_motion_test_leaves_out_a_seed_whose_loss_rose_and_reads_the_others():
     steady = dict(weights=0.01, function=0.001, train_set_loss=lambda step: 1.0 / (1 + step / 100))
     event = dict(weights=0.01, function=0.1, train_set_loss=lambda step: 1.0 / (1 + step / 100) + 5.0 * (step > 800))
-    table = sweep({"res-none": [run_rows(STAYS, smooth_loss, recorded=event), run_rows(STAYS, smooth_loss, recorded=steady),
-                                run_rows(STAYS, smooth_loss, recorded=steady)]})
+    table = sweep(
+        {
+            "res-none": [
+                run_rows(STAYS, smooth_loss, recorded=event),
+                run_rows(STAYS, smooth_loss, recorded=steady),
+                run_rows(STAYS, smooth_loss, recorded=steady),
+            ]
+        }
+    )
     assert condition2.loss_rose_seeds(table) == [0]
     moved = condition2.motion(table, "res-none")
     assert moved.left_out == (0,) and moved.log2_ratio.n == 2 and moved.all_seeds_log2_ratio.n == 3
@@ -561,8 +692,12 @@ def test_every_drift_section_renders_with_its_numbers_and_without_them(new_metri
     assert (drift.numbers["motion_vote"], drift.numbers["motions"]) == ("for", {"function-preserving motion": "for"})
     assert condition2.answer(full).data
     for results in (full, bare):
-        for figure in (condition2.motion_figure, condition2.spectrum_figure, condition2.drift_tests_figure,
-                       condition2.cosine_figure):
+        for figure in (
+            condition2.motion_figure,
+            condition2.spectrum_figure,
+            condition2.drift_tests_figure,
+            condition2.cosine_figure,
+        ):
             figure(results)
     import matplotlib.pyplot as plt
 
@@ -577,11 +712,14 @@ def test_an_event_that_lasts_to_the_end_of_the_run_is_read_against_its_last_trac
     assert math.isclose(summary.change_between_events, (0.3 - 0.1) - (0.3 - 0.6))
 
 
-@pytest.mark.parametrize("given, expected", [
-    ("['fashion-mnist', 'mnist-10k']", ("fashion-mnist", "mnist-10k")),
-    ("mnist-10k", ("mnist-10k",)),
-    (["mnist-subset"], ("mnist-subset",)),
-])
+@pytest.mark.parametrize(
+    "given, expected",
+    [
+        ("['fashion-mnist', 'mnist-10k']", ("fashion-mnist", "mnist-10k")),
+        ("mnist-10k", ("mnist-10k",)),
+        (["mnist-subset"], ("mnist-subset",)),
+    ],
+)
 def test_a_list_parameter_given_as_text_by_plain_papermill_is_read_as_a_list(given, expected):
     assert condition2.CHAPTER.configure("smoke", datasets=given).datasets == expected
 
@@ -596,9 +734,13 @@ def with_sgd(results, linear_v1, relu_v1):
     """``results`` with its SGD runs replaced: the linear net's weight v1 follows ``linear_v1``, res-relu's ``relu_v1``."""
     import dataclasses
 
-    sgd = sweep({"res-none": [run_rows(linear_v1, smooth_loss)] * len(results.settings.many_seeds),
-                 "res-relu": [run_rows(relu_v1, smooth_loss)] * len(results.settings.seeds)},
-                optimizer="sgd(momentum=0.9)")
+    sgd = sweep(
+        {
+            "res-none": [run_rows(linear_v1, smooth_loss)] * len(results.settings.many_seeds),
+            "res-relu": [run_rows(relu_v1, smooth_loss)] * len(results.settings.seeds),
+        },
+        optimizer="sgd(momentum=0.9)",
+    )
     return dataclasses.replace(results, sgd=sgd)
 
 
@@ -632,8 +774,16 @@ def test_a_baseline_that_peaked_higher_under_sgd_is_not_called_as_high_as_under_
 def test_the_predicted_cold_time_adds_the_long_runs_the_probes_and_the_sgd_runs():
     from geocont.chapters.mlp_runs import CPU_SECONDS_PER_MLP_STEP, ROTATED_STEP_FACTOR
 
-    settings = condition2.CHAPTER.configure("cpu", datasets=["fashion-mnist"], interventions=["adam-rotated"],
-                                            drift_tests=[], forks=[], seeds=2, many_seeds=2, steps=1000)
+    settings = condition2.CHAPTER.configure(
+        "cpu",
+        datasets=["fashion-mnist"],
+        interventions=["adam-rotated"],
+        drift_tests=[],
+        forks=[],
+        seeds=2,
+        many_seeds=2,
+        steps=1000,
+    )
     run = 1000 * CPU_SECONDS_PER_MLP_STEP
     # long runs: 4 conditions x 2 seeds (8 plain) and 2 x 2 adam-rotated (twice as long), on 2 workers;
     # probes: 3 rates x (2 + 2) runs of 500 steps; SGD: 4 runs
@@ -646,11 +796,14 @@ def test_the_predicted_cold_time_adds_the_long_runs_the_probes_and_the_sgd_runs(
 def test_the_budget_names_what_a_build_leaves_out_and_a_narrower_rerun():
     full = condition2.budget(condition2.CHAPTER.configure("cpu"))
     assert not full.left_out and full.narrow_minutes is not None and full.narrow_minutes < full.minutes
-    narrowed = condition2.budget(condition2.CHAPTER.configure("cpu", datasets=["fashion-mnist"], interventions=[],
-                                                              many_seeds=3))
-    assert narrowed.left_out == {"datasets": ["mnist-10k", "mnist-subset"],
-                                 "interventions": ["lr 3e-4", "clip 1.0", "cosine", "adamw 0.1", "adam-rotated"],
-                                 "linear-net seeds": [3, 4, 5, 6, 7]}
+    narrowed = condition2.budget(
+        condition2.CHAPTER.configure("cpu", datasets=["fashion-mnist"], interventions=[], many_seeds=3)
+    )
+    assert narrowed.left_out == {
+        "datasets": ["mnist-10k", "mnist-subset"],
+        "interventions": ["lr 3e-4", "clip 1.0", "cosine", "adamw 0.1", "adam-rotated"],
+        "linear-net seeds": [3, 4, 5, 6, 7],
+    }
     assert narrowed.preset_minutes == pytest.approx(full.minutes)
     assert narrowed.narrow_minutes is None  # this build is already narrower than the suggestion
     smoke = condition2.budget(condition2.CHAPTER.configure("smoke"))
@@ -665,8 +818,13 @@ def test_a_group_whose_every_sgd_run_diverged_is_named_not_a_key_error():
     diverged = pd.DataFrame([(500, "model", MODEL_LAYER, "diverged", "", 0, 1.0)], columns=RUN_COLUMNS)
     linear_runs = results.sgd["condition"] == "res-none"
     relu_only = results.sgd[~linear_runs]
-    marks = pd.concat([diverged.assign(condition="res-none", optimizer="sgd(momentum=0.9)", init_scale=1.0, seed=s)
-                       for s in results.settings.many_seeds], ignore_index=True)
+    marks = pd.concat(
+        [
+            diverged.assign(condition="res-none", optimizer="sgd(momentum=0.9)", init_scale=1.0, seed=s)
+            for s in results.settings.many_seeds
+        ],
+        ignore_index=True,
+    )
     import dataclasses
 
     results = dataclasses.replace(results, sgd=pd.concat([relu_only, marks], ignore_index=True))
@@ -676,10 +834,15 @@ def test_a_group_whose_every_sgd_run_diverged_is_named_not_a_key_error():
 
 
 def test_the_seed_groups_and_the_answer_are_computed_then_worded():
-    results = with_sgd(make_results(rise(0.8, 0.3), smooth_loss, stable_linear_v1=rise(0.8, 0.3)),
-                       linear_v1=rise(0.7, 0.2), relu_v1=rise(0.88, 0.88))
+    results = with_sgd(
+        make_results(rise(0.8, 0.3), smooth_loss, stable_linear_v1=rise(0.8, 0.3)),
+        linear_v1=rise(0.7, 0.2),
+        relu_v1=rise(0.88, 0.88),
+    )
     groups = {(g.condition, g.optimizer): g for g in condition2.seed_groups_found(results)}
-    assert groups[("res-none", "adam")].value.mean == pytest.approx(0.3) and not groups[("res-none", "adam")].shape.bimodal
+    assert (
+        groups[("res-none", "adam")].value.mean == pytest.approx(0.3) and not groups[("res-none", "adam")].shape.bimodal
+    )
     assert set(condition2.halves_agree(results).values()) == {True}
     assert "res-none under adam: 0.30" in condition2.seeds_sentences(results)  # each renders, with its numbers
     assert "lr 0.01 was chosen" in condition2.sgd_sentence(results)

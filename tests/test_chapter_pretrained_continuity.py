@@ -8,9 +8,8 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-
-from helpers import by_name, claim_names
 import torch
+from helpers import by_name, claim_names
 from safetensors.torch import save_file
 
 from geocont.chapters import pretrained_continuity as chapter
@@ -25,8 +24,9 @@ N_LAYERS = 4
 D_MODEL = 64
 
 
-def analyzer_table(v1: dict[str, float], u1: dict[str, float], layout: str = "llama", n_layers: int = 5,
-                   jitter: float = 0.01) -> pd.DataFrame:
+def analyzer_table(
+    v1: dict[str, float], u1: dict[str, float], layout: str = "llama", n_layers: int = 5, jitter: float = 0.01
+) -> pd.DataFrame:
     """An analyzer-style table: per projection, ``n_layers`` rows whose pair columns scatter by
     ``jitter`` around the given v1 / u1 |cos| (the last layer's pair columns are NaN)."""
     rows = []
@@ -34,9 +34,16 @@ def analyzer_table(v1: dict[str, float], u1: dict[str, float], layout: str = "ll
         for layer in range(n_layers):
             last = layer == n_layers - 1
             offset = jitter * (-1) ** layer
-            rows.append(dict(projection=projection, layer=layer, v1_cos=math.nan if last else v1[projection] + offset,
-                             u1_cos=math.nan if last else u1[projection] + offset, v1_baseline=BASELINE,
-                             u1_baseline=BASELINE))
+            rows.append(
+                dict(
+                    projection=projection,
+                    layer=layer,
+                    v1_cos=math.nan if last else v1[projection] + offset,
+                    u1_cos=math.nan if last else u1[projection] + offset,
+                    v1_baseline=BASELINE,
+                    u1_baseline=BASELINE,
+                )
+            )
     table = pd.DataFrame(rows)
     table["projection"] = pd.Categorical(table["projection"], categories=list(PROJECTIONS))
     table.attrs["layout"] = layout
@@ -57,8 +64,9 @@ def no_pattern() -> pd.DataFrame:
 
 
 def claims_of(tables, large_tables=None, gains=None, quantization=None, large_status=()) -> pd.DataFrame:
-    return chapter.chapter_claims(tables, large_tables or {}, gains or {}, quantization or {}, large_status,
-                                  n_trained=2)
+    return chapter.chapter_claims(
+        tables, large_tables or {}, gains or {}, quantization or {}, large_status, n_trained=2
+    )
 
 
 def verdict(claims: pd.DataFrame, key: str) -> str:
@@ -90,15 +98,37 @@ def test_v_is_low_is_judged_on_v_and_the_reproduced_projections_never_on_another
 def test_claim_keys_are_unique_and_stable():
     quantization = {"Q8_0": chapter.QuantizationChange(0.001, 0.0005), "Q4_1": chapter.QuantizationChange(0.02, 0.01)}
     gains = {("gemma3-270m", "o_proj"): (Estimate(0.8, 0.05, 3), Estimate(0.2, 0.05, 3))}
-    claims = claims_of({"smollm2-135m": paper_pattern(), "gemma3-270m": analyzer_table(
-        {p: 0.5 for p in PROJECTIONS}, {p: 0.1 for p in PROJECTIONS}, layout="gemma3")}, gains=gains,
-        quantization=quantization, large_status=[dict(model="meta-llama/Llama-3.1-8B", status="not available")])
+    claims = claims_of(
+        {
+            "smollm2-135m": paper_pattern(),
+            "gemma3-270m": analyzer_table(
+                {p: 0.5 for p in PROJECTIONS}, {p: 0.1 for p in PROJECTIONS}, layout="gemma3"
+            ),
+        },
+        gains=gains,
+        quantization=quantization,
+        large_status=[dict(model="meta-llama/Llama-3.1-8B", status="not available")],
+    )
     keys = claim_names(claims)
     assert len(set(keys)) == len(keys)
-    assert keys[:8] == ["smollm2-135m-q-v1", "smollm2-135m-k-v1", "smollm2-135m-gate-v1", "smollm2-135m-up-v1",
-                        "smollm2-135m-o-u1", "smollm2-135m-down-u1", "smollm2-135m-v-low-v1", "smollm2-135m-v-low-u1"]
-    assert keys[16:] == ["gemma-post-norm-o-u1", "gemma-post-norm-down-u1", "gemma3-270m-o-gain-scaled-u1",
-                         "quantization-q8-0", "quantization-q4-1", "large-meta-llama-llama-3-1-8b"]
+    assert keys[:8] == [
+        "smollm2-135m-q-v1",
+        "smollm2-135m-k-v1",
+        "smollm2-135m-gate-v1",
+        "smollm2-135m-up-v1",
+        "smollm2-135m-o-u1",
+        "smollm2-135m-down-u1",
+        "smollm2-135m-v-low-v1",
+        "smollm2-135m-v-low-u1",
+    ]
+    assert keys[16:] == [
+        "gemma-post-norm-o-u1",
+        "gemma-post-norm-down-u1",
+        "gemma3-270m-o-gain-scaled-u1",
+        "quantization-q8-0",
+        "quantization-q4-1",
+        "large-meta-llama-llama-3-1-8b",
+    ]
     assert verdict(claims, "gemma-post-norm-down-u1") == "reproduced"  # 0.9 in the Llama model vs 0.1
     assert verdict(claims, "gemma3-270m-o-gain-scaled-u1") == "reproduced"
     assert verdict(claims, "large-meta-llama-llama-3-1-8b") == "not tested"
@@ -124,26 +154,56 @@ def test_quantization_rule():
 
 
 def test_quantization_changes_leave_out_matrices_kept_as_f16():
-    shifts = pd.DataFrame([
-        dict(format="Q4_1", projection="q_proj", stored_as="Q4_1", v1_shift_max=0.01, u1_shift_max=0.02,
-             v1_shift_mean=0.004, u1_shift_mean=0.006),
-        dict(format="Q4_1", projection="down_proj", stored_as="F16", v1_shift_max=0.5, u1_shift_max=0.5,
-             v1_shift_mean=0.5, u1_shift_mean=0.5),
-    ])
+    shifts = pd.DataFrame(
+        [
+            dict(
+                format="Q4_1",
+                projection="q_proj",
+                stored_as="Q4_1",
+                v1_shift_max=0.01,
+                u1_shift_max=0.02,
+                v1_shift_mean=0.004,
+                u1_shift_mean=0.006,
+            ),
+            dict(
+                format="Q4_1",
+                projection="down_proj",
+                stored_as="F16",
+                v1_shift_max=0.5,
+                u1_shift_max=0.5,
+                v1_shift_mean=0.5,
+                u1_shift_mean=0.5,
+            ),
+        ]
+    )
     change = chapter.quantization_changes(shifts, ["Q4_1"])["Q4_1"]
     assert change.worst == pytest.approx(0.02) and change.typical == pytest.approx(0.005)
 
 
-def results_of(tables, **fields) -> "chapter.Results":
-    values = dict(settings=chapter.CHAPTER.configure("smoke"), tables=tables, large_tables={}, large_status=[],
-                  trained_tables={}, trained_parameters=0, gains={}, effects=pd.DataFrame())
+def results_of(tables, **fields) -> chapter.Results:
+    values = dict(
+        settings=chapter.CHAPTER.configure("smoke"),
+        tables=tables,
+        large_tables={},
+        large_status=[],
+        trained_tables={},
+        trained_parameters=0,
+        gains={},
+        effects=pd.DataFrame(),
+    )
     return chapter.Results(**{**values, **fields})
 
 
-SHORT_CLAIMS = ("q_proj has input-space continuity", "k_proj has input-space continuity",
-                "gate_proj has input-space continuity", "up_proj has input-space continuity",
-                "o_proj has output-space continuity", "down_proj has output-space continuity",
-                "V has low input-space continuity", "V has low output-space continuity")
+SHORT_CLAIMS = (
+    "q_proj has input-space continuity",
+    "k_proj has input-space continuity",
+    "gate_proj has input-space continuity",
+    "up_proj has input-space continuity",
+    "o_proj has output-space continuity",
+    "down_proj has output-space continuity",
+    "V has low input-space continuity",
+    "V has low output-space continuity",
+)
 
 
 def test_verdict_groups_each_checkpoints_claims_by_verdict():
@@ -151,10 +211,20 @@ def test_verdict_groups_each_checkpoints_claims_by_verdict():
     claims = claims_of(results.tables)
     finding = chapter.verdict_finding(results, claims)
     assert finding.checkpoints == (
-        chapter.CheckpointVerdicts("good", (("reproduced", SHORT_CLAIMS), ("partly reproduced", ()),
-                                            ("not reproduced", ()), ("not tested", ()))),
-        chapter.CheckpointVerdicts("bad", (("reproduced", ()), ("partly reproduced", ()),
-                                           ("not reproduced", SHORT_CLAIMS[:6]), ("not tested", SHORT_CLAIMS[6:]))))
+        chapter.CheckpointVerdicts(
+            "good",
+            (("reproduced", SHORT_CLAIMS), ("partly reproduced", ()), ("not reproduced", ()), ("not tested", ())),
+        ),
+        chapter.CheckpointVerdicts(
+            "bad",
+            (
+                ("reproduced", ()),
+                ("partly reproduced", ()),
+                ("not reproduced", SHORT_CLAIMS[:6]),
+                ("not tested", SHORT_CLAIMS[6:]),
+            ),
+        ),
+    )
     assert finding.gains == ()
     assert chapter.verdict_tally(claims) == (("reproduced", 8), ("not reproduced", 6), ("not tested", 2))
     assert "**good**" in chapter.verdict(results, claims).data  # renders
@@ -177,14 +247,19 @@ def test_gemma_is_compared_with_the_first_llama_layout_model_where_both_are_anal
     finding = chapter.gemma_finding(results_of({"llama": flat, "gemma": gemma}))
     assert (finding.case, finding.llama, finding.gemma) == ("compared", ("llama",), ("gemma",))
     assert [(w.projection, round(w.gemma.mean, 6), round(w.llama.mean, 6)) for w in finding.writing] == [
-        ("o_proj", 0.7, 0.5), ("down_proj", 0.9, 0.5)]
+        ("o_proj", 0.7, 0.5),
+        ("down_proj", 0.9, 0.5),
+    ]
 
 
-@pytest.mark.parametrize("large_models, status, case, missing", [
-    ((), [], "none-looked-for", ()),
-    (("big",), [dict(model="big", status="not available", detail="")], "missing", ("big",)),
-    (("big",), [dict(model="big", status="analysed", detail="")], "all-analysed", ()),
-])
+@pytest.mark.parametrize(
+    "large_models, status, case, missing",
+    [
+        ((), [], "none-looked-for", ()),
+        (("big",), [dict(model="big", status="not available", detail="")], "missing", ("big",)),
+        (("big",), [dict(model="big", status="analysed", detail="")], "all-analysed", ()),
+    ],
+)
 def test_large_model_finding(large_models, status, case, missing):
     settings = chapter.CHAPTER.configure("smoke", large_models=list(large_models))
     finding = chapter.large_model_finding(results_of({}, settings=settings, large_status=status))
@@ -197,15 +272,18 @@ def test_a_name_or_a_list_of_names_and_a_seed_count_are_accepted():
     assert settings.overrides == {"models": "gemma3-270m", "seeds": 2}
 
 
-@pytest.mark.parametrize("params, message", [
-    (dict(modelz=["x"]), "unknown parameter.*modelz.*valid choices"),
-    (dict(quantize=["Q3_X"]), "unknown GGUF type.*Q3_X"),
-    (dict(max_layers=1), "max_layers must be an integer >= 2"),
-    (dict(trained_scale="huge"), "unknown scale 'huge'; valid choices: smoke, cpu, paper"),
-    (dict(scale="tiny"), "unknown scale"),
-    (dict(seeds=[1, 1]), "seeds must be"),
-    (dict(measure_cost="yes"), "measure_cost must be True or False"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (dict(modelz=["x"]), "unknown parameter.*modelz.*valid choices"),
+        (dict(quantize=["Q3_X"]), "unknown GGUF type.*Q3_X"),
+        (dict(max_layers=1), "max_layers must be an integer >= 2"),
+        (dict(trained_scale="huge"), "unknown scale 'huge'; valid choices: smoke, cpu, paper"),
+        (dict(scale="tiny"), "unknown scale"),
+        (dict(seeds=[1, 1]), "seeds must be"),
+        (dict(measure_cost="yes"), "measure_cost must be True or False"),
+    ],
+)
 def test_configure_rejects_a_bad_value_before_any_work(params, message):
     with pytest.raises(ParameterError, match=message):
         chapter.CHAPTER.configure(**{"scale": "smoke", **params})
@@ -241,7 +319,9 @@ def test_gain_scaled_output_continuity_of_post_norm_layouts(tmp_path, monkeypatc
     for i in range(N_LAYERS):
         gain = torch.rand(D_MODEL, generator=generator) * 4 + 0.2
         W = torch.outer(u / gain, torch.randn(D_MODEL, generator=generator)) * 10
-        state[f"model.layers.{i}.self_attn.o_proj.weight"] = W + 1e-4 * torch.randn(D_MODEL, D_MODEL, generator=generator)
+        state[f"model.layers.{i}.self_attn.o_proj.weight"] = W + 1e-4 * torch.randn(
+            D_MODEL, D_MODEL, generator=generator
+        )
         state[f"model.layers.{i}.post_attention_layernorm.weight"] = gain - 1.0
         state[f"model.layers.{i}.post_feedforward_layernorm.weight"] = torch.zeros(D_MODEL)
     save_file(state, str(tmp_path / "gemma.safetensors"))
@@ -256,16 +336,24 @@ def test_gain_scaled_output_continuity_of_post_norm_layouts(tmp_path, monkeypatc
 
 def test_quantization_finding_sets_the_largest_change_beside_the_seed_spread():
     """Two trained seeds whose layer means differ by 0.02 everywhere; Q4_1 moves every |cos| by 0.01."""
+
     def table(offset: float) -> pd.DataFrame:
         pattern = paper_pattern()
         return pattern.assign(v1_cos=pattern.v1_cos + offset, u1_cos=pattern.u1_cos + offset)
 
     trained = {0: table(0.0), 1: table(0.02)}
-    effects = pd.concat([pd.concat([t.assign(format="fp32", dtype="F32"), table(0.02 * seed + 0.01).assign(
-        format="Q4_1", dtype="Q4_1")]).assign(sigma1=1.0, seed=seed) for seed, t in trained.items()], ignore_index=True)
+    effects = pd.concat(
+        [
+            pd.concat(
+                [t.assign(format="fp32", dtype="F32"), table(0.02 * seed + 0.01).assign(format="Q4_1", dtype="Q4_1")]
+            ).assign(sigma1=1.0, seed=seed)
+            for seed, t in trained.items()
+        ],
+        ignore_index=True,
+    )
     settings = chapter.CHAPTER.configure("smoke", quantize=["Q4_1"])
     finding = chapter.quantization_finding(results_of({}, settings=settings, trained_tables=trained, effects=effects))
     ((fmt, change),) = finding.changes
     assert fmt == "Q4_1" and change.worst == pytest.approx(0.01) and change.typical == pytest.approx(0.01)
     assert [p for p, _ in finding.seed_spread] == list(PROJECTIONS)
-    assert [sd for _, sd in finding.seed_spread] == pytest.approx([0.02 / 2 ** 0.5] * len(PROJECTIONS))
+    assert [sd for _, sd in finding.seed_spread] == pytest.approx([0.02 / 2**0.5] * len(PROJECTIONS))

@@ -6,7 +6,6 @@ import math
 
 import pandas as pd
 import pytest
-
 from helpers import claim_names
 
 from geocont.book.chapter import claim
@@ -21,8 +20,10 @@ NEW = ("res-leaky-0.5", "res-leaky-0.9", "res-leaky-0.99", "res-radial-track")
 
 # The run list, at every scale
 
-@pytest.mark.parametrize("scale, seeds, dataset", [("smoke", 2, "fashion-mnist"), ("cpu", 3, "fashion-mnist"),
-                                                   ("paper", 3, "mnist")])
+
+@pytest.mark.parametrize(
+    "scale, seeds, dataset", [("smoke", 2, "fashion-mnist"), ("cpu", 3, "fashion-mnist"), ("paper", 3, "mnist")]
+)
 def test_configure_lists_every_condition_x_seed_at_the_horizon(scale, seeds, dataset):
     settings = chapter.CHAPTER.configure(scale)
     runs = chapter.CHAPTER.run_configs(settings)
@@ -46,8 +47,11 @@ def shared_keys(other) -> set[str]:
 def test_the_dose_ends_are_the_norm_chapter_s_runs():
     from geocont.chapters import activation_vs_norm
 
-    ends = [c for c in chapter.CHAPTER.run_configs(chapter.CHAPTER.configure("cpu"))
-            if c.condition in ("res-relu", "res-none")]
+    ends = [
+        c
+        for c in chapter.CHAPTER.run_configs(chapter.CHAPTER.configure("cpu"))
+        if c.condition in ("res-relu", "res-none")
+    ]
     assert len(ends) == 6 and {cache_key("mlp", c.to_dict()) for c in ends} <= shared_keys(activation_vs_norm)
 
 
@@ -65,12 +69,15 @@ def test_seeds_and_steps_replace_their_preset_values():
     assert len(chapter.CHAPTER.run_configs(settings)) == len(chapter.CONDITIONS_COMPARED)
 
 
-@pytest.mark.parametrize("params, message", [
-    (dict(conditions=["res-relu"]), "unknown parameter.*conditions.*valid choices: scale, seeds, steps"),
-    (dict(steps=0), "steps"),
-    (dict(dataset="cifar"), "unknown dataset"),
-    (dict(scale="gpu"), "unknown scale 'gpu'"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (dict(conditions=["res-relu"]), "unknown parameter.*conditions.*valid choices: scale, seeds, steps"),
+        (dict(steps=0), "steps"),
+        (dict(dataset="cifar"), "unknown dataset"),
+        (dict(scale="gpu"), "unknown scale 'gpu'"),
+    ],
+)
 def test_a_bad_parameter_is_a_one_line_error(params, message):
     with pytest.raises(ParameterError, match=message) as raised:
         chapter.CHAPTER.configure(**{"scale": "smoke", **params})
@@ -82,11 +89,14 @@ def test_a_bad_parameter_is_a_one_line_error(params, message):
 SLOPES = list(chapter.DOSE)
 
 
-@pytest.mark.parametrize("weight, case, low, high, share", [
-    ([0.90, 0.88, 0.85, 0.30, 0.25], "sharp", 0.9, 0.99, 0.55 / 0.65),     # one interval holds 85% of the drop
-    ([0.90, 0.72, 0.56, 0.42, 0.30], "gradual", 0.0, 0.9, 0.34 / 0.60),    # at most 30% per interval
-    ([0.90, 0.30, 0.30, 0.30, 0.20], "sharp", 0.0, 0.5, 0.60 / 0.70),      # the drop at the first break
-])
+@pytest.mark.parametrize(
+    "weight, case, low, high, share",
+    [
+        ([0.90, 0.88, 0.85, 0.30, 0.25], "sharp", 0.9, 0.99, 0.55 / 0.65),  # one interval holds 85% of the drop
+        ([0.90, 0.72, 0.56, 0.42, 0.30], "gradual", 0.0, 0.9, 0.34 / 0.60),  # at most 30% per interval
+        ([0.90, 0.30, 0.30, 0.30, 0.20], "sharp", 0.0, 0.5, 0.60 / 0.70),  # the drop at the first break
+    ],
+)
 def test_the_transition_rule_locates_the_shortest_span_holding_more_than_half_the_drop(weight, case, low, high, share):
     found = chapter.locate_transition(SLOPES, weight, "reproduced")
     assert (found.case, found.low, found.high) == (case, low, high)
@@ -108,8 +118,10 @@ def test_no_transition_is_located_without_a_real_total_drop():
 
 # Claims and findings on synthetic run tables
 
-def run_table(weights: dict[str, float], shares: dict[str, tuple[float, float]] | None = None,
-              gradient: float = 0.9) -> pd.DataFrame:
+
+def run_table(
+    weights: dict[str, float], shares: dict[str, tuple[float, float]] | None = None, gradient: float = 0.9
+) -> pd.DataFrame:
     """Three seeds per condition, steps 0, 10, 20: weight v1 from the random level to ``weights[condition]``
     (reached at step 10), gradient v1 ``gradient``; for ``shares[condition] = (initial, final)`` the near-linear
     share (0..1) of both layers, ``initial`` at step 0 and ``final`` after. Seed s adds 0.01 (s - 1)."""
@@ -120,12 +132,30 @@ def run_table(weights: dict[str, float], shares: dict[str, tuple[float, float]] 
             jitter, rows = 0.01 * (seed - 1), []
             for step in (0, 10, 20):
                 for layer in (0, 1):
-                    rows.append(make_row(step, "hidden", layer, "weight_cos", "input", 1,
-                                         (BASELINE if step == 0 else weight) + jitter))
+                    rows.append(
+                        make_row(
+                            step,
+                            "hidden",
+                            layer,
+                            "weight_cos",
+                            "input",
+                            1,
+                            (BASELINE if step == 0 else weight) + jitter,
+                        )
+                    )
                     rows.append(make_row(step, "hidden", layer, "grad_cos", "input", 1, gradient + jitter))
                     if initial is not None:
-                        rows.append(make_row(step, "hidden", layer, "near_linear_share", "", 0,
-                                             (initial if step == 0 else final) + jitter))
+                        rows.append(
+                            make_row(
+                                step,
+                                "hidden",
+                                layer,
+                                "near_linear_share",
+                                "",
+                                0,
+                                (initial if step == 0 else final) + jitter,
+                            )
+                        )
             frames.append(rows_to_frame(rows).assign(condition=condition, optimizer="adam", init_scale=1.0, seed=seed))
     return pd.concat(frames, ignore_index=True)
 
@@ -136,8 +166,16 @@ def dose(*weights: float) -> dict[str, float]:
 
 SHARP = dose(0.90, 0.88, 0.85, 0.27, 0.25)
 GRADUAL = dose(0.90, 0.72, 0.56, 0.42, 0.30)
-KEYS = ["dose-monotone", "dose-transition", "dose-099-breaks", "radial-ends-linear", "radial-tau-ends-linear",
-        "radial-track-stays-nonlinear", "radial-track-weight-v1", "relu-above-radial-track"]
+KEYS = [
+    "dose-monotone",
+    "dose-transition",
+    "dose-099-breaks",
+    "radial-ends-linear",
+    "radial-tau-ends-linear",
+    "radial-track-stays-nonlinear",
+    "radial-track-weight-v1",
+    "relu-above-radial-track",
+]
 
 
 def verdicts(claims: pd.DataFrame) -> dict[str, str]:
@@ -145,19 +183,21 @@ def verdicts(claims: pd.DataFrame) -> dict[str, str]:
 
 
 def test_a_sharp_transition_linear_paper_radials_and_a_nonlinear_tracking_net_that_loses():
-    table = run_table({**SHARP, "res-radial": 0.25, "res-radial-tau": 0.30, "res-radial-track": 0.30},
-                      {"res-radial": (0.99, 0.97), "res-radial-tau": (0.50, 0.95), "res-radial-track": (0.30, 0.20)})
+    table = run_table(
+        {**SHARP, "res-radial": 0.25, "res-radial-tau": 0.30, "res-radial-track": 0.30},
+        {"res-radial": (0.99, 0.97), "res-radial-tau": (0.50, 0.95), "res-radial-track": (0.30, 0.20)},
+    )
     claims = chapter.dose_claims(table, BASELINE)
     assert list(claims["key"]) == KEYS and (claims["chapter"] == "symmetry_dose").all()
     assert verdicts(claims) == {
-        "dose-monotone": "reproduced",              # 0.90 - 0.25
-        "dose-transition": "reproduced",            # 0.58 of 0.65 between slopes 0.9 and 0.99
-        "dose-099-breaks": "not reproduced",        # 0.27 - 0.25: within the margin
-        "radial-ends-linear": "reproduced",         # 97% >= 90%
-        "radial-tau-ends-linear": "reproduced",     # 95%
-        "radial-track-stays-nonlinear": "reproduced",   # 20%
-        "radial-track-weight-v1": "reproduced",     # 0.30 against 0.22
-        "relu-above-radial-track": "reproduced",    # 0.90 - 0.30
+        "dose-monotone": "reproduced",  # 0.90 - 0.25
+        "dose-transition": "reproduced",  # 0.58 of 0.65 between slopes 0.9 and 0.99
+        "dose-099-breaks": "not reproduced",  # 0.27 - 0.25: within the margin
+        "radial-ends-linear": "reproduced",  # 97% >= 90%
+        "radial-tau-ends-linear": "reproduced",  # 95%
+        "radial-track-stays-nonlinear": "reproduced",  # 20%
+        "radial-track-weight-v1": "reproduced",  # 0.30 against 0.22
+        "relu-above-radial-track": "reproduced",  # 0.90 - 0.30
     }
     assert claim(claims, "dose-transition")["ours_mean"] == pytest.approx(0.58 / 0.65)
     assert claim(claims, "radial-ends-linear")["ours_mean"] == pytest.approx(97.0)
@@ -175,16 +215,18 @@ def test_a_sharp_transition_linear_paper_radials_and_a_nonlinear_tracking_net_th
 
 
 def test_a_gradual_dose_a_nonlinear_paper_radial_and_a_tracking_net_that_ends_linear():
-    table = run_table({**GRADUAL, "res-radial": 0.25, "res-radial-tau": 0.30, "res-radial-track": 0.88},
-                      {"res-radial": (0.60, 0.50), "res-radial-tau": (0.50, 0.95), "res-radial-track": (0.50, 0.95)})
+    table = run_table(
+        {**GRADUAL, "res-radial": 0.25, "res-radial-tau": 0.30, "res-radial-track": 0.88},
+        {"res-radial": (0.60, 0.50), "res-radial-tau": (0.50, 0.95), "res-radial-track": (0.50, 0.95)},
+    )
     claims = chapter.dose_claims(table, BASELINE)
     assert verdicts(claims) == {
         "dose-monotone": "reproduced",
-        "dose-transition": "not reproduced",        # gradual: no interval holds more than half
-        "dose-099-breaks": "reproduced",            # 0.42 - 0.30
-        "radial-ends-linear": "not reproduced",     # 50%
+        "dose-transition": "not reproduced",  # gradual: no interval holds more than half
+        "dose-099-breaks": "reproduced",  # 0.42 - 0.30
+        "radial-ends-linear": "not reproduced",  # 50%
         "radial-tau-ends-linear": "reproduced",
-        "radial-track-stays-nonlinear": "not reproduced",   # 95%
+        "radial-track-stays-nonlinear": "not reproduced",  # 95%
         "radial-track-weight-v1": "not reproduced",  # 0.88 against 0.22
         "relu-above-radial-track": "not reproduced",  # 0.90 - 0.88
     }
@@ -196,9 +238,10 @@ def test_a_gradual_dose_a_nonlinear_paper_radial_and_a_tracking_net_that_ends_li
 
 
 def test_without_a_drop_there_is_no_transition_and_a_tracking_net_that_keeps_is_named():
-    table = run_table({**dose(0.30, 0.30, 0.30, 0.30, 0.30), "res-radial": 0.3, "res-radial-tau": 0.3,
-                       "res-radial-track": 0.85},
-                      {"res-radial": (0.99, 0.99), "res-radial-tau": (0.5, 0.99), "res-radial-track": (0.3, 0.3)})
+    table = run_table(
+        {**dose(0.30, 0.30, 0.30, 0.30, 0.30), "res-radial": 0.3, "res-radial-tau": 0.3, "res-radial-track": 0.85},
+        {"res-radial": (0.99, 0.99), "res-radial-tau": (0.5, 0.99), "res-radial-track": (0.3, 0.3)},
+    )
     claims = chapter.dose_claims(table, BASELINE)
     assert verdicts(claims)["dose-monotone"] == "not reproduced"
     assert verdicts(claims)["dose-transition"] == "not tested"
@@ -208,8 +251,10 @@ def test_without_a_drop_there_is_no_transition_and_a_tracking_net_that_keeps_is_
 
 
 def test_a_tracking_net_beside_a_relu_net_at_the_random_level_has_nothing_to_lose():
-    table = run_table({**dose(0.06, 0.06, 0.06, 0.06, 0.06), "res-radial": 0.06, "res-radial-tau": 0.06,
-                       "res-radial-track": 0.06}, {c: (0.3, 0.3) for c in chapter.RADIAL_CONDITIONS})
+    table = run_table(
+        {**dose(0.06, 0.06, 0.06, 0.06, 0.06), "res-radial": 0.06, "res-radial-tau": 0.06, "res-radial-track": 0.06},
+        {c: (0.3, 0.3) for c in chapter.RADIAL_CONDITIONS},
+    )
     found = chapter.radial_finding(table, BASELINE)
     assert found.relu_above_random == "not reproduced" and found.case == "no-contrast"
 
@@ -237,18 +282,30 @@ def test_claims_are_judged_at_the_horizon_with_the_early_value_beside():
     assert claim(claims, "dose-monotone")["early_verdict"] == "reproduced"
 
 
-@pytest.mark.parametrize("weights, shares", [
-    (ALL, LINEAR_SHARES),
-    ({**GRADUAL, "res-radial": 0.25, "res-radial-tau": 0.3, "res-radial-track": 0.85},
-     {c: (0.5, 0.95) for c in chapter.RADIAL_CONDITIONS}),
-    ({**dose(0.3, 0.3, 0.3, 0.3, 0.3), "res-radial": 0.3, "res-radial-tau": 0.3, "res-radial-track": 0.04}, None),
-])
+@pytest.mark.parametrize(
+    "weights, shares",
+    [
+        (ALL, LINEAR_SHARES),
+        (
+            {**GRADUAL, "res-radial": 0.25, "res-radial-tau": 0.3, "res-radial-track": 0.85},
+            {c: (0.5, 0.95) for c in chapter.RADIAL_CONDITIONS},
+        ),
+        ({**dose(0.3, 0.3, 0.3, 0.3, 0.3), "res-radial": 0.3, "res-radial-tau": 0.3, "res-radial-track": 0.04}, None),
+    ],
+)
 def test_the_captions_readings_and_rules_render(weights, shares):
     """Each caption, reading and rule fills its template (every transition and radial case above)."""
     results = results_of(run_table(weights, shares))
-    texts = [chapter.run_note(results).data, chapter.dose_rule().data, chapter.radial_rule().data,
-             chapter.dose_caption(results), chapter.dose_reading(results).data, chapter.radial_caption(results),
-             chapter.radial_reading(results).data, chapter.verdict(results, chapter.claims(results)).data]
+    texts = [
+        chapter.run_note(results).data,
+        chapter.dose_rule().data,
+        chapter.radial_rule().data,
+        chapter.dose_caption(results),
+        chapter.dose_reading(results).data,
+        chapter.radial_caption(results),
+        chapter.radial_reading(results).data,
+        chapter.verdict(results, chapter.claims(results)).data,
+    ]
     for text in texts:
         assert text.strip() and "{" not in text, text
     assert f"{chapter.TRANSITION_SHARE:.0%}" in chapter.dose_rule().data  # the rules state their numbers
@@ -277,4 +334,6 @@ def test_the_transition_share_carries_the_spread_of_each_seed_s_own_share():
     shares = [(0.85 + 0.06 * (s == 0) - 0.27) / (0.90 - 0.25) for s in range(3)]  # the seeds' jitter cancels
     assert transition["ours_std"] == pytest.approx(pd.Series(shares).std(), rel=1e-4)
     assert transition["ours_std"] > 0 and transition["n_seeds"] == 3
-    assert claim(chapter.dose_claims(run_table(SHARP), BASELINE), "dose-transition")["ours_std"] == pytest.approx(0, abs=1e-12)
+    assert claim(chapter.dose_claims(run_table(SHARP), BASELINE), "dose-transition")["ours_std"] == pytest.approx(
+        0, abs=1e-12
+    )

@@ -5,29 +5,45 @@ import math
 
 import pandas as pd
 import pytest
-
-from geocont.chapters import timeline as chapter
-from geocont.chapters import mlp_conditions, mlp_runs
-from geocont.scales import ParameterError
 from helpers import by_name, claim_names, timeline_run
+
+from geocont.chapters import mlp_conditions, mlp_runs
+from geocont.chapters import timeline as chapter
+from geocont.scales import ParameterError
 
 STEPS_UPDATE = [0, 0.1, 0.5, 1.2, 3, 5]  # crosses 1 at step 10 (Frobenius), 0.1 x 10 at step 1 (spectral)
 RISE_AT_10 = [0.05, 0.05, 0.2, 0.5, 0.8, 0.85]  # half-rise level 0.45 first reached at step 10
 
-KEYS = ["step0-gradient-coherence", "order-frobenius", "order-spectral", "weight-cumgrad-alignment",
-        "init-moves-crossing", "init-moves-rise", "init-rise-follows-frobenius", "init-rise-follows-spectral",
-        "res-none-late-drift", "res-none-decoupled", "res-radial-late-drift", "res-radial-decoupled",
-        "linear-independent-rotation", "optimizer-adam-order-frobenius", "optimizer-adam-order-spectral"]
+KEYS = [
+    "step0-gradient-coherence",
+    "order-frobenius",
+    "order-spectral",
+    "weight-cumgrad-alignment",
+    "init-moves-crossing",
+    "init-moves-rise",
+    "init-rise-follows-frobenius",
+    "init-rise-follows-spectral",
+    "res-none-late-drift",
+    "res-none-decoupled",
+    "res-radial-late-drift",
+    "res-radial-decoupled",
+    "linear-independent-rotation",
+    "optimizer-adam-order-frobenius",
+    "optimizer-adam-order-spectral",
+]
 
 
 def test_transfer_events_find_the_crossing_and_the_half_rise():
-    table = pd.concat([
-        timeline_run("a", 0, 1.0, STEPS_UPDATE, RISE_AT_10),
-        # never crosses; continuity rises anyway (at step 3)
-        timeline_run("b", 0, 1.0, [0, 0.01, 0.02, 0.05, 0.1, 0.2], [0.05, 0.2, 0.6, 0.7, 0.7, 0.7]),
-        # no rise at all (gains < the margin)
-        timeline_run("c", 0, 1.0, [0, 0.5, 1.5, 2, 3, 4], [0.05, 0.06, 0.07, 0.08, 0.09, 0.1]),
-    ], ignore_index=True)
+    table = pd.concat(
+        [
+            timeline_run("a", 0, 1.0, STEPS_UPDATE, RISE_AT_10),
+            # never crosses; continuity rises anyway (at step 3)
+            timeline_run("b", 0, 1.0, [0, 0.01, 0.02, 0.05, 0.1, 0.2], [0.05, 0.2, 0.6, 0.7, 0.7, 0.7]),
+            # no rise at all (gains < the margin)
+            timeline_run("c", 0, 1.0, [0, 0.5, 1.5, 2, 3, 4], [0.05, 0.06, 0.07, 0.08, 0.09, 0.1]),
+        ],
+        ignore_index=True,
+    )
     events = chapter.transfer_events(table).set_index("condition")
     assert events.loc["a", "crossing_step"] == 10 and events.loc["a", "rise_step"] == 10
     assert events.loc["a", "log10_rise_over_crossing"] == pytest.approx(0.0)
@@ -48,24 +64,35 @@ def sweeps(relu_updates, nores_grad: float, init_later: bool):
     runs, sweep = [], []
     for seed in (0, 1, 2):
         nores = timeline_run("nores-relu", seed, 1.0, STEPS_UPDATE, [0.05] * 6)
-        runs += [timeline_run("res-relu", seed, 1.0, relu_updates, RISE_AT_10),
-                 nores.assign(value=nores["value"].where(nores["metric"] != "grad_cos", nores_grad)),
-                 timeline_run("res-none", seed, 1.0, STEPS_UPDATE, [0.05, 0.05, 0.2, 0.5, 0.7, 0.7]),
-                 timeline_run("res-radial", seed, 1.0, STEPS_UPDATE, [0.05, 0.05, 0.2, 0.5, 0.7, 0.7])]
+        runs += [
+            timeline_run("res-relu", seed, 1.0, relu_updates, RISE_AT_10),
+            nores.assign(value=nores["value"].where(nores["metric"] != "grad_cos", nores_grad)),
+            timeline_run("res-none", seed, 1.0, STEPS_UPDATE, [0.05, 0.05, 0.2, 0.5, 0.7, 0.7]),
+            timeline_run("res-radial", seed, 1.0, STEPS_UPDATE, [0.05, 0.05, 0.2, 0.5, 0.7, 0.7]),
+        ]
         for index, init in enumerate((0.1, 0.3, 1.0, 3.0)):
             lag = index if init_later else 3 - index
-            updates = [0] + [min(5.0, 0.02 * (10 ** k) / (init if init_later else 1 / init)) for k in range(1, 6)]
+            updates = [0] + [min(5.0, 0.02 * (10**k) / (init if init_later else 1 / init)) for k in range(1, 6)]
             sweep.append(timeline_run("res-relu", seed, init, updates, [0.05] * (1 + lag) + [0.8] * (5 - lag)))
     conditions = pd.concat(runs, ignore_index=True)
     return conditions, pd.concat(sweep, ignore_index=True), conditions[conditions["condition"] == "res-relu"]
 
 
 def test_timeline_claims_reproduced_on_a_sweep_that_follows_the_paper():
-    claims = chapter.timeline_claims(*sweeps(STEPS_UPDATE, nores_grad=0.05, init_later=True), 0.05, dataset="fashion-mnist")
+    claims = chapter.timeline_claims(
+        *sweeps(STEPS_UPDATE, nores_grad=0.05, init_later=True), 0.05, dataset="fashion-mnist"
+    )
     assert claim_names(claims) == KEYS
     verdict = by_name(claims)["verdict"]
-    for key in ("step0-gradient-coherence", "order-frobenius", "order-spectral", "weight-cumgrad-alignment",
-                "init-moves-crossing", "init-moves-rise", "optimizer-adam-order-frobenius"):
+    for key in (
+        "step0-gradient-coherence",
+        "order-frobenius",
+        "order-spectral",
+        "weight-cumgrad-alignment",
+        "init-moves-crossing",
+        "init-moves-rise",
+        "optimizer-adam-order-frobenius",
+    ):
         assert verdict[key] == "reproduced", key
     # the synthetic runs record no rotation: the drift claims cannot be tested
     assert verdict["res-none-late-drift"] == verdict["linear-independent-rotation"] == "not tested"
@@ -73,11 +100,19 @@ def test_timeline_claims_reproduced_on_a_sweep_that_follows_the_paper():
 
 def test_timeline_claims_not_reproduced_on_a_sweep_against_the_paper():
     never_crossing = [0, 0.01, 0.02, 0.05, 0.08, 0.09]  # spectral: at most 0.9, so no norm crosses
-    claims = chapter.timeline_claims(*sweeps(never_crossing, nores_grad=0.9, init_later=False), 0.05, dataset="fashion-mnist")
+    claims = chapter.timeline_claims(
+        *sweeps(never_crossing, nores_grad=0.9, init_later=False), 0.05, dataset="fashion-mnist"
+    )
     assert claim_names(claims) == KEYS
     verdict = by_name(claims)["verdict"]
-    for key in ("step0-gradient-coherence", "order-frobenius", "order-spectral", "init-moves-crossing",
-                "init-moves-rise", "optimizer-adam-order-spectral"):
+    for key in (
+        "step0-gradient-coherence",
+        "order-frobenius",
+        "order-spectral",
+        "init-moves-crossing",
+        "init-moves-rise",
+        "optimizer-adam-order-spectral",
+    ):
         assert verdict[key] == "not reproduced", key
 
 
@@ -130,8 +165,10 @@ def test_configure_rejects_bad_parameters_before_any_work():
 
 def test_the_claims_follow_the_reference_condition_they_are_given():
     conditions, init_sweep, relu = sweeps(STEPS_UPDATE, nores_grad=0.05, init_later=True)
-    renamed = [frame.assign(condition=frame["condition"].astype(str).replace("res-relu", "res-gelu"))
-               for frame in (conditions, init_sweep, relu)]
+    renamed = [
+        frame.assign(condition=frame["condition"].astype(str).replace("res-relu", "res-gelu"))
+        for frame in (conditions, init_sweep, relu)
+    ]
     as_relu = chapter.timeline_claims(conditions, init_sweep, relu, 0.05, dataset="fashion-mnist")
     as_gelu = chapter.timeline_claims(*renamed, 0.05, reference="res-gelu", dataset="fashion-mnist")
     assert list(as_gelu["verdict"]) == list(as_relu["verdict"])
@@ -139,15 +176,25 @@ def test_the_claims_follow_the_reference_condition_they_are_given():
     assert as_gelu["quantity"].str.contains("res-gelu").any()
 
 
-def results_of(conditions: pd.DataFrame, init_sweep: pd.DataFrame, optimizers: pd.DataFrame,
-               names=("res-relu", "nores-relu", "res-none", "res-radial")):
+def results_of(
+    conditions: pd.DataFrame,
+    init_sweep: pd.DataFrame,
+    optimizers: pd.DataFrame,
+    names=("res-relu", "nores-relu", "res-none", "res-radial"),
+):
     """The chapter's results (``chapter.Results``) on synthetic sweeps, with the conditions ``names``."""
     settings = chapter.CHAPTER.configure("smoke", conditions=list(names))
     conditions = conditions[conditions["condition"].isin(names)]
-    return chapter.Results(settings=settings, table=conditions, optimizer_table=optimizers, init_table=init_sweep,
-                           baseline=0.05, events=chapter.transfer_events(conditions),
-                           optimizer_events=chapter.transfer_events(optimizers),
-                           init_events=chapter.transfer_events(init_sweep))
+    return chapter.Results(
+        settings=settings,
+        table=conditions,
+        optimizer_table=optimizers,
+        init_table=init_sweep,
+        baseline=0.05,
+        events=chapter.transfer_events(conditions),
+        optimizer_events=chapter.transfer_events(optimizers),
+        init_events=chapter.transfer_events(init_sweep),
+    )
 
 
 NEVER_CROSSING = [0, 0.01, 0.02, 0.05, 0.08, 0.09]  # spectral: at most 0.9, so no norm crosses
@@ -177,8 +224,9 @@ def test_findings_on_a_sweep_that_follows_the_paper(following):
     assert follow.frobenius_verdict == follow.spectral_verdict == "reproduced"
     relu_summary = chapter.condition_summaries(results)[0]
     assert relu_summary.label == "res-relu" and len(relu_summary.seeds) == 3
-    assert relu_summary.seeds[0] == chapter.SeedEvents(chapter.EventStep("at", 10.0), chapter.EventStep("at", 1.0),
-                                                       chapter.EventStep("at", 10.0))
+    assert relu_summary.seeds[0] == chapter.SeedEvents(
+        chapter.EventStep("at", 10.0), chapter.EventStep("at", 1.0), chapter.EventStep("at", 10.0)
+    )
     assert relu_summary.weight_v1_final.mean == pytest.approx(0.85)
     assert [s.label for s in chapter.optimizer_summaries(results)] == ["adam"]
     rise = chapter.rise_against_prediction(results)
@@ -197,8 +245,9 @@ def test_findings_on_a_sweep_that_follows_the_paper(following):
 def test_findings_on_a_sweep_that_never_crosses():
     conditions, init_sweep, relu = sweeps(NEVER_CROSSING, nores_grad=0.9, init_later=False)
     # one more init run whose update never outgrows the initial weights
-    init_sweep = pd.concat([init_sweep, timeline_run("res-relu", 0, 10.0, NEVER_CROSSING, [0.05] * 6)],
-                           ignore_index=True)
+    init_sweep = pd.concat(
+        [init_sweep, timeline_run("res-relu", 0, 10.0, NEVER_CROSSING, [0.05] * 6)], ignore_index=True
+    )
     results = results_of(conditions, init_sweep, relu)
     claims = chapter.timeline_claims(results.table, init_sweep, relu, 0.05, dataset="fashion-mnist")
     follow = chapter.weights_follow(results, claims)
@@ -218,16 +267,20 @@ def test_the_step0_reading_needs_the_no_residual_control():
     assert chapter.step_zero(results).case == "no-control"
 
 
-@pytest.mark.parametrize("verdicts, case", [
-    (["not reproduced"] * 3, "not-faster"),
-    (["reproduced"] * 3, "faster"),
-    (["reproduced", "not reproduced", "not tested"], "mixed"),
-    (["not reproduced"], "not-faster"),  # only the conditions that ran
-])
+@pytest.mark.parametrize(
+    "verdicts, case",
+    [
+        (["not reproduced"] * 3, "not-faster"),
+        (["reproduced"] * 3, "faster"),
+        (["reproduced", "not reproduced", "not tested"], "mixed"),
+        (["not reproduced"], "not-faster"),  # only the conditions that ran
+    ],
+)
 def test_drift_verdicts(verdicts, case):
-    conditions = chapter.DRIFT_CONDITIONS[:len(verdicts)]
-    claims = pd.DataFrame({"key": ["order-frobenius", *(f"{c}-late-drift" for c in conditions)],
-                           "verdict": ["reproduced", *verdicts]})
+    conditions = chapter.DRIFT_CONDITIONS[: len(verdicts)]
+    claims = pd.DataFrame(
+        {"key": ["order-frobenius", *(f"{c}-late-drift" for c in conditions)], "verdict": ["reproduced", *verdicts]}
+    )
     finding = chapter.drift_verdicts(claims)
     assert finding.case == case and finding.verdicts == tuple(zip(conditions, verdicts))
 
@@ -236,9 +289,16 @@ def test_the_sentence_builders_render(following):
     """One smoke check per sentence builder: it fills its templates (the words are prose.md's)."""
     results, claims = following
     summary = chapter.condition_summaries(results)[0]
-    texts = [chapter.run_note(results).data, chapter.step0_caption(results), chapter.condition_timeline_caption(summary),
-             chapter.optimizer_timeline_caption(results, chapter.optimizer_summaries(results)[0]),
-             chapter.rise_note(results).data, chapter.EVENTS_TABLE_NOTE.data, chapter.init_scale_caption(results),
-             chapter.rotation_caption(results), chapter.reading(results, claims).data]
+    texts = [
+        chapter.run_note(results).data,
+        chapter.step0_caption(results),
+        chapter.condition_timeline_caption(summary),
+        chapter.optimizer_timeline_caption(results, chapter.optimizer_summaries(results)[0]),
+        chapter.rise_note(results).data,
+        chapter.EVENTS_TABLE_NOTE.data,
+        chapter.init_scale_caption(results),
+        chapter.rotation_caption(results),
+        chapter.reading(results, claims).data,
+    ]
     for text in texts:
         assert text.strip() and "{" not in text, text

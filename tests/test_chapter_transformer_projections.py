@@ -2,14 +2,14 @@
 
 import pandas as pd
 import pytest
-
 from helpers import by_name, claim_names
 
-from geocont.statistics import DIFFERENCE_MARGIN
-from geocont.chapters import lm_runs, transformer_projections as chapter
+from geocont.chapters import lm_runs
+from geocont.chapters import transformer_projections as chapter
 from geocont.layouts import PROJECTIONS
 from geocont.metrics import random_abs_cos
 from geocont.scales import ParameterError
+from geocont.statistics import DIFFERENCE_MARGIN
 from geocont.transformer import build_llama, parameter_count, projection_dims
 
 
@@ -32,21 +32,26 @@ def test_configure_builds_every_variant_with_the_deeper_model_last():
 
 
 def test_zero_other_and_depth_seeds_run_only_the_main_variants():
-    assert list(chapter.CHAPTER.configure("smoke", other_seeds=0, depth_seeds=[]).configs()) == list(lm_runs.MAIN_VARIANTS)
+    assert list(chapter.CHAPTER.configure("smoke", other_seeds=0, depth_seeds=[]).configs()) == list(
+        lm_runs.MAIN_VARIANTS
+    )
 
 
 def test_a_shape_parameter_replaces_its_preset_value():
     assert chapter.CHAPTER.configure("smoke", d_model=64).base.shape.d_model == 64
 
 
-@pytest.mark.parametrize("params, message", [
-    (dict(early_step=16), r"early_step \(16\) must lie strictly between 0 and steps"),
-    (dict(variants=["none"]), "must include silu"),
-    (dict(depth_seeds="x"), "depth_seeds must be a count"),
-    (dict(epochs=3), "unknown parameter.*epochs; valid choices: scale, seeds, steps"),
-    (dict(variants=["gelu"]), "unknown variant.*valid choices: 'silu', 'none', 'relu', 'silu, linear attention'"),
-    (dict(seeds=0), "seeds must be a positive count"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (dict(early_step=16), r"early_step \(16\) must lie strictly between 0 and steps"),
+        (dict(variants=["none"]), "must include silu"),
+        (dict(depth_seeds="x"), "depth_seeds must be a count"),
+        (dict(epochs=3), "unknown parameter.*epochs; valid choices: scale, seeds, steps"),
+        (dict(variants=["gelu"]), "unknown variant.*valid choices: 'silu', 'none', 'relu', 'silu, linear attention'"),
+        (dict(seeds=0), "seeds must be a positive count"),
+    ],
+)
 def test_configure_rejects_a_bad_parameter_in_one_line(params, message):
     with pytest.raises(ParameterError, match=message):
         chapter.CHAPTER.configure("smoke", **params)
@@ -55,7 +60,8 @@ def test_configure_rejects_a_bad_parameter_in_one_line(params, message):
 def test_run_configs_are_every_variant_and_seed_then_the_longer_run():
     settings = chapter.CHAPTER.configure("smoke")
     assert chapter.CHAPTER.run_configs(settings) == [c for runs in settings.configs().values() for c in runs] + [
-        settings.long_configs()[settings.long_label][0]]
+        settings.long_configs()[settings.long_label][0]
+    ]
 
 
 def test_the_longer_run_is_the_first_reference_seed_read_at_the_horizon_too():
@@ -124,6 +130,7 @@ def test_the_budget_note_names_the_runs_an_override_leaves_out():
 
 def test_the_other_chapters_analyse_this_chapters_reference_runs():
     from geocont.chapters import compression, pretrained_continuity
+
     settings = chapter.CHAPTER.configure("cpu")
     assert compression.CHAPTER.configure("cpu").lm_configs() == settings.configs()[settings.reference]
     assert pretrained_continuity.CHAPTER.configure("cpu").trained_configs() == settings.configs()[settings.reference]
@@ -149,15 +156,38 @@ def _table(high: float, ablated: float) -> pd.DataFrame:
                         value = ablated if variant == "silu, linear attention" else value
                     for step, scale in ((0, 0.0), (12, 1.0)):
                         for layer in (0, 1):
-                            rows.append(dict(condition=variant, optimizer="adam", init_scale=1.0, seed=seed, step=step,
-                                             group=projection, layer=layer, metric="weight_cos", space=space,
-                                             direction=1, value=scale * value + jitter))
+                            rows.append(
+                                dict(
+                                    condition=variant,
+                                    optimizer="adam",
+                                    init_scale=1.0,
+                                    seed=seed,
+                                    step=step,
+                                    group=projection,
+                                    layer=layer,
+                                    metric="weight_cos",
+                                    space=space,
+                                    direction=1,
+                                    value=scale * value + jitter,
+                                )
+                            )
     return pd.DataFrame(rows)
 
 
-KEYS = ["q-input-continuity", "k-input-continuity", "gate-input-continuity", "up-input-continuity",
-        "o-output-continuity", "down-output-continuity", "v-low-input", "v-low-output", "activation-lowers-gate",
-        "activation-lowers-up", "softmax-anchors-q", "softmax-anchors-k"]
+KEYS = [
+    "q-input-continuity",
+    "k-input-continuity",
+    "gate-input-continuity",
+    "up-input-continuity",
+    "o-output-continuity",
+    "down-output-continuity",
+    "v-low-input",
+    "v-low-output",
+    "activation-lowers-gate",
+    "activation-lowers-up",
+    "softmax-anchors-q",
+    "softmax-anchors-k",
+]
 #: The Up/O claims every run table judges, and the two of the longer run.
 UP_O_KEYS = ["up-gate-shared-v1", "up-gate-shared-u1", "up-align-vs-v1", "o-align-vs-v1"]
 RISING_KEYS = ["up-still-rising", "o-still-rising"]
@@ -205,14 +235,43 @@ def _long_table() -> pd.DataFrame:
         frames.append(frame)
     deep = frames[-1][frames[-1].condition == "silu"].query("seed == 0").assign(condition="silu, 3 layers")
     deep.loc[(deep.group == "up_proj") & (deep.space == "input"), "value"] = 0.8  # the deeper model keeps Up
-    loss = [dict(condition=condition, optimizer="adam", init_scale=1.0, seed=seed, step=step, group="", layer=0,
-                 metric="val_loss", space="", direction=0, value=6.0 - step / 4 + seed / 10)
-            for condition, seeds in (("silu", (0, 1, 2)), ("silu, 3 layers", (0,))) for seed in seeds
-            for step in (0, 4, 10, 16)]
-    gaps = [dict(condition="silu", optimizer="adam", init_scale=1.0, seed=seed, step=step, group=projection, layer=layer,
-                 metric="weight_gap", space="", direction=1,
-                 value=0.02 if step == 0 else 0.03 if projection == "up_proj" and step >= 10 else 0.2)
-            for seed in (0, 1, 2) for step in (0, 4, 10, 16) for projection in PROJECTIONS for layer in (0, 1)]
+    loss = [
+        dict(
+            condition=condition,
+            optimizer="adam",
+            init_scale=1.0,
+            seed=seed,
+            step=step,
+            group="",
+            layer=0,
+            metric="val_loss",
+            space="",
+            direction=0,
+            value=6.0 - step / 4 + seed / 10,
+        )
+        for condition, seeds in (("silu", (0, 1, 2)), ("silu, 3 layers", (0,)))
+        for seed in seeds
+        for step in (0, 4, 10, 16)
+    ]
+    gaps = [
+        dict(
+            condition="silu",
+            optimizer="adam",
+            init_scale=1.0,
+            seed=seed,
+            step=step,
+            group=projection,
+            layer=layer,
+            metric="weight_gap",
+            space="",
+            direction=1,
+            value=0.02 if step == 0 else 0.03 if projection == "up_proj" and step >= 10 else 0.2,
+        )
+        for seed in (0, 1, 2)
+        for step in (0, 4, 10, 16)
+        for projection in PROJECTIONS
+        for layer in (0, 1)
+    ]
     return pd.concat([*frames, deep, pd.DataFrame(loss), pd.DataFrame(gaps)], ignore_index=True)
 
 
@@ -239,9 +298,17 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     assert lost.case == "some-lost" and lost.reference == "silu" and len(lost.lost) == 1
     up_lost = lost.lost[0]
     assert (up_lost.projection, up_lost.space, up_lost.early_verdict, up_lost.verdict, up_lost.case) == (
-        "up_proj", "input", "reproduced", "not reproduced", "alone")
-    assert (up_lost.early.mean, up_lost.early.std, up_lost.final.mean) == (pytest.approx(0.80), pytest.approx(0.01),
-                                                                          pytest.approx(0.15))
+        "up_proj",
+        "input",
+        "reproduced",
+        "not reproduced",
+        "alone",
+    )
+    assert (up_lost.early.mean, up_lost.early.std, up_lost.final.mean) == (
+        pytest.approx(0.80),
+        pytest.approx(0.01),
+        pytest.approx(0.15),
+    )
     settled = chapter.settled_finding(results)  # Up fell before step 10, the start of the last third
     assert (settled.case, settled.start, settled.end, settled.moving) == ("settled", 10, 16, ())
     statement = chapter.holds_statement(results, claims.reset_index()).data  # renders
@@ -252,9 +319,15 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     assert len(depth.same) + len(depth.changed) == 8
     up_depth = depth.changed[0]
     assert (up_depth.shallow.ours_mean, up_depth.shallow.n_seeds, up_depth.shallow.verdict) == (
-        pytest.approx(0.15), 3, "not reproduced")
+        pytest.approx(0.15),
+        3,
+        "not reproduced",
+    )
     assert (up_depth.deep.ours_mean, up_depth.deep.n_seeds, up_depth.deep.verdict) == (
-        pytest.approx(0.80), 1, "reproduced")
+        pytest.approx(0.80),
+        1,
+        "reproduced",
+    )
     assert "`up-input-continuity`" in chapter.depth_statement(results).data  # renders
     horizon = chapter.horizon_table(results)
     row = horizon[(horizon.projection == "up") & (horizon.vector == "v1")].iloc[0]
@@ -270,7 +343,12 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     assert loss["silu, 3 layers, step 16"] == "2.00 (1 seed)" and loss["random baseline"].endswith("(uniform)")
     gaps = chapter.gap_finding(results)
     assert (gaps.case, gaps.reference, gaps.early_step, gaps.end, gaps.threshold) == (
-        "moved", "silu", 4, 16, DIFFERENCE_MARGIN)
+        "moved",
+        "silu",
+        4,
+        16,
+        DIFFERENCE_MARGIN,
+    )
     assert [(m.projection, m.space) for m in gaps.moved] == [("up_proj", "input")]
     moved = gaps.moved[0]
     assert [moved.before, moved.after, moved.gap_before, moved.gap_after] == pytest.approx([0.80, 0.15, 0.20, 0.03])
@@ -280,15 +358,23 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     nothing = chapter.gap_finding(chapter.Results(settings, still, chapter.projection_finals(still), DIMS))
     assert (nothing.case, nothing.moved, nothing.end) == ("none-moved", (), 16)
     steady_gaps = chapter.gap_finding(steady)  # step 10 is the last step there
-    assert [(m.projection, m.before, m.after) for m in steady_gaps.moved] == [("up_proj", pytest.approx(0.80),
-                                                                              pytest.approx(0.15))]
+    assert [(m.projection, m.before, m.after) for m in steady_gaps.moved] == [
+        ("up_proj", pytest.approx(0.80), pytest.approx(0.15))
+    ]
     from geocont.book.chapter import changed_verdicts
+
     assert claim_names(changed_verdicts(claims.reset_index())) == ["up-input-continuity", "activation-lowers-up"]
     assert claims.loc["up-input-continuity", "claim"] in chapter.verdict(results, claims.reset_index()).data  # renders
     pretrained = chapter.pretrained_finding(results)
     assert pretrained.case == "not-analysed" and pretrained.comparisons == ()
-    without = chapter.depth_finding(chapter.Results(chapter.CHAPTER.configure("smoke", depth_seeds=0), table[
-        table.condition != "silu, 3 layers"], chapter.projection_finals(table), DIMS))
+    without = chapter.depth_finding(
+        chapter.Results(
+            chapter.CHAPTER.configure("smoke", depth_seeds=0),
+            table[table.condition != "silu, 3 layers"],
+            chapter.projection_finals(table),
+            DIMS,
+        )
+    )
     assert without.case == "not-run" and without.same == without.changed == ()
     losses = chapter.loss_finding(results)
     assert [v.label for v in losses.variants] == results.variants and losses.early_step == 4
@@ -312,9 +398,22 @@ def _up_o_rows(condition: str, seeds, steps, values: dict, cross: bool = True) -
         for seed in seeds:
             for step in steps:
                 value = values[name](step) if callable(values[name]) else values[name] * step / last
-                rows += [dict(condition=condition, optimizer="adam", init_scale=1.0, seed=seed, step=step, group=group,
-                              layer=layer, metric=metric, space=space, direction=direction, value=value + (seed - 1) / 100)
-                         for layer in (0, 1)]
+                rows += [
+                    dict(
+                        condition=condition,
+                        optimizer="adam",
+                        init_scale=1.0,
+                        seed=seed,
+                        step=step,
+                        group=group,
+                        layer=layer,
+                        metric=metric,
+                        space=space,
+                        direction=direction,
+                        value=value + (seed - 1) / 100,
+                    )
+                    for layer in (0, 1)
+                ]
     return rows
 
 
@@ -338,14 +437,22 @@ def test_the_up_o_claims_have_known_verdicts_on_a_synthetic_table():
     results = _up_o_results()
     claims = chapter.gap_claims(results).set_index("key")
     assert list(claims.index) == UP_O_KEYS + RISING_KEYS
-    assert dict(claims["verdict"]) == {"up-gate-shared-v1": "reproduced", "up-gate-shared-u1": "not reproduced",
-                                       "up-align-vs-v1": "reproduced", "o-align-vs-v1": "reproduced",
-                                       "up-still-rising": "reproduced", "o-still-rising": "not reproduced"}
+    assert dict(claims["verdict"]) == {
+        "up-gate-shared-v1": "reproduced",
+        "up-gate-shared-u1": "not reproduced",
+        "up-align-vs-v1": "reproduced",
+        "o-align-vs-v1": "reproduced",
+        "up-still-rising": "reproduced",
+        "o-still-rising": "not reproduced",
+    }
     shared = claims.loc["up-gate-shared-v1"]
     assert (shared.ours_mean, shared.ours_std, shared.n_seeds) == (pytest.approx(0.8), pytest.approx(0.01), 3)
     assert shared.baseline == pytest.approx(random_abs_cos(32))  # Up's input: d_model
     assert claims.loc["up-gate-shared-u1", "baseline"] == pytest.approx(random_abs_cos(88))  # the SwiGLU width
-    assert claims.loc["up-align-vs-v1", "baseline"] == 0.0 and "v1 |cos| 0.15 ± 0.01" in claims.loc["up-align-vs-v1", "note"]
+    assert (
+        claims.loc["up-align-vs-v1", "baseline"] == 0.0
+        and "v1 |cos| 0.15 ± 0.01" in claims.loc["up-align-vs-v1", "note"]
+    )
     up = claims.loc["up-still-rising"]
     assert (up.ours_mean, up.n_seeds, up.baseline) == (pytest.approx(0.39), 1, pytest.approx(random_abs_cos(32)))
     assert up.note == "at step 16: 0.14 (1 seed)"
@@ -393,7 +500,9 @@ def test_the_up_o_figure_draws_with_and_without_the_new_metric(monkeypatch):
 
     matplotlib.use("Agg")
     shown = []
-    monkeypatch.setattr(chapter.present, "show_figure", lambda fig, name, caption: shown.append((name, caption)))
+    from geocont.chapters.transformer_projections import up_o_figures
+
+    monkeypatch.setattr(up_o_figures, "show_figure", lambda fig, name, caption: shown.append((name, caption)))
     for results in (_up_o_results(), _up_o_results(cross=False, long=False)):
         chapter.up_o_figure(results)
         plt.close("all")
@@ -404,13 +513,24 @@ def _moving_table(o_change_seed0: float, val_rise: float = 0.0) -> pd.DataFrame:
     """:func:`_long_table` with O's output continuity in seed 0 of ``silu`` moved by ``o_change_seed0`` between steps
     10 and 16 (the last third), and, with ``val_rise``, seed 1's validation loss rising by that much after step 10."""
     table = _long_table()
-    o = ((table.group == "o_proj") & (table.space == "output") & (table.condition == "silu") & (table.seed == 0)
-         & (table.step == 16) & (table.metric == "weight_cos"))
+    o = (
+        (table.group == "o_proj")
+        & (table.space == "output")
+        & (table.condition == "silu")
+        & (table.seed == 0)
+        & (table.step == 16)
+        & (table.metric == "weight_cos")
+    )
     table.loc[o, "value"] += o_change_seed0
     if val_rise:
         loss = (table.metric == "val_loss") & (table.condition == "silu") & (table.seed == 1) & (table.step == 16)
-        table.loc[loss, "value"] = table.loc[(table.metric == "val_loss") & (table.condition == "silu") &
-                                             (table.seed == 1) & (table.step == 10), "value"].item() + val_rise
+        table.loc[loss, "value"] = (
+            table.loc[
+                (table.metric == "val_loss") & (table.condition == "silu") & (table.seed == 1) & (table.step == 10),
+                "value",
+            ].item()
+            + val_rise
+        )
     return table
 
 
@@ -420,11 +540,18 @@ def test_a_quantity_moving_in_one_seed_at_the_budget_is_not_settled_whatever_its
     results = chapter.Results(settings, table, chapter.projection_finals(table), DIMS)
     claims = by_name(chapter.claims(results))
     o = claims.loc["o-output-continuity"]
-    assert o.verdict == "not settled" and "by the rule reproduced" in o.note and "(per seed: -0.12, +0.00, +0.00)" in o.note
+    assert (
+        o.verdict == "not settled"
+        and "by the rule reproduced" in o.note
+        and "(per seed: -0.12, +0.00, +0.00)" in o.note
+    )
     assert claims.loc["q-input-continuity", "verdict"] == "reproduced"  # settled in every seed: judged as before
     finding = chapter.settled_finding(results)
     assert (finding.case, finding.end, [(m.projection, m.space) for m in finding.moving]) == (
-        "moving", 16, [("o_proj", "output")])
+        "moving",
+        16,
+        [("o_proj", "output")],
+    )
     assert "-0.12" in chapter.settled_sentence(results)  # renders, with the moving seed's change
 
 

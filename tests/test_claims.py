@@ -23,11 +23,24 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def frame(chapter: str, verdict: str = "reproduced") -> pd.DataFrame:
-    return pd.DataFrame([
-        claim_row(chapter, "A claim", "weight v1 |cos|", "0.93", 0.9, 0.02, 3, 0.05, verdict, key="a-claim"),
-        claim_row(chapter, "A comparison", "a minus b", "higher", 0.3, math.nan, 3, 0.05, "not reproduced", note="a 0.5, b 0.2",
-                  key="a-comparison"),
-    ])
+    return pd.DataFrame(
+        [
+            claim_row(chapter, "A claim", "weight v1 |cos|", "0.93", 0.9, 0.02, 3, 0.05, verdict, key="a-claim"),
+            claim_row(
+                chapter,
+                "A comparison",
+                "a minus b",
+                "higher",
+                0.3,
+                math.nan,
+                3,
+                0.05,
+                "not reproduced",
+                note="a 0.5, b 0.2",
+                key="a-comparison",
+            ),
+        ]
+    )
 
 
 @pytest.fixture
@@ -45,12 +58,14 @@ def test_published_tables_come_back_in_the_order_asked(claims_dir):
     assert table.loc[0, "verdict"] == "partly reproduced"
     assert math.isnan(table.loc[1, "ours_std"])
     assert set(table["overrides"]) == {"", "epochs=60"}
-    assert list(table.columns[:len(CLAIM_COLUMNS)]) == list(frame("x").columns) == CLAIM_COLUMNS
+    assert list(table.columns[: len(CLAIM_COLUMNS)]) == list(frame("x").columns) == CLAIM_COLUMNS
 
 
 def test_a_missing_chapter_is_named_with_the_command_that_produces_it(claims_dir):
     claims.publish(frame("first"), chapter="first", scale="smoke")
-    with pytest.raises(claims.MissingClaims, match=r"(?s)chapter\(s\): second\..*book run book/second.ipynb -p scale smoke"):
+    with pytest.raises(
+        claims.MissingClaims, match=r"(?s)chapter\(s\): second\..*book run book/second.ipynb -p scale smoke"
+    ):
         claims.collect("smoke", chapters=["first", "second"])
 
 
@@ -79,8 +94,13 @@ def test_publish_rejects_tables_in_another_format(claims_dir):
 def test_the_early_verdict_is_a_column_of_its_own_and_survives_publishing(claims_dir):
     with pytest.raises(ValueError, match="unknown verdict 'early-ish'"):
         claim_row("first", "A claim", "q", "0.9", 0.9, 0.0, 3, 0.05, "reproduced", key="a", early_verdict="early-ish")
-    early = frame("first").assign(early_mean=[0.70, math.nan], early_sd=[0.01, math.nan], early_n=[3, 0],
-                                  early_step=[930, None], early_verdict=["not reproduced", ""])
+    early = frame("first").assign(
+        early_mean=[0.70, math.nan],
+        early_sd=[0.01, math.nan],
+        early_n=[3, 0],
+        early_step=[930, None],
+        early_verdict=["not reproduced", ""],
+    )
     claims.publish(early, chapter="first", scale="cpu")
     table = claims.collect("cpu", chapters=["first"])
     assert list(table["early_verdict"]) == ["not reproduced", ""]
@@ -174,8 +194,13 @@ def test_show_figure_outside_the_book_shows_the_caption(monkeypatch):
 
 
 def test_markdown_table_shows_the_earlier_horizon_only_for_chapters_that_have_one(claims_dir):
-    early = frame("long").assign(early_mean=[0.70, 0.10], early_sd=[0.01, math.nan], early_n=[3, 3],
-                                 early_step=[930, 930], early_verdict=["not reproduced", "not reproduced"])
+    early = frame("long").assign(
+        early_mean=[0.70, 0.10],
+        early_sd=[0.01, math.nan],
+        early_n=[3, 3],
+        early_step=[930, 930],
+        early_verdict=["not reproduced", "not reproduced"],
+    )
     claims.publish(early, chapter="long", scale="cpu")
     claims.publish(frame("short"), chapter="short", scale="cpu")
     text = claims.markdown_table(claims.collect("cpu", chapters=["long", "short"]), titles={})
@@ -188,8 +213,9 @@ def test_markdown_table_shows_the_earlier_horizon_only_for_chapters_that_have_on
 def test_the_summary_counts_verdicts_per_chapter_with_a_total(claims_dir):
     claims.publish(frame("first", "partly reproduced"), chapter="first", scale="cpu")
     claims.publish(frame("second"), chapter="second", scale="cpu")
-    text = claims.counts_markdown(claims.collect("cpu", chapters=["first", "second"]),
-                                  titles={"first": "One: the first chapter"})
+    text = claims.counts_markdown(
+        claims.collect("cpu", chapters=["first", "second"]), titles={"first": "One: the first chapter"}
+    )
     assert text.splitlines() == [
         "| chapter | claims | verdicts |",
         "|---|---:|---|",
@@ -200,19 +226,49 @@ def test_the_summary_counts_verdicts_per_chapter_with_a_total(claims_dir):
 
 
 def test_the_headline_is_the_flagged_claims_whatever_their_keys():
-    rows = pd.DataFrame([
-        claim_row("c2", "Linear gradients", "Res+None gradient v1 |cos|", "0.93", 0.91, 0.01, 3, 0.05,
-                  "reproduced", key="linear-gradient-v1", headline=True),
-        claim_row("c2", "Linear weights", "Res+None weight v1 |cos|", "0.22", 0.61, 0.02, 3, 0.05,
-                  "not reproduced", key="renamed-key", headline=True),
-        claim_row("c2", "Elsewhere", "q (mnist-10k)", "0.22", 0.2, 0.0, 3, 0.05, "reproduced", key="linear-weight-v1-x"),
-        claim_row("other", "Same key elsewhere", "q", "0.1", 0.1, 0.0, 3, 0.05, "not reproduced",
-                  key="linear-gradient-v1"),
-    ])
+    rows = pd.DataFrame(
+        [
+            claim_row(
+                "c2",
+                "Linear gradients",
+                "Res+None gradient v1 |cos|",
+                "0.93",
+                0.91,
+                0.01,
+                3,
+                0.05,
+                "reproduced",
+                key="linear-gradient-v1",
+                headline=True,
+            ),
+            claim_row(
+                "c2",
+                "Linear weights",
+                "Res+None weight v1 |cos|",
+                "0.22",
+                0.61,
+                0.02,
+                3,
+                0.05,
+                "not reproduced",
+                key="renamed-key",
+                headline=True,
+            ),
+            claim_row(
+                "c2", "Elsewhere", "q (mnist-10k)", "0.22", 0.2, 0.0, 3, 0.05, "reproduced", key="linear-weight-v1-x"
+            ),
+            claim_row(
+                "other", "Same key elsewhere", "q", "0.1", 0.1, 0.0, 3, 0.05, "not reproduced", key="linear-gradient-v1"
+            ),
+        ]
+    )
     assert list(claims.headline_claims(rows)["key"]) == ["linear-gradient-v1", "renamed-key"]
     titles = {"c2": "What makes the linear net lose its continuity?"}
     text = claims.headline_summary(rows, titles)
-    assert "1 reproduced and 1 not reproduced" in text and "{doc}`What makes the linear net lose its continuity? <c2>`" in text
+    assert (
+        "1 reproduced and 1 not reproduced" in text
+        and "{doc}`What makes the linear net lose its continuity? <c2>`" in text
+    )
     assert "Res+None weight v1 |cos| (not reproduced: ours 0.61, paper 0.22)" in text
     assert "gradient" not in text.split("Short of reproduced")[1]
     assert claims.headline_summary(rows.iloc[[0]], titles) != claims.headline_summary(rows.iloc[[0, 1]], titles)
@@ -232,8 +288,13 @@ def test_the_closing_chapter_rejects_an_unknown_parameter_and_collects_the_table
 def test_a_chapter_shows_the_early_value_formatted_in_one_column():
     from geocont.book.chapter import claims_display
 
-    early = frame("long").assign(early_mean=[0.70, math.nan], early_sd=[0.01, math.nan], early_n=[3, 0],
-                                 early_step=[930, None], early_verdict=["not reproduced", ""])
+    early = frame("long").assign(
+        early_mean=[0.70, math.nan],
+        early_sd=[0.01, math.nan],
+        early_n=[3, 0],
+        early_step=[930, None],
+        early_verdict=["not reproduced", ""],
+    )
     shown = claims_display(early).data
     assert list(shown["early"]) == ["at 930 steps: 0.70 ± 0.01, n = 3 (not reproduced)", ""]
     assert not {"early_mean", "early_step", "early_verdict", "chapter"} & set(shown.columns)
@@ -242,6 +303,7 @@ def test_a_chapter_shows_the_early_value_formatted_in_one_column():
 # ---------------------------------------------------------------------------------------------
 # Every claim names its dataset; the closing page shows one verdict per claim
 # ---------------------------------------------------------------------------------------------
+
 
 def test_a_claim_key_is_its_name_and_its_dataset_and_splits_back():
     from geocont.tables import claim_key, split_claim_key
@@ -265,13 +327,38 @@ def condition2_claims():
     builder = ClaimsBuilder("c2", dataset="fashion-mnist")
     verdicts = {"fashion-mnist": "reproduced", "mnist-10k": "not reproduced", "mnist-subset": "partly reproduced"}
     for i, (dataset, verdict) in enumerate(verdicts.items()):
-        builder.add(key="res-none-falls", claim="The linear net's continuity falls", quantity="res-none peak minus final", paper="collapse",
-                    ours=Estimate(0.4 - 0.1 * i, 0.02, 3), baseline=0.05, verdict=verdict, note=f"peak {0.8 - 0.1 * i}", headline=True,
-                    dataset=None if dataset == "fashion-mnist" else dataset)
-        builder.add(key="relu-above-linear", claim="ReLU keeps it", quantity="res-relu minus res-none", paper="higher",
-                    ours=Estimate(0.3, 0.02, 3), baseline=0.05, verdict="reproduced", dataset=dataset)
-    builder.add(key="only-elsewhere", claim="Judged on the subset only", quantity="q", paper="0.5", ours=Estimate(0.5, 0.01, 3), baseline=0.05,
-                verdict="reproduced", dataset="mnist-subset")
+        builder.add(
+            key="res-none-falls",
+            claim="The linear net's continuity falls",
+            quantity="res-none peak minus final",
+            paper="collapse",
+            ours=Estimate(0.4 - 0.1 * i, 0.02, 3),
+            baseline=0.05,
+            verdict=verdict,
+            note=f"peak {0.8 - 0.1 * i}",
+            headline=True,
+            dataset=None if dataset == "fashion-mnist" else dataset,
+        )
+        builder.add(
+            key="relu-above-linear",
+            claim="ReLU keeps it",
+            quantity="res-relu minus res-none",
+            paper="higher",
+            ours=Estimate(0.3, 0.02, 3),
+            baseline=0.05,
+            verdict="reproduced",
+            dataset=dataset,
+        )
+    builder.add(
+        key="only-elsewhere",
+        claim="Judged on the subset only",
+        quantity="q",
+        paper="0.5",
+        ours=Estimate(0.5, 0.01, 3),
+        baseline=0.05,
+        verdict="reproduced",
+        dataset="mnist-subset",
+    )
     return builder.table()
 
 
@@ -298,14 +385,35 @@ def test_the_builder_keys_each_row_by_claim_and_dataset_and_marks_the_headline_d
     assert has_claim(table, "res-none-falls") and has_claim(table, "res-none-falls", dataset="mnist-10k")
     assert not has_claim(table, "only-elsewhere") and has_claim(table, "only-elsewhere", dataset="mnist-subset")
     builder = ClaimsBuilder("c2", dataset="kjv")
-    builder.add(key="a", claim="A", quantity="q", paper="0.9", ours=Estimate(0.9, 0.0, 3), baseline=0.05, verdict="reproduced")
-    builder.add(key="a", claim="A", quantity="q", paper="0.9", ours=Estimate(0.9, 0.0, 3), baseline=0.05, verdict="reproduced", dataset="wikitext-103")
+    builder.add(
+        key="a", claim="A", quantity="q", paper="0.9", ours=Estimate(0.9, 0.0, 3), baseline=0.05, verdict="reproduced"
+    )
+    builder.add(
+        key="a",
+        claim="A",
+        quantity="q",
+        paper="0.9",
+        ours=Estimate(0.9, 0.0, 3),
+        baseline=0.05,
+        verdict="reproduced",
+        dataset="wikitext-103",
+    )
     with pytest.raises(ValueError, match="'a@kjv' is used twice"):
-        builder.add(key="a", claim="A", quantity="q", paper="0.9", ours=Estimate(0.9, 0.0, 3), baseline=0.05, verdict="reproduced")
+        builder.add(
+            key="a",
+            claim="A",
+            quantity="q",
+            paper="0.9",
+            ours=Estimate(0.9, 0.0, 3),
+            baseline=0.05,
+            verdict="reproduced",
+        )
     with pytest.raises(ValueError, match="without '@'"):
         ClaimsBuilder("c2", dataset="k@jv")
     plain = ClaimsBuilder("c2")  # a chapter that names no dataset: plain keys, every row primary
-    plain.add(key="a", claim="A", quantity="q", paper="0.9", ours=Estimate(0.9, 0.0, 3), baseline=0.05, verdict="reproduced")
+    plain.add(
+        key="a", claim="A", quantity="q", paper="0.9", ours=Estimate(0.9, 0.0, 3), baseline=0.05, verdict="reproduced"
+    )
     assert plain.table()[["key", "dataset", "primary"]].values.tolist() == [["a", "", True]]
 
 
@@ -313,16 +421,33 @@ def test_a_claim_not_tested_has_no_value_of_ours_and_says_why():
     from geocont.book.chapter import ClaimsBuilder
 
     builder = ClaimsBuilder("c2", dataset="kjv")
-    builder.not_tested(key="large-llama", claim="It holds in Llama", quantity="v1 |cos|", paper="holds",
-                       note="checkpoint not available here")
-    builder.not_tested(key="large-llama", claim="It holds in Llama", quantity="v1 |cos|", paper="holds", baseline=0.05,
-                       note="not run", dataset="wikitext-103", headline=True)
+    builder.not_tested(
+        key="large-llama",
+        claim="It holds in Llama",
+        quantity="v1 |cos|",
+        paper="holds",
+        note="checkpoint not available here",
+    )
+    builder.not_tested(
+        key="large-llama",
+        claim="It holds in Llama",
+        quantity="v1 |cos|",
+        paper="holds",
+        baseline=0.05,
+        note="not run",
+        dataset="wikitext-103",
+        headline=True,
+    )
     here, elsewhere = builder.table().to_dict(orient="records")
     assert here["key"] == "large-llama@kjv" and here["verdict"] == "not tested" and here["n_seeds"] == 0
     assert math.isnan(here["ours_mean"]) and math.isnan(here["ours_std"]) and math.isnan(here["baseline"])
     assert (here["note"], here["primary"], here["headline"]) == ("checkpoint not available here", True, False)
     assert (elsewhere["key"], elsewhere["baseline"], elsewhere["primary"], elsewhere["headline"]) == (
-        "large-llama@wikitext-103", 0.05, False, True)
+        "large-llama@wikitext-103",
+        0.05,
+        False,
+        True,
+    )
     with pytest.raises(TypeError):
         builder.not_tested("large-gemma", "It holds in Gemma", "v1 |cos|", "holds", note="")  # keywords only
 
@@ -359,15 +484,21 @@ def test_the_closing_page_shows_one_verdict_per_claim_and_the_other_datasets_bes
     c2, plain = text.split("\n\n**")
     assert "verdicts on `fashion-mnist`" in c2.splitlines()[0]
     rows = table_rows(c2)
-    assert [row["claim"] for row in rows] == ["The linear net's continuity falls", "ReLU keeps it",
-                                              "Judged on the subset only"]  # each claim once
+    assert [row["claim"] for row in rows] == [
+        "The linear net's continuity falls",
+        "ReLU keeps it",
+        "Judged on the subset only",
+    ]  # each claim once
     falls, _, elsewhere = rows
     assert cell_values(falls["ours (mean ± sd, n)"]) == ("", [0.40, 0.02, 3])
     assert cell_values(falls["verdict"]) == ("reproduced", [])
     assert cell_values(falls["on `mnist-10k`"]) == ("not reproduced", [0.30, 0.02, 3])
     assert cell_values(falls["on `mnist-subset`"]) == ("partly reproduced", [0.20, 0.02, 3])
     assert [cell_values(elsewhere[column]) for column in ("verdict", "on `mnist-10k`", "on `mnist-subset`")] == [
-        ("", []), ("", []), ("reproduced", [0.50, 0.01, 3])]  # no verdict of record, not judged on mnist-10k
+        ("", []),
+        ("", []),
+        ("reproduced", [0.50, 0.01, 3]),
+    ]  # no verdict of record, not judged on mnist-10k
     assert "on `" not in plain and "verdicts on" not in plain
     # at a glance: each claim once, by its verdict of record (the old page counted all 7 rows of c2)
     counts = claims.verdict_counts(table)
@@ -379,16 +510,22 @@ def test_the_closing_page_shows_one_verdict_per_claim_and_the_other_datasets_bes
     assert intro.startswith("4 claims from 2 chapters")
     assert "(`mnist-10k` and `mnist-subset`: 5 verdicts)" in intro
     assert "peak 0.7 " not in claims.details(page).data
-    assert "- The linear net's continuity falls (res-none peak minus final, `mnist-10k`): peak 0.7" in claims.details(page).data
+    assert (
+        "- The linear net's continuity falls (res-none peak minus final, `mnist-10k`): peak 0.7"
+        in claims.details(page).data
+    )
 
 
 def test_a_table_published_before_the_dataset_columns_loads_with_every_row_primary(claims_dir):
     claims_dir.mkdir(parents=True)
     old = frame("first").drop(columns=["dataset", "primary"])
-    records = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
-               for r in old.to_dict(orient="records")]
-    (claims_dir / "first.json").write_text(json.dumps({"chapter": "first", "scale": "cpu", "overrides": {},
-                                                       "claims": records}))
+    records = [
+        {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+        for r in old.to_dict(orient="records")
+    ]
+    (claims_dir / "first.json").write_text(
+        json.dumps({"chapter": "first", "scale": "cpu", "overrides": {}, "claims": records})
+    )
     table = claims.collect("cpu", chapters=["first"])
     assert list(table["dataset"]) == ["", ""] and list(table["primary"]) == [True, True]
     assert claims.verdict_counts(table).loc["first"].sum() == 2

@@ -4,7 +4,6 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-
 from helpers import synthetic
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "compare_precision.py"
@@ -28,8 +27,9 @@ def test_the_rule_is_the_larger_of_0_03_and_the_pooled_sd(script):
         return {row["group"]: (row["verdict"], round(row["difference"], 6)) for row in rows}
 
     # res-relu: sd 0.014 in fp32, so 0.03 rules; res-none: no spread at all, 0.03 rules too
-    assert verdicts({("res-relu", 0): [0.529], ("res-relu", 1): [0.549], ("res-none", 0): [0.54],
-                     ("res-none", 1): [0.54]}) == {"res-relu": ("within", 0.029), "res-none": ("OUTSIDE", 0.04)}
+    assert verdicts(
+        {("res-relu", 0): [0.529], ("res-relu", 1): [0.549], ("res-none", 0): [0.54], ("res-none", 1): [0.54]}
+    ) == {"res-relu": ("within", 0.029), "res-none": ("OUTSIDE", 0.04)}
     # a wide seed spread widens the tolerance beyond 0.03
     wide = {("res-relu", 0): [0.40], ("res-relu", 1): [0.80], ("res-none", 0): [0.5], ("res-none", 1): [0.5]}
     assert verdicts(wide)["res-relu"][0] == "within"

@@ -26,7 +26,9 @@ def test_the_forks_share_the_base_run_to_the_switch_and_snapshot_the_equal_dista
     assert {c.optimizer.lr for c in configs} == {settings.base.optimizer.lr}  # the same run up to the switch
 
 
-def _fork_table(rate: float, none_loss_per_unit_lr: float, relu_fall: float, balance_per_unit_lr: float) -> pd.DataFrame:
+def _fork_table(
+    rate: float, none_loss_per_unit_lr: float, relu_fall: float, balance_per_unit_lr: float
+) -> pd.DataFrame:
     """Both conditions of one fork, 2 seeds, 2 layer pairs: res-none's weight v1 falls by ``none_loss_per_unit_lr``
     per unit of summed lr after the switch (from 0.8, floored at 0.1), res-relu's by ``relu_fall`` over the run;
     res-none's pair balance grows by ``balance_per_unit_lr`` per unit of summed lr."""
@@ -41,18 +43,50 @@ def _fork_table(rate: float, none_loss_per_unit_lr: float, relu_fall: float, bal
             for condition, value in (("res-none", none), ("res-relu", relu)):
                 keys = dict(condition=condition, optimizer="adam", init_scale=1.0, seed=seed)
                 for layer in (0, 1):
-                    rows.append(dict(step=step, group="hidden", layer=layer, metric="weight_cos", space="input",
-                                     direction=1, value=value - 0.02 * layer * distance, **keys))
-                    rows.append(dict(step=step, group="hidden", layer=layer, metric="pair_balance_motion", space="",
-                                     direction=0, value=balance * (1 + layer), **keys))
-                rows.append(dict(step=step, group="model", layer=MODEL_LAYER, metric="unit_balance_motion", space="",
-                                 direction=0, value=0.01 * step / STEPS, **keys))
+                    rows.append(
+                        dict(
+                            step=step,
+                            group="hidden",
+                            layer=layer,
+                            metric="weight_cos",
+                            space="input",
+                            direction=1,
+                            value=value - 0.02 * layer * distance,
+                            **keys,
+                        )
+                    )
+                    rows.append(
+                        dict(
+                            step=step,
+                            group="hidden",
+                            layer=layer,
+                            metric="pair_balance_motion",
+                            space="",
+                            direction=0,
+                            value=balance * (1 + layer),
+                            **keys,
+                        )
+                    )
+                rows.append(
+                    dict(
+                        step=step,
+                        group="model",
+                        layer=MODEL_LAYER,
+                        metric="unit_balance_motion",
+                        space="",
+                        direction=0,
+                        value=0.01 * step / STEPS,
+                        **keys,
+                    )
+                )
     return pd.DataFrame(rows)[RUN_COLUMNS + ["condition", "optimizer", "init_scale", "seed"]]
 
 
 def test_a_fall_set_by_the_summed_rate_reads_for_drift_everywhere():
-    tables = {rate: _fork_table(rate, none_loss_per_unit_lr=0.6, relu_fall=0.0, balance_per_unit_lr=0.5)
-              for rate in forks.FORK_RATES}
+    tables = {
+        rate: _fork_table(rate, none_loss_per_unit_lr=0.6, relu_fall=0.0, balance_per_unit_lr=0.5)
+        for rate in forks.FORK_RATES
+    }
     found = forks.fork_findings(tables, STEPS)
     assert found.equal_distance_verdict() == "reproduced"
     assert found.fall_grows_with_rate()[1] == "reproduced"
@@ -64,8 +98,10 @@ def test_a_fall_set_by_the_summed_rate_reads_for_drift_everywhere():
 
 def test_a_fall_set_by_the_steps_and_a_falling_baseline_read_against_drift():
     # the same fall per step at every rate: per unit of summed rate the small rate falls 20x faster
-    tables = {rate: _fork_table(rate, none_loss_per_unit_lr=0.6e-3 / rate, relu_fall=0.5, balance_per_unit_lr=0.0)
-              for rate in forks.FORK_RATES}
+    tables = {
+        rate: _fork_table(rate, none_loss_per_unit_lr=0.6e-3 / rate, relu_fall=0.5, balance_per_unit_lr=0.0)
+        for rate in forks.FORK_RATES
+    }
     found = forks.fork_findings(tables, STEPS)
     assert found.equal_distance_verdict() == "not reproduced"
     assert found.fall_grows_with_rate()[1] == "not reproduced"

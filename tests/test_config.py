@@ -69,8 +69,12 @@ def test_configs_reject_what_would_fail_later(make, message):
 def test_lm_config_rejects_booleans_fractions_and_non_integers():
     from geocont.lm import LMRunConfig
 
-    for changes, message in [(dict(seed=True), "seed"), (dict(n_snapshots=2.5), "n_snapshots"),
-                             (dict(steps=10.0), "steps"), (dict(batch_size=False), "batch_size")]:
+    for changes, message in [
+        (dict(seed=True), "seed"),
+        (dict(n_snapshots=2.5), "n_snapshots"),
+        (dict(steps=10.0), "steps"),
+        (dict(batch_size=False), "batch_size"),
+    ]:
         with pytest.raises(ValueError, match=message):
             LMRunConfig(**changes)
     assert LMRunConfig(optimizer=OptimizerConfig("adam", lr=1)).optimizer.lr == 1.0
@@ -91,10 +95,28 @@ def test_equal_runs_get_equal_cache_keys_and_existing_keys_are_unchanged():
     # the identity of the default run, unfused, is the plain dict it had before normalisation existed
     # (its key changes only with the cache's SCHEMA_VERSION); fused runs add fused_optimizer=True
     assert MLPRunConfig(fused_optimizer=False).to_dict() == {
-        "condition": "res-relu", "seed": 0, "dataset": "mnist-subset", "max_train": None, "depth": 16, "width": 256,
-        "init_scale": 1.0, "optimizer": {"name": "adam", "lr": 0.001, "beta1": 0.9, "beta2": 0.999, "eps": 1e-08,
-                                         "momentum": 0.0, "weight_decay": 0.0},
-        "batch_size": 128, "epochs": 30, "n_snapshots": 12, "n_directions": 8, "device": "cpu"}
+        "condition": "res-relu",
+        "seed": 0,
+        "dataset": "mnist-subset",
+        "max_train": None,
+        "depth": 16,
+        "width": 256,
+        "init_scale": 1.0,
+        "optimizer": {
+            "name": "adam",
+            "lr": 0.001,
+            "beta1": 0.9,
+            "beta2": 0.999,
+            "eps": 1e-08,
+            "momentum": 0.0,
+            "weight_decay": 0.0,
+        },
+        "batch_size": 128,
+        "epochs": 30,
+        "n_snapshots": 12,
+        "n_directions": 8,
+        "device": "cpu",
+    }
     # fields added later join the identity only away from the default that reproduces the earlier runs
     long = MLPRunConfig(steps=9360, n_late_snapshots=4, snapshot_steps=[930]).to_dict()
     assert (long["steps"], long["n_late_snapshots"], long["snapshot_steps"]) == (9360, 4, (930,))
@@ -105,7 +127,9 @@ def test_lm_schedule_fields_keep_old_cache_keys_and_add_snapshots():
     from geocont.config import LMRunConfig
 
     plain = LMRunConfig(steps=100, n_snapshots=4)
-    assert "n_late_snapshots" not in plain.to_dict() and "snapshot_steps" not in plain.to_dict()  # keys of older runs unchanged
+    assert (
+        "n_late_snapshots" not in plain.to_dict() and "snapshot_steps" not in plain.to_dict()
+    )  # keys of older runs unchanged
     assert plain.schedule() == [0, 1, 10, 100]
     scheduled = LMRunConfig(steps=100, n_snapshots=4, n_late_snapshots=4, snapshot_steps=(40, 40))
     assert scheduled.snapshot_steps == (40,) and scheduled.to_dict()["snapshot_steps"] == (40,)
@@ -124,8 +148,11 @@ def test_the_step_schedule_needs_its_factor_and_the_factor_needs_the_schedule():
     assert cache_key("mlp", MLPRunConfig(lr_step_factor=None).to_dict()) == cache_key("mlp", MLPRunConfig().to_dict())
     with pytest.raises(ValueError, match=r"^lr_schedule='step' needs lr_step_factor \(the learning rate's multiplier"):
         MLPRunConfig(lr_schedule="step")
-    with pytest.raises(ValueError, match=r"^lr_step_factor and lr_switch_step apply only to lr_schedule='step' "
-                                         r"\(got lr_schedule='constant'\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^lr_step_factor and lr_switch_step apply only to lr_schedule='step' "
+        r"\(got lr_schedule='constant'\)$",
+    ):
         MLPRunConfig(lr_step_factor=0.1)
     with pytest.raises(ValueError, match="apply only to lr_schedule='step' \\(got lr_schedule='cosine'\\)"):
         MLPRunConfig(lr_schedule="cosine", lr_step_factor=0.1)

@@ -76,16 +76,18 @@ REST = textwrap.dedent("""\
     .. [#] A footnote.
     .. |version| replace:: 3.11
     """)
-REST_PROSE = ("os --- Operating system interfaces\n\n"
-              "This module wraps open() and __fspath__(); see PEP 519 and the Python site. It is really portable, "
-              "even .\n\n"
-              "- first item with code and a wrapped line\n- second item\n\n"
-              "Functions raise OSError.\n\n"
-              "Changed in version 3.6: Accepts a path-like object.\n\n"
-              "getenv(key, default=None)\n\n"
-              "Return the value of the environment variable key.\n\n"
-              "For example:\n\n"
-              "term\nIts definition, wrapped over two lines.")
+REST_PROSE = (
+    "os --- Operating system interfaces\n\n"
+    "This module wraps open() and __fspath__(); see PEP 519 and the Python site. It is really portable, "
+    "even .\n\n"
+    "- first item with code and a wrapped line\n- second item\n\n"
+    "Functions raise OSError.\n\n"
+    "Changed in version 3.6: Accepts a path-like object.\n\n"
+    "getenv(key, default=None)\n\n"
+    "Return the value of the environment variable key.\n\n"
+    "For example:\n\n"
+    "term\nIts definition, wrapped over two lines."
+)
 
 POD = textwrap.dedent("""\
     =head1 NAME
@@ -122,9 +124,11 @@ POD = textwrap.dedent("""\
 
     sub dropped { 1 }
     """)
-POD_PROSE = ("NAME\n\nperlsyn - Perl syntax\n\nDeclarations\n\n"
-             "A scalar holds undef until it is assigned; see the manual, Terms in perlop and $a->b > 1.\n\n"
-             "- A bullet whose text is the next paragraph.\n\n- An inline bullet")
+POD_PROSE = (
+    "NAME\n\nperlsyn - Perl syntax\n\nDeclarations\n\n"
+    "A scalar holds undef until it is assigned; see the manual, Terms in perlop and $a->b > 1.\n\n"
+    "- A bullet whose text is the next paragraph.\n\n- An inline bullet"
+)
 
 SENTENCE = "and the words of this chapter are plain enough for a reader of any age to follow without any trouble"
 
@@ -135,7 +139,8 @@ def test_rest_becomes_the_prose_a_reader_sees_without_code_tables_or_markup():
 
 def test_rest_literal_marker_forms():
     assert rst_text.plain_text("Expanded::\n\n  code\n\nQuoted ::\n\n  code\n\n::\n\n  code\n\nEnd.") == (
-        "Expanded:\n\nQuoted\n\nEnd.")
+        "Expanded:\n\nQuoted\n\nEnd."
+    )
 
 
 def test_pod_becomes_the_prose_perldoc_shows_without_code():
@@ -187,26 +192,50 @@ def sources(tmp_path, monkeypatch):
     """One small installation of every source, and ``corpora.SOURCES`` pointing at it."""
     program = tmp_path / "bin" / "bible"
     program.parent.mkdir()
-    program.write_text("#!/bin/sh\nfor i in $(seq 1 1000); do printf 'Genesis %d\\n\\n  1 In chapter %d %s.\\n  2 "
-                       f"Amen.\\n\\n' $i $i '{SENTENCE}'; done\n")
+    program.write_text(
+        "#!/bin/sh\nfor i in $(seq 1 1000); do printf 'Genesis %d\\n\\n  1 In chapter %d %s.\\n  2 "
+        f"Amen.\\n\\n' $i $i '{SENTENCE}'; done\n"
+    )
     program.chmod(program.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{program.parent}:{os.environ['PATH']}")
     rest = tmp_path / "rst"
     for i in range(60):
         page = rest / "library" / f"page{i:02d}.rst.txt"
         page.parent.mkdir(parents=True, exist_ok=True)
-        page.write_text(f"Page {i}\n=======\n\nThe page number {i}, {SENTENCE}.\n\n.. code-block:: python\n\n   x = 1\n")
+        page.write_text(
+            f"Page {i}\n=======\n\nThe page number {i}, {SENTENCE}.\n\n.. code-block:: python\n\n   x = 1\n"
+        )
     (rest / "translations").mkdir()
     (rest / "translations" / "page.rst.txt").write_text(f"Übersetzt, {SENTENCE}.\n")
     (rest / "library" / "gfdl.rst.txt").write_text(
-        f".. SPDX-License-Identifier: GFDL-1.1-no-invariants-or-later\n\nA page under another licence, {SENTENCE}.\n")
+        f".. SPDX-License-Identifier: GFDL-1.1-no-invariants-or-later\n\nA page under another licence, {SENTENCE}.\n"
+    )
     pod = tmp_path / "pod"
     pod.mkdir()
     (pod / "perlsyn.pod").write_text(POD.replace("A scalar", f"A scalar, {SENTENCE}, "))
     (pod / "perltoc.pod").write_text(f"=head1 NAME\n\nperltoc - the generated contents, {SENTENCE}\n")
     austen = tmp_path / "austen"
-    _write_austen(austen, {"emma": ["EMMA", "", "VOLUME I", "", "CHAPTER I", "", f"Emma Woodhouse, {SENTENCE},",
-                                    "was _handsome_.", "", "CHAPTER II", "", f"Mr. Weston, {SENTENCE}.", "", "FINIS"]})
+    _write_austen(
+        austen,
+        {
+            "emma": [
+                "EMMA",
+                "",
+                "VOLUME I",
+                "",
+                "CHAPTER I",
+                "",
+                f"Emma Woodhouse, {SENTENCE},",
+                "was _handsome_.",
+                "",
+                "CHAPTER II",
+                "",
+                f"Mr. Weston, {SENTENCE}.",
+                "",
+                "FINIS",
+            ]
+        },
+    )
     fixture = (
         Source("kjv", "bible-kjv-text", "public domain", "bible", "bible"),
         Source("python-docs", "python3.11-doc", "PSF-2.0", str(rest), "rst", excluded=("translations",)),
@@ -220,14 +249,17 @@ def sources(tmp_path, monkeypatch):
 
 def test_each_source_reads_its_documents(sources):
     kjv, rest, pod, austen = (corpora.source_documents(s) for s in sources)
-    assert len(kjv) == 1000 and kjv[0] == Document("kjv", "kjv/Genesis 1", f"In chapter 1 {SENTENCE}.\nAmen.",
-                                                   "public domain")
+    assert len(kjv) == 1000 and kjv[0] == Document(
+        "kjv", "kjv/Genesis 1", f"In chapter 1 {SENTENCE}.\nAmen.", "public domain"
+    )
     assert len(rest) == 61 and not any("translations" in d.id or "Übersetzt" in d.text for d in rest)
     assert rest[0].id == "python-docs/library/gfdl" and rest[0].licence == "GFDL-1.1-no-invariants-or-later"
     assert rest[1].text == f"Page 0\n\nThe page number 0, {SENTENCE}." and rest[1].licence == "PSF-2.0"
     assert [d.id for d in pod] == ["perl-docs/perlsyn"]
-    assert austen == [Document("austen", "austen/emma/001", f"Emma Woodhouse, {SENTENCE}, was handsome.", "public domain"),
-                      Document("austen", "austen/emma/002", f"Mr. Weston, {SENTENCE}.", "public domain")]
+    assert austen == [
+        Document("austen", "austen/emma/001", f"Emma Woodhouse, {SENTENCE}, was handsome.", "public domain"),
+        Document("austen", "austen/emma/002", f"Mr. Weston, {SENTENCE}.", "public domain"),
+    ]
 
 
 def test_offline_english_splits_by_document_and_saves(sources, tmp_path, monkeypatch):
@@ -254,8 +286,15 @@ def test_offline_english_splits_by_document_and_saves(sources, tmp_path, monkeyp
 
 
 def test_a_missing_package_names_the_apt_get_command(sources, tmp_path, monkeypatch):
-    monkeypatch.setattr(corpora, "SOURCES", (sources[0], replace(sources[1], location=str(tmp_path / "none")),
-                                             replace(sources[2], location=str(tmp_path / "gone"))))
+    monkeypatch.setattr(
+        corpora,
+        "SOURCES",
+        (
+            sources[0],
+            replace(sources[1], location=str(tmp_path / "none")),
+            replace(sources[2], location=str(tmp_path / "gone")),
+        ),
+    )
     expected = "`apt-get install python3.11-doc perl-doc`"
     with pytest.raises(text.CorpusNotAvailable, match=expected):
         text.load_corpus("offline-english")

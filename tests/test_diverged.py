@@ -2,9 +2,8 @@
 
 import math
 
-import pytest
-
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -13,15 +12,15 @@ import pandas as pd  # noqa: E402
 from geocont import plotting  # noqa: E402
 from geocont.book.chapter import ClaimsBuilder  # noqa: E402
 from geocont.chapters.mlp_presentation import final_summary  # noqa: E402
-from geocont.statistics import (change_over_last, estimate_at_step, final_estimate, peak_and_final,  # noqa: E402
-                                up_to_step)
+from geocont.statistics import change_over_last, estimate_at_step, final_estimate, peak_and_final, up_to_step  # noqa: E402
 from geocont.tables import DIVERGED, MODEL_LAYER, diverged_runs, make_row, rows_to_frame  # noqa: E402
 
 STEPS = (0, 10, 20, 30)
 
 
-def run_table(condition: str, seed: int, final: float, diverged_at: int | None = None,
-              optimizer: str = "adam") -> pd.DataFrame:
+def run_table(
+    condition: str, seed: int, final: float, diverged_at: int | None = None, optimizer: str = "adam"
+) -> pd.DataFrame:
     """weight_cos rising to ``final``; a run diverged at ``diverged_at`` has its rows before that step and
     then the one ``diverged`` row (the training side's format)."""
     rows = []
@@ -46,8 +45,9 @@ def sweep() -> pd.DataFrame:
 
 def test_diverged_runs_lists_each_with_its_step_and_last_loss():
     runs = diverged_runs(sweep())
-    assert runs.to_dict("records") == [dict(condition="res-none", optimizer="adam", init_scale=1.0, seed=2, step=15,
-                                            last_loss=2.31)]
+    assert runs.to_dict("records") == [
+        dict(condition="res-none", optimizer="adam", init_scale=1.0, seed=2, step=15, last_loss=2.31)
+    ]
     assert diverged_runs(run_table("res-relu", 0, 0.8)).empty
 
 
@@ -81,10 +81,25 @@ def test_every_seed_diverged_gives_no_number_and_says_so():
 def test_claims_notes_say_how_many_seeds_diverged():
     table = sweep()
     builder = ClaimsBuilder("demo")
-    builder.add(key="linear", claim="a claim", quantity="res-none weight v1", paper="0.22",
-                ours=final_estimate(table, "weight_cos", "input", 1, condition="res-none"), baseline=0.05, verdict="reproduced")
-    builder.add(key="relu", claim="another", quantity="res-relu weight v1", paper="high",
-                ours=final_estimate(table, "weight_cos", "input", 1, condition="res-relu"), baseline=0.05, verdict="reproduced", note="n")
+    builder.add(
+        key="linear",
+        claim="a claim",
+        quantity="res-none weight v1",
+        paper="0.22",
+        ours=final_estimate(table, "weight_cos", "input", 1, condition="res-none"),
+        baseline=0.05,
+        verdict="reproduced",
+    )
+    builder.add(
+        key="relu",
+        claim="another",
+        quantity="res-relu weight v1",
+        paper="high",
+        ours=final_estimate(table, "weight_cos", "input", 1, condition="res-relu"),
+        baseline=0.05,
+        verdict="reproduced",
+        note="n",
+    )
     claims = builder.table().set_index("key")
     assert claims.loc["linear", "note"] == "1 of 3 seeds diverged" and claims.loc["linear", "n_seeds"] == 2
     assert claims.loc["relu", "note"] == "n"
@@ -121,10 +136,12 @@ def test_the_chapter_completes_when_the_sgd_control_diverges(monkeypatch):
     from geocont.config import OptimizerConfig
 
     monkeypatch.setenv("GEOCONT_EXECUTOR", "serial")
-    settings = chapter.CHAPTER.configure("smoke", seeds=1, width=8, depth=2, steps=12,
-                                 conditions=["res-relu", "nores-relu", "res-none", "res-radial"])
-    settings = dataclasses.replace(settings, optimizers={**settings.optimizers,
-                                                         "sgd(momentum=0.9)": OptimizerConfig("sgd", lr=10.0, momentum=0.9)})
+    settings = chapter.CHAPTER.configure(
+        "smoke", seeds=1, width=8, depth=2, steps=12, conditions=["res-relu", "nores-relu", "res-none", "res-radial"]
+    )
+    settings = dataclasses.replace(
+        settings, optimizers={**settings.optimizers, "sgd(momentum=0.9)": OptimizerConfig("sgd", lr=10.0, momentum=0.9)}
+    )
     results = chapter.run(settings)
     assert len(diverged_runs(results.robustness)) == 2  # res-relu and res-none under SGD
     chapter.baseline_note(results)

@@ -106,8 +106,10 @@ def test_sweep_failed_says_how_many_of_the_others_are_cached(tmp_path, monkeypat
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     monkeypatch.setenv("GEOCONT_CACHE_DIR", str(blocker / "cache"))  # nothing can be stored
-    jobs = [sweeps.Job("demo", {"value": 1.0}, _table_of, 1.0, label="good"),
-            sweeps.Job("demo", {"value": 2.0}, _fail, 2.0, label="bad")]
+    jobs = [
+        sweeps.Job("demo", {"value": 1.0}, _table_of, 1.0, label="good"),
+        sweeps.Job("demo", {"value": 2.0}, _fail, 2.0, label="bad"),
+    ]
     with pytest.warns(UserWarning), pytest.raises(sweeps.SweepFailed) as failed:
         sweeps.run_jobs(jobs, executor="serial", progress=False)
     first = str(failed.value).splitlines()[0]
@@ -205,7 +207,7 @@ def test_a_script_without_a_main_guard_is_told_the_cause(tmp_path):
     environment = {**os.environ, "PYTHONPATH": SRC, "GEOCONT_CACHE_DIR": str(tmp_path / "cache")}
     done = subprocess.run([sys.executable, str(script)], env=environment, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
-    assert f"the script {script} has no `if __name__ == \"__main__\":` guard" in done.stderr
+    assert f'the script {script} has no `if __name__ == "__main__":` guard' in done.stderr
 
 
 def test_a_sweep_on_an_unreachable_ray_address_stops_within_seconds():

@@ -13,7 +13,8 @@ def test_the_readme_findings_table_is_generated_from_the_committed_snapshot():
     root = repository_root()
     readme = (root / "README.md").read_text()
     assert findings.readme_block(readme) == findings.findings_markdown(findings.snapshot_dir(root)), (
-        "README.md's findings table is stale: python -m geocont.book.findings --write")
+        "README.md's findings table is stale: python -m geocont.book.findings --write"
+    )
 
 
 def test_the_table_reads_each_main_claim_s_verdict_of_record(tmp_path):

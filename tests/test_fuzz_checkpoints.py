@@ -37,8 +37,13 @@ def _matrices(seed: int) -> list[np.ndarray]:
     """Per layer, a shared rank-one spike plus noise: well-separated leading pairs."""
     generator = torch.Generator().manual_seed(seed)
     u, v = torch.randn(D, generator=generator), torch.randn(D, generator=generator)
-    return [(torch.outer(u, v + 0.3 * torch.randn(D, generator=generator)) / D
-             + 0.01 * torch.randn(D, D, generator=generator)).numpy() for _ in range(N_LAYERS)]
+    return [
+        (
+            torch.outer(u, v + 0.3 * torch.randn(D, generator=generator)) / D
+            + 0.01 * torch.randn(D, D, generator=generator)
+        ).numpy()
+        for _ in range(N_LAYERS)
+    ]
 
 
 def write_small_gguf(path):
@@ -46,8 +51,11 @@ def write_small_gguf(path):
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_block_count(N_LAYERS)
     for i, W in enumerate(_matrices(0)):
-        writer.add_tensor(f"blk.{i}.attn_q.weight", gguf.quants.quantize(W, gguf.GGMLQuantizationType.Q8_0),
-                          raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        writer.add_tensor(
+            f"blk.{i}.attn_q.weight",
+            gguf.quants.quantize(W, gguf.GGMLQuantizationType.Q8_0),
+            raw_dtype=gguf.GGMLQuantizationType.Q8_0,
+        )
     for i, W in enumerate(_matrices(1)):
         writer.add_tensor(f"blk.{i}.attn_k.weight", W.astype(np.float32))
     writer.write_header_to_file()
@@ -59,8 +67,9 @@ def write_small_gguf(path):
 
 def write_small_safetensors(path):
     """Q (bfloat16) and K (float32) of three layers, Llama names."""
-    state = {f"model.layers.{i}.self_attn.q_proj.weight": torch.from_numpy(W).bfloat16()
-             for i, W in enumerate(_matrices(0))}
+    state = {
+        f"model.layers.{i}.self_attn.q_proj.weight": torch.from_numpy(W).bfloat16() for i, W in enumerate(_matrices(0))
+    }
     state.update({f"model.layers.{i}.self_attn.k_proj.weight": torch.from_numpy(W) for i, W in enumerate(_matrices(1))})
     save_file(state, str(path))
     return path
@@ -70,7 +79,7 @@ def corrupt(data: bytes, rng: np.random.Generator) -> tuple[str, bytes]:
     """One random corruption: a truncation, 1-8 flipped bytes, or a zeroed block of 1-512 bytes."""
     kind = ("truncate", "flip", "zero")[int(rng.integers(3))]
     if kind == "truncate":
-        return kind, data[:int(rng.integers(len(data)))]
+        return kind, data[: int(rng.integers(len(data)))]
     damaged = bytearray(data)
     if kind == "flip":
         for position in rng.integers(len(data), size=int(rng.integers(1, 9))):
@@ -102,10 +111,13 @@ def fuzz(path, clean_bytes: bytes, clean_table, seed: int) -> Counter:
     return outcomes
 
 
-@pytest.mark.parametrize("fmt, write, seed", [
-    ("gguf", write_small_gguf, 0),
-    ("safetensors", write_small_safetensors, 1),
-])
+@pytest.mark.parametrize(
+    "fmt, write, seed",
+    [
+        ("gguf", write_small_gguf, 0),
+        ("safetensors", write_small_safetensors, 1),
+    ],
+)
 def test_random_corruptions_end_in_a_geocont_error_or_a_table(tmp_path, fmt, write, seed):
     path = write(tmp_path / f"model.{fmt}")
     clean_bytes = path.read_bytes()

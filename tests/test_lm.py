@@ -16,9 +16,14 @@ TINY = TransformerShape(n_layers=2, d_model=16, n_heads=2, n_kv_heads=1, ffn_dim
 
 
 def test_ablation_switches_change_the_model():
-    silu, relu, none = (build_llama(TransformerShape(**{**TINY.__dict__, "mlp_activation": a})) for a in ("silu", "relu", "none"))
+    silu, relu, none = (
+        build_llama(TransformerShape(**{**TINY.__dict__, "mlp_activation": a})) for a in ("silu", "relu", "none")
+    )
     assert [type(m.model.layers[0].mlp.act_fn).__name__ for m in (silu, relu, none)] == [
-        "SiLUActivation", "ReLU", "LinearActivation"]
+        "SiLUActivation",
+        "ReLU",
+        "LinearActivation",
+    ]
     softmax = build_llama(TINY)
     linear = build_llama(TransformerShape(**{**TINY.__dict__, "attention": "linear"}))
     assert softmax.config._attn_implementation == "eager"

@@ -172,7 +172,8 @@ def test_bad_input_is_rejected():
         metrics.spectral_alignment(torch.eye(3), torch.eye(3), "sideways")
     with pytest.raises(ValueError, match="dimensions"):
         metrics.adjacent_direction_cosines(
-            [metrics.top_singular_triplets(torch.randn(4, 5)), metrics.top_singular_triplets(torch.randn(4, 6))], "input"
+            [metrics.top_singular_triplets(torch.randn(4, 5)), metrics.top_singular_triplets(torch.randn(4, 6))],
+            "input",
         )
     with pytest.raises(ValueError, match="2-D"):
         metrics.top_singular_triplets(torch.randn(3))
@@ -192,10 +193,14 @@ def test_direction_turn_measures_a_constructed_rotation(degrees):
     v = torch.zeros(2, d, dtype=torch.float64)
     v[:, 0] = 1.0
     turned = v @ _plane_rotation(d, 0, 1, degrees).T
-    assert torch.allclose(metrics.direction_turn(v, turned).double(), torch.tensor([degrees] * 2, dtype=torch.float64), atol=1e-3)
+    assert torch.allclose(
+        metrics.direction_turn(v, turned).double(), torch.tensor([degrees] * 2, dtype=torch.float64), atol=1e-3
+    )
     # sign-free: a flipped singular vector has not turned
     assert torch.allclose(metrics.direction_turn(v, -v), torch.zeros(2), atol=1e-6)
-    assert torch.allclose(metrics.direction_turn(v, -turned).double(), torch.tensor([degrees] * 2, dtype=torch.float64), atol=1e-3)
+    assert torch.allclose(
+        metrics.direction_turn(v, -turned).double(), torch.tensor([degrees] * 2, dtype=torch.float64), atol=1e-3
+    )
 
 
 def test_co_rotation_tells_together_apart_and_independent():
@@ -208,15 +213,21 @@ def test_co_rotation_tells_together_apart_and_independent():
     previous = base.expand(layers, d) * signs
     rotation = torch.linalg.matrix_exp(0.05 * _skew(d, generator))
     together = previous @ rotation.T
-    assert torch.allclose(metrics.co_rotation(previous, together).double(), torch.ones(layers - 1, dtype=torch.float64), atol=1e-6)
+    assert torch.allclose(
+        metrics.co_rotation(previous, together).double(), torch.ones(layers - 1, dtype=torch.float64), atol=1e-6
+    )
     # the same turn seen through a sign flip of one snapshot is still "together"
     flipped = together.clone()
     flipped[2] *= -1
-    assert torch.allclose(metrics.co_rotation(previous, flipped).double(), torch.ones(layers - 1, dtype=torch.float64), atol=1e-6)
+    assert torch.allclose(
+        metrics.co_rotation(previous, flipped).double(), torch.ones(layers - 1, dtype=torch.float64), atol=1e-6
+    )
     # alternate layers turn by the inverse rotation: apart
     apart = together.clone()
     apart[1::2] = previous[1::2] @ rotation
-    assert torch.allclose(metrics.co_rotation(previous, apart).double(), -torch.ones(layers - 1, dtype=torch.float64), atol=1e-2)
+    assert torch.allclose(
+        metrics.co_rotation(previous, apart).double(), -torch.ones(layers - 1, dtype=torch.float64), atol=1e-2
+    )
     # independent random turns: |co-rotation| at the random baseline
     many = 400
     previous = base.expand(many, d).clone()
@@ -245,8 +256,9 @@ def test_warm_started_iteration_converges_faster_to_the_same_vectors():
     generator = torch.Generator().manual_seed(3)
     u = torch.randn(8, 128, 1, generator=generator)
     v = torch.randn(8, 96, 1, generator=generator)
-    stack = 3 * (u @ v.transpose(1, 2)) / (u.norm(dim=1, keepdim=True) * v.norm(dim=1, keepdim=True)) \
-        + 0.5 * torch.randn(8, 128, 96, generator=generator) / math.sqrt(128)
+    stack = 3 * (u @ v.transpose(1, 2)) / (
+        u.norm(dim=1, keepdim=True) * v.norm(dim=1, keepdim=True)
+    ) + 0.5 * torch.randn(8, 128, 96, generator=generator) / math.sqrt(128)
     cold = metrics.batched_subspace_iteration(stack, 1, max_iter=300)
     warm = metrics.batched_subspace_iteration(stack, 1, max_iter=3, check_every=3, start=cold[2])
     assert bool(warm[3].all())  # converged at the first check, from the previous answer
@@ -267,8 +279,9 @@ def tied_pair(n: int, gap: float, seed: int) -> torch.Tensor:
     """``s = (1, 1 - gap, 0.5, 0.3, 0.1)`` on a random basis: the top-2 subspace is shared by
     every matrix built with the same ``seed``."""
     u, v = orthonormal(n, 5, seed), orthonormal(n, 5, seed + 1)
-    return with_spectrum(u.double(), torch.tensor([1.0, 1.0 - gap, 0.5, 0.3, 0.1], dtype=torch.float64),
-                         v.double()).float()
+    return with_spectrum(
+        u.double(), torch.tensor([1.0, 1.0 - gap, 0.5, 0.3, 0.1], dtype=torch.float64), v.double()
+    ).float()
 
 
 SOLVERS = {
@@ -328,8 +341,9 @@ def test_a_sigma1_that_overflows_is_flagged_as_an_overflow_not_as_a_zero_matrix(
     assert math.isinf(float(triplet.s[0]))
     assert metrics.direction_flags(triplet) == ["overflow (sigma1 = inf)"]
     assert metrics.direction_flags(metrics.top_singular_triplets(torch.zeros(8, 6))) == ["zero matrix"]
-    pair = metrics.pair_directions(metrics.top_singular_triplets(spiked(8, 6, seed=1)), triplet, "input",
-                                   labels=("layer 0", "layer 1"))
+    pair = metrics.pair_directions(
+        metrics.top_singular_triplets(spiked(8, 6, seed=1)), triplet, "input", labels=("layer 0", "layer 1")
+    )
     assert math.isnan(float(pair.cos[0])) and pair.reasons == (("layer 1: overflow (sigma1 = inf)",),)
 
 
@@ -378,8 +392,10 @@ def test_one_method_vocabulary_for_every_triplet_function():
         single = metrics.top_singular_triplets(W, 2, method=method)
         stacked = metrics.stacked_singular_triplets(W[None], 2, method=method)[0]
         assert float(metrics.abs_cos(single.v, stacked.v).min()) > 0.9999
-    for function in (metrics.top_singular_triplets, lambda W, k, method: metrics.stacked_singular_triplets(W[None], k,
-                                                                                                       method=method)):
+    for function in (
+        metrics.top_singular_triplets,
+        lambda W, k, method: metrics.stacked_singular_triplets(W[None], k, method=method),
+    ):
         with pytest.raises(ValueError, match="valid choices: auto, exact, gram-eigh, iterative"):
             function(W, 1, method="iterative-first")
 
@@ -460,7 +476,9 @@ def test_the_random_subspace_level_agrees_with_random_abs_cos_at_k_one_and_with_
     a, _ = torch.linalg.qr(torch.randn(4000, d, 4, generator=generator, dtype=torch.float64))
     b, _ = torch.linalg.qr(torch.randn(4000, d, 4, generator=generator, dtype=torch.float64))
     direct = torch.linalg.svdvals(a.transpose(1, 2) @ b).mean(-1)
-    assert float(direct.mean()) == pytest.approx(metrics.random_subspace_cos(d, 4), abs=4 * float(direct.std()) / 4000**0.5)
+    assert float(direct.mean()) == pytest.approx(
+        metrics.random_subspace_cos(d, 4), abs=4 * float(direct.std()) / 4000**0.5
+    )
     stack = torch.randn(41, d, d, generator=generator)
     cos = metrics.subspace_cosines(metrics.stacked_singular_triplets(stack, 5), "input", [4])[:, 0]
     assert float(cos.mean()) == pytest.approx(metrics.random_subspace_cos(d, 4), abs=4 * float(cos.std()) / 40**0.5)
@@ -488,6 +506,8 @@ def test_spectral_alignment_does_not_depend_on_the_two_matrices_scales_and_flags
     assert metrics.spectral_alignment(a, b * 1e5, "input") == pytest.approx(metrics.spectral_alignment(a, b, "input"))
     orthogonal, _ = torch.linalg.qr(torch.randn(64, 64, generator=generator))
     assert math.isnan(metrics.spectral_alignment(orthogonal, a[:64, :64], "input"))
-    batched = metrics.adjacent_spectral_alignment(torch.stack([orthogonal, torch.randn(64, 64, generator=generator),
-                                                               torch.randn(64, 64, generator=generator)]), "input")
+    batched = metrics.adjacent_spectral_alignment(
+        torch.stack([orthogonal, torch.randn(64, 64, generator=generator), torch.randn(64, 64, generator=generator)]),
+        "input",
+    )
     assert math.isnan(float(batched[0])) and math.isfinite(float(batched[1]))

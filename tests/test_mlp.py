@@ -61,8 +61,15 @@ def test_preactivation_norms_follow_the_forward_pass():
     assert torch.allclose(norms[0], first.norm(dim=-1))
 
 
-@pytest.mark.parametrize("condition, norm_type", [("res-ln", torch.nn.LayerNorm), ("res-ln-relu", torch.nn.LayerNorm),
-                                                  ("res-rms", torch.nn.RMSNorm), ("res-rms-relu", torch.nn.RMSNorm)])
+@pytest.mark.parametrize(
+    "condition, norm_type",
+    [
+        ("res-ln", torch.nn.LayerNorm),
+        ("res-ln-relu", torch.nn.LayerNorm),
+        ("res-rms", torch.nn.RMSNorm),
+        ("res-rms-relu", torch.nn.RMSNorm),
+    ],
+)
 def test_normalisation_is_applied_before_the_linear_map(condition, norm_type):
     model = ResidualMLP(condition, in_features=8, width=8, depth=2)
     block = model.blocks[0]
@@ -121,7 +128,9 @@ def test_batch_centred_relu_removes_the_batch_mean_inside_the_gradient_and_keeps
     second = torch.randn(32, 6, dtype=torch.float64, requires_grad=True)
     out = activation(second)
     assert out.detach().mean(0).abs().max() < 1e-12
-    expected = (1 - RUNNING_MOMENTUM) * torch.relu(first).mean(0) + RUNNING_MOMENTUM * torch.relu(second.detach()).mean(0)
+    expected = (1 - RUNNING_MOMENTUM) * torch.relu(first).mean(0) + RUNNING_MOMENTUM * torch.relu(second.detach()).mean(
+        0
+    )
     assert torch.allclose(activation.mu, expected, rtol=0, atol=1e-15)
     out.sum().backward()  # the gradient flows through the mean: the sum of a centred output does not move
     assert second.grad.abs().max() < 1e-12
@@ -164,15 +173,25 @@ def test_the_centred_relu_without_residual_starts_with_a_stable_signal():
     assert 0.5 < norms[-1] / norms[1] < 2  # He's sqrt(2) would shrink it ~20x over the 16 layers
 
 
-@pytest.mark.parametrize("condition", ["res-leaky-0.5", "res-leaky-0.9", "res-leaky-0.99", "res-relu-batch-centred",
-                                       "nores-relu-batch-centred", "res-radial-track"])
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "res-leaky-0.5",
+        "res-leaky-0.9",
+        "res-leaky-0.99",
+        "res-relu-batch-centred",
+        "nores-relu-batch-centred",
+        "res-radial-track",
+    ],
+)
 def test_the_new_conditions_train(condition):
     from geocont.config import MLPRunConfig
     from geocont.tables import select
     from geocont.training import train_mlp
 
-    config = MLPRunConfig(condition=condition, max_train=256, width=16, depth=4, steps=8, batch_size=64,
-                          n_snapshots=3, n_directions=1)
+    config = MLPRunConfig(
+        condition=condition, max_train=256, width=16, depth=4, steps=8, batch_size=64, n_snapshots=3, n_directions=1
+    )
     table = train_mlp(config, progress=False)
     losses = select(table, "train_loss")["value"]
     assert select(table, "diverged").empty and losses.notna().all() and losses.iloc[-1] < losses.iloc[0]

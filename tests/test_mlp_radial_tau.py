@@ -32,7 +32,9 @@ def test_scaled_radial_activation_is_rotation_equivariant():
     x = torch.randn(16, 8, dtype=torch.float64)
     activation(x)  # fixes tau
     for seed in range(3):
-        rotation, _ = torch.linalg.qr(torch.randn(8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)))
+        rotation, _ = torch.linalg.qr(
+            torch.randn(8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+        )
         assert torch.allclose(activation(x @ rotation.T), activation(x) @ rotation.T, atol=1e-12)
     assert not torch.allclose(activation(2 * x), 2 * activation(x))
 
@@ -83,8 +85,16 @@ def test_res_radial_tau_trains_with_tau_fixed():
 
 def test_train_mlp_runs_res_radial_tau(monkeypatch, tmp_path):
     monkeypatch.setenv("GEOCONT_CACHE_DIR", str(tmp_path))
-    config = MLPRunConfig(condition="res-radial-tau", max_train=256, width=16, depth=4, epochs=2,
-                          batch_size=64, n_snapshots=4, n_directions=1)
+    config = MLPRunConfig(
+        condition="res-radial-tau",
+        max_train=256,
+        width=16,
+        depth=4,
+        epochs=2,
+        batch_size=64,
+        n_snapshots=4,
+        n_directions=1,
+    )
     table = train_mlp(config, progress=False)
     losses = table[table.metric == "train_loss"].value
     assert len(losses) >= 3 and losses.notna().all() and losses.iloc[-1] < losses.iloc[0]
@@ -103,7 +113,9 @@ def test_tracking_tau_follows_the_median_norm_in_training_and_not_in_eval():
     out = activation(wider)  # uses tau0, then moves tau towards this batch's median norm
     norms = torch.linalg.vector_norm(wider, dim=-1, keepdim=True)
     assert torch.equal(out, wider * torch.tanh(norms / tau0))
-    assert float(activation.tau) == pytest.approx((1 - RUNNING_MOMENTUM) * tau0 + RUNNING_MOMENTUM * float(norms.median()))
+    assert float(activation.tau) == pytest.approx(
+        (1 - RUNNING_MOMENTUM) * tau0 + RUNNING_MOMENTUM * float(norms.median())
+    )
     activation.eval()
     tau1 = activation.tau.clone()
     activation(100 * wider)

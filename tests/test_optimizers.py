@@ -46,16 +46,21 @@ def test_frame_adam_is_adam_on_the_rotated_problem():
     g = torch.Generator().manual_seed(1)
     left, right = (torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64))[0] for n in (5, 4))
     framed = trajectory(lambda w, b: FrameAdam([w, b], {w: (left, right)}, **OPTIONS), loss, w0)
-    rotated = trajectory(lambda v, b: torch.optim.Adam([v, b], foreach=False, **OPTIONS), loss,
-                         left.T @ w0 @ right, map_to_w=lambda v: left @ v @ right.T)
+    rotated = trajectory(
+        lambda v, b: torch.optim.Adam([v, b], foreach=False, **OPTIONS),
+        loss,
+        left.T @ w0 @ right,
+        map_to_w=lambda v: left @ v @ right.T,
+    )
     for (fw, fb), (rw, rb) in zip(framed, rotated):
         assert torch.allclose(fw, rw, atol=1e-10) and torch.allclose(fb, rb, atol=1e-10)
     # the control it is: plain Adam in the standard frame follows another path (SGD would not)
     plain = trajectory(lambda w, b: torch.optim.Adam([w, b], foreach=False, **OPTIONS), loss, w0)
     assert not torch.allclose(plain[-1][0], framed[-1][0], atol=1e-3)
     sgd = trajectory(lambda w, b: torch.optim.SGD([w, b], lr=1e-3), loss, w0)
-    sgd_rotated = trajectory(lambda v, b: torch.optim.SGD([v, b], lr=1e-3), loss, left.T @ w0 @ right,
-                             map_to_w=lambda v: left @ v @ right.T)
+    sgd_rotated = trajectory(
+        lambda v, b: torch.optim.SGD([v, b], lr=1e-3), loss, left.T @ w0 @ right, map_to_w=lambda v: left @ v @ right.T
+    )
     assert torch.allclose(sgd[-1][0], sgd_rotated[-1][0], atol=1e-10)
 
 
@@ -64,7 +69,9 @@ def test_random_frames_are_orthogonal_per_layer_and_seeded():
     frames = random_frames(matrices, seed=0)
     for left, right in frames.values():
         assert left.dtype == torch.float32 and left.shape == (6, 6) and right.shape == (4, 4)
-        assert torch.allclose(left.T @ left, torch.eye(6), atol=1e-5) and torch.allclose(right @ right.T, torch.eye(4), atol=1e-5)
+        assert torch.allclose(left.T @ left, torch.eye(6), atol=1e-5) and torch.allclose(
+            right @ right.T, torch.eye(4), atol=1e-5
+        )
     lefts = [frames[m][0] for m in matrices]
     assert not torch.allclose(lefts[0], lefts[1], atol=0.1)  # each layer has its own axes
     again = random_frames(matrices, seed=0)
@@ -109,16 +116,32 @@ def test_make_optimizer_and_config_wire_adam_rotated():
 
 def test_existing_cache_keys_are_unchanged():
     # the optimizer's identity gained no field (tests/test_config.py pins the default run's whole identity)
-    assert MLPRunConfig().to_dict()["optimizer"] == {"name": "adam", "lr": 0.001, "beta1": 0.9, "beta2": 0.999,
-                                                     "eps": 1e-08, "momentum": 0.0, "weight_decay": 0.0}
+    assert MLPRunConfig().to_dict()["optimizer"] == {
+        "name": "adam",
+        "lr": 0.001,
+        "beta1": 0.9,
+        "beta2": 0.999,
+        "eps": 1e-08,
+        "momentum": 0.0,
+        "weight_decay": 0.0,
+    }
     rotated = MLPRunConfig(optimizer=OptimizerConfig("adam-rotated"))
     assert cache_key("mlp", rotated.to_dict()) != cache_key("mlp", MLPRunConfig().to_dict())
 
 
 def test_train_mlp_with_adam_rotated(monkeypatch, tmp_path):
     monkeypatch.setenv("GEOCONT_CACHE_DIR", str(tmp_path))
-    config = MLPRunConfig(condition="res-none", max_train=256, width=16, depth=4, epochs=3, batch_size=64,
-                          n_snapshots=4, n_directions=1, optimizer=OptimizerConfig("adam-rotated", lr=3e-3))
+    config = MLPRunConfig(
+        condition="res-none",
+        max_train=256,
+        width=16,
+        depth=4,
+        epochs=3,
+        batch_size=64,
+        n_snapshots=4,
+        n_directions=1,
+        optimizer=OptimizerConfig("adam-rotated", lr=3e-3),
+    )
     table = train_mlp(config, progress=False)
     losses = table[table.metric == "train_loss"].value
     assert losses.notna().all() and losses.iloc[-1] < losses.iloc[0]

@@ -8,15 +8,17 @@ import subprocess
 import sys
 import textwrap
 import time
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 MLP_PACKAGES = ("torchvision", "mlxtend")
-DATA_MESSAGE = ("geocont.data (the MLP chapters' image datasets) needs torchvision and mlxtend, which the core install "
-                "leaves out: pip install geocont[mlp]")
+DATA_MESSAGE = (
+    "geocont.data (the MLP chapters' image datasets) needs torchvision and mlxtend, which the core install "
+    "leaves out: pip install geocont[mlp]"
+)
 
 
 def _name(requirement: str) -> str:
@@ -30,8 +32,11 @@ def _project() -> dict:
 
 def test_every_dependency_of_every_extra_is_pinned_in_requirements_txt():
     """`make setup` installs `-e .[all]` against requirements.txt: nothing it names may come unpinned."""
-    pins = {_name(line): line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()
-            if line.strip() and not line.startswith("#")}
+    pins = {
+        _name(line): line.strip()
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
     assert all("==" in pin for pin in pins.values()), [p for p in pins.values() if "==" not in p]
     project = _project()
     extras = project["optional-dependencies"]
@@ -68,13 +73,16 @@ def _python(code: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_analyze_never_imports_the_mlp_packages_and_geocont_data_names_their_extra(tmp_path):
     """In one subprocess (one torch import): `geocont analyze` with every import of torchvision and mlxtend
     refused and recorded, then `import geocont.data` as if they were not installed."""
-    from geocont.synthetic import write_spiked_checkpoint
-
     import torch
 
-    path = write_spiked_checkpoint(tmp_path / "ckpt", {"q_proj": (32, 32), "down_proj": (32, 48)}, n_layers=3,
-                                   dtype=torch.float32)
-    done = _python(BLOCKER.format(blocked=MLP_PACKAGES) + textwrap.dedent(f"""
+    from geocont.synthetic import write_spiked_checkpoint
+
+    path = write_spiked_checkpoint(
+        tmp_path / "ckpt", {"q_proj": (32, 32), "down_proj": (32, 48)}, n_layers=3, dtype=torch.float32
+    )
+    done = _python(
+        BLOCKER.format(blocked=MLP_PACKAGES)
+        + textwrap.dedent(f"""
         import geocont
         from geocont.cli import main
         status = main(["analyze", {str(path)!r}, "-q", "--no-cache", "-o", "table.csv"])
@@ -92,11 +100,15 @@ def test_analyze_never_imports_the_mlp_packages_and_geocont_data_names_their_ext
         for package in ("matplotlib", "seaborn"):
             sys.modules[package] = None
         print(main(["analyze", {str(path)!r}, "-q", "--figure", "depth.png"]))
-    """), tmp_path)
+    """),
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-3:] == ["0 [] []", DATA_MESSAGE, "2"]
-    assert done.stderr.strip().splitlines()[-1] == ("error: geocont analyze --figure needs matplotlib and seaborn, "
-                                                    "which the core install leaves out: pip install geocont[plot]")
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: geocont analyze --figure needs matplotlib and seaborn, "
+        "which the core install leaves out: pip install geocont[plot]"
+    )
     assert (tmp_path / "table.csv").read_text().count("\n") == 7  # header + 2 projections x 3 layers
 
 
@@ -157,13 +169,34 @@ def core_venv(tmp_path_factory):
     venv = base / "venv"
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    site = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path("
-                                "'purelib'))"], check=True, capture_output=True, text=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     linked = _link_installed(_installed_closure("torch"), site)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile",
-                           "--disable-pip-version-check", "-c", str(ROOT / "requirements.txt"), str(project)],
-                          env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-compile",
+            "--disable-pip-version-check",
+            "-c",
+            str(ROOT / "requirements.txt"),
+            str(project),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     print(f"core install: {time.perf_counter() - started:.0f} s (torch {'linked' if linked else 'installed by pip'})")
     yield venv, env
@@ -172,21 +205,38 @@ def core_venv(tmp_path_factory):
 
 @pytest.mark.slow
 def test_the_core_install_analyzes_a_checkpoint_and_refuses_the_datasets_in_one_line(core_venv, tmp_path):
-    from geocont.synthetic import write_spiked_checkpoint
-
     import torch
+
+    from geocont.synthetic import write_spiked_checkpoint
 
     venv, env = core_venv
     env = {**env, "GEOCONT_CACHE_DIR": str(tmp_path / "cache")}
-    path = write_spiked_checkpoint(tmp_path / "ckpt", {"q_proj": (32, 32), "down_proj": (32, 48)}, n_layers=3,
-                                   dtype=torch.float32)
-    done = subprocess.run([str(venv / "bin" / "geocont"), "analyze", str(path), "-q", "-o", str(tmp_path / "t.csv")],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    path = write_spiked_checkpoint(
+        tmp_path / "ckpt", {"q_proj": (32, 32), "down_proj": (32, 48)}, n_layers=3, dtype=torch.float32
+    )
+    done = subprocess.run(
+        [str(venv / "bin" / "geocont"), "analyze", str(path), "-q", "-o", str(tmp_path / "t.csv")],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "t.csv").read_text().count("\n") == 7
-    refused = subprocess.run([str(venv / "bin" / "python"), "-c", "import importlib.util; print([importlib.util."
-                              f"find_spec(p) is None for p in {MLP_PACKAGES}]); import geocont.data"],
-                             env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    refused = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import importlib.util; print([importlib.util."
+            f"find_spec(p) is None for p in {MLP_PACKAGES}]); import geocont.data",
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert refused.stdout.strip() == "[True, True]", refused.stderr  # the core install left them out
     assert refused.returncode == 1
     assert refused.stderr.strip().splitlines()[-1] == f"geocont.extras.MissingExtra: {DATA_MESSAGE}"

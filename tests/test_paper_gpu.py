@@ -28,7 +28,7 @@ def test_step_flops_count_every_weight_matrix_six_times_per_example():
     shape = LM_SHAPES["smoke"]
     matrices = sum(m.weight.numel() for m in build_llama(shape).modules() if isinstance(m, torch.nn.Linear))
     tokens = 3 * shape.max_seq_len
-    attention = 3 * shape.n_layers * 4 * 3 * shape.max_seq_len ** 2 * shape.d_model
+    attention = 3 * shape.n_layers * 4 * 3 * shape.max_seq_len**2 * shape.d_model
     assert transformer_step_flops(shape, 3) == 6 * matrices * tokens + attention
     assert mlp_step_flops(depth=2, width=4, batch=5, features=3, classes=2) == 6 * 5 * (3 * 4 + 2 * 16 + 4 * 2)
 
@@ -37,9 +37,9 @@ def test_the_plan_puts_the_transformers_first_then_the_condition_2_core(script):
     runs = script.plan("kjv", "fashion-mnist")
     labels = [r.label for r in runs]
     assert labels[:2] == ["transformer silu seed=0", "transformer none seed=0"]
-    core = labels[2:2 + 3 * len(script.CONDITION_2_CORE)]
+    core = labels[2 : 2 + 3 * len(script.CONDITION_2_CORE)]
     assert all(l.startswith("MLP ") and "fashion-mnist" in l for l in core)
-    assert [l.split()[1] for l in core[:len(script.CONDITION_2_CORE)]] == list(script.CONDITION_2_CORE)
+    assert [l.split()[1] for l in core[: len(script.CONDITION_2_CORE)]] == list(script.CONDITION_2_CORE)
     assert len(set(labels)) == len(labels)
     first = runs[0].job.argument
     assert first.precision == "bf16-autocast" and first.device == "auto" and first.corpus == "kjv"

@@ -26,19 +26,43 @@ BOOK = Path(__file__).resolve().parents[1] / "book"
 #: What the dry run changes in the ``paper`` presets (the sizes stay). It trains in fp32: bf16 autocast is
 #: many times slower than fp32 on a CPU without native bf16 (AVX-512 BF16 or AMX), and its own path is
 #: tested in tests/test_training_speed.py; that the paper presets ask for bf16 is tested below.
-MLP_DRY_RUN = dict(dataset="fashion-mnist", steps=6, early_steps=3, n_snapshots=4, n_late_snapshots=2, seeds=(0, 1),
-                   trace_every=1, precision="fp32")
+MLP_DRY_RUN = dict(
+    dataset="fashion-mnist",
+    steps=6,
+    early_steps=3,
+    n_snapshots=4,
+    n_late_snapshots=2,
+    seeds=(0, 1),
+    trace_every=1,
+    precision="fp32",
+)
 LM_DRY_WINDOW = 64
-LM_DRY_RUN = dict(corpus="kjv", steps=4, early_step=2, batch_size=1, n_snapshots=3, n_late_snapshots=2, eval_windows=2,
-                  max_seq_len=LM_DRY_WINDOW, precision="fp32")
+LM_DRY_RUN = dict(
+    corpus="kjv",
+    steps=4,
+    early_step=2,
+    batch_size=1,
+    n_snapshots=3,
+    n_late_snapshots=2,
+    eval_windows=2,
+    max_seq_len=LM_DRY_WINDOW,
+    precision="fp32",
+)
 #: Per chapter, notebook parameters set besides ``scale``: offline stand-ins and smaller analyses (the
 #: Condition-2 chapter: its headline dataset offline, two seeds of the linear net).
 CHAPTER_PARAMETERS = {
     "condition2": dict(datasets=["fashion-mnist"], many_seeds=2),
-    "pretrained_continuity": dict(models=["smollm2-135m"], max_layers=4, measure_cost=False, quantize=["Q8_0"],
-                                  large_models=[]),
-    "compression": dict(pretrained="smollm2-135m", sharing_layers=[12, 13, 14, 15], budgets=[0.25],
-                        projections=["q_proj", "o_proj"], n_windows=2, window_length=64),
+    "pretrained_continuity": dict(
+        models=["smollm2-135m"], max_layers=4, measure_cost=False, quantize=["Q8_0"], large_models=[]
+    ),
+    "compression": dict(
+        pretrained="smollm2-135m",
+        sharing_layers=[12, 13, 14, 15],
+        budgets=[0.25],
+        projections=["q_proj", "o_proj"],
+        n_windows=2,
+        window_length=64,
+    ),
 }
 
 

@@ -32,8 +32,11 @@ def run_error(monkeypatch, *arguments: str) -> str:
     monkeypatch.setattr(build, "execute", lambda *args, **kwargs: pytest.fail("executed despite a bad input"))
     start = time.monotonic()
     with pytest.raises(SystemExit) as exit_info:
-        build.main(["run", *arguments, "--no-render"] if arguments[0].endswith(".ipynb") else
-                   ["run", MLP, *arguments, "--no-render"])
+        build.main(
+            ["run", *arguments, "--no-render"]
+            if arguments[0].endswith(".ipynb")
+            else ["run", MLP, *arguments, "--no-render"]
+        )
     assert time.monotonic() - start < 10
     message = str(exit_info.value)
     assert message.startswith("error: ") and "\n" not in message
@@ -60,8 +63,9 @@ def test_the_data_control_datasets_are_checked_too(tmp_path, monkeypatch):
 
 def test_an_unreachable_corpus_is_one_line(tmp_path, monkeypatch, offline):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    message = run_error(monkeypatch, "book/transformer_projections.ipynb", "-p", "scale", "smoke",
-                        "-p", "corpus", "wikitext-103")
+    message = run_error(
+        monkeypatch, "book/transformer_projections.ipynb", "-p", "scale", "smoke", "-p", "corpus", "wikitext-103"
+    )
     assert "corpus wikitext-103 is not in the Hugging Face cache" in message and "choose corpus kjv" in message
 
 
@@ -88,19 +92,27 @@ def test_a_model_too_large_for_the_machine_is_refused_with_the_numbers(monkeypat
 def test_the_memory_estimate_grows_with_the_model():
     small, large = MLPRunConfig(width=32, depth=4), MLPRunConfig(width=256, depth=16)
     assert preflight.run_memory_bytes(small) < preflight.run_memory_bytes(large)
-    lm = LMRunConfig(shape=TransformerShape(n_layers=4, d_model=128, n_heads=4, n_kv_heads=4, ffn_dim=344,
-                                            vocab_size=2048, max_seq_len=128))
+    lm = LMRunConfig(
+        shape=TransformerShape(
+            n_layers=4, d_model=128, n_heads=4, n_kv_heads=4, ffn_dim=344, vocab_size=2048, max_seq_len=128
+        )
+    )
     assert preflight.lm_parameters(lm) == sum(
-        p.numel() for p in __import__("geocont.transformer", fromlist=["build_llama"]).build_llama(lm.shape).parameters())
+        p.numel()
+        for p in __import__("geocont.transformer", fromlist=["build_llama"]).build_llama(lm.shape).parameters()
+    )
 
 
-@pytest.mark.parametrize("variable, value, expected", [
-    ("GEOCONT_EXECUTOR", "bogus", "error: unknown executor 'bogus'; valid choices: serial, local"),
-    ("GEOCONT_EXECUTOR", "local:0", "error: executor 'local:0': the number of local workers must be >= 1"),
-    ("GEOCONT_EXECUTOR", "local:-1", "error: unknown executor 'local:-1'"),
-    ("GEOCONT_RUN_THREADS", "0", "error: GEOCONT_RUN_THREADS must be a positive integer, got '0'"),
-    ("GEOCONT_RUN_THREADS", "abc", "error: GEOCONT_RUN_THREADS must be a positive integer, got 'abc'"),
-])
+@pytest.mark.parametrize(
+    "variable, value, expected",
+    [
+        ("GEOCONT_EXECUTOR", "bogus", "error: unknown executor 'bogus'; valid choices: serial, local"),
+        ("GEOCONT_EXECUTOR", "local:0", "error: executor 'local:0': the number of local workers must be >= 1"),
+        ("GEOCONT_EXECUTOR", "local:-1", "error: unknown executor 'local:-1'"),
+        ("GEOCONT_RUN_THREADS", "0", "error: GEOCONT_RUN_THREADS must be a positive integer, got '0'"),
+        ("GEOCONT_RUN_THREADS", "abc", "error: GEOCONT_RUN_THREADS must be a positive integer, got 'abc'"),
+    ],
+)
 def test_bad_executor_variables_are_one_line(monkeypatch, variable, value, expected):
     monkeypatch.setenv(variable, value)
     assert run_error(monkeypatch, "-p", "scale", "smoke").startswith(expected)
@@ -134,14 +146,26 @@ def test_the_checkpoints_a_chapter_opens_are_checked_with_its_runs():
 
 @pytest.mark.slow
 def test_the_command_line_prints_one_line_and_no_traceback(tmp_path):
-    environment = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(geocont.__file__).resolve().parents[1]),
-                   "GEOCONT_EXECUTOR": "local:0", "HOME": str(tmp_path), "GEOCONT_CACHE_DIR": str(tmp_path / "c")}
+    environment = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(Path(geocont.__file__).resolve().parents[1]),
+        "GEOCONT_EXECUTOR": "local:0",
+        "HOME": str(tmp_path),
+        "GEOCONT_CACHE_DIR": str(tmp_path / "c"),
+    }
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "geocont.book", "run", MLP, "-p", "scale", "smoke", "--no-render"],
-                          cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "geocont.book", "run", MLP, "-p", "scale", "smoke", "--no-render"],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
-        "error: executor 'local:0': the number of local workers must be >= 1 (from GEOCONT_EXECUTOR)"]
+        "error: executor 'local:0': the number of local workers must be >= 1 (from GEOCONT_EXECUTOR)"
+    ]
     assert time.monotonic() - start < 60  # the interpreter and its imports; the check itself takes milliseconds
 
 
@@ -206,8 +230,11 @@ def test_rerunning_one_chapter_renders_at_once_and_shows_the_others_as_not_execu
 
 
 def test_a_transformer_run_shorter_than_its_early_step_names_the_parameters():
-    with pytest.raises(ParameterError, match=r"^early_step \(4\) must lie strictly between 0 and steps \(2\); set "
-                                             r"early_step below steps$"):
+    with pytest.raises(
+        ParameterError,
+        match=r"^early_step \(4\) must lie strictly between 0 and steps \(2\); set "
+        r"early_step below steps$",
+    ):
         transformer_projections.CHAPTER.configure("smoke", steps=2)
     assert transformer_projections.CHAPTER.configure("smoke", steps=2, early_step=1).early_step == 1
 
@@ -219,11 +246,15 @@ def test_in_a_kernel_the_configure_call_fails_with_its_one_line(monkeypatch, cap
     shell = InteractiveShell.instance()
     try:
         shell.user_ns.update({name: None for name in mlp_conditions.CHAPTER.parameters} | {"scale": "smoke"})
-        result = shell.run_cell("from geocont.chapters import mlp_conditions as chapter\n"
-                                "settings = chapter.CHAPTER.from_notebook(globals())")
+        result = shell.run_cell(
+            "from geocont.chapters import mlp_conditions as chapter\n"
+            "settings = chapter.CHAPTER.from_notebook(globals())"
+        )
     finally:
         InteractiveShell.clear_instance()
     assert isinstance(result.error_in_exec, ParameterError)  # the cell fails, so papermill stops there
     shown = capsys.readouterr().out.strip()
-    assert shown == ("PreflightError: unknown executor 'bogus'; valid choices: serial, local, local:N, ray, "
-                     "ray:ADDRESS (from GEOCONT_EXECUTOR)")
+    assert shown == (
+        "PreflightError: unknown executor 'bogus'; valid choices: serial, local, local:N, ray, "
+        "ray:ADDRESS (from GEOCONT_EXECUTOR)"
+    )

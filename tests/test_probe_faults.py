@@ -8,11 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
+from test_preflight import run_error
 
 from geocont.chapters import mlp_conditions, transformer_projections
 from geocont.scales import MAX_SEEDS, ParameterError, parse_seeds
-
-from test_preflight import run_error
 
 MLP = mlp_conditions.CHAPTER
 LM = transformer_projections.CHAPTER
@@ -22,9 +21,13 @@ LM = transformer_projections.CHAPTER
 
 
 def test_an_odd_head_dimension_is_a_parameter_error_naming_d_model_and_the_heads(monkeypatch):
-    message = run_error(monkeypatch, "book/transformer_projections.ipynb", "-p", "scale", "smoke", "-p", "d_model", "130")
-    assert message == ("error: d_model (130) / n_heads (2) gives a head dimension of 65; the rotary position embedding "
-                       "needs an even one: choose d_model a multiple of 2 x n_heads = 4 (e.g. 128 or 132)")
+    message = run_error(
+        monkeypatch, "book/transformer_projections.ipynb", "-p", "scale", "smoke", "-p", "d_model", "130"
+    )
+    assert message == (
+        "error: d_model (130) / n_heads (2) gives a head dimension of 65; the rotary position embedding "
+        "needs an even one: choose d_model a multiple of 2 x n_heads = 4 (e.g. 128 or 132)"
+    )
     assert LM.configure("smoke", d_model=132).base.shape.d_model == 132  # an even head dimension trains
 
 
@@ -33,8 +36,10 @@ def test_an_odd_head_dimension_is_a_parameter_error_naming_d_model_and_the_heads
 
 def test_non_integer_seeds_are_refused_not_truncated(monkeypatch):
     message = run_error(monkeypatch, "-p", "scale", "smoke", "-p", "seeds", "[1.5, 2.5]")
-    assert message.startswith("error: seeds must be a positive count n (seeds 0..n-1) or a list of distinct non-negative "
-                              "integer seeds, got [1.5, 2.5] (1.5 is not an integer)")
+    assert message.startswith(
+        "error: seeds must be a positive count n (seeds 0..n-1) or a list of distinct non-negative "
+        "integer seeds, got [1.5, 2.5] (1.5 is not an integer)"
+    )
     for bad in ([1.0, 2.0], ["1"], 2.5, "x", [True]):
         with pytest.raises(ParameterError, match="^seeds must be"):
             parse_seeds(bad)
@@ -44,7 +49,8 @@ def test_non_integer_seeds_are_refused_not_truncated(monkeypatch):
 def test_a_huge_seed_count_is_refused_at_once(monkeypatch):
     start = time.monotonic()
     assert run_error(monkeypatch, "-p", "scale", "smoke", "-p", "seeds", "100000000") == (
-        f"error: seeds: at most {MAX_SEEDS} seeds, got a count of 100000000")
+        f"error: seeds: at most {MAX_SEEDS} seeds, got a count of 100000000"
+    )
     assert "at most" in run_error(monkeypatch, "-p", "scale", "smoke", "-p", "seeds", "100000")
     with pytest.raises(ParameterError, match=f"^seeds: at most {MAX_SEEDS} seeds, got a list of {MAX_SEEDS + 1}"):
         parse_seeds(list(range(MAX_SEEDS + 1)))
@@ -70,11 +76,16 @@ def test_a_single_value_for_a_list_parameter_names_the_parameter(monkeypatch):
 # --------------------------------------------------------------------------- 5: a corrupt saved corpus
 
 
-@pytest.mark.parametrize("content, why", [
-    ("{x", "JSONDecodeError"), ("[1, 2]", "a JSON list, not an object"), ('{"name": "kjv"}', "TypeError"),
-    ('{"name": "kjv", "train": 1, "validation": "", "source": ""}', "field(s) train not text"),
-    ('{"name": "wikitext-103", "train": "t", "validation": "v", "source": "s"}', "corpus 'wikitext-103'"),
-])
+@pytest.mark.parametrize(
+    "content, why",
+    [
+        ("{x", "JSONDecodeError"),
+        ("[1, 2]", "a JSON list, not an object"),
+        ('{"name": "kjv"}', "TypeError"),
+        ('{"name": "kjv", "train": 1, "validation": "", "source": ""}', "field(s) train not text"),
+        ('{"name": "wikitext-103", "train": "t", "validation": "v", "source": "s"}', "corpus 'wikitext-103'"),
+    ],
+)
 def test_a_corrupt_saved_corpus_is_one_preflight_line_naming_the_file(tmp_path, monkeypatch, content, why):
     from geocont import text
 
@@ -108,8 +119,10 @@ def _two_checkpoints(tmp_path):
     generator = torch.Generator().manual_seed(0)
     shared = torch.randn(16, 16, generator=generator)
     paths = []
-    for name, tensors in (("a", [shared, shared + 0.01 * torch.randn(16, 16, generator=generator), shared.clone()]),
-                          ("b", [torch.randn(16, 16, generator=generator) for _ in range(3)])):
+    for name, tensors in (
+        ("a", [shared, shared + 0.01 * torch.randn(16, 16, generator=generator), shared.clone()]),
+        ("b", [torch.randn(16, 16, generator=generator) for _ in range(3)]),
+    ):
         path = tmp_path / f"{name}.safetensors"
         save_file({f"model.layers.{i}.self_attn.q_proj.weight": w for i, w in enumerate(tensors)}, str(path))
         paths.append(path)
@@ -210,10 +223,14 @@ def test_a_live_claimers_own_start_time_keeps_its_claim(unrelated_process):
 
     from geocont import cache
 
-    owner = {"host": socket.gethostname(), "pid": unrelated_process.pid, "time": time.time(),
-             "start": cache.process_start(unrelated_process.pid)}
+    owner = {
+        "host": socket.gethostname(),
+        "pid": unrelated_process.pid,
+        "time": time.time(),
+        "start": cache.process_start(unrelated_process.pid),
+    }
     assert not cache.owner_gone(owner)
-    assert cache.owner_gone({**owner, "pid": 2 ** 22 + 12345})  # no such process
+    assert cache.owner_gone({**owner, "pid": 2**22 + 12345})  # no such process
 
 
 def test_another_hosts_fresh_claim_is_said_once_with_the_wait(monkeypatch, capsys):
@@ -249,8 +266,9 @@ def test_a_sweep_says_once_which_holder_its_runs_wait_for(monkeypatch, capsys):
     tables = sweeps.run_jobs(jobs, executor="serial", progress=False)
     assert [t["value"].item() for t in tables] == [1.0, 2.0]
     lines = [line for line in capsys.readouterr().err.splitlines() if "pid 4242" in line]
-    assert len(lines) == 1 and lines[0].startswith("2 runs of this sweep (run 1.0, run 2.0) are computed by pid 4242 "
-                                                   "on host elsewhere"), lines
+    assert len(lines) == 1 and lines[0].startswith(
+        "2 runs of this sweep (run 1.0, run 2.0) are computed by pid 4242 on host elsewhere"
+    ), lines
 
 
 # --------------------------------------------------------------------------- 1: a Ray address that is not Ray
@@ -300,20 +318,27 @@ def _fake_gcs(request):
     """What a Ray GCS answers the probe (checked against a real `ray start --head` of ray 2.60: None in 18 ms)."""
     assert request.startswith(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") and b"NodeInfoGcsService/GetClusterId" in request
     reply = b"\x12\x1c" + bytes(28)  # a GetClusterIdReply: a cluster id of 28 bytes
-    return (_frame(4, 0, 0) + _frame(1, 4, 1, b"\x88") + _frame(0, 0, 1, b"\x00" + len(reply).to_bytes(4, "big") + reply)
-            + _frame(1, 5, 1, b"\x00"))
+    return (
+        _frame(4, 0, 0)
+        + _frame(1, 4, 1, b"\x88")
+        + _frame(0, 0, 1, b"\x00" + len(reply).to_bytes(4, "big") + reply)
+        + _frame(1, 5, 1, b"\x00")
+    )
 
 
 def _other_grpc(request):
     return _frame(4, 0, 0) + _frame(1, 5, 1, b"\x88")  # trailers only: a status (UNIMPLEMENTED), no reply
 
 
-@pytest.mark.parametrize("reply, why", [
-    (lambda request: b"HTTP/1.0 505 Invalid HTTP version\r\n\r\n", "it answered b'HTTP/1.0 505"),
-    (lambda request: None, "no answer to a gRPC call within 0.5 s"),
-    (lambda request: b"", "it closed the connection instead of answering a gRPC call"),
-    (_other_grpc, "it speaks gRPC but has no Ray GCS service"),
-])
+@pytest.mark.parametrize(
+    "reply, why",
+    [
+        (lambda request: b"HTTP/1.0 505 Invalid HTTP version\r\n\r\n", "it answered b'HTTP/1.0 505"),
+        (lambda request: None, "no answer to a gRPC call within 0.5 s"),
+        (lambda request: b"", "it closed the connection instead of answering a gRPC call"),
+        (_other_grpc, "it speaks gRPC but has no Ray GCS service"),
+    ],
+)
 def test_a_ray_address_that_accepts_tcp_but_is_not_ray_is_one_line_within_seconds(monkeypatch, reply, why):
     pytest.importorskip("ray")
     from geocont import ray_probe
@@ -328,14 +353,17 @@ def test_a_ray_address_that_accepts_tcp_but_is_not_ray_is_one_line_within_second
     finally:
         listener.close()
     assert message.startswith(f"error: 127.0.0.1:{listener.port} accepts connections but is not a Ray cluster ({why}")
-    assert message.endswith("give the address `ray start --head` printed (its GCS port, default 6379), or choose "
-                            "another executor")
+    assert message.endswith(
+        "give the address `ray start --head` printed (its GCS port, default 6379), or choose another executor"
+    )
 
 
 def test_a_ray_gcs_answer_passes_the_handshake():
     from geocont import ray_probe
 
-    assert ray_probe._hpack_integer(10, 5) == b"\x0a" and ray_probe._hpack_integer(1337, 5) == b"\x1f\x9a\x0a"  # RFC 7541
+    assert (
+        ray_probe._hpack_integer(10, 5) == b"\x0a" and ray_probe._hpack_integer(1337, 5) == b"\x1f\x9a\x0a"
+    )  # RFC 7541
     assert ray_probe._hpack_literal(31, "application/grpc")[:3] == b"\x0f\x10\x10"  # content-type, 16 bytes
     listener = _Listener(_fake_gcs)
     try:
@@ -353,7 +381,8 @@ def test_a_cache_dir_that_is_a_file_is_an_early_error(tmp_path, monkeypatch):
     monkeypatch.setenv("GEOCONT_CACHE_DIR", str(blocker))
     assert run_error(monkeypatch, "-p", "scale", "smoke") == (
         f"error: the run cache {blocker} (GEOCONT_CACHE_DIR) is a file, not a folder: every run would be trained "
-        "again and not cached; point GEOCONT_CACHE_DIR at a folder")
+        "again and not cached; point GEOCONT_CACHE_DIR at a folder"
+    )
     monkeypatch.setenv("GEOCONT_CACHE_DIR", str(blocker / "runs"))
     assert f"lies under {blocker}, which is a file" in run_error(monkeypatch, "-p", "scale", "smoke")
 
@@ -376,8 +405,10 @@ def test_more_run_threads_than_cores_is_warned_once(monkeypatch, capsys):
     monkeypatch.setenv("GEOCONT_RUN_THREADS", str((os.cpu_count() or 1) + 1))
     preflight.check_run_configs([], executor="serial")
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"warning: GEOCONT_RUN_THREADS={(os.cpu_count() or 1) + 1} is more "
-                                                   f"than the {os.cpu_count()} cores of this machine")
+    assert len(lines) == 1 and lines[0].startswith(
+        f"warning: GEOCONT_RUN_THREADS={(os.cpu_count() or 1) + 1} is more "
+        f"than the {os.cpu_count()} cores of this machine"
+    )
     monkeypatch.setenv("GEOCONT_RUN_THREADS", "1")
     preflight.check_run_configs([], executor="serial")
     assert capsys.readouterr().err == ""
@@ -388,7 +419,7 @@ def test_a_horizon_of_years_is_said_before_training(monkeypatch, capsys):
 
     monkeypatch.setattr(preflight, "dataset_problem", lambda name: None)
     monkeypatch.setenv("GEOCONT_STORE", "off")  # the committed cpu store would hold some of the runs predicted
-    long = MLP.run_configs(MLP.configure("smoke", steps=10 ** 12))
+    long = MLP.run_configs(MLP.configure("smoke", steps=10**12))
     preflight.check_run_configs(long, executor="local:2")
     note = capsys.readouterr().err.strip()
     assert note.startswith(f"note: the {len(set(long))} runs not in the cache are predicted to take about ")
@@ -414,7 +445,10 @@ def test_a_failed_chapter_says_where_its_partial_notebook_is(tmp_path, monkeypat
     monkeypatch.setattr(papermill, "execute_notebook", fail)
     layout = paths.Layout(tmp_path)
     with pytest.raises(RuntimeError, match="the kernel failed"):
-        build.execute(Path(__file__).resolve().parents[1], Path("book/mlp_conditions.ipynb"), {"scale": "smoke"}, layout)
+        build.execute(
+            Path(__file__).resolve().parents[1], Path("book/mlp_conditions.ipynb"), {"scale": "smoke"}, layout
+        )
     partial = layout.executed / "book" / "mlp_conditions.partial.ipynb"
-    assert capsys.readouterr().err.strip() == (f"book/mlp_conditions.ipynb failed; the notebook as far as it ran, with "
-                                               f"the error, is {partial}")
+    assert capsys.readouterr().err.strip() == (
+        f"book/mlp_conditions.ipynb failed; the notebook as far as it ran, with the error, is {partial}"
+    )

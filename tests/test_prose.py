@@ -11,7 +11,9 @@ from geocont.book import prose
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "geocont"
 #: Every chapter's templates, and the closing chapter's (``geocont/book/prose.md``).
 PROSE_FILES = sorted(PACKAGE.glob(f"chapters/*/{prose.PROSE_FILE}")) + [
-    PACKAGE / "chapters" / prose.PROSE_FILE, PACKAGE / "book" / prose.PROSE_FILE]
+    PACKAGE / "chapters" / prose.PROSE_FILE,
+    PACKAGE / "book" / prose.PROSE_FILE,
+]
 #: ``render("name"`` and ``choose("choice"`` in a chapter's code
 _RENDERED = re.compile(r"\.(render|choose)\(\s*\"([^\"]+)\"")
 
@@ -22,11 +24,14 @@ def test_parse_reads_headings_and_drops_comments():
     assert prose.fields("One {x:.2f} {y[0]} {z.real}") == {"x", "y", "z"}
 
 
-@pytest.mark.parametrize("text, message", [
-    ("stray\n## a\nx", "before the first"),
-    ("## a\nx\n## a\ny", "defined twice"),
-    ("## a\nan {unclosed", "not a valid format string"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("stray\n## a\nx", "before the first"),
+        ("## a\nx\n## a\ny", "defined twice"),
+        ("## a\nan {unclosed", "not a valid format string"),
+    ],
+)
 def test_parse_rejects_bad_files(text, message):
     with pytest.raises(prose.ProseError, match=message):
         prose.parse(text, "f.md")
@@ -58,7 +63,8 @@ def test_each_chapter_renders_exactly_its_templates(path):
     names = {name for kind, name in rendered if kind == "render"}
     choices = {name for kind, name in rendered if kind == "choose"}
     missing = sorted(n for n in names if n not in templates) + sorted(
-        c for c in choices if not any(t.startswith(c + ".") for t in templates))
+        c for c in choices if not any(t.startswith(c + ".") for t in templates)
+    )
     assert not missing, f"{path}: rendered but not defined: {missing}"
     unused = sorted(t for t in templates if t not in names and t.rsplit(".", 1)[0] not in choices)
     assert not unused, f"{path}: defined but never rendered: {unused}"

@@ -62,8 +62,10 @@ def _snapshots(weights, n_directions, steps=2):
 
 def test_a_zero_layer_gives_nan_for_its_pairs_and_turns():
     spread = [5.0, 3.0, 2.0, 1.0, 0.5]
-    table = _snapshots([_with_spectrum(spread, 0), torch.zeros(24, 24), _with_spectrum(spread, 2),
-                        _with_spectrum(spread, 3)], n_directions=2)
+    table = _snapshots(
+        [_with_spectrum(spread, 0), torch.zeros(24, 24), _with_spectrum(spread, 2), _with_spectrum(spread, 3)],
+        n_directions=2,
+    )
     for space in ("input", "output"):
         cos = select(table, "weight_cos", space, direction=1, step=0).set_index("layer")["value"]
         assert math.isnan(cos[0]) and math.isnan(cos[1]) and not math.isnan(cos[2])
@@ -82,8 +84,11 @@ def test_a_zero_layer_gives_nan_for_its_pairs_and_turns():
 def test_tied_leading_pair_gives_nan_and_a_tie_between_directions_two_and_three_flags_both(n_directions):
     tied = [4.0, 4.0, 2.0, 1.0, 0.5]
     lower_tie = [4.0, 2.0, 2.0 * (1 - 1e-5), 1.0, 0.5]
-    table = _snapshots([_with_spectrum(tied, 0), _with_spectrum(lower_tie, 1), _with_spectrum(lower_tie, 1)],
-                       n_directions=n_directions, steps=1)
+    table = _snapshots(
+        [_with_spectrum(tied, 0), _with_spectrum(lower_tie, 1), _with_spectrum(lower_tie, 1)],
+        n_directions=n_directions,
+        steps=1,
+    )
     cos = select(table, "weight_cos", "input").pivot(index="layer", columns="direction", values="value")
     assert math.isnan(cos.loc[0, 1])  # layer 0's v1 is undefined
     assert cos.loc[1, 1] == pytest.approx(1.0, abs=1e-5)  # identical, separated leading pairs

@@ -36,8 +36,9 @@ def _matrix(spectrum, seed: int, n: int = 24, v: torch.Tensor | None = None) -> 
     return ((u * torch.tensor(spectrum, dtype=torch.float64)) @ v.T).float()
 
 
-def _record(groups: dict[str, list[torch.Tensor]], n_directions: int, steps: int = 1, cross_pairs=None,
-            between=None) -> pd.DataFrame:
+def _record(
+    groups: dict[str, list[torch.Tensor]], n_directions: int, steps: int = 1, cross_pairs=None, between=None
+) -> pd.DataFrame:
     """Snapshots at steps 0 .. steps - 1 with random gradients; ``between(step, params)`` edits weights first."""
     params = {name: [nn.Parameter(W.clone()) for W in weights] for name, weights in groups.items()}
     recorder = ContinuityRecorder(params, schedule=range(steps), n_directions=n_directions, cross_pairs=cross_pairs)
@@ -71,8 +72,11 @@ def test_sigma2_and_the_subspace_sizes_follow_n_directions(n_directions):
 def test_layers_sharing_their_top_two_subspace_give_subspace_cos_one_at_k_two_and_a_tie_gives_nan():
     n, top = 24, _orthonormal(24, 2, seed=5)
     layers = []
-    for seed, spectrum in ((10, [9.0, 7.0, 3.0, 2.0, 2.0, 0.5]), (20, [8.0, 6.0, 4.0, 2.0, 1.0, 0.5]),
-                           (30, [8.0, 6.0, 4.0, 2.0, 1.0, 0.5])):
+    for seed, spectrum in (
+        (10, [9.0, 7.0, 3.0, 2.0, 2.0, 0.5]),
+        (20, [8.0, 6.0, 4.0, 2.0, 1.0, 0.5]),
+        (30, [8.0, 6.0, 4.0, 2.0, 1.0, 0.5]),
+    ):
         private = _orthonormal(n, 4, seed)
         private, _ = torch.linalg.qr(private - top @ (top.T @ private))
         v = torch.cat([top @ _orthonormal(2, 2, seed + 1), private], dim=1)  # v1, v2 rotated inside span(top)
@@ -127,16 +131,23 @@ def test_cross_cos_is_recorded_only_in_the_spaces_the_two_groups_share():
     assert select(table, "cross_cos", "input").empty
 
 
-@pytest.mark.parametrize("pairs, message", [
-    ({"up~gate": ("up", "gaet")}, re.escape("must name two of the groups up, gate, down; got ('up', 'gaet')")),
-    ({"up": ("up", "gate")}, "has a group's name"),
-    ({"up~down": ("up", "down")}, "'up' has 2 layers, 'down' 3"),
-    ({"x": ("up", "odd")}, r"shapes \(24, 24\) and \(20, 30\) share no space"),
-])
+@pytest.mark.parametrize(
+    "pairs, message",
+    [
+        ({"up~gate": ("up", "gaet")}, re.escape("must name two of the groups up, gate, down; got ('up', 'gaet')")),
+        ({"up": ("up", "gate")}, "has a group's name"),
+        ({"up~down": ("up", "down")}, "'up' has 2 layers, 'down' 3"),
+        ({"x": ("up", "odd")}, r"shapes \(24, 24\) and \(20, 30\) share no space"),
+    ],
+)
 def test_a_bad_cross_pair_is_a_one_line_error(pairs, message):
     W = torch.randn(24, 24)
-    groups = {"up": [nn.Parameter(W), nn.Parameter(W)], "gate": [nn.Parameter(W), nn.Parameter(W)],
-              "down": [nn.Parameter(W)] * 3, "odd": [nn.Parameter(torch.randn(20, 30))] * 2}
+    groups = {
+        "up": [nn.Parameter(W), nn.Parameter(W)],
+        "gate": [nn.Parameter(W), nn.Parameter(W)],
+        "down": [nn.Parameter(W)] * 3,
+        "odd": [nn.Parameter(torch.randn(20, 30))] * 2,
+    }
     if "odd" not in str(pairs):
         groups.pop("odd")
     with pytest.raises(ValueError, match=message) as error:
@@ -156,6 +167,7 @@ def test_the_new_metrics_change_no_old_row(monkeypatch):
         monkeypatch.setattr(ContinuityRecorder, method, lambda *args: None)
     without = _tiny_run()
     old = table[~table["metric"].isin(NEW_METRICS)].reset_index(drop=True)
-    pd.testing.assert_frame_equal(old.astype(str), without[without["metric"] != "sigma2"].reset_index(drop=True)
-                                  .astype(str))  # every number, bit for bit, in the same order
+    pd.testing.assert_frame_equal(
+        old.astype(str), without[without["metric"] != "sigma2"].reset_index(drop=True).astype(str)
+    )  # every number, bit for bit, in the same order
     assert not table[table["metric"].isin(NEW_METRICS)]["value"].isna().any()

@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from helpers import tiny_llama_data
 
 from geocont import sharing as sh
 from geocont import sweeps
 from geocont.config import TransformerShape
 from geocont.layouts import PROJECTIONS
 from geocont.transformer import build_llama, projection_groups
-from helpers import tiny_llama_data
 
 # (out, in) of the SmolLM2-135M projections (d=576, GQA k/v 192, SwiGLU 1536) and odd shapes
 SHAPES = [(576, 576), (192, 576), (1536, 576), (576, 1536), (88, 32), (7, 13)]
@@ -41,8 +41,9 @@ def test_input_and_output_sharing_get_the_same_budget(n_out, n_in, group_size, b
 def test_smollm2_shapes_have_exactly_equal_budgets(n_out, n_in):
     for budget in (0.125, 0.25, 0.5):
         ranks = sh.matched_ranks(n_out, n_in, 2, budget)
-        assert sh.sharing_parameters(n_out, n_in, 2, "input", ranks["input"]) == \
-            sh.sharing_parameters(n_out, n_in, 2, "output", ranks["output"])
+        assert sh.sharing_parameters(n_out, n_in, 2, "input", ranks["input"]) == sh.sharing_parameters(
+            n_out, n_in, 2, "output", ranks["output"]
+        )
 
 
 @pytest.mark.parametrize("n_out,n_in", [(12, 12), (6, 10), (10, 6)])
@@ -68,7 +69,9 @@ def test_shared_bases_are_the_right_spaces():
     assert not all(torch.allclose(a, w, atol=1e-3) for a, w in zip(shared_out, weights))
     # the transposed problem is exact in the output space
     transposed = [w.T.contiguous() for w in weights]
-    assert all(torch.allclose(a, w, atol=1e-5) for a, w in zip(sh.shared_approximation(transposed, "output", 3), transposed))
+    assert all(
+        torch.allclose(a, w, atol=1e-5) for a, w in zip(sh.shared_approximation(transposed, "output", 3), transposed)
+    )
 
 
 def test_sharing_error_falls_with_rank_and_plan_counts_parameters():
@@ -195,7 +198,9 @@ def test_experiments_are_cached_per_configuration_and_load_the_model_only_on_a_m
 def _sweep_tables(subject, executor: str) -> list[pd.DataFrame]:
     """The compression chapter's jobs on one subject: base and continuity first, then the rest."""
     sweeps.run_jobs([sh.base_job(subject, 3), sh.continuity_job(subject)], executor=executor, progress=False)
-    jobs = [sh.sharing_job(subject, projection, [0.25, 0.5], 2, 3, layers=[0, 1, 2]) for projection in ("q_proj", "o_proj")]
+    jobs = [
+        sh.sharing_job(subject, projection, [0.25, 0.5], 2, 3, layers=[0, 1, 2]) for projection in ("q_proj", "o_proj")
+    ]
     jobs += [sh.pruning_job(subject, 3), sh.grouping_job(subject, ["q_proj", "o_proj"], 0.25, 2, [0, 1, 2])]
     return sweeps.run_jobs(jobs, executor=executor, progress=False)
 
@@ -225,12 +230,21 @@ def test_a_sharing_jobs_key_holds_its_whole_configuration():
     subject = sh.Subject("tiny", {"test": "tiny-3"}, functools.partial(tiny_llama_data, 3), window_length=16)
     job = sh.sharing_job(subject, "q_proj", [0.25, 0.5], 2, 3, layers=[0, 1, 2])
     assert job.config["budgets"] == [0.25, 0.5] and job.config["sharings"] == list(sh.SHARINGS)
-    keys = {sweeps.Job.key_config(j).__repr__() for j in (
-        job, sh.sharing_job(subject, "q_proj", [0.25], 2, 3, layers=[0, 1, 2]),
-        sh.sharing_job(subject, "q_proj", [0.25, 0.5], 2, 4, layers=[0, 1, 2]),
-        sh.sharing_job(subject, "q_proj", [0.25, 0.5], 2, 3, layers=[0, 1]),
-        sh.sharing_job(subject, "o_proj", [0.25, 0.5], 2, 3, layers=[0, 1, 2]))}
+    keys = {
+        sweeps.Job.key_config(j).__repr__()
+        for j in (
+            job,
+            sh.sharing_job(subject, "q_proj", [0.25], 2, 3, layers=[0, 1, 2]),
+            sh.sharing_job(subject, "q_proj", [0.25, 0.5], 2, 4, layers=[0, 1, 2]),
+            sh.sharing_job(subject, "q_proj", [0.25, 0.5], 2, 3, layers=[0, 1]),
+            sh.sharing_job(subject, "o_proj", [0.25, 0.5], 2, 3, layers=[0, 1, 2]),
+        )
+    }
     assert len(keys) == 5
     # the single-configuration entries keep their keys: the base job's is the one base_nll always used
-    assert sh.base_job(subject, 3).config == {"subject": {"test": "tiny-3"}, "experiment": "base", "n_windows": 3,
-                                              "length": 16}
+    assert sh.base_job(subject, 3).config == {
+        "subject": {"test": "tiny-3"},
+        "experiment": "base",
+        "n_windows": 3,
+        "length": 16,
+    }

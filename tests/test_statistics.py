@@ -4,12 +4,10 @@ import math
 
 import pandas as pd
 import pytest
-
 from helpers import synthetic, timeline_run
 
 from geocont import statistics
 from geocont.tables import make_row, rows_to_frame
-
 
 
 def test_final_estimate_is_mean_over_layers_then_seeds():
@@ -48,8 +46,6 @@ def test_rank_correlation_and_its_verdict():
     assert math.isnan(statistics.rank_correlation(x[:2], x[:2]).rho)  # too few pairs
 
 
-
-
 def test_undefined_pairs_are_counted_and_left_out_of_the_means():
     from geocont.book.chapter import undefined_sentence
 
@@ -63,9 +59,21 @@ def test_undefined_pairs_are_counted_and_left_out_of_the_means():
 
 
 def test_change_over_last_third_and_when_a_claim_holds():
-    rows = [dict(condition="a", optimizer="adam", init_scale=1.0, seed=seed, step=step, group=g, space="input",
-                 value=v + seed * 0.01)
-            for seed in (0, 1) for g in ("q", "k") for step, v in ((0, 0.1), (400, 0.5), (2000, 0.3), (3000, 0.2))]
+    rows = [
+        dict(
+            condition="a",
+            optimizer="adam",
+            init_scale=1.0,
+            seed=seed,
+            step=step,
+            group=g,
+            space="input",
+            value=v + seed * 0.01,
+        )
+        for seed in (0, 1)
+        for g in ("q", "k")
+        for step, v in ((0, 0.1), (400, 0.5), (2000, 0.3), (3000, 0.2))
+    ]
     frame = pd.DataFrame(rows)
     change = statistics.change_over_last_per_run(frame, 1 / 3, keys=["group"])
     assert set(change["start"]) == {2000}  # the last snapshot at or before 2/3 of 3000 steps
@@ -110,6 +118,7 @@ def test_turn_rates_divide_by_the_snapshot_interval_and_the_window_mean_weights_
 # The verdict rules that cannot pass for the wrong reason (CONTRIBUTING.md, "Verdict rules")
 # ---------------------------------------------------------------------------------------------
 
+
 def test_the_random_levels_spread_is_that_of_a_pair_mean_of_random_abs_cos():
     import numpy as np
 
@@ -140,7 +149,9 @@ def test_the_random_level_is_judged_against_its_own_spread_not_a_tolerance_of_0_
     band = statistics.random_level_band(E(0.07, 0.03, 3), spread)
     assert band == pytest.approx(0.083329, abs=1e-6)
     assert statistics.verdict_at_random_level(E(baseline + 0.99 * band, 0.03, 3), baseline, spread) == "reproduced"
-    assert statistics.verdict_at_random_level(E(baseline + 1.01 * band, 0.03, 3), baseline, spread) == "partly reproduced"
+    assert (
+        statistics.verdict_at_random_level(E(baseline + 1.01 * band, 0.03, 3), baseline, spread) == "partly reproduced"
+    )
     assert statistics.verdict_at_random_level(E(baseline + 2.6 * band, 0.03, 3), baseline, spread) == "not reproduced"
     # one seed: its spread is the floor, so its band is wide (one seed cannot tell 0.05 from 0.15)
     one = statistics.random_level_band(E(0.1, math.nan, 1), spread)
@@ -148,7 +159,9 @@ def test_the_random_level_is_judged_against_its_own_spread_not_a_tolerance_of_0_
     # ... and so a single seed within it confirms nothing: 0.19 is not "at the random level" on one seed
     assert statistics.verdict_at_random_level(E(0.19, math.nan, 1), baseline, spread) == "inconclusive"
     assert statistics.verdict_at_random_level(E(baseline, math.nan, 1), baseline, spread) == "inconclusive"
-    assert statistics.verdict_at_random_level(E(baseline + 2.6 * one, math.nan, 1), baseline, spread) == "not reproduced"
+    assert (
+        statistics.verdict_at_random_level(E(baseline + 2.6 * one, math.nan, 1), baseline, spread) == "not reproduced"
+    )
     assert statistics.verdict_at_random_level(E(math.nan, math.nan, 0), baseline, spread) == "not tested"
     with pytest.raises(ValueError, match="baseline_sd"):
         statistics.verdict_at_random_level(E(0.07, 0.01, 3), baseline, math.nan)
@@ -162,8 +175,10 @@ def _noisy_flat_runs(level=0.5, noise=0.05, snapshots=60, seeds=8) -> pd.DataFra
     tables = []
     for seed in range(seeds):
         rows = [make_row(0, "hidden", 0, "weight_cos", "input", 1, 0.05)]
-        rows += [make_row(10 * s, "hidden", 0, "weight_cos", "input", 1, level + noise * rng.standard_normal())
-                 for s in range(1, snapshots + 1)]
+        rows += [
+            make_row(10 * s, "hidden", 0, "weight_cos", "input", 1, level + noise * rng.standard_normal())
+            for s in range(1, snapshots + 1)
+        ]
         tables.append(rows_to_frame(rows).assign(condition="a", optimizer="adam", init_scale=1.0, seed=seed))
     return pd.concat(tables, ignore_index=True)
 
@@ -230,8 +245,13 @@ def test_a_difference_carries_the_seed_sd_of_a_difference_and_a_single_seed_its_
 
 def _per_run(series: dict[int, list[float]], steps: list[int]) -> pd.DataFrame:
     """A per_run frame: one run per seed, ``series[seed]`` its values at ``steps``."""
-    return pd.DataFrame([dict(condition="c", optimizer="adam", init_scale=1.0, seed=seed, step=step, value=value)
-                         for seed, values in series.items() for step, value in zip(steps, values)])
+    return pd.DataFrame(
+        [
+            dict(condition="c", optimizer="adam", init_scale=1.0, seed=seed, step=step, value=value)
+            for seed, values in series.items()
+            for step, value in zip(steps, values)
+        ]
+    )
 
 
 STEPS = [0, 100, 200, 300, 400, 500, 600]
@@ -267,13 +287,16 @@ def test_the_judging_horizon_is_the_first_settled_snapshot_before_memorising_or_
     assert (horizon.step, horizon.settled, horizon.memorising_after) == (300, False, 300)
 
 
-@pytest.mark.parametrize("v, others, verdict", [
-    ((0.06, 0.01, 3), [(0.5, 0.05, 3), (0.4, 0.05, 3)], "reproduced"),        # near random, far below the others
-    ((0.06, 0.01, 3), [], "not tested"),                                      # no other projection reproduced
-    ((0.30, 0.01, 3), [(0.5, 0.05, 3)], "partly reproduced"),                 # below the others, not near random
-    ((0.08, 0.01, 3), [(0.12, 0.05, 3)], "partly reproduced"),                # near random, not clearly below
-    ((0.45, 0.01, 3), [(0.5, 0.05, 3)], "not reproduced"),
-])
+@pytest.mark.parametrize(
+    "v, others, verdict",
+    [
+        ((0.06, 0.01, 3), [(0.5, 0.05, 3), (0.4, 0.05, 3)], "reproduced"),  # near random, far below the others
+        ((0.06, 0.01, 3), [], "not tested"),  # no other projection reproduced
+        ((0.30, 0.01, 3), [(0.5, 0.05, 3)], "partly reproduced"),  # below the others, not near random
+        ((0.08, 0.01, 3), [(0.12, 0.05, 3)], "partly reproduced"),  # near random, not clearly below
+        ((0.45, 0.01, 3), [(0.5, 0.05, 3)], "not reproduced"),
+    ],
+)
 def test_v_is_judged_low_on_its_own_numbers_and_the_reproduced_projections_alone(v, others, verdict):
     from geocont.statistics import Estimate, verdict_v_low
 

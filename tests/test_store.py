@@ -22,8 +22,15 @@ import pytest
 from geocont import cache, store
 from geocont.book import results, runs
 from geocont.book.build import check
-from geocont.book.provenance import (MeasuredCost, RunSource, measured_cost, provenance_markdown, run_sources,
-                                     runs_markdown, trained_on)
+from geocont.book.provenance import (
+    MeasuredCost,
+    RunSource,
+    measured_cost,
+    provenance_markdown,
+    run_sources,
+    runs_markdown,
+    trained_on,
+)
 from geocont.config import MLPRunConfig, OptimizerConfig
 from geocont.sweeps import Job, run_jobs
 from geocont.tables import make_row, rows_to_frame
@@ -50,10 +57,15 @@ CALLS: list[int] = []
 
 def run_table(value: float) -> pd.DataFrame:
     """A small run table: two metrics, a NaN, and values that are not exact in float32."""
-    rows = [make_row(step, "hidden", layer, "weight_cos", "input", 1, value + step / 3 + layer / 7)
-            for step in (0, 5, 10) for layer in (0, 1)]
-    rows += [make_row(10, "model", -1, "test_acc", "", 0, 0.8123456789), make_row(5, "hidden", 0, "turn", "input", 1,
-                                                                                 math.nan)]
+    rows = [
+        make_row(step, "hidden", layer, "weight_cos", "input", 1, value + step / 3 + layer / 7)
+        for step in (0, 5, 10)
+        for layer in (0, 1)
+    ]
+    rows += [
+        make_row(10, "model", -1, "test_acc", "", 0, 0.8123456789),
+        make_row(5, "hidden", 0, "turn", "input", 1, math.nan),
+    ]
     return rows_to_frame(rows)
 
 
@@ -95,7 +107,7 @@ def test_float32_keeps_every_value_within_rounding_and_every_flag():
     assert np.array_equal(np.isnan(back), np.isnan(values))
     assert np.array_equal(back[np.isinf(values)], values[np.isinf(values)])
     finite = np.isfinite(values)
-    assert np.all(np.abs(back[finite] - values[finite]) <= 2.0 ** -24 * np.abs(values[finite]))
+    assert np.all(np.abs(back[finite] - values[finite]) <= 2.0**-24 * np.abs(values[finite]))
 
 
 @pytest.mark.parametrize("value", [1e300, 1e-42])
@@ -121,7 +133,7 @@ def test_an_entry_written_from_the_cache_round_trips_with_its_provenance(store_r
     back = store.lookup("mlp", one.key_config())
     assert back["value"].dtype == np.float64 and list(back.columns) == list(original.columns)
     pd.testing.assert_frame_equal(back.drop(columns="value"), original.drop(columns="value"))
-    np.testing.assert_allclose(back["value"], original["value"], rtol=2.0 ** -24, equal_nan=True)
+    np.testing.assert_allclose(back["value"], original["value"], rtol=2.0**-24, equal_nan=True)
 
 
 def test_a_cache_entry_without_provenance_is_not_stored(store_root):
@@ -250,13 +262,20 @@ def test_a_corrupt_store_entry_is_reported_and_never_read(store_root, monkeypatc
 
 def test_a_dropped_artifact_still_gives_the_table_but_no_file(store_root):
     config = {"with": "weights"}
-    cache.ensure("lm", config, lambda: cache.Computed(run_table(1.0), {"model.safetensors": lambda p: p.write_bytes(b"w")}))
+    cache.ensure(
+        "lm", config, lambda: cache.Computed(run_table(1.0), {"model.safetensors": lambda p: p.write_bytes(b"w")})
+    )
     results.copy_from_cache(store_root, "lm", config)  # the weights are not kept
     cache._remove(cache.key_path("lm", config))
     assert cache.load("lm", config, require_artifacts=("model.safetensors",)) is not None
     assert cache.artifact_path("lm", config, "model.safetensors") is None
-    cache.save("lm", config, run_table(1.0), {"model.safetensors": lambda p: p.write_bytes(b"w")},
-                provenance=store.run_provenance(0.0))  # ensure() would now find the store's entry
+    cache.save(
+        "lm",
+        config,
+        run_table(1.0),
+        {"model.safetensors": lambda p: p.write_bytes(b"w")},
+        provenance=store.run_provenance(0.0),
+    )  # ensure() would now find the store's entry
     results.copy_from_cache(store_root, "lm", config, keep_artifacts=("model.safetensors",))
     cache._remove(cache.key_path("lm", config))
     assert cache.artifact_path("lm", config, "model.safetensors").read_bytes() == b"w"
@@ -314,8 +333,9 @@ def test_weights_are_kept_for_exactly_the_chapters_that_read_them():
 
 
 def test_every_claim_metric_is_read_by_a_chapter():
-    code = "\n".join(path.read_text() for path in [*(SRC / "chapters").rglob("*.py"), SRC / "statistics.py",
-                                                    SRC / "instability.py"])
+    code = "\n".join(
+        path.read_text() for path in [*(SRC / "chapters").rglob("*.py"), SRC / "statistics.py", SRC / "instability.py"]
+    )
     assert [m for m in results.CLAIM_METRICS if f'"{m}"' not in code and f"'{m}'" not in code] == []
 
 
@@ -364,9 +384,21 @@ def test_status_lists_missing_runs_and_the_check_skips_an_incomplete_store(store
 
 
 def tiny_config(optimizer: str) -> MLPRunConfig:
-    return MLPRunConfig(condition="res-relu", seed=0, dataset="fashion-mnist", max_train=256, depth=3, width=8,
-                        optimizer=OptimizerConfig(optimizer, lr=0.01), batch_size=32, steps=6, n_snapshots=3,
-                        n_late_snapshots=1, n_directions=2, trace_every=2)
+    return MLPRunConfig(
+        condition="res-relu",
+        seed=0,
+        dataset="fashion-mnist",
+        max_train=256,
+        depth=3,
+        width=8,
+        optimizer=OptimizerConfig(optimizer, lr=0.01),
+        batch_size=32,
+        steps=6,
+        n_snapshots=3,
+        n_late_snapshots=1,
+        n_directions=2,
+        trace_every=2,
+    )
 
 
 def test_verify_reports_zero_difference_for_a_deterministic_run(store_root, monkeypatch):
@@ -385,9 +417,12 @@ def test_verify_reports_a_difference_from_the_store(store_root, monkeypatch):
     tiny = mlp_job(tiny_config("sgd"))
     _fake_run_set(monkeypatch, [tiny])
     results.fill("smoke", executor="serial", out=io.StringIO())
-    _rewrite_table(store.entry_folder(store_root, "mlp", tiny.key_config()),
-                   lambda table: table.__setitem__("value", table["value"].where(table["metric"] != "test_acc",
-                                                                                 table["value"] + np.float32(0.25))))
+    _rewrite_table(
+        store.entry_folder(store_root, "mlp", tiny.key_config()),
+        lambda table: table.__setitem__(
+            "value", table["value"].where(table["metric"] != "test_acc", table["value"] + np.float32(0.25))
+        ),
+    )
     out = io.StringIO()
     assert results.verify("smoke", executor="serial", out=out) == 1
     assert re.search(r"test_acc\s+max \|diff\| 0\.25", out.getvalue()) and "DIFFERS" in out.getvalue()
@@ -421,6 +456,7 @@ def test_on_other_kernels_a_run_must_look_like_another_seed_of_its_condition(sto
         def change(table):
             last = table["step"] == table.loc[table["metric"] == "weight_cos", "step"].max()
             table.loc[(table["metric"] == "weight_cos") & last, "value"] += np.float32(by)
+
         return change
 
     folders = [store.entry_folder(store_root, "mlp", one.key_config()) for one in seeds]
@@ -439,14 +475,17 @@ def test_on_other_kernels_a_run_must_look_like_another_seed_of_its_condition(sto
 
 
 def test_a_single_seed_adam_run_must_be_bit_identical_on_its_platform_and_is_not_judged_elsewhere(
-        store_root, monkeypatch):
+    store_root, monkeypatch
+):
     tiny = mlp_job(tiny_config("adam"))
     _fake_run_set(monkeypatch, [tiny])
     results.fill("smoke", executor="serial", out=io.StringIO())
     out = io.StringIO()
     assert results.verify("smoke", executor="serial", out=out) == 0 and "bit-identical" in out.getvalue()
-    _rewrite_table(store.entry_folder(store_root, "mlp", tiny.key_config()),
-                   lambda table: table.__setitem__("value", table["value"] + np.float32(1e-3)))
+    _rewrite_table(
+        store.entry_folder(store_root, "mlp", tiny.key_config()),
+        lambda table: table.__setitem__("value", table["value"] + np.float32(1e-3)),
+    )
     out = io.StringIO()
     assert results.verify("smoke", executor="serial", out=out) == 1 and "DIFFERS" in out.getvalue()
     monkeypatch.setattr(store, "same_platform", lambda a, b: False)  # as if retrained on another machine
@@ -456,7 +495,8 @@ def test_a_single_seed_adam_run_must_be_bit_identical_on_its_platform_and_is_not
 
 
 def test_on_its_platform_a_run_must_train_bit_identically_while_its_measurements_may_follow_the_cpu_model(
-        store_root, monkeypatch):
+    store_root, monkeypatch
+):
     """Same torch, flags and threads: the losses and norms must repeat exactly; singular-vector measurements that
     moved in the last bits (LAPACK kernels the flags do not pin) are judged as another seed, and a NaN flag that
     moved is printed, not judged."""
@@ -475,8 +515,12 @@ def test_on_its_platform_a_run_must_train_bit_identically_while_its_measurements
     assert results.verify("smoke", executor="serial", out=out) == 0
     assert "training bit-identical, measurements not" in out.getvalue()
     assert re.search(r"weight_cos\s+max \|diff\| \S+, 1 NaN/inf flags differ", out.getvalue())
-    _rewrite_table(folder, lambda table: table.__setitem__(
-        "value", table["value"].where(table["metric"] != "grad_norm", table["value"] * np.float32(1.001))))
+    _rewrite_table(
+        folder,
+        lambda table: table.__setitem__(
+            "value", table["value"].where(table["metric"] != "grad_norm", table["value"] * np.float32(1.001))
+        ),
+    )
     out = io.StringIO()
     assert results.verify("smoke", executor="serial", out=out) == 1
     assert "must train bit-identically" in out.getvalue()
@@ -500,10 +544,13 @@ def test_a_sample_key_that_matches_nothing_is_one_line(store_root, monkeypatch):
 
 def _claims(path: Path, value: float, chapter: str = "chapter_a") -> None:
     path.mkdir(parents=True, exist_ok=True)
-    rows = [{"chapter": chapter, "key": "weight-v1", "ours_mean": value, "ours_std": None, "verdict": "reproduced"},
-            {"chapter": chapter, "key": "accuracy", "ours_mean": 0.9, "ours_std": 0.01, "verdict": "reproduced"}]
-    (path / f"{chapter}.json").write_text(json.dumps({"chapter": chapter, "scale": "cpu", "overrides": {},
-                                                      "claims": rows}))
+    rows = [
+        {"chapter": chapter, "key": "weight-v1", "ours_mean": value, "ours_std": None, "verdict": "reproduced"},
+        {"chapter": chapter, "key": "accuracy", "ours_mean": 0.9, "ours_std": 0.01, "verdict": "reproduced"},
+    ]
+    (path / f"{chapter}.json").write_text(
+        json.dumps({"chapter": chapter, "scale": "cpu", "overrides": {}, "claims": rows})
+    )
 
 
 def test_the_snapshot_comparison_passes_on_equal_claims_and_fails_on_a_changed_value(tmp_path):
@@ -512,16 +559,34 @@ def test_the_snapshot_comparison_passes_on_equal_claims_and_fails_on_a_changed_v
     _claims(tmp_path / "moved", 0.4214)
     assert results.compare_claims(tmp_path / "equal", tmp_path / "snapshot") == []
     assert results.compare_claims(tmp_path / "moved", tmp_path / "snapshot") == [
-        "chapter_a: claim weight-v1: ours_mean: snapshot 0.4213 -> now 0.4214"]
+        "chapter_a: claim weight-v1: ours_mean: snapshot 0.4213 -> now 0.4214"
+    ]
     (tmp_path / "equal" / "chapter_b.json").write_text((tmp_path / "equal" / "chapter_a.json").read_text())
     assert results.compare_claims(tmp_path / "equal", tmp_path / "snapshot") == [
-        "chapter_b: published, but not in the snapshot"]
+        "chapter_b: published, but not in the snapshot"
+    ]
     for name, value in (("named", 0.5), ("named-moved", 0.6)):  # a key that names its dataset is printed once
         (tmp_path / name).mkdir()
-        (tmp_path / name / "chapter_a.json").write_text(json.dumps({"chapter": "chapter_a", "scale": "cpu", "overrides": {},
-            "claims": [{"chapter": "chapter_a", "key": "weight-v1@mnist-10k", "dataset": "mnist-10k", "ours_mean": value}]}))
+        (tmp_path / name / "chapter_a.json").write_text(
+            json.dumps(
+                {
+                    "chapter": "chapter_a",
+                    "scale": "cpu",
+                    "overrides": {},
+                    "claims": [
+                        {
+                            "chapter": "chapter_a",
+                            "key": "weight-v1@mnist-10k",
+                            "dataset": "mnist-10k",
+                            "ours_mean": value,
+                        }
+                    ],
+                }
+            )
+        )
     assert results.compare_claims(tmp_path / "named-moved", tmp_path / "named") == [
-        "chapter_a: claim weight-v1@mnist-10k: ours_mean: snapshot 0.5 -> now 0.6"]
+        "chapter_a: claim weight-v1@mnist-10k: ours_mean: snapshot 0.5 -> now 0.6"
+    ]
 
 
 def _perturbed_snapshot(tmp_path: Path, change: float) -> Path:
@@ -544,28 +609,49 @@ def test_the_snapshot_comparison_tolerates_cross_platform_noise_and_names_a_real
     lines = results.compare_claims(_perturbed_snapshot(tmp_path, 1e-3), snapshot)
     assert [line.split(": ")[:3] for line in lines] == [
         ["pretrained_continuity", "claim gemma3-270m-down-gain-scaled-u1@checkpoints", "baseline"],
-        ["pretrained_continuity", "claim gemma3-270m-down-gain-scaled-u1@checkpoints", "ours_mean"]]
+        ["pretrained_continuity", "claim gemma3-270m-down-gain-scaled-u1@checkpoints", "ours_mean"],
+    ]
     assert results.moved_summary(lines) == "pretrained_continuity (gemma3-270m-down-gain-scaled-u1@checkpoints)"
 
 
-@pytest.mark.parametrize("a, b, same", [
-    (0.5, 0.5 + 4e-6, True), (0.5, 0.5 + 2e-5, False), (1200.0, 1200.01, True), (1200.0, 1200.1, False),
-    (float("nan"), float("nan"), True), (float("nan"), 0.5, False), (3, 3, True), (3, 4, False), (1, 1.0, False),
-    ("reproduced", "not reproduced", False), (None, None, True), (None, 0.0, False), (True, 1, False),
-    ("diag(g) W 0.840 ± 0.021", "diag(g) W 0.839 ± 0.021", True),  # a noise-level value printed either side of .8395
-    ("diag(g) W 0.840 ± 0.021", "diag(g) W 0.838 ± 0.021", False), ("lowest other: o_proj", "lowest other: q_proj", False),
-])
+@pytest.mark.parametrize(
+    "a, b, same",
+    [
+        (0.5, 0.5 + 4e-6, True),
+        (0.5, 0.5 + 2e-5, False),
+        (1200.0, 1200.01, True),
+        (1200.0, 1200.1, False),
+        (float("nan"), float("nan"), True),
+        (float("nan"), 0.5, False),
+        (3, 3, True),
+        (3, 4, False),
+        (1, 1.0, False),
+        ("reproduced", "not reproduced", False),
+        (None, None, True),
+        (None, 0.0, False),
+        (True, 1, False),
+        (
+            "diag(g) W 0.840 ± 0.021",
+            "diag(g) W 0.839 ± 0.021",
+            True,
+        ),  # a noise-level value printed either side of .8395
+        ("diag(g) W 0.840 ± 0.021", "diag(g) W 0.838 ± 0.021", False),
+        ("lowest other: o_proj", "lowest other: q_proj", False),
+    ],
+)
 def test_claim_fields_agree_by_type_numbers_within_tolerance_everything_else_exactly(a, b, same):
     assert results.same_value(a, b) is same
 
 
 def test_the_check_executes_strictly_each_chapter_the_store_serves_whole_and_compares_its_claims(
-        store_root, monkeypatch, tmp_path):
+    store_root, monkeypatch, tmp_path
+):
     from geocont.book import build
 
     jobs = [job(1.0), job(2.0)]
-    run_set = runs.RunSet("smoke", [book_run(jobs[0], chapters=("timeline",)),
-                                    book_run(jobs[1], chapters=("condition2",))])
+    run_set = runs.RunSet(
+        "smoke", [book_run(jobs[0], chapters=("timeline",)), book_run(jobs[1], chapters=("condition2",))]
+    )
     monkeypatch.setattr(results, "book_run_set", lambda scale, chapters=None: run_set)
     monkeypatch.setattr(results, "ANALYSES_READ_BY", ())
     results.copy_from_cache(store_root, "mlp", computed_entry(1.0).key_config())  # the timeline's run alone
@@ -585,7 +671,8 @@ def test_the_check_executes_strictly_each_chapter_the_store_serves_whole_and_com
     assert executed == []  # refused before executing anything
     assert check("smoke", write_snapshot=True, out=io.StringIO()) == 0
     assert executed == ["timeline"] and sorted(p.name for p in (store_root / results.SNAPSHOT).iterdir()) == [
-        "timeline.json"]
+        "timeline.json"
+    ]
     out = io.StringIO()
     assert check("smoke", out=out) == 0
     assert "claims of 1 of " in out.getvalue() and "(timeline) equal the committed snapshot" in out.getvalue()
@@ -598,8 +685,13 @@ def test_the_check_executes_strictly_each_chapter_the_store_serves_whole_and_com
 
 
 def test_the_provenance_block_counts_where_runs_came_from():
-    row, listing = runs_markdown([RunSource("mlp/a", "run a", "store", {}), RunSource("mlp/b", "run b", "cache", {}),
-                                  RunSource("mlp/c", "run c", "trained", {})])
+    row, listing = runs_markdown(
+        [
+            RunSource("mlp/a", "run a", "store", {}),
+            RunSource("mlp/b", "run b", "cache", {}),
+            RunSource("mlp/c", "run c", "trained", {}),
+        ]
+    )
     assert row.startswith("3 listed, as looked up when the chapter started")
     assert "1 from the results store, 1 from your run cache, 1 trained now" in row
     assert "`mlp/b` run b: from your run cache" in listing and "mlp/a" not in listing
@@ -608,13 +700,18 @@ def test_the_provenance_block_counts_where_runs_came_from():
 
 def test_the_provenance_block_names_where_the_runs_were_trained_and_their_measured_minutes():
     epyc = dict(cpu_model="AMD EPYC", cpu_capability="AVX512", threads=1, device="cpu")
-    sources = [RunSource("mlp/a", "a", "store", {**epyc, "wall_seconds": 600.0}),
-               RunSource("mlp/b", "b", "store", {**epyc, "wall_seconds": 300.0}),
-               RunSource("mlp/c", "c", "cache", {**epyc, "cpu_capability": "AVX2", "wall_seconds": 60.0}),
-               RunSource("mlp/d", "d", "store", {}), RunSource("mlp/e", "e", "trained", {})]
-    assert trained_on(sources) == ("AMD EPYC (AVX512): 2 runs, 1 torch thread each, 15 worker-minutes measured; "
-                                   "AMD EPYC (AVX2): 1 run, 1 torch thread each, 1 worker-minutes measured; "
-                                   "1 to be trained on this machine; 1 without a record of where")
+    sources = [
+        RunSource("mlp/a", "a", "store", {**epyc, "wall_seconds": 600.0}),
+        RunSource("mlp/b", "b", "store", {**epyc, "wall_seconds": 300.0}),
+        RunSource("mlp/c", "c", "cache", {**epyc, "cpu_capability": "AVX2", "wall_seconds": 60.0}),
+        RunSource("mlp/d", "d", "store", {}),
+        RunSource("mlp/e", "e", "trained", {}),
+    ]
+    assert trained_on(sources) == (
+        "AMD EPYC (AVX512): 2 runs, 1 torch thread each, 15 worker-minutes measured; "
+        "AMD EPYC (AVX2): 1 run, 1 torch thread each, 1 worker-minutes measured; "
+        "1 to be trained on this machine; 1 without a record of where"
+    )
     assert measured_cost(sources) == MeasuredCost(worker_minutes=16.0, measured=3, runs=5)
 
 
@@ -627,17 +724,25 @@ def test_the_provenance_block_looks_each_run_up_in_the_cache_then_the_store(stor
     found = run_sources([stored, cached, new, new])
     assert [run.source for run in found] == ["store", "cache", "trained"]
     assert [bool(run.provenance.get("wall_seconds")) for run in found] == [True, True, False]
-    text = provenance_markdown(notebook="book/x.ipynb", scale="smoke", data="d", seeds=[0], model="m", training="t",
-                               runs=[stored, cached, new])
-    assert "| runs | 3 listed" in text and "| trained on | " in text and f"`{store.entry_name('mlp', mlp_job(new).key_config())}`" in text
+    text = provenance_markdown(
+        notebook="book/x.ipynb", scale="smoke", data="d", seeds=[0], model="m", training="t", runs=[stored, cached, new]
+    )
+    assert (
+        "| runs | 3 listed" in text
+        and "| trained on | " in text
+        and f"`{store.entry_name('mlp', mlp_job(new).key_config())}`" in text
+    )
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["store", "--scale", "smoke", "--minutes", "-1"], "--minutes must be a positive number"),
-    (["store", "--scale", "huge"], "unknown scale 'huge'"),
-    (["store", "--chapters", "condition9"], "unknown chapter condition9; valid choices: activation_vs_norm"),
-    (["verify", "--chapters", "condition2", "x"], "unknown chapter x; valid choices"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["store", "--scale", "smoke", "--minutes", "-1"], "--minutes must be a positive number"),
+        (["store", "--scale", "huge"], "unknown scale 'huge'"),
+        (["store", "--chapters", "condition9"], "unknown chapter condition9; valid choices: activation_vs_norm"),
+        (["verify", "--chapters", "condition2", "x"], "unknown chapter x; valid choices"),
+    ],
+)
 def test_the_store_command_rejects_bad_input_in_one_line(argv, message, capsys):
     from geocont.book.build import main
 
@@ -680,7 +785,8 @@ def test_an_analysing_chapter_is_captured_once_its_runs_are_stored_and_then_read
     assert len(executed) == 1  # nothing new
     with store.environment(GEOCONT_CACHE_DIR=str(store_root.parent / "empty"), **{store.STORE_ONLY_ENV: "1"}):
         assert cache.cached("sharing", {"analysis": 1}, lambda: pytest.fail("computed")).equals(
-            cache.load("sharing", {"analysis": 1}))
+            cache.load("sharing", {"analysis": 1})
+        )
 
 
 def test_predictions_are_scaled_by_the_measured_times_of_the_stored_runs(store_root, monkeypatch):

@@ -9,7 +9,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -18,18 +17,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_preflight import run_error
+from test_probe_faults import _Listener
+from test_store import CALLS, _fake_run_set, computed_entry, job, store_root  # noqa: F401 (autouse fixture)
 
 from geocont import cache, store
 from geocont.book import build, results
 from geocont.scales import ParameterError
 
-from test_preflight import run_error
-from test_probe_faults import _Listener
-from test_store import CALLS, _fake_run_set, computed_entry, job, store_root  # noqa: F401 (autouse fixture)
-
 ROOT = Path(__file__).resolve().parents[1]
-
-
 
 
 @pytest.fixture
@@ -42,8 +38,9 @@ def read_only_folder(tmp_path):
     mounted = False
     if os.access(folder, os.W_OK):
         folder.chmod(0o755)
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)], capture_output=True,
-                              text=True)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)], capture_output=True, text=True
+        )
         if done.returncode != 0:
             pytest.skip(f"cannot make a read-only folder here: {done.stderr.strip()}")
         mounted = True
@@ -93,7 +90,8 @@ def test_store_and_verify_refuse_a_listener_that_is_not_ray_before_any_work(monk
 def test_zero_local_workers_says_workers_must_be_at_least_one(monkeypatch):
     no_work(monkeypatch)
     assert main_error(["store", "--scale", "smoke", "--executor", "local:0"]) == (
-        "error: executor 'local:0': the number of local workers must be >= 1")
+        "error: executor 'local:0': the number of local workers must be >= 1"
+    )
 
 
 # --------------------------------------------------------------------------- 2: a read-only store
@@ -181,8 +179,14 @@ def test_a_strict_miss_inside_a_chapter_is_its_one_line(store_root, monkeypatch,
     line = "run mlp/8acd7e465d94e0a5e39d (res-relu adam init=1 seed=0) of chapter mlp_conditions in neither ..."
 
     def missing(*args, **kwargs):
-        raise papermill.PapermillExecutionError(cell_index=4, exec_count=5, source="chapter.run(settings)",
-                                                ename="RunMissing", evalue=line, traceback=["a", "long", "one"])
+        raise papermill.PapermillExecutionError(
+            cell_index=4,
+            exec_count=5,
+            source="chapter.run(settings)",
+            ename="RunMissing",
+            evalue=line,
+            traceback=["a", "long", "one"],
+        )
 
     store_root.mkdir()
     monkeypatch.chdir(ROOT)
@@ -191,8 +195,20 @@ def test_a_strict_miss_inside_a_chapter_is_its_one_line(store_root, monkeypatch,
     assert "failed" not in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("value, strict", [("", False), ("0", False), ("false", False), ("No", False), ("off", False),
-                                           ("1", True), ("TRUE", True), ("yes", True), (" on ", True)])
+@pytest.mark.parametrize(
+    "value, strict",
+    [
+        ("", False),
+        ("0", False),
+        ("false", False),
+        ("No", False),
+        ("off", False),
+        ("1", True),
+        ("TRUE", True),
+        ("yes", True),
+        (" on ", True),
+    ],
+)
 def test_store_only_reads_the_usual_spellings(monkeypatch, value, strict):
     monkeypatch.setenv(store.STORE_ONLY_ENV, value)
     assert store.strict() is strict
@@ -201,7 +217,8 @@ def test_store_only_reads_the_usual_spellings(monkeypatch, value, strict):
 def test_store_only_of_another_word_is_one_line(monkeypatch):
     monkeypatch.setenv(store.STORE_ONLY_ENV, "maybe")
     assert main_error(["check", "--scale", "smoke"]) == (
-        "error: GEOCONT_STORE_ONLY='maybe' is neither true (1, true, yes, on) nor false ('', 0, false, no, off)")
+        "error: GEOCONT_STORE_ONLY='maybe' is neither true (1, true, yes, on) nor false ('', 0, false, no, off)"
+    )
 
 
 # --------------------------------------------------------------------------- 8: a read-only home
@@ -213,8 +230,10 @@ def test_a_read_only_home_is_one_line_before_any_run(monkeypatch, read_only_fold
     monkeypatch.delenv("GEOCONT_DATA_DIR", raising=False)
     monkeypatch.setenv(store.STORE_ENV, store.STORE_OFF)
     message = run_error(monkeypatch, "-p", "scale", "smoke")
-    assert message.startswith(f"error: the run cache {read_only_folder / '.cache/geocont/runs'} (the default, as "
-                              f"GEOCONT_CACHE_DIR is unset) cannot be written (")
+    assert message.startswith(
+        f"error: the run cache {read_only_folder / '.cache/geocont/runs'} (the default, as "
+        f"GEOCONT_CACHE_DIR is unset) cannot be written ("
+    )
     assert message.endswith("set GEOCONT_CACHE_DIR to a writable folder")
 
 
@@ -245,8 +264,7 @@ def _saved_kjv(folder: Path, train: str, validation: str) -> Path:
     return path
 
 
-def test_a_saved_corpus_too_short_for_one_sequence_is_one_line_naming_it(tmp_path, monkeypatch,
-                                                                            fresh_token_splits):
+def test_a_saved_corpus_too_short_for_one_sequence_is_one_line_naming_it(tmp_path, monkeypatch, fresh_token_splits):
     from geocont.preflight import PreflightError, check_run_configs
 
     monkeypatch.setenv("GEOCONT_CORPUS_DIR", str(tmp_path / "corpora"))
@@ -259,8 +277,9 @@ def test_a_saved_corpus_too_short_for_one_sequence_is_one_line_naming_it(tmp_pat
     assert "delete it (corpus kjv is then read from its source)" in message
 
 
-def test_a_corrupt_cached_tokenizer_is_discarded_with_a_warning_and_rebuilt(tmp_path, monkeypatch, isolated_cache,
-                                                                             fresh_token_splits):
+def test_a_corrupt_cached_tokenizer_is_discarded_with_a_warning_and_rebuilt(
+    tmp_path, monkeypatch, isolated_cache, fresh_token_splits
+):
     from geocont import text
     from geocont.preflight import check_run_configs
 
@@ -282,12 +301,15 @@ def test_a_corrupt_cached_tokenizer_is_discarded_with_a_warning_and_rebuilt(tmp_
 
 def test_store_status_into_a_closed_pipe_ends_quietly(tmp_path, store_root):
     store_root.mkdir()
-    script = ("from geocont.book import build, results\n"
-              "results.print_status = lambda *a, **k: [print('line ' * 20) for _ in range(20000)] and 0\n"
-              "build.main(['store', 'status', '--scale', 'smoke'])\n")
+    script = (
+        "from geocont.book import build, results\n"
+        "results.print_status = lambda *a, **k: [print('line ' * 20) for _ in range(20000)] and 0\n"
+        "build.main(['store', 'status', '--scale', 'smoke'])\n"
+    )
     reader = subprocess.Popen(["head", "-1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    writer = subprocess.run([sys.executable, "-c", script], stdout=reader.stdin, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT, timeout=60)
+    writer = subprocess.run(
+        [sys.executable, "-c", script], stdout=reader.stdin, stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=60
+    )
     reader.stdin.close()
     assert reader.stdout.read().startswith(b"line ")
     reader.wait()
@@ -331,7 +353,8 @@ def test_a_missing_store_folder_is_one_line_naming_it(tmp_path, monkeypatch):
     no_work(monkeypatch)
     assert main_error(["store", "status", "--scale", "smoke"]) == (
         f"error: GEOCONT_STORE={tmp_path / 'nowhere'} names no folder: point it at a results store, or unset it to "
-        "use the checkout's results/<scale>")
+        "use the checkout's results/<scale>"
+    )
 
 
 def test_a_chapter_whose_runs_another_process_computes_says_who(monkeypatch, capsys):
@@ -385,6 +408,7 @@ def test_the_store_is_the_working_checkouts_and_named_on_the_first_line(tmp_path
     monkeypatch.chdir(clone / "src")
     assert store.checkout_root() == clone and store.store_roots() == [clone / "results" / "cpu"]
     assert build.store_line(argparse.Namespace(command="verify", scale="cpu")) == (
-        f"results store: {clone / 'results' / 'cpu'} (of the checkout {clone})")
+        f"results store: {clone / 'results' / 'cpu'} (of the checkout {clone})"
+    )
     monkeypatch.chdir(tmp_path)
     assert store.checkout_root() == Path(store.__file__).resolve().parents[2]  # outside any checkout: the package's

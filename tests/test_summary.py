@@ -36,9 +36,15 @@ def test_the_main_claims_split_into_what_held_and_what_did_not(tmp_path):
     path.write_text(json.dumps(payload))
     rows = summary.published_claims(claims, claim_chapters())[0].query("primary")
     main = summary.main_claim_rows(rows)
-    assert len(main) == 15 and main.loc[main["key"] == "rotation-drift@fashion-mnist", "verdict"].item() == "not reproduced"
+    assert (
+        len(main) == 15
+        and main.loc[main["key"] == "rotation-drift@fashion-mnist", "verdict"].item() == "not reproduced"
+    )
     held, short = summary.easy_and_difficult(rows).split("**What was difficult.**")
-    assert "rotation drift" not in held and "The linear net loses its continuity by rotation drift (*not reproduced*" in short
+    assert (
+        "rotation drift" not in held
+        and "The linear net loses its continuity by rotation drift (*not reproduced*" in short
+    )
 
 
 def test_a_chapter_without_a_published_table_is_named_and_not_counted(tmp_path):
@@ -46,4 +52,6 @@ def test_a_chapter_without_a_published_table_is_named_and_not_counted(tmp_path):
     (claims / "timeline.json").unlink()
     text = summary.reproducibility_summary(claims, tmp_path / "pages", claim_chapters())
     assert "not counted above: `timeline`" in text
-    assert summary.reproducibility_summary(tmp_path / "empty", tmp_path / "pages", claim_chapters()).startswith("No chapter")
+    assert summary.reproducibility_summary(tmp_path / "empty", tmp_path / "pages", claim_chapters()).startswith(
+        "No chapter"
+    )

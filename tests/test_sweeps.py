@@ -8,8 +8,9 @@ from geocont import sweeps
 from geocont.config import MLPRunConfig, OptimizerConfig
 from geocont.training import mlp_job, run_sweep
 
-TINY = MLPRunConfig(dataset="mnist-subset", max_train=256, width=8, depth=3, epochs=2,
-                    batch_size=64, n_snapshots=3, n_directions=2)
+TINY = MLPRunConfig(
+    dataset="mnist-subset", max_train=256, width=8, depth=3, epochs=2, batch_size=64, n_snapshots=3, n_directions=2
+)
 CONFIGS = [TINY.replace(condition="res-relu"), TINY.replace(condition="nores-relu", seed=1)]
 EXPLODING = TINY.replace(optimizer=OptimizerConfig("sgd", lr=0.9, momentum=0.99), init_scale=30.0)
 #: A run that raises in the worker: CUDA asked for on a machine without a GPU.
@@ -58,8 +59,7 @@ def test_local_workers_give_the_serial_tables_exactly(serial_table, tmp_path, mo
     pd.testing.assert_frame_equal(local, serial_table, check_exact=True)
     for config in CONFIGS:  # the workers wrote the entries; a run in the cache is not recomputed
         assert mlp_job(config).load() is not None
-    pd.testing.assert_frame_equal(run_sweep(CONFIGS, progress=False, executor="serial"), serial_table,
-                                  check_exact=True)
+    pd.testing.assert_frame_equal(run_sweep(CONFIGS, progress=False, executor="serial"), serial_table, check_exact=True)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the failing run asks for CUDA, which this machine has")
@@ -68,7 +68,7 @@ def test_a_failing_run_is_reported_with_its_configuration_and_the_others_are_cac
     in_fresh_cache(monkeypatch, tmp_path, "failing")
     with pytest.raises(sweeps.SweepFailed, match=r"1 of 3 runs failed") as failed:
         run_sweep([CONFIGS[0], FAILING, CONFIGS[1]], progress=False, executor="local:2")
-    (label, config, error), = failed.value.failures
+    ((label, config, error),) = failed.value.failures
     assert config == FAILING.to_dict() and "seed=0" in label and "no CUDA GPU" in error
     assert "'device': 'cuda'" in str(failed.value)
     assert "run failed:" in capsys.readouterr().out  # reported as it happened, before the sweep ended
@@ -125,9 +125,11 @@ def _die(value: float) -> pd.DataFrame:
 @pytest.mark.slow
 def test_a_worker_that_dies_is_reported_and_the_other_runs_finish(tmp_path, monkeypatch):
     in_fresh_cache(monkeypatch, tmp_path, "dying")
-    jobs = [sweeps.Job("demo", {"value": 1.0}, _table_of, 1.0, label="good"),
-            sweeps.Job("demo", {"value": 2.0}, _die, 2.0, label="dies"),
-            sweeps.Job("demo", {"value": 3.0}, _table_of, 3.0, label="also good")]
+    jobs = [
+        sweeps.Job("demo", {"value": 1.0}, _table_of, 1.0, label="good"),
+        sweeps.Job("demo", {"value": 2.0}, _die, 2.0, label="dies"),
+        sweeps.Job("demo", {"value": 3.0}, _table_of, 3.0, label="also good"),
+    ]
     with pytest.raises(sweeps.SweepFailed, match="dies: the worker process died") as failed:
         sweeps.run_jobs(jobs, executor="local:1", progress=False)
     assert [label for label, _, _ in failed.value.failures] == ["dies"]
@@ -144,8 +146,10 @@ def _started_at(value: float) -> pd.DataFrame:
 @pytest.mark.slow
 def test_the_local_executor_starts_the_costliest_runs_first_and_returns_tables_in_order(tmp_path, monkeypatch):
     in_fresh_cache(monkeypatch, tmp_path, "order")
-    jobs = [sweeps.Job("demo", {"value": v}, _started_at, v, label=str(v), cost=c)
-            for v, c in ((1.0, 1.0), (2.0, 8.0), (3.0, 1.0), (4.0, 3.0))]
+    jobs = [
+        sweeps.Job("demo", {"value": v}, _started_at, v, label=str(v), cost=c)
+        for v, c in ((1.0, 1.0), (2.0, 8.0), (3.0, 1.0), (4.0, 3.0))
+    ]
     tables = sweeps.run_jobs(jobs, executor="local:1", progress=False)
     assert [t["value"].item() for t in tables] == [1.0, 2.0, 3.0, 4.0]  # in the jobs' order
     started = [t["started"].item() for t in tables]
@@ -160,12 +164,15 @@ def test_runs_cached_by_code_of_other_numerics_are_not_read(serial_table, tmp_pa
     assert job.key_config()["numerics"] == 2 and job.load() is None
 
 
-@pytest.mark.parametrize("durations, workers, expected", [
-    ([3.0, 3.0], 2, 3.0),                 # one run each
-    ([4.0, 3.0, 3.0, 2.0], 2, 6.0),       # longest first: 4+2 and 3+3
-    ([5.0, 1.0, 1.0, 1.0], 2, 5.0),       # the longest run alone bounds the sweep
-    ([1.0, 2.0, 3.0], 1, 6.0),            # one worker: the sum
-    ([], 2, 0.0),
-])
+@pytest.mark.parametrize(
+    "durations, workers, expected",
+    [
+        ([3.0, 3.0], 2, 3.0),  # one run each
+        ([4.0, 3.0, 3.0, 2.0], 2, 6.0),  # longest first: 4+2 and 3+3
+        ([5.0, 1.0, 1.0, 1.0], 2, 5.0),  # the longest run alone bounds the sweep
+        ([1.0, 2.0, 3.0], 1, 6.0),  # one worker: the sum
+        ([], 2, 0.0),
+    ],
+)
 def test_a_sweeps_predicted_wall_time_is_the_longest_first_schedules_makespan(durations, workers, expected):
     assert sweeps.predicted_wall_seconds(durations, workers) == pytest.approx(expected)

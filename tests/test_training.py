@@ -12,8 +12,9 @@ from geocont.recorder import ContinuityRecorder, log_spaced_steps
 from geocont.tables import METRICS, RUN_COLUMNS, rows_to_frame, select
 from geocont.training import TrainingDiverged, run_mlp, run_sweep, train_mlp
 
-TINY = MLPRunConfig(dataset="mnist-subset", max_train=256, width=16, depth=4, epochs=2,
-                    batch_size=64, n_snapshots=4, n_directions=3)
+TINY = MLPRunConfig(
+    dataset="mnist-subset", max_train=256, width=16, depth=4, epochs=2, batch_size=64, n_snapshots=4, n_directions=3
+)
 
 
 def test_log_spaced_schedule():
@@ -30,9 +31,16 @@ def test_run_table_is_tidy_and_complete():
     assert list(table.columns) == RUN_COLUMNS
     # val_loss and cross_cos (its up~gate pairs) are the LM's; the trace and divergence rows appear only
     # where asked for or met, and near_linear_share in radial conditions only
-    assert set(table["metric"].unique()) == set(METRICS) - {"val_loss", "cross_cos", "trace_loss", "trace_weight_cos",
-                                                             "diverged", "near_linear_share", "pair_balance_motion",
-                                                             "unit_balance_motion"}
+    assert set(table["metric"].unique()) == set(METRICS) - {
+        "val_loss",
+        "cross_cos",
+        "trace_loss",
+        "trace_weight_cos",
+        "diverged",
+        "near_linear_share",
+        "pair_balance_motion",
+        "unit_balance_motion",
+    }
     steps = sorted(table["step"].unique())
     assert steps[0] == 0 and steps[-1] == 2 * (256 // 64)
     weight_v = select(table, "weight_cos", "input")
@@ -98,7 +106,9 @@ def test_sweep_adds_configuration_columns():
     configs = [TINY.replace(condition=c) for c in ("res-relu", "nores-relu")]
     table = run_sweep(configs, progress=False, executor="serial")
     for config in configs:  # each run's own table, with its configuration columns added
-        rows = table[table["condition"] == config.condition].drop(columns=["condition", "optimizer", "init_scale", "seed"])
+        rows = table[table["condition"] == config.condition].drop(
+            columns=["condition", "optimizer", "init_scale", "seed"]
+        )
         expected = run_mlp(config, progress=False)
         pd.testing.assert_frame_equal(rows.reset_index(drop=True), expected, check_categorical=False)
         assert set(table.loc[table["condition"] == config.condition, "seed"]) == {config.seed}
@@ -121,8 +131,11 @@ def test_schedule_clipping_and_adamw_change_training_and_the_cache_key():
     assert base.to_dict() == MLPRunConfig(**{**base.__dict__}).to_dict()
     assert "lr_schedule" not in base.to_dict() and "grad_clip" not in base.to_dict()
     reference = select(train_mlp(base, progress=False), "weight_cos", "input", 1)["value"].to_numpy()
-    for changed in (base.replace(lr_schedule="cosine"), base.replace(grad_clip=0.01),
-                    base.replace(optimizer=OptimizerConfig("adamw", weight_decay=0.5))):
+    for changed in (
+        base.replace(lr_schedule="cosine"),
+        base.replace(grad_clip=0.01),
+        base.replace(optimizer=OptimizerConfig("adamw", weight_decay=0.5)),
+    ):
         assert changed.to_dict() != base.to_dict()
         values = select(train_mlp(changed, progress=False), "weight_cos", "input", 1)["value"].to_numpy()
         assert values[0] == reference[0] and not (values == reference).all()  # same start, other path
@@ -196,8 +209,17 @@ def test_snapshots_record_training_set_metrics_and_gradient_norms():
 
 
 def test_a_finite_loss_with_an_overflowing_gradient_is_recorded_as_diverged():
-    wild = MLPRunConfig(dataset="mnist-subset", max_train=256, width=8, depth=2, steps=12, batch_size=64,
-                        n_snapshots=4, n_directions=2, optimizer=OptimizerConfig("sgd", lr=100.0, momentum=0.9))
+    wild = MLPRunConfig(
+        dataset="mnist-subset",
+        max_train=256,
+        width=8,
+        depth=2,
+        steps=12,
+        batch_size=64,
+        n_snapshots=4,
+        n_directions=2,
+        optimizer=OptimizerConfig("sgd", lr=100.0, momentum=0.9),
+    )
     table = train_mlp(wild, progress=False)
     diverged = select(table, "diverged")
     assert len(diverged) == 1 and math.isfinite(diverged["value"].iloc[0])
@@ -214,18 +236,27 @@ def test_training_flushes_subnormals_and_restores_the_callers_setting(callers):
 
     def compute_loss(step):
         seen.append(flush_denormal_enabled())
-        return (weight ** 2).sum()
+        return (weight**2).sum()
 
     try:
         torch.set_flush_denormal(callers)
         assert flush_denormal_enabled() is callers  # the probe reads what was set
-        train_with_recording(compute_loss=compute_loss, optimizer=torch.optim.SGD([weight], lr=0.1), recorder=None,
-                             total_steps=2, progress=False)
+        train_with_recording(
+            compute_loss=compute_loss,
+            optimizer=torch.optim.SGD([weight], lr=0.1),
+            recorder=None,
+            total_steps=2,
+            progress=False,
+        )
         assert seen == [True] * 3 and flush_denormal_enabled() is callers
         with pytest.raises(TrainingDiverged):  # restored on the way out of an error too
-            train_with_recording(compute_loss=lambda step: torch.tensor(math.nan, requires_grad=True),
-                                 optimizer=torch.optim.SGD([weight], lr=0.1), recorder=None, total_steps=2,
-                                 progress=False)
+            train_with_recording(
+                compute_loss=lambda step: torch.tensor(math.nan, requires_grad=True),
+                optimizer=torch.optim.SGD([weight], lr=0.1),
+                recorder=None,
+                total_steps=2,
+                progress=False,
+            )
         assert flush_denormal_enabled() is callers
     finally:
         torch.set_flush_denormal(False)
@@ -241,9 +272,13 @@ def test_the_step_schedule_switches_the_learning_rate_at_half_the_horizon():
         weight = torch.nn.Parameter(torch.ones(2))
         optimizer = torch.optim.Adam([weight], lr=config.optimizer.lr)
         used = []
-        optimizer.register_step_pre_hook(lambda opt, args, kwargs: used.append(opt.param_groups[0]["lr"]))
-        train_with_recording(compute_loss=lambda step: (weight ** 2).sum(), optimizer=optimizer, recorder=None,
-                             total_steps=10, progress=False, lr_factor=lr_factor_for(config, 10))
+        optimizer.register_step_pre_hook(lambda opt, args, kwargs: used.append(opt.param_groups[0]["lr"]))  # noqa: B023
+        train_with_recording(
+            compute_loss=lambda step: (weight**2).sum(),  # noqa: B023 optimizer=optimizer, recorder=None,
+            total_steps=10,
+            progress=False,
+            lr_factor=lr_factor_for(config, 10),
+        )
         # the updates after steps 0..4 at lr, those after steps 5..9 at lr * factor, exactly
         assert used == [lr] * 5 + [lr * factor] * 5
     assert lr_factor_for(MLPRunConfig(), 10) is None
@@ -259,8 +294,14 @@ def test_a_step_run_follows_the_constant_run_until_the_switch():
     assert not a.loc[7].equals(b.loc[7])  # the update after step 6 was the first at lr x 0.1
 
 
-PROBE_METRICS = ["mean_input_cos", "mean_input_share", "mean_input_pair_cos", "logit_change", "product_change",
-                 "near_linear_share"]
+PROBE_METRICS = [
+    "mean_input_cos",
+    "mean_input_share",
+    "mean_input_pair_cos",
+    "logit_change",
+    "product_change",
+    "near_linear_share",
+]
 
 
 @pytest.mark.parametrize("condition", ["res-relu", "res-relu-batch-centred", "res-radial-track"])
@@ -356,6 +397,7 @@ def test_the_probe_measures_on_the_first_training_examples_in_eval_mode(monkeypa
         seen.append((step, len(self.x), self.model.training))
         original(self, step)
         assert self.model.training  # back in training mode
+
     monkeypatch.setattr(training.MLPProbe, "__call__", spy)
     train_mlp(TINY.replace(steps=4, n_snapshots=3), progress=False)
     assert seen == [(step, min(training.PROBE_EXAMPLES, 256), True) for step in (0, 1, 4)]

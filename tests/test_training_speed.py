@@ -31,9 +31,14 @@ EARLY_STEP = 3
 #: did on the way (the 1e-5 learning-rate change above moved it by 0.2%).
 FINAL_LOSS_TOLERANCE = 0.02
 SHORT = MLPRunConfig(max_train=512, width=32, depth=6, steps=120, batch_size=64, n_snapshots=6, n_directions=3)
-TINY_LM = LMRunConfig(shape=TransformerShape(n_layers=2, d_model=32, n_heads=2, n_kv_heads=2, ffn_dim=88,
-                                             vocab_size=512, max_seq_len=32),
-                      steps=40, batch_size=4, n_snapshots=4, n_directions=2, eval_windows=4)
+TINY_LM = LMRunConfig(
+    shape=TransformerShape(n_layers=2, d_model=32, n_heads=2, n_kv_heads=2, ffn_dim=88, vocab_size=512, max_seq_len=32),
+    steps=40,
+    batch_size=4,
+    n_snapshots=4,
+    n_directions=2,
+    eval_windows=4,
+)
 OPTIMIZERS = {
     "adam": OptimizerConfig("adam", lr=1e-3),
     "sgd(momentum=0.9)": OptimizerConfig("sgd", lr=0.01, momentum=0.9),
@@ -75,8 +80,9 @@ def layers():
 
 def test_optimizers_are_fused_where_torch_has_the_kernel():
     params = [p for layer in layers() for p in layer.parameters()]
-    adamw = types.SimpleNamespace(name="adamw", lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01,
-                                  momentum=0.0)
+    adamw = types.SimpleNamespace(
+        name="adamw", lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, momentum=0.0
+    )
     for config in (OptimizerConfig("adam"), OptimizerConfig("sgd", momentum=0.9), adamw):
         optimizer = make_optimizer(params, config)
         assert optimizer.defaults["fused"] is True, config.name
@@ -89,8 +95,7 @@ def test_optimizers_are_fused_where_torch_has_the_kernel():
 
 @pytest.mark.parametrize("name", ["adam", "adamw"])
 def test_fused_steps_equal_the_loop_to_float_rounding(name):
-    config = types.SimpleNamespace(name=name, lr=1e-2, beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.01,
-                                   momentum=0.0)
+    config = types.SimpleNamespace(name=name, lr=1e-2, beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.01, momentum=0.0)
     paths = {}
     for fused in (False, True):
         model = torch.nn.Sequential(*layers())
@@ -145,8 +150,10 @@ def test_frame_adam_follows_a_changed_learning_rate():
                 step()
                 for group in optimizer.param_groups:
                     group["lr"] = OPTIONS["lr"] / 2
+
             optimizer.step = step_then_halve
             return optimizer
+
         return optimizer_for
 
     framed = trajectory(halved_after_one(lambda w, b: FrameAdam([w, b], {w: eye}, **OPTIONS)))

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Literal, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, Literal, NamedTuple
 
 import pandas as pd
 import torch
@@ -21,15 +22,37 @@ from . import cache
 from .checkpoints import TensorSource, open_source
 from .layouts import PROJECTIONS, IncompleteLayers, Layout, MatrixRef, detect_layout, get_layout, missing_layers
 from .metrics import (
-    SPACES, Method, check_method,
-    direction_flags, direction_gaps, pair_directions, random_abs_cos, random_matrix_baseline, spectral_alignment,
+    SPACES,
+    Method,
+    check_method,
+    direction_flags,
+    direction_gaps,
+    pair_directions,
+    random_abs_cos,
+    random_matrix_baseline,
+    spectral_alignment,
     top_singular_triplets,
 )
 
 #: Columns of the analyzer's table, in order.
 COLUMNS = [
-    "projection", "layer", "out_dim", "in_dim", "dtype", "sigma1", "sigma2", "gap", "v1_cos", "u1_cos", "align_input",
-    "align_output", "v1_baseline", "u1_baseline", "align_baseline", "method", "flag",
+    "projection",
+    "layer",
+    "out_dim",
+    "in_dim",
+    "dtype",
+    "sigma1",
+    "sigma2",
+    "gap",
+    "v1_cos",
+    "u1_cos",
+    "align_input",
+    "align_output",
+    "v1_baseline",
+    "u1_baseline",
+    "align_baseline",
+    "method",
+    "flag",
 ]
 COLUMN_DOCS = {
     "projection": "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj or down_proj (geocont.layouts.PROJECTIONS)",
@@ -40,7 +63,7 @@ COLUMN_DOCS = {
     "sigma1": "leading singular value of W",
     "sigma2": "second singular value of W (Rayleigh-Ritz estimate where the triplet is iterative)",
     "gap": "relative leading gap (sigma1 - sigma2) / sigma1 (NaN for a zero matrix); below "
-           "metrics.DEGENERACY_TOL v1 and u1 are undefined",
+    "metrics.DEGENERACY_TOL v1 and u1 are undefined",
     "v1_cos": "|cos| of the leading right singular vectors (input space) of layers l and l + 1",
     "u1_cos": "|cos| of the leading left singular vectors (output space) of layers l and l + 1",
     "align_input": "sigma^2-weighted alignment (centred Gram cosine) of layers l and l + 1, input space",
@@ -48,12 +71,12 @@ COLUMN_DOCS = {
     "v1_baseline": "E|cos| of random unit vectors in in_dim dimensions (metrics.random_abs_cos)",
     "u1_baseline": "E|cos| of random unit vectors in out_dim dimensions",
     "align_baseline": "mean sigma^2-alignment (input) of independent Gaussian matrices of this shape "
-                      "(metrics.random_matrix_baseline; NaN where the alignment is not computed)",
+    "(metrics.random_matrix_baseline; NaN where the alignment is not computed)",
     "method": "how the singular triplet was computed: exact, gram-eigh, iterative, or exact-fallback",
     "flag": "why a pair column (v1_cos, u1_cos, align_*) is NaN for this pair although both layers exist, e.g. "
-            "'layer 3: zero matrix', 'layer 4: tied sigma1/sigma2 (gap 3e-07 < 1e-03)', 'layer 5: overflow "
-            "(sigma1 = inf)', 'different output-space dimensions (64 vs 48)' (with the alignment 'not computed: "
-            "different shapes') or an alignment that is not computable (overflow); empty otherwise",
+    "'layer 3: zero matrix', 'layer 4: tied sigma1/sigma2 (gap 3e-07 < 1e-03)', 'layer 5: overflow "
+    "(sigma1 = inf)', 'different output-space dimensions (64 vs 48)' (with the alignment 'not computed: "
+    "different shapes') or an alignment that is not computable (overflow); empty otherwise",
 }
 
 #: The vocabulary shared with the run table (:mod:`geocont.tables`): each analyzer column that
@@ -102,8 +125,9 @@ class Plan(NamedTuple):
     matrices: dict[str, list[MatrixRef]]
 
 
-def plan(source: Any, layout: str | None = None, projections: Sequence[str] | None = None,
-         max_layers: int | None = None) -> Plan:
+def plan(
+    source: Any, layout: str | None = None, projections: Sequence[str] | None = None, max_layers: int | None = None
+) -> Plan:
     """Open ``source``, resolve its layout and list the matrices to analyse, reading no weights.
 
     Every error about bad input (missing or corrupt file, unknown layout or projection, a
@@ -114,7 +138,9 @@ def plan(source: Any, layout: str | None = None, projections: Sequence[str] | No
     from .pretrained import OFFLINE_MODELS
 
     if max_layers is not None and (isinstance(max_layers, bool) or not isinstance(max_layers, int) or max_layers < 2):
-        raise ValueError(f"max_layers must be an integer >= 2 (continuity compares adjacent layers), got {max_layers!r}")
+        raise ValueError(
+            f"max_layers must be an integer >= 2 (continuity compares adjacent layers), got {max_layers!r}"
+        )
     if layout is None and isinstance(source, str) and source in OFFLINE_MODELS:
         layout = OFFLINE_MODELS[source].layout
     src = open_source(source)
@@ -138,14 +164,16 @@ def plan(source: Any, layout: str | None = None, projections: Sequence[str] | No
         if inside:
             raise IncompleteLayers(
                 f"{src.description}: {projection} is missing layer(s) {inside} (layout {chosen.name!r}; a renamed "
-                f"tensor, a truncated index or an incomplete checkpoint?); continuity across the gap is not measured")
+                f"tensor, a truncated index or an incomplete checkpoint?); continuity across the gap is not measured"
+            )
         if len(inside) < len(missing):
             unanalysed.append(f"{projection} is missing layer(s) {missing} beyond the first {max_layers} analysed")
         refs = [ref for layer, ref in layers.items() if max_layers is None or layer < max_layers]
         if len(refs) < 2:
             raise IncompleteLayers(
                 f"{src.description}: {projection} has {len(refs)} layer; continuity compares adjacent layers, "
-                f"so at least two are needed")
+                f"so at least two are needed"
+            )
         matrices[projection] = refs
     for note in unanalysed:
         warnings.warn(f"{src.description}: {note}", stacklevel=2)
@@ -182,9 +210,16 @@ def analyze(
     if alignment not in (True, False, "auto"):
         raise ValueError(f"alignment must be True, False or 'auto', got {alignment!r}")
     src, chosen, matrices = plan(source, layout, projections, max_layers)
-    settings = {"layout": chosen.name, "rules": [repr(r) for r in chosen.rules], "projections": list(matrices),
-                "max_layers": max_layers, "alignment": alignment, "method": method, "version": ANALYZER_VERSION,
-                "alignment_max_dim": AUTO_ALIGNMENT_MAX_DIM}
+    settings = {
+        "layout": chosen.name,
+        "rules": [repr(r) for r in chosen.rules],
+        "projections": list(matrices),
+        "max_layers": max_layers,
+        "alignment": alignment,
+        "method": method,
+        "version": ANALYZER_VERSION,
+        "alignment_max_dim": AUTO_ALIGNMENT_MAX_DIM,
+    }
 
     def compute() -> pd.DataFrame:
         return _stream(src, matrices, alignment=alignment, method=method, progress=progress)
@@ -194,8 +229,13 @@ def analyze(
         table = compute()
     else:
         table = cache.cached("pretrained", {"source": identity, **settings}, compute)
-    table.attrs.update(source=src.description, layout=chosen.name, architecture=src.metadata.get("architecture", ""),
-                       layout_notes=chosen.notes, parameters=sum(math.prod(src.shape(n)) for n in src.names()))
+    table.attrs.update(
+        source=src.description,
+        layout=chosen.name,
+        architecture=src.metadata.get("architecture", ""),
+        layout_notes=chosen.notes,
+        parameters=sum(math.prod(src.shape(n)) for n in src.names()),
+    )
     return table
 
 
@@ -206,12 +246,15 @@ def _nan_reasons(before: dict[str, Any], after: dict[str, Any], columns: Sequenc
     if not nan:
         return []
     largest = max(before["sigma1"], after["sigma1"])
-    return [f"{', '.join(nan)} NaN: not computable for layers {before['layer']}/{after['layer']} "
-            f"(largest sigma1 {largest:.3g}; a corrupt tensor or an overflow?)"]
+    return [
+        f"{', '.join(nan)} NaN: not computable for layers {before['layer']}/{after['layer']} "
+        f"(largest sigma1 {largest:.3g}; a corrupt tensor or an overflow?)"
+    ]
 
 
-def _stream(src: TensorSource, matrices: dict[str, list[MatrixRef]], *, alignment, method: Method,
-            progress: bool) -> pd.DataFrame:
+def _stream(
+    src: TensorSource, matrices: dict[str, list[MatrixRef]], *, alignment, method: Method, progress: bool
+) -> pd.DataFrame:
     """Walk each projection's layers in order, one matrix read at a time, each compared with the layer before it
     (the module docstring): the table."""
     from tqdm.auto import tqdm
@@ -265,11 +308,25 @@ def _matrix_row(src: TensorSource, projection: str, *, ref: MatrixRef, triplet) 
     """The row of one matrix: its own columns filled, the pair columns NaN until the next layer is compared."""
     out_dim, in_dim = ref.shape
     dtype = getattr(src, "tensor_type", lambda name: "")(ref.tensor)
-    return dict(projection=projection, layer=ref.layer, out_dim=out_dim, in_dim=in_dim, dtype=dtype,
-                sigma1=float(triplet.s[0]), sigma2=triplet.s_next, gap=float(direction_gaps(triplet)[0]),
-                v1_cos=math.nan, u1_cos=math.nan, align_input=math.nan, align_output=math.nan,
-                v1_baseline=random_abs_cos(in_dim), u1_baseline=random_abs_cos(out_dim),
-                align_baseline=math.nan, method=triplet.method, flag="")
+    return dict(
+        projection=projection,
+        layer=ref.layer,
+        out_dim=out_dim,
+        in_dim=in_dim,
+        dtype=dtype,
+        sigma1=float(triplet.s[0]),
+        sigma2=triplet.s_next,
+        gap=float(direction_gaps(triplet)[0]),
+        v1_cos=math.nan,
+        u1_cos=math.nan,
+        align_input=math.nan,
+        align_output=math.nan,
+        v1_baseline=random_abs_cos(in_dim),
+        u1_baseline=random_abs_cos(out_dim),
+        align_baseline=math.nan,
+        method=triplet.method,
+        flag="",
+    )
 
 
 def _alignment_baseline(shape: tuple[int, int], baselines: dict[tuple[int, int], float]) -> float:
@@ -282,15 +339,25 @@ def _alignment_baseline(shape: tuple[int, int], baselines: dict[tuple[int, int],
 
 def _compare_pair(before: _Layer, current: _Layer, aligned: bool) -> None:
     """Fill ``before``'s pair columns from the pair (``before``, ``current``) and its ``flag`` with why any is NaN."""
-    pairs = {space: pair_directions(before.triplet, current.triplet, space, 1, flags=(before.flags, current.flags),
-                                    labels=(f"layer {before.row['layer']}", f"layer {current.row['layer']}"))
-             for space in SPACES}
+    pairs = {
+        space: pair_directions(
+            before.triplet,
+            current.triplet,
+            space,
+            1,
+            flags=(before.flags, current.flags),
+            labels=(f"layer {before.row['layer']}", f"layer {current.row['layer']}"),
+        )
+        for space in SPACES
+    }
     before.row["v1_cos"], before.row["u1_cos"] = (float(pairs[space].cos[0]) for space in SPACES)
     reasons = list(dict.fromkeys(why for pair in pairs.values() for why in pair.reasons[0]))
     reasons += _align_pair(before, current, aligned=aligned, reasons=reasons)
-    reasons += _nan_reasons(before.row, current.row, [column for column, space in (("v1_cos", "input"),
-                                                                                    ("u1_cos", "output"))
-                                                      if not pairs[space].reasons[0]])
+    reasons += _nan_reasons(
+        before.row,
+        current.row,
+        [column for column, space in (("v1_cos", "input"), ("u1_cos", "output")) if not pairs[space].reasons[0]],
+    )
     before.row["flag"] = "; ".join(reasons)
 
 
@@ -305,8 +372,10 @@ def _align_pair(before: _Layer, current: _Layer, *, aligned: bool, reasons: list
             return []
         return _nan_reasons(before.row, current.row, ("align_input", "align_output"))
     if shapes[0] != shapes[1] and (before.matrix is not None or aligned):
-        return [f"align_input, align_output not computed: different shapes "
-                f"({'x'.join(map(str, shapes[0]))} vs {'x'.join(map(str, shapes[1]))})"]
+        return [
+            f"align_input, align_output not computed: different shapes "
+            f"({'x'.join(map(str, shapes[0]))} vs {'x'.join(map(str, shapes[1]))})"
+        ]
     return []
 
 
@@ -320,19 +389,25 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     last = table.groupby("projection", observed=True)["layer"].transform("max")
     pairs = table[table["layer"] < last]
     grouped = pairs.groupby("projection", observed=True)
-    out = pd.DataFrame({
-        "layers": table.groupby("projection", observed=True)["layer"].count(),
-        "shape": table.groupby("projection", observed=True).apply(
-            lambda g: f"{g['out_dim'].iloc[0]}×{g['in_dim'].iloc[0]}", include_groups=False),
-        "pairs": grouped["layer"].count(),
-        "flagged": grouped["flag"].apply(lambda flags: int((flags.fillna("") != "").sum())),
-        "v1_cos": grouped["v1_cos"].mean(), "v1_cos_sd": grouped["v1_cos"].std(),
-        "v1_baseline": grouped["v1_baseline"].mean(),
-        "u1_cos": grouped["u1_cos"].mean(), "u1_cos_sd": grouped["u1_cos"].std(),
-        "u1_baseline": grouped["u1_baseline"].mean(),
-        "align_input": grouped["align_input"].mean(), "align_output": grouped["align_output"].mean(),
-        "align_baseline": grouped["align_baseline"].mean(),
-    })
+    out = pd.DataFrame(
+        {
+            "layers": table.groupby("projection", observed=True)["layer"].count(),
+            "shape": table.groupby("projection", observed=True).apply(
+                lambda g: f"{g['out_dim'].iloc[0]}×{g['in_dim'].iloc[0]}", include_groups=False
+            ),
+            "pairs": grouped["layer"].count(),
+            "flagged": grouped["flag"].apply(lambda flags: int((flags.fillna("") != "").sum())),
+            "v1_cos": grouped["v1_cos"].mean(),
+            "v1_cos_sd": grouped["v1_cos"].std(),
+            "v1_baseline": grouped["v1_baseline"].mean(),
+            "u1_cos": grouped["u1_cos"].mean(),
+            "u1_cos_sd": grouped["u1_cos"].std(),
+            "u1_baseline": grouped["u1_baseline"].mean(),
+            "align_input": grouped["align_input"].mean(),
+            "align_output": grouped["align_output"].mean(),
+            "align_baseline": grouped["align_baseline"].mean(),
+        }
+    )
     return out
 
 
@@ -345,9 +420,19 @@ def as_run_table(table: pd.DataFrame, step: int = 0) -> pd.DataFrame:
     rows = []
     for column, (metric, space, direction) in RUN_TABLE_METRICS.items():
         values = table[["projection", "layer", column]].dropna(subset=[column])
-        rows.append(pd.DataFrame({"step": step, "group": values["projection"], "layer": values["layer"],
-                                  "metric": metric, "space": space, "direction": direction,
-                                  "value": values[column].astype(float)}))
+        rows.append(
+            pd.DataFrame(
+                {
+                    "step": step,
+                    "group": values["projection"],
+                    "layer": values["layer"],
+                    "metric": metric,
+                    "space": space,
+                    "direction": direction,
+                    "value": values[column].astype(float),
+                }
+            )
+        )
     return pd.concat(rows, ignore_index=True)[RUN_COLUMNS]
 
 
@@ -355,7 +440,6 @@ def format_table(table: pd.DataFrame, max_rows: int | None = None) -> str:
     """The table as aligned text for the terminal: numbers to 3 decimals, those of 1e6 or more in magnitude in
     scientific notation (a sigma1 of 1e37 is not 38 digits)."""
     with pd.option_context("display.max_rows", max_rows, "display.width", 200, "display.max_columns", None):
-        return table.to_string(index=False, float_format=lambda x: f"{x:.3f}" if abs(x) < 1e6 else f"{x:.3e}",
-                               na_rep="–")
-
-
+        return table.to_string(
+            index=False, float_format=lambda x: f"{x:.3f}" if abs(x) < 1e6 else f"{x:.3e}", na_rep="–"
+        )

@@ -43,8 +43,9 @@ def unit_balance(model: ResidualMLP) -> tuple[torch.Tensor, torch.Tensor]:
     return positive - negative, torch.linalg.vector_norm(positive) + torch.linalg.vector_norm(negative)
 
 
-def relative_motion(current: torch.Tensor, start: torch.Tensor, current_size: torch.Tensor,
-                    start_size: torch.Tensor) -> float:
+def relative_motion(
+    current: torch.Tensor, start: torch.Tensor, current_size: torch.Tensor, start_size: torch.Tensor
+) -> float:
     """``||current - start|| / max(size now, size at the start)``: how far a balance moved, as a share of it."""
     scale = float(torch.maximum(current_size, start_size))
     return float(torch.linalg.vector_norm((current - start).flatten())) / scale if scale > 0 else float("nan")

@@ -24,13 +24,15 @@ import threading
 import time
 import uuid
 import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 import pandas as pd
 
 from . import store
+
 # the schema, the numerics revision and the key, shared with the results store (re-exported here)
 from .keys import NUMERICS_REVISION, SCHEMA_VERSION, cache_key  # noqa: F401
 from .tables import current_metric_names
@@ -77,8 +79,10 @@ def cache_root_problem() -> str | None:
         return None
     source = "GEOCONT_CACHE_DIR" if os.environ.get("GEOCONT_CACHE_DIR") else "the default run cache"
     where = "is a file" if existing == root else f"lies under {existing}, which is a file"
-    return (f"the run cache {root} ({source}) {where}, not a folder: every run would be trained again and not "
-            "cached; point GEOCONT_CACHE_DIR at a folder")
+    return (
+        f"the run cache {root} ({source}) {where}, not a folder: every run would be trained again and not "
+        "cached; point GEOCONT_CACHE_DIR at a folder"
+    )
 
 
 READ_LOG_ENV = "GEOCONT_READ_LOG"
@@ -180,8 +184,15 @@ def _read_manifest(folder: Path, version: str) -> dict[str, Any]:
     return json.loads((folder / version / MANIFEST).read_text())
 
 
-def load(kind: str, config: dict[str, Any], require_metrics: Iterable[str] = (), *,
-         require_artifacts: Iterable[str] = (), warn: bool = True, include_store: bool = True) -> pd.DataFrame | None:
+def load(
+    kind: str,
+    config: dict[str, Any],
+    require_metrics: Iterable[str] = (),
+    *,
+    require_artifacts: Iterable[str] = (),
+    warn: bool = True,
+    include_store: bool = True,
+) -> pd.DataFrame | None:
     """The cached table for this configuration, else (``include_store``) the results store's, or None.
 
     The table's checksum is verified; a corrupt version is discarded (with a warning) and
@@ -199,8 +210,9 @@ def load(kind: str, config: dict[str, Any], require_metrics: Iterable[str] = (),
     return table
 
 
-def _load_cached(kind: str, config: dict[str, Any], require_metrics: tuple[str, ...],
-                 require_artifacts: tuple[str, ...], warn: bool) -> pd.DataFrame | None:
+def _load_cached(
+    kind: str, config: dict[str, Any], require_metrics: tuple[str, ...], require_artifacts: tuple[str, ...], warn: bool
+) -> pd.DataFrame | None:
     """:func:`load` from the cache alone."""
     folder = key_path(kind, config)
     for _ in range(10):  # a concurrent replacement can remove a version under us; follow the pointer again
@@ -233,8 +245,10 @@ def _load_cached(kind: str, config: dict[str, Any], require_metrics: tuple[str, 
         missing = sorted(required - set(table["metric"].unique())) if required else []
         if missing:
             if warn:
-                warnings.warn(f"cache entry {folder / version} predates the metric(s) {', '.join(missing)}; "
-                              "recomputing", stacklevel=2)
+                warnings.warn(
+                    f"cache entry {folder / version} predates the metric(s) {', '.join(missing)}; recomputing",
+                    stacklevel=2,
+                )
             return None
         absent = sorted(set(require_artifacts) - set(manifest["files"]))
         if absent:
@@ -292,10 +306,15 @@ def process_start(pid: int) -> float | None:
     that cannot be read. Two readings of one process agree to well under a second."""
     try:
         if not _BOOT_TIME:
-            _BOOT_TIME.append(next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                                   if line.startswith("btime ")))
+            _BOOT_TIME.append(
+                next(
+                    float(line.split()[1])
+                    for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime ")
+                )
+            )
         stat = Path(f"/proc/{pid}/stat").read_text()
-        ticks = int(stat[stat.rindex(")") + 2:].split()[19])  # field 22, starttime: clock ticks after boot
+        ticks = int(stat[stat.rindex(")") + 2 :].split()[19])  # field 22, starttime: clock ticks after boot
         return _BOOT_TIME[0] + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, StopIteration):
         return None
@@ -389,9 +408,11 @@ def holder_text(owner: Mapping[str, Any]) -> str:
     since = owner.get("time")
     age = f", claimed {time.time() - since:.0f} s ago" if isinstance(since, (int, float)) else ""
     left = max(0.0, STALE_SECONDS - owner.get("heartbeat_age", 0.0))
-    return (f"{who}{age}, heartbeat {owner.get('heartbeat_age', 0.0):.0f} s ago; waiting until it stores the run, "
-            f"or takes it over once the heartbeat has stopped for {STALE_SECONDS:.0f} s (in {left:.0f} s if it "
-            "has stopped now)")
+    return (
+        f"{who}{age}, heartbeat {owner.get('heartbeat_age', 0.0):.0f} s ago; waiting until it stores the run, "
+        f"or takes it over once the heartbeat has stopped for {STALE_SECONDS:.0f} s (in {left:.0f} s if it "
+        "has stopped now)"
+    )
 
 
 def _clean_key(folder: Path) -> None:
@@ -469,10 +490,20 @@ def save(
         for name, write in (artifacts or {}).items():
             write(staging / name)
         files = {name: _file_sha256(staging / name) for name in [TABLE, *(artifacts or {})]}
-        (staging / MANIFEST).write_text(json.dumps(
-            {"kind": kind, "schema": SCHEMA_VERSION, "config": config, "files": files, "written_by": _owner(),
-             **({"run": dict(provenance)} if provenance else {})},
-            indent=2, default=str))
+        (staging / MANIFEST).write_text(
+            json.dumps(
+                {
+                    "kind": kind,
+                    "schema": SCHEMA_VERSION,
+                    "config": config,
+                    "files": files,
+                    "written_by": _owner(),
+                    **({"run": dict(provenance)} if provenance else {}),
+                },
+                indent=2,
+                default=str,
+            )
+        )
         (staging / "owner.json").unlink()
         os.rename(staging, folder / version)
         pointer = folder / f".{POINTER}-{version}"
@@ -480,8 +511,11 @@ def save(
         os.replace(pointer, folder / POINTER)
     except Exception as error:  # noqa: BLE001 - the computed table must survive any storage failure
         shutil.rmtree(staging, ignore_errors=True)
-        warnings.warn(f"could not store the cache entry {folder} ({type(error).__name__}: {error}); "
-                      "the result is returned but not cached", stacklevel=2)
+        warnings.warn(
+            f"could not store the cache entry {folder} ({type(error).__name__}: {error}); "
+            "the result is returned but not cached",
+            stacklevel=2,
+        )
         return None
     _clean_key(folder)
     return folder / version
@@ -567,8 +601,11 @@ def claim(kind: str, config: dict[str, Any], poll: float = 0.2, announce: bool =
         if announce:
             holder = claim_holder(kind, config)
             if holder is not None:
-                print(f"waiting for the {kind} run {folder.name}, computed by {holder_text(holder)}", file=sys.stderr,
-                      flush=True)
+                print(
+                    f"waiting for the {kind} run {folder.name}, computed by {holder_text(holder)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 announce = False
         time.sleep(poll)
         poll = min(2.0, poll * 1.5)
@@ -595,9 +632,16 @@ def claim(kind: str, config: dict[str, Any], poll: float = 0.2, announce: bool =
                 path.unlink()
 
 
-def ensure(kind: str, config: dict[str, Any], compute: Callable[[], pd.DataFrame | Computed],
-           require_metrics: Iterable[str] = (), *, require_artifacts: Iterable[str] = (),
-           warn: bool = True, announce: bool = True) -> tuple[pd.DataFrame, bool]:
+def ensure(
+    kind: str,
+    config: dict[str, Any],
+    compute: Callable[[], pd.DataFrame | Computed],
+    require_metrics: Iterable[str] = (),
+    *,
+    require_artifacts: Iterable[str] = (),
+    warn: bool = True,
+    announce: bool = True,
+) -> tuple[pd.DataFrame, bool]:
     """:func:`cached`, also saying whether the table is now in the cache (False: its store failed).
 
     ``warn=False``: no warning about a stale entry (the caller has warned already); ``announce=False``: no
@@ -618,14 +662,28 @@ def ensure(kind: str, config: dict[str, Any], compute: Callable[[], pd.DataFrame
         result = compute()
         wall_seconds = time.perf_counter() - started
         computed = result if isinstance(result, Computed) else Computed(result)
-        stored = save(kind, config, computed.table, artifacts=computed.artifacts,
-                      provenance=store.run_provenance(wall_seconds)) is not None
+        stored = (
+            save(
+                kind,
+                config,
+                computed.table,
+                artifacts=computed.artifacts,
+                provenance=store.run_provenance(wall_seconds),
+            )
+            is not None
+        )
         log_read(kind, config)
         return computed.table, stored
 
 
-def cached(kind: str, config: dict[str, Any], compute: Callable[[], pd.DataFrame | Computed],
-           require_metrics: Iterable[str] = (), *, require_artifacts: Iterable[str] = ()) -> pd.DataFrame:
+def cached(
+    kind: str,
+    config: dict[str, Any],
+    compute: Callable[[], pd.DataFrame | Computed],
+    require_metrics: Iterable[str] = (),
+    *,
+    require_artifacts: Iterable[str] = (),
+) -> pd.DataFrame:
     """Load the table for ``config`` (holding ``require_metrics`` and ``require_artifacts``), or
     claim the key, compute and store it.
 

@@ -76,8 +76,10 @@ def _bounded_gguf_reader(path: Path):
     try:
         return BoundedReader(path)
     except Truncated as error:
-        raise CorruptCheckpoint(f"{path}: truncated: its header asks for bytes up to {error.end:,}, "
-                                f"the file has {size:,} (or the header is corrupt)") from None
+        raise CorruptCheckpoint(
+            f"{path}: truncated: its header asks for bytes up to {error.end:,}, "
+            f"the file has {size:,} (or the header is corrupt)"
+        ) from None
     except Exception as error:  # noqa: BLE001 - any parse failure means a bad file
         raise CorruptCheckpoint(f"{path}: not a readable GGUF file ({type(error).__name__}: {error})") from error
 
@@ -115,7 +117,10 @@ def content_digest(path: Path) -> str:
         pass
     with open(resolved, "rb") as handle:
         digest = hashlib.file_digest(handle, "sha256").hexdigest()
-    if time.time() - max(stat.st_mtime, stat.st_ctime) > DIGEST_SETTLE_SECONDS and _signature(resolved.stat()) == signature:
+    if (
+        time.time() - max(stat.st_mtime, stat.st_ctime) > DIGEST_SETTLE_SECONDS
+        and _signature(resolved.stat()) == signature
+    ):
         try:
             memo.parent.mkdir(parents=True, exist_ok=True)
             partial = memo.with_name(f".{memo.name}.{os.getpid()}.partial")
@@ -198,8 +203,10 @@ def _check_safetensors_extent(file: Path) -> None:
             raise CorruptCheckpoint(f"{file}: truncated: {size} bytes, shorter than a safetensors header")
         header_size = int.from_bytes(prefix, "little")
         if 8 + header_size > size:
-            raise CorruptCheckpoint(f"{file}: truncated: its header needs bytes up to {8 + header_size:,}, "
-                                    f"the file has {size:,} (or the header length is corrupt)")
+            raise CorruptCheckpoint(
+                f"{file}: truncated: its header needs bytes up to {8 + header_size:,}, "
+                f"the file has {size:,} (or the header length is corrupt)"
+            )
         try:
             header = json.loads(handle.read(header_size))
         except ValueError:
@@ -208,10 +215,17 @@ def _check_safetensors_extent(file: Path) -> None:
         return
     for name, entry in header.items():
         offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
-        if name != "__metadata__" and isinstance(offsets, list) and len(offsets) == 2 \
-                and isinstance(offsets[1], int) and 8 + header_size + offsets[1] > size:
-            raise CorruptCheckpoint(f"{file}: truncated: tensor {name!r} needs bytes up to "
-                                    f"{8 + header_size + offsets[1]:,}, the file has {size:,}")
+        if (
+            name != "__metadata__"
+            and isinstance(offsets, list)
+            and len(offsets) == 2
+            and isinstance(offsets[1], int)
+            and 8 + header_size + offsets[1] > size
+        ):
+            raise CorruptCheckpoint(
+                f"{file}: truncated: tensor {name!r} needs bytes up to "
+                f"{8 + header_size + offsets[1]:,}, the file has {size:,}"
+            )
 
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -326,9 +340,11 @@ def _from_directory(path: Path) -> TensorSource:
     ggufs = sorted(path.glob("*.gguf"))
     if list(path.glob("*.safetensors")) or (path / INDEX_NAME).exists():
         if ggufs:
-            warnings.warn(f"{path} holds both safetensors and GGUF files ({', '.join(g.name for g in ggufs)}); "
-                          "analysing the safetensors (the weights as trained); pass a .gguf file's path to analyse it",
-                          stacklevel=3)
+            warnings.warn(
+                f"{path} holds both safetensors and GGUF files ({', '.join(g.name for g in ggufs)}); "
+                "analysing the safetensors (the weights as trained); pass a .gguf file's path to analyse it",
+                stacklevel=3,
+            )
         return SafetensorsSource(path)
     if len(ggufs) == 1:
         return GGUFSource(ggufs[0])
@@ -408,11 +424,13 @@ def open_source(source: Any) -> TensorSource:
         return _from_directory(hub_snapshot(text))
     raise FileNotFoundError(
         f"{source}: no such file or directory, and not a Hugging Face model id (owner/name) or an offline model "
-        f"({', '.join(OFFLINE_MODELS)})")
+        f"({', '.join(OFFLINE_MODELS)})"
+    )
 
 
-def export_gguf(module: torch.nn.Module, path: str | os.PathLike, qtype: str = "Q8_0",
-                architecture: str = "llama") -> Path:
+def export_gguf(
+    module: torch.nn.Module, path: str | os.PathLike, qtype: str = "Q8_0", architecture: str = "llama"
+) -> Path:
     """Write a transformers model's weights as a GGUF file, quantizing every 2-D weight to ``qtype``.
 
     Names are translated with gguf's own tensor-name map (``model.layers.0.self_attn.q_proj``
@@ -441,8 +459,11 @@ def export_gguf(module: torch.nn.Module, path: str | os.PathLike, qtype: str = "
         if target is None:
             continue
         array = tensor.detach().float().cpu().numpy()
-        if array.ndim != 2 or quant in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16) \
-                or array.shape[1] % block:
+        if (
+            array.ndim != 2
+            or quant in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16)
+            or array.shape[1] % block
+        ):
             dtype = np.float32 if array.ndim != 2 or quant == gguf.GGMLQuantizationType.F32 else np.float16
             writer.add_tensor(target, array.astype(dtype))
         else:

@@ -12,8 +12,8 @@ import argparse
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .extras import MissingExtra, require_extra
 from .metrics import METHODS
@@ -81,20 +81,42 @@ def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
 def _add_analyze_arguments(parser: argparse.ArgumentParser) -> None:
     from .layouts import LAYOUTS, PROJECTIONS
 
-    parser.add_argument("source", help="a .gguf or .safetensors file, a directory of shards, a Hugging Face model id "
-                                       "or directory, or an offline model name (smollm2-135m, gemma3-270m, "
-                                       "all-minilm-l6)")
-    parser.add_argument("-o", "--output", type=Path, action="append", default=[],
-                        help="write the table to this .csv or .json file (may be given twice)")
+    parser.add_argument(
+        "source",
+        help="a .gguf or .safetensors file, a directory of shards, a Hugging Face model id "
+        "or directory, or an offline model name (smollm2-135m, gemma3-270m, "
+        "all-minilm-l6)",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        action="append",
+        default=[],
+        help="write the table to this .csv or .json file (may be given twice)",
+    )
     parser.add_argument("--figure", type=Path, help="save the continuity-across-depth figure (e.g. depth.png)")
     parser.add_argument("--layout", choices=sorted(LAYOUTS), help="weight-naming layout (default: detected)")
-    parser.add_argument("--projections", nargs="+", choices=PROJECTIONS, metavar="PROJ",
-                        help=f"analyse only these projections ({', '.join(PROJECTIONS)})")
+    parser.add_argument(
+        "--projections",
+        nargs="+",
+        choices=PROJECTIONS,
+        metavar="PROJ",
+        help=f"analyse only these projections ({', '.join(PROJECTIONS)})",
+    )
     parser.add_argument("--max-layers", type=int, help="analyse only the first N layers")
-    parser.add_argument("--alignment", choices=("auto", "on", "off"), default="auto",
-                        help="sigma^2-weighted alignment: auto = only for matrices with both sides <= 2048")
-    parser.add_argument("--method", choices=METHODS, default="auto",
-                        help="leading singular triplet: exact SVD, iterative with a convergence check, or auto")
+    parser.add_argument(
+        "--alignment",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="sigma^2-weighted alignment: auto = only for matrices with both sides <= 2048",
+    )
+    parser.add_argument(
+        "--method",
+        choices=METHODS,
+        default="auto",
+        help="leading singular triplet: exact SVD, iterative with a convergence check, or auto",
+    )
     parser.add_argument("--summary", action="store_true", help="print the per-projection means instead of every row")
     parser.add_argument("--no-cache", action="store_true", help="recompute even if a cached table exists")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no printed table")
@@ -107,13 +129,23 @@ def _run_analyze(args: argparse.Namespace) -> int:
     for path in [*args.output, *([args.figure] if args.figure else [])]:
         check_output_path(path)
     if args.figure is not None and args.figure.suffix.lstrip(".").lower() not in figure_formats():
-        raise OutputNotWritable(f"{args.figure}: unknown figure format {args.figure.suffix or '(none)'!r}; "
-                                f"valid choices: {', '.join('.' + f for f in figure_formats())}")
+        raise OutputNotWritable(
+            f"{args.figure}: unknown figure format {args.figure.suffix or '(none)'!r}; "
+            f"valid choices: {', '.join('.' + f for f in figure_formats())}"
+        )
     from .analyzer import analyze, format_table, summary
 
     alignment = {"auto": "auto", "on": True, "off": False}[args.alignment]
-    table = analyze(args.source, layout=args.layout, projections=args.projections, max_layers=args.max_layers,
-                    alignment=alignment, method=args.method, progress=not args.quiet, use_cache=not args.no_cache)
+    table = analyze(
+        args.source,
+        layout=args.layout,
+        projections=args.projections,
+        max_layers=args.max_layers,
+        alignment=alignment,
+        method=args.method,
+        progress=not args.quiet,
+        use_cache=not args.no_cache,
+    )
     for path in args.output:
         if path.suffix == ".csv":
             write_atomically(path, lambda target: table.to_csv(target, index=False))
@@ -124,8 +156,10 @@ def _run_analyze(args: argparse.Namespace) -> int:
 
         set_theme()
         fig = plot_depth_continuity(table, title=table.attrs.get("source", ""))
-        write_atomically(args.figure, lambda target: fig.savefig(target, bbox_inches="tight",
-                                                                 format=args.figure.suffix.lstrip(".").lower()))
+        write_atomically(
+            args.figure,
+            lambda target: fig.savefig(target, bbox_inches="tight", format=args.figure.suffix.lstrip(".").lower()),
+        )
     if not args.quiet:
         attrs = table.attrs
         print(f"{attrs.get('source')}: layout {attrs.get('layout')}, architecture {attrs.get('architecture') or '?'}")
@@ -138,8 +172,11 @@ def _run_analyze(args: argparse.Namespace) -> int:
 
 #: subcommand -> (help line, function adding its arguments, function running it and returning the exit status)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
-    "analyze": ("continuity table (v1/u1 |cos|, alignment, baselines) of a checkpoint, read one tensor at a time",
-                _add_analyze_arguments, _run_analyze),
+    "analyze": (
+        "continuity table (v1/u1 |cos|, alignment, baselines) of a checkpoint, read one tensor at a time",
+        _add_analyze_arguments,
+        _run_analyze,
+    ),
 }
 
 
@@ -170,8 +207,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except OSError as error:  # FileNotFoundError, or writing the output failed after all: one line
-        print(f"error: {error.strerror or error}: {error.filename}" if error.filename else f"error: {error}",
-              file=sys.stderr)
+        print(
+            f"error: {error.strerror or error}: {error.filename}" if error.filename else f"error: {error}",
+            file=sys.stderr,
+        )
         return 2
 
 

@@ -54,8 +54,14 @@ def check_integer(name: str, value: Any, minimum: int = 1) -> int:
     return int(value)
 
 
-def check_number(name: str, value: Any, low: float = -math.inf, high: float = math.inf,
-                 low_open: bool = False, high_open: bool = False) -> float:
+def check_number(
+    name: str,
+    value: Any,
+    low: float = -math.inf,
+    high: float = math.inf,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
     """``value`` as a ``float`` if it is a finite real number (not a bool or a string) in the
     interval from ``low`` to ``high`` (``*_open``: that end excluded); else a ValueError."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -111,14 +117,25 @@ class OptimizerConfig:
         if self.name not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {self.name!r}; valid choices: {', '.join(OPTIMIZERS)}")
         unit = dict(low=0.0, high=1.0, high_open=True)
-        normalise(self, reals={"lr": dict(low=0.0, low_open=True), "beta1": unit, "beta2": unit,
-                                  "eps": dict(low=0.0, low_open=True), "momentum": unit,
-                                  "weight_decay": dict(low=0.0)})
+        normalise(
+            self,
+            reals={
+                "lr": dict(low=0.0, low_open=True),
+                "beta1": unit,
+                "beta2": unit,
+                "eps": dict(low=0.0, low_open=True),
+                "momentum": unit,
+                "weight_decay": dict(low=0.0),
+            },
+        )
         if self.name != "sgd" and self.momentum != 0.0:
             raise ValueError(f"momentum={self.momentum:g} is an SGD option that Adam ignores; set beta1 instead")
         if self.name == "sgd":
-            ignored = [f"{f}={getattr(self, f):g}" for f in ("beta1", "beta2", "eps")
-                       if getattr(self, f) != getattr(OptimizerConfig, f)]
+            ignored = [
+                f"{f}={getattr(self, f):g}"
+                for f in ("beta1", "beta2", "eps")
+                if getattr(self, f) != getattr(OptimizerConfig, f)
+            ]
             if ignored:
                 raise ValueError(f"{', '.join(ignored)}: Adam option(s) that SGD ignores; leave them at their defaults")
 
@@ -126,7 +143,11 @@ class OptimizerConfig:
     def label(self) -> str:
         """Short human name, e.g. ``adam``, ``adam(beta2=0)``, ``sgd(momentum=0.9)``."""
         if self.name != "sgd":
-            changed = [f"{f}={getattr(self, f):g}" for f in ("beta1", "beta2") if getattr(self, f) != getattr(OptimizerConfig, f)]
+            changed = [
+                f"{f}={getattr(self, f):g}"
+                for f in ("beta1", "beta2")
+                if getattr(self, f) != getattr(OptimizerConfig, f)
+            ]
             if self.name == "adamw":
                 changed.append(f"weight_decay={self.weight_decay:g}")
         else:
@@ -159,9 +180,19 @@ class RunConfig:
 class MLPRunConfig(RunConfig):
     """Everything that determines one MLP training run (and so its cache key)."""
 
-    ADDED_FIELDS = {"steps": None, "n_late_snapshots": 0, "snapshot_steps": (), "lr_schedule": "constant",
-                    "grad_clip": None, "trace_every": 0, "precision": "fp32", "fused_optimizer": False,
-                    "lr_step_factor": None, "lr_switch_step": None, "record_balance": False}
+    ADDED_FIELDS = {
+        "steps": None,
+        "n_late_snapshots": 0,
+        "snapshot_steps": (),
+        "lr_schedule": "constant",
+        "grad_clip": None,
+        "trace_every": 0,
+        "precision": "fp32",
+        "fused_optimizer": False,
+        "lr_step_factor": None,
+        "lr_switch_step": None,
+        "record_balance": False,
+    }
 
     condition: str = "res-relu"
     seed: int = 0
@@ -212,21 +243,31 @@ class MLPRunConfig(RunConfig):
         check_dataset_name(self.dataset)
         if not isinstance(self.optimizer, OptimizerConfig):
             raise TypeError("optimizer must be an OptimizerConfig")
-        normalise(self, integers=("depth", "width", "batch_size", "epochs", "n_directions"),
-                  reals={"init_scale": dict(low=0.0, low_open=True)})
+        normalise(
+            self,
+            integers=("depth", "width", "batch_size", "epochs", "n_directions"),
+            reals={"init_scale": dict(low=0.0, low_open=True)},
+        )
         object.__setattr__(self, "seed", check_integer("seed", self.seed, minimum=0))
         object.__setattr__(self, "n_snapshots", check_integer("n_snapshots", self.n_snapshots, minimum=2))
         if self.max_train is not None:
             object.__setattr__(self, "max_train", check_integer("max_train", self.max_train))
         if self.steps is not None:
             object.__setattr__(self, "steps", check_integer("steps", self.steps))
-        object.__setattr__(self, "n_late_snapshots", check_integer("n_late_snapshots", self.n_late_snapshots, minimum=0))
+        object.__setattr__(
+            self, "n_late_snapshots", check_integer("n_late_snapshots", self.n_late_snapshots, minimum=0)
+        )
         if isinstance(self.snapshot_steps, (str, bytes)) or not hasattr(self.snapshot_steps, "__iter__"):
             raise ValueError(f"snapshot_steps must be a list of steps, got {self.snapshot_steps!r}")
-        object.__setattr__(self, "snapshot_steps", tuple(sorted({check_integer("snapshot_steps", s, minimum=0)
-                                                                  for s in self.snapshot_steps})))
+        object.__setattr__(
+            self,
+            "snapshot_steps",
+            tuple(sorted({check_integer("snapshot_steps", s, minimum=0) for s in self.snapshot_steps})),
+        )
         if self.steps is not None and any(s > self.steps for s in self.snapshot_steps):
-            raise ValueError(f"snapshot_steps {list(self.snapshot_steps)} must lie within the {self.steps} training steps")
+            raise ValueError(
+                f"snapshot_steps {list(self.snapshot_steps)} must lie within the {self.steps} training steps"
+            )
         if self.depth < 2:
             raise ValueError(f"depth must be >= 2 to have adjacent layers, got {self.depth}")
         if self.n_directions > self.width:
@@ -237,12 +278,17 @@ class MLPRunConfig(RunConfig):
             raise ValueError(f"unknown lr_schedule {self.lr_schedule!r}; valid choices: {', '.join(LR_SCHEDULES)}")
         if self.lr_schedule == "step":
             if self.lr_step_factor is None:
-                raise ValueError("lr_schedule='step' needs lr_step_factor (the learning rate's multiplier after half the run)")
-            object.__setattr__(self, "lr_step_factor",
-                               check_number("lr_step_factor", self.lr_step_factor, low=0.0, low_open=True))
+                raise ValueError(
+                    "lr_schedule='step' needs lr_step_factor (the learning rate's multiplier after half the run)"
+                )
+            object.__setattr__(
+                self, "lr_step_factor", check_number("lr_step_factor", self.lr_step_factor, low=0.0, low_open=True)
+            )
         elif self.lr_step_factor is not None or self.lr_switch_step is not None:
-            raise ValueError(f"lr_step_factor and lr_switch_step apply only to lr_schedule='step' "
-                             f"(got lr_schedule={self.lr_schedule!r})")
+            raise ValueError(
+                f"lr_step_factor and lr_switch_step apply only to lr_schedule='step' "
+                f"(got lr_schedule={self.lr_schedule!r})"
+            )
         if self.lr_switch_step is not None:
             object.__setattr__(self, "lr_switch_step", check_integer("lr_switch_step", self.lr_switch_step, minimum=1))
         check_flag("record_balance", self.record_balance)
@@ -275,7 +321,9 @@ class TransformerShape:
 
     def __post_init__(self) -> None:
         if self.mlp_activation not in MLP_ACTIVATIONS:
-            raise ValueError(f"unknown mlp_activation {self.mlp_activation!r}; valid choices: {', '.join(MLP_ACTIVATIONS)}")
+            raise ValueError(
+                f"unknown mlp_activation {self.mlp_activation!r}; valid choices: {', '.join(MLP_ACTIVATIONS)}"
+            )
         if self.attention not in ATTENTIONS:
             raise ValueError(f"unknown attention {self.attention!r}; valid choices: {', '.join(ATTENTIONS)}")
         for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "ffn_dim", "vocab_size", "max_seq_len"):
@@ -283,15 +331,19 @@ class TransformerShape:
         if self.n_layers < 2:
             raise ValueError(f"n_layers must be >= 2 to have adjacent layers, got {self.n_layers}")
         if self.d_model % self.n_heads or self.n_heads % self.n_kv_heads:
-            raise ValueError(f"d_model ({self.d_model}) must divide by n_heads ({self.n_heads}), and n_heads by "
-                             f"n_kv_heads ({self.n_kv_heads})")
+            raise ValueError(
+                f"d_model ({self.d_model}) must divide by n_heads ({self.n_heads}), and n_heads by "
+                f"n_kv_heads ({self.n_kv_heads})"
+            )
         head_dim = self.d_model // self.n_heads
         if head_dim % 2:  # Llama's rotary position embedding turns pairs of coordinates of every head
             step = 2 * self.n_heads
             below, above = self.d_model // step * step, (self.d_model // step + 1) * step
-            raise ValueError(f"d_model ({self.d_model}) / n_heads ({self.n_heads}) gives a head dimension of {head_dim}; "
-                             f"the rotary position embedding needs an even one: choose d_model a multiple of "
-                             f"2 x n_heads = {step}" + (f" (e.g. {below} or {above})" if below else f" (e.g. {above})"))
+            raise ValueError(
+                f"d_model ({self.d_model}) / n_heads ({self.n_heads}) gives a head dimension of {head_dim}; "
+                f"the rotary position embedding needs an even one: choose d_model a multiple of "
+                f"2 x n_heads = {step}" + (f" (e.g. {below} or {above})" if below else f" (e.g. {above})")
+            )
 
     @property
     def smallest_matrix_side(self) -> int:
@@ -342,11 +394,15 @@ class LMRunConfig(RunConfig):
         object.__setattr__(self, "n_snapshots", check_integer("n_snapshots", self.n_snapshots, minimum=2))
         if self.device not in DEVICES:
             raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
-        object.__setattr__(self, "n_late_snapshots", check_integer("n_late_snapshots", self.n_late_snapshots, minimum=0))
+        object.__setattr__(
+            self, "n_late_snapshots", check_integer("n_late_snapshots", self.n_late_snapshots, minimum=0)
+        )
         smallest = self.shape.smallest_matrix_side
         if self.n_directions > smallest:
-            raise ValueError(f"n_directions ({self.n_directions}) cannot exceed the smallest side of the model's "
-                             f"matrices ({smallest})")
+            raise ValueError(
+                f"n_directions ({self.n_directions}) cannot exceed the smallest side of the model's "
+                f"matrices ({smallest})"
+            )
         if isinstance(self.snapshot_steps, (str, bytes)) or not hasattr(self.snapshot_steps, "__iter__"):
             raise ValueError(f"snapshot_steps must be a list of steps, got {self.snapshot_steps!r}")
         extra = tuple(sorted({check_integer("snapshot_steps", s, minimum=0) for s in self.snapshot_steps}))

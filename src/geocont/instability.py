@@ -12,8 +12,8 @@ every function takes a (sweep) run table and returns one row per run or per even
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -61,6 +61,7 @@ class LossCourse:
 def loss_course(table: pd.DataFrame, metric: str = "train_set_loss") -> LossCourse:
     """The :class:`LossCourse` of the runs in ``table`` (diverged runs left out of the final value)."""
     return LossCourse(final_estimate(table, metric), estimate(per_run(table, metric).groupby("seed")["value"].min()))
+
 
 EVENT_COLUMNS = ["event", "start", "end", "peak_loss", "running_min", "v1_before", "v1_after"]
 
@@ -122,19 +123,29 @@ def _events_of_run(run: pd.DataFrame, factor: float, floor: float, window: int |
         end = index
         while end + 1 < len(loss) and unstable[end + 1]:
             end += 1
-        events.append(dict(
-            event=len(events) + 1, start=int(steps[index]), end=int(steps[end]),
-            peak_loss=float(loss[index:end + 1].max()), running_min=float(running_min[index]),
-            v1_before=_last_finite(v1[:index]),
-            # an event still under way at the end of the run: "after" is the run's last traced value
-            v1_after=_first_finite(v1[end + 1:]) if np.isfinite(v1[end + 1:]).any() else _last_finite(v1[index:]),
-        ))
+        events.append(
+            dict(
+                event=len(events) + 1,
+                start=int(steps[index]),
+                end=int(steps[end]),
+                peak_loss=float(loss[index : end + 1].max()),
+                running_min=float(running_min[index]),
+                v1_before=_last_finite(v1[:index]),
+                # an event still under way at the end of the run: "after" is the run's last traced value
+                v1_after=_first_finite(v1[end + 1 :]) if np.isfinite(v1[end + 1 :]).any() else _last_finite(v1[index:]),
+            )
+        )
         index = end + 1
     return events
 
 
-def instability_events(table: pd.DataFrame, factor: float = INSTABILITY_FACTOR, floor: float = MEMORISED_LOSS,
-                       extra_keys: Sequence[str] = (), window: int | None = None) -> pd.DataFrame:
+def instability_events(
+    table: pd.DataFrame,
+    factor: float = INSTABILITY_FACTOR,
+    floor: float = MEMORISED_LOSS,
+    extra_keys: Sequence[str] = (),
+    window: int | None = None,
+) -> pd.DataFrame:
     """One row per instability event of every run (see the module docstring): its number within the
     run, first and last unstable trace step, peak loss, the level it rose from (``running_min``: the
     running minimum, or with ``window`` the median of the previous ``window`` trace points), and
@@ -150,8 +161,12 @@ def instability_events(table: pd.DataFrame, factor: float = INSTABILITY_FACTOR, 
     return pd.DataFrame(rows, columns=keys + EVENT_COLUMNS)
 
 
-def run_summary(table: pd.DataFrame, factor: float = INSTABILITY_FACTOR, floor: float = MEMORISED_LOSS,
-                extra_keys: Sequence[str] = ()) -> pd.DataFrame:
+def run_summary(
+    table: pd.DataFrame,
+    factor: float = INSTABILITY_FACTOR,
+    floor: float = MEMORISED_LOSS,
+    extra_keys: Sequence[str] = (),
+) -> pd.DataFrame:
     """One row per run: its instability events (count, first step), its memorised step, and weight v1
     read off the trace: at the start, at its peak (value and step), at the end; the change over
     the run split into the part across events and the part between them; the fall from the peak
@@ -172,7 +187,9 @@ def run_summary(table: pd.DataFrame, factor: float = INSTABILITY_FACTOR, floor: 
         peak_index = int(np.nanargmax(v1)) if valid.any() else 0
         across = float((mine["v1_after"] - mine["v1_before"]).sum(min_count=1)) if len(mine) else 0.0
         after_peak = mine[mine["start"] > steps[peak_index]]
-        fall_across = float((after_peak["v1_before"] - after_peak["v1_after"]).sum(min_count=1)) if len(after_peak) else 0.0
+        fall_across = (
+            float((after_peak["v1_before"] - after_peak["v1_after"]).sum(min_count=1)) if len(after_peak) else 0.0
+        )
         fall = float(v1[peak_index] - v1[valid][-1]) if valid.any() else math.nan
         total = float(v1[valid][-1] - v1[valid][0]) if valid.any() else math.nan
         memorised = steps[run["loss"].to_numpy() < floor]
@@ -180,24 +197,35 @@ def run_summary(table: pd.DataFrame, factor: float = INSTABILITY_FACTOR, floor: 
         v1_at_memorised = _first_finite(v1[steps >= memorised_step]) if len(memorised) else math.nan
         row = dict(zip(keys, key))
         row.update(
-            events=len(mine), first_event=int(mine["start"].min()) if len(mine) else math.nan,
-            memorised_step=memorised_step, v1_start=_first_finite(v1), v1_peak=float(v1[peak_index]),
-            peak_step=int(steps[peak_index]), v1_final=float(v1[valid][-1]) if valid.any() else math.nan,
-            change_total=total, change_across_events=across, change_between_events=total - across,
-            fall_from_peak=fall, fall_across_events=fall_across, fall_between_events=fall - fall_across,
+            events=len(mine),
+            first_event=int(mine["start"].min()) if len(mine) else math.nan,
+            memorised_step=memorised_step,
+            v1_start=_first_finite(v1),
+            v1_peak=float(v1[peak_index]),
+            peak_step=int(steps[peak_index]),
+            v1_final=float(v1[valid][-1]) if valid.any() else math.nan,
+            change_total=total,
+            change_across_events=across,
+            change_between_events=total - across,
+            fall_from_peak=fall,
+            fall_across_events=fall_across,
+            fall_between_events=fall - fall_across,
             change_before_memorised=v1_at_memorised - float(v1[valid][0]) if valid.any() else math.nan,
             change_after_memorised=float(v1[valid][-1]) - v1_at_memorised if valid.any() else math.nan,
-            final_loss=float(run["loss"].iloc[-1]), min_loss=float(run["loss"].min()),
+            final_loss=float(run["loss"].iloc[-1]),
+            min_loss=float(run["loss"].min()),
             last_step=int(steps[-1]),
-            diverged_step=float(diverged.get(key if len(key) > 1 else key[0], math.nan)) if diverged is not None
+            diverged_step=float(diverged.get(key if len(key) > 1 else key[0], math.nan))
+            if diverged is not None
             else math.nan,
         )
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def stable_windows_turn_rate(table: pd.DataFrame, events: pd.DataFrame, start_fraction: float = 0.1,
-                             extra_keys: Sequence[str] = ()) -> pd.DataFrame:
+def stable_windows_turn_rate(
+    table: pd.DataFrame, events: pd.DataFrame, start_fraction: float = 0.1, extra_keys: Sequence[str] = ()
+) -> pd.DataFrame:
     """Per run, rotation drift in degrees per 1,000 steps (the layer mean of the input-space
     ``turn`` between consecutive snapshots, divided by their interval, time-averaged), over the
     snapshot intervals after ``start_fraction`` of training that contain no instability event

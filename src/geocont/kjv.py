@@ -43,7 +43,9 @@ def kjv_chapters() -> list[tuple[str, str]]:
     chapters = re.split(r"\n(?=[1-3]?\s?[A-Z][a-z]+(?: of [A-Z][a-z]+)? \d+\n)", text)
     chapters = [c for c in chapters if c.strip()]
     if len(chapters) < 1000:
-        raise CorpusNotAvailable(f"`bible {KJV_RANGE}` returned only {len(chapters)} chapters; is bible-kjv-text installed?")
+        raise CorpusNotAvailable(
+            f"`bible {KJV_RANGE}` returned only {len(chapters)} chapters; is bible-kjv-text installed?"
+        )
     return [(c.strip().splitlines()[0].strip(), _clean_kjv_chapter(c)) for c in chapters]
 
 

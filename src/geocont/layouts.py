@@ -22,7 +22,6 @@ import torch
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-
 class UnknownLayout(ValueError):
     """No registered layout matches a checkpoint (the message lists them and how to add one)."""
 
@@ -111,8 +110,10 @@ class Layout:
                 layer = int(match.group("layer"))
                 ref = MatrixRef(layer, rule.projection, name, (out_dim, in_dim), rule.transpose, rule.part)
                 if layer in found.setdefault(rule.projection, {}):
-                    raise ValueError(f"layout {self.name!r}: two tensors for {rule.projection} of layer {layer} "
-                                     f"({found[rule.projection][layer].tensor}, {name})")
+                    raise ValueError(
+                        f"layout {self.name!r}: two tensors for {rule.projection} of layer {layer} "
+                        f"({found[rule.projection][layer].tensor}, {name})"
+                    )
                 found[rule.projection][layer] = ref
         return {p: dict(sorted(found[p].items())) for p in PROJECTIONS if p in found}
 
@@ -123,8 +124,10 @@ class Layout:
         for projection, layers in self.find(source).items():
             missing = missing_layers(layers)
             if missing:
-                raise IncompleteLayers(f"layout {self.name!r}: {projection} is missing layer(s) {missing} "
-                                       f"(a renamed tensor, a truncated index or an incomplete checkpoint?)")
+                raise IncompleteLayers(
+                    f"layout {self.name!r}: {projection} is missing layer(s) {missing} "
+                    f"(a renamed tensor, a truncated index or an incomplete checkpoint?)"
+                )
             result[projection] = list(layers.values())
         return result
 
@@ -139,27 +142,48 @@ def _named_rules(template: str, names: dict[str, str], **options) -> tuple[Rule,
     return tuple(Rule(template.format(name=name), projection, **options) for projection, name in names.items())
 
 
-_LLAMA = (
-    _named_rules(r"(?:^|\.)layers\.(?P<layer>\d+)\.self_attn\.{name}\.weight$",
-                 {p: p for p in ("q_proj", "k_proj", "v_proj", "o_proj")})
-    + _named_rules(r"(?:^|\.)layers\.(?P<layer>\d+)\.mlp\.{name}\.weight$",
-                   {p: p for p in ("gate_proj", "up_proj", "down_proj")})
+_LLAMA = _named_rules(
+    r"(?:^|\.)layers\.(?P<layer>\d+)\.self_attn\.{name}\.weight$",
+    {p: p for p in ("q_proj", "k_proj", "v_proj", "o_proj")},
+) + _named_rules(
+    r"(?:^|\.)layers\.(?P<layer>\d+)\.mlp\.{name}\.weight$", {p: p for p in ("gate_proj", "up_proj", "down_proj")}
 )
-_GGUF = _named_rules(r"^blk\.(?P<layer>\d+)\.{name}\.weight$", {
-    "q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",
-    "gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"})
-_BERT = _named_rules(r"(?:^|\.)layer\.(?P<layer>\d+)\.{name}\.weight$", {
-    "q_proj": r"attention\.self\.query", "k_proj": r"attention\.self\.key", "v_proj": r"attention\.self\.value",
-    "o_proj": r"attention\.output\.dense", "up_proj": r"intermediate\.dense", "down_proj": r"output\.dense"})
-_GPT2 = (
-    tuple(Rule(r"(?:^|\.)h\.(?P<layer>\d+)\.attn\.c_attn\.weight$", p, transpose=True, part=(i, 3))
-          for i, p in enumerate(("q_proj", "k_proj", "v_proj")))
-    + _named_rules(r"(?:^|\.)h\.(?P<layer>\d+)\.{name}\.weight$",
-                   {"o_proj": r"attn\.c_proj", "up_proj": r"mlp\.c_fc", "down_proj": r"mlp\.c_proj"}, transpose=True)
+_GGUF = _named_rules(
+    r"^blk\.(?P<layer>\d+)\.{name}\.weight$",
+    {
+        "q_proj": "attn_q",
+        "k_proj": "attn_k",
+        "v_proj": "attn_v",
+        "o_proj": "attn_output",
+        "gate_proj": "ffn_gate",
+        "up_proj": "ffn_up",
+        "down_proj": "ffn_down",
+    },
+)
+_BERT = _named_rules(
+    r"(?:^|\.)layer\.(?P<layer>\d+)\.{name}\.weight$",
+    {
+        "q_proj": r"attention\.self\.query",
+        "k_proj": r"attention\.self\.key",
+        "v_proj": r"attention\.self\.value",
+        "o_proj": r"attention\.output\.dense",
+        "up_proj": r"intermediate\.dense",
+        "down_proj": r"output\.dense",
+    },
+)
+_GPT2 = tuple(
+    Rule(r"(?:^|\.)h\.(?P<layer>\d+)\.attn\.c_attn\.weight$", p, transpose=True, part=(i, 3))
+    for i, p in enumerate(("q_proj", "k_proj", "v_proj"))
+) + _named_rules(
+    r"(?:^|\.)h\.(?P<layer>\d+)\.{name}\.weight$",
+    {"o_proj": r"attn\.c_proj", "up_proj": r"mlp\.c_fc", "down_proj": r"mlp\.c_proj"},
+    transpose=True,
 )
 
-_GEMMA_NOTE = ("extra RMSNorms on the outputs of attention and of the MLP (post_attention_layernorm / "
-               "post_feedforward_layernorm), applied before they are added to the residual stream")
+_GEMMA_NOTE = (
+    "extra RMSNorms on the outputs of attention and of the MLP (post_attention_layernorm / "
+    "post_feedforward_layernorm), applied before they are added to the residual stream"
+)
 
 #: Every registered layout, by name.
 LAYOUTS: dict[str, Layout] = {}
@@ -174,21 +198,48 @@ def register_layout(layout: Layout, replace: bool = False) -> Layout:
 
 
 for _layout in (
-    Layout("llama", _LLAMA, "Hugging Face Llama-family names (Llama, Mistral, Qwen2, SmolLM): "
-           "model.layers.N.self_attn.q_proj ... mlp.down_proj"),
-    Layout("gemma3", _LLAMA, "Hugging Face Gemma-3: Llama names, plus post-attention/post-MLP norms",
-           marker=r"post_feedforward_layernorm", notes=_GEMMA_NOTE,
-           output_gains=(("o_proj", "model.layers.{layer}.post_attention_layernorm.weight"),
-                         ("down_proj", "model.layers.{layer}.post_feedforward_layernorm.weight")), gain_offset=1.0),
+    Layout(
+        "llama",
+        _LLAMA,
+        "Hugging Face Llama-family names (Llama, Mistral, Qwen2, SmolLM): "
+        "model.layers.N.self_attn.q_proj ... mlp.down_proj",
+    ),
+    Layout(
+        "gemma3",
+        _LLAMA,
+        "Hugging Face Gemma-3: Llama names, plus post-attention/post-MLP norms",
+        marker=r"post_feedforward_layernorm",
+        notes=_GEMMA_NOTE,
+        output_gains=(
+            ("o_proj", "model.layers.{layer}.post_attention_layernorm.weight"),
+            ("down_proj", "model.layers.{layer}.post_feedforward_layernorm.weight"),
+        ),
+        gain_offset=1.0,
+    ),
     Layout("gguf", _GGUF, "llama.cpp GGUF names: blk.N.attn_q ... ffn_down"),
-    Layout("gemma3-gguf", _GGUF, "Gemma-3 in GGUF: blk.N.attn_q ... ffn_down, plus post_attention_norm/post_ffw_norm",
-           marker=r"^blk\.\d+\.post_ffw_norm\.weight$", notes=_GEMMA_NOTE,
-           output_gains=(("o_proj", "blk.{layer}.post_attention_norm.weight"),
-                         ("down_proj", "blk.{layer}.post_ffw_norm.weight"))),
-    Layout("bert", _BERT, "BERT encoders: encoder.layer.N.attention.self.query/key/value, attention.output.dense, "
-           "intermediate.dense (Up), output.dense (Down); no Gate"),
-    Layout("gpt2", _GPT2, "GPT-2: h.N.attn.c_attn (fused Q/K/V, Conv1D [in, out]), attn.c_proj (O), mlp.c_fc (Up), "
-           "mlp.c_proj (Down); no Gate"),
+    Layout(
+        "gemma3-gguf",
+        _GGUF,
+        "Gemma-3 in GGUF: blk.N.attn_q ... ffn_down, plus post_attention_norm/post_ffw_norm",
+        marker=r"^blk\.\d+\.post_ffw_norm\.weight$",
+        notes=_GEMMA_NOTE,
+        output_gains=(
+            ("o_proj", "blk.{layer}.post_attention_norm.weight"),
+            ("down_proj", "blk.{layer}.post_ffw_norm.weight"),
+        ),
+    ),
+    Layout(
+        "bert",
+        _BERT,
+        "BERT encoders: encoder.layer.N.attention.self.query/key/value, attention.output.dense, "
+        "intermediate.dense (Up), output.dense (Down); no Gate",
+    ),
+    Layout(
+        "gpt2",
+        _GPT2,
+        "GPT-2: h.N.attn.c_attn (fused Q/K/V, Conv1D [in, out]), attn.c_proj (O), mlp.c_fc (Up), "
+        "mlp.c_proj (Down); no Gate",
+    ),
 ):
     register_layout(_layout)
 
@@ -216,7 +267,8 @@ def detect_layout(names: list[str], description: str = "the checkpoint") -> Layo
     best = max(scored, key=lambda item: item[:2])
     if best[0] == 0:
         sample = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
-        raise UnknownLayout(f"no known layout matches the tensor names of {description} ({len(names)} tensors: "
-                            f"{sample}). Known layouts: {_known()}. {_HOW_TO_ADD}")
+        raise UnknownLayout(
+            f"no known layout matches the tensor names of {description} ({len(names)} tensors: "
+            f"{sample}). Known layouts: {_known()}. {_HOW_TO_ADD}"
+        )
     return best[2]
-

@@ -8,11 +8,9 @@ layer-wise comparison of the up and gate projections (:data:`CROSS_PAIRS`).
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import functools
-
 import warnings
+from typing import NamedTuple
 
 import pandas as pd
 import torch
@@ -51,7 +49,7 @@ def token_splits(corpus: str, vocab_size: int) -> TokenSplits:
 
 
 def _windows(ids: torch.Tensor, starts: torch.Tensor, length: int) -> torch.Tensor:
-    return torch.stack([ids[s:s + length] for s in starts.tolist()])
+    return torch.stack([ids[s : s + length] for s in starts.tolist()])
 
 
 #: Projections of one layer compared with each other (the recorder's ``cross_pairs``, metric
@@ -92,9 +90,12 @@ def train_lm(config: LMRunConfig, progress: bool = True, record: bool = True) ->
 
     shape = config.shape
     train_with_recording(
-        compute_loss=compute_loss, optimizer=optimizer, recorder=recorder if record else None,
+        compute_loss=compute_loss,
+        optimizer=optimizer,
+        recorder=recorder if record else None,
         total_steps=config.steps,
-        evaluate=evaluate, progress=progress,
+        evaluate=evaluate,
+        progress=progress,
         description=f"{shape.mlp_activation}/{shape.attention} seed={config.seed}",
     )
     return TrainedLM(rows_to_frame(recorder.rows), model.eval().cpu())
@@ -126,9 +127,14 @@ def lm_job(config: LMRunConfig, label: str = "", progress: bool = False) -> swee
     :data:`RECORDED_METRICS`."""
     shape = config.shape
     return sweeps.Job(
-        "lm", config.to_dict(), _compute_lm_run_with_progress if progress else compute_lm_run, config,
-        label=f"{label or f'{shape.mlp_activation}/{shape.attention}'} seed={config.seed}", device=config.device,
-        require_metrics=RECORDED_METRICS, require_artifacts=(MODEL_ARTIFACT,),
+        "lm",
+        config.to_dict(),
+        _compute_lm_run_with_progress if progress else compute_lm_run,
+        config,
+        label=f"{label or f'{shape.mlp_activation}/{shape.attention}'} seed={config.seed}",
+        device=config.device,
+        require_metrics=RECORDED_METRICS,
+        require_artifacts=(MODEL_ARTIFACT,),
         cost=float(config.steps * (shape.n_layers + 1)),
     )
 
@@ -163,8 +169,9 @@ def trained_lm(config: LMRunConfig, progress: bool = True) -> LlamaForCausalLM:
         return train_lm(config, progress)[1]
 
 
-def run_lm_sweep(configs: dict[str, list[LMRunConfig]], progress: bool = True,
-                 executor: str | None = None) -> pd.DataFrame:
+def run_lm_sweep(
+    configs: dict[str, list[LMRunConfig]], progress: bool = True, executor: str | None = None
+) -> pd.DataFrame:
     """Run (or load) every variant x seed; one table with the run-key columns added.
 
     ``condition`` holds the variant label; ``optimizer`` and ``init_scale`` are filled so
@@ -173,6 +180,10 @@ def run_lm_sweep(configs: dict[str, list[LMRunConfig]], progress: bool = True,
     """
     jobs = [(label, config) for label, group in configs.items() for config in group]
     tables = sweeps.run_jobs([lm_job(config, label) for label, config in jobs], executor=executor, progress=progress)
-    return sweeps.tidy_sweep_table(tables, [
-        dict(condition=label, optimizer=config.optimizer.label, init_scale=1.0, seed=config.seed)
-        for label, config in jobs])
+    return sweeps.tidy_sweep_table(
+        tables,
+        [
+            dict(condition=label, optimizer=config.optimizer.label, init_scale=1.0, seed=config.seed)
+            for label, config in jobs
+        ],
+    )

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple, Sequence
+from typing import Literal, NamedTuple
 
 import torch
 
@@ -234,8 +235,19 @@ def _top_gram_eigenpairs(grams: torch.Tensor, k: int) -> tuple[torch.Tensor, tor
                 w, z = scipy.linalg.eigh(gram, subset_by_index=[d - k, d - 1], driver="evr", check_finite=False)
                 values.append(torch.from_numpy(w[::-1].copy()))
                 vectors.append(torch.from_numpy(z[:, ::-1].copy()))
-                following.append(float(scipy.linalg.eigh(gram, subset_by_index=[d - k - 1, d - k - 1], driver="evr",
-                                                         eigvals_only=True, check_finite=False)[0]) if k < d else 0.0)
+                following.append(
+                    float(
+                        scipy.linalg.eigh(
+                            gram,
+                            subset_by_index=[d - k - 1, d - k - 1],
+                            driver="evr",
+                            eigvals_only=True,
+                            check_finite=False,
+                        )[0]
+                    )
+                    if k < d
+                    else 0.0
+                )
         return torch.stack(values), torch.stack(vectors), torch.tensor(following, dtype=grams.dtype)
     eigenvalues, eigenvectors = torch.linalg.eigh(grams)
     eigenvalues, eigenvectors = eigenvalues.flip(-1), eigenvectors.flip(-1)
@@ -244,7 +256,11 @@ def _top_gram_eigenpairs(grams: torch.Tensor, k: int) -> tuple[torch.Tensor, tor
 
 
 def stacked_singular_triplets(
-    stack: torch.Tensor, k: int = 1, *, method: Method = "auto", start: torch.Tensor | None = None,
+    stack: torch.Tensor,
+    k: int = 1,
+    *,
+    method: Method = "auto",
+    start: torch.Tensor | None = None,
 ) -> list[SingularTriplets]:
     """Leading ``k`` triplets of each matrix in a ``[L, out, in]`` stack of small matrices.
 
@@ -273,8 +289,9 @@ def stacked_singular_triplets(
     k = min(k, *stack.shape[1:])
     results: list[SingularTriplets | None] = [None] * stack.shape[0]
     if method == "iterative":
-        u, s, v, converged, s_next = batched_subspace_iteration(stack, k, oversample=2, max_iter=30, start=start,
-                                                                check_every=3 if start is None else 2)
+        u, s, v, converged, s_next = batched_subspace_iteration(
+            stack, k, oversample=2, max_iter=30, start=start, check_every=3 if start is None else 2
+        )
         for i in converged.nonzero().flatten().tolist():
             results[i] = SingularTriplets(u[i], s[i], v[i], "iterative", float(s_next[i]))
     todo = [i for i, r in enumerate(results) if r is None]
@@ -377,8 +394,13 @@ class DirectionPair(NamedTuple):
 
 
 def pair_directions(
-    lower: SingularTriplets, upper: SingularTriplets, space: Space, k: int | None = None,
-    tol: float = DEGENERACY_TOL, *, labels: tuple[str, str] = ("lower", "upper"),
+    lower: SingularTriplets,
+    upper: SingularTriplets,
+    space: Space,
+    k: int | None = None,
+    tol: float = DEGENERACY_TOL,
+    *,
+    labels: tuple[str, str] = ("lower", "upper"),
     flags: tuple[Sequence[str], Sequence[str]] | None = None,
 ) -> DirectionPair:
     """``|cos|`` of singular directions ``1..k`` of two matrices in ``space``: the one rule for a pair.
@@ -508,8 +530,12 @@ ISOTROPY_TOL = 1e-6
 
 
 def _centred_gram_cosine(
-    cross: torch.Tensor, norm_a: torch.Tensor, norm_b: torch.Tensor,
-    trace_a: torch.Tensor, trace_b: torch.Tensor, d: int,
+    cross: torch.Tensor,
+    norm_a: torch.Tensor,
+    norm_b: torch.Tensor,
+    trace_a: torch.Tensor,
+    trace_b: torch.Tensor,
+    d: int,
 ) -> torch.Tensor:
     """``<A0, B0> / (|A0| |B0|)`` from ``<A,B>``, ``|A|^2``, ``|B|^2``, ``tr A``, ``tr B``.
 
@@ -545,17 +571,13 @@ def spectral_alignment(Wa: torch.Tensor, Wb: torch.Tensor, space: Space) -> floa
     if space == "output":
         Wa, Wb = Wa.T, Wb.T  # the compared space is now the column space of both
     if Wa.shape[1] != Wb.shape[1]:
-        raise ValueError(
-            f"matrices have different {space}-space dimensions ({Wa.shape[1]} vs {Wb.shape[1]})"
-        )
+        raise ValueError(f"matrices have different {space}-space dimensions ({Wa.shape[1]} vs {Wb.shape[1]})")
     d = Wa.shape[1]
     if d * d <= Wa.shape[0] * Wb.shape[0]:
         cross = ((Wa.T @ Wa) * (Wb.T @ Wb)).sum()  # two [d, d] Grams
     else:
         cross = torch.linalg.matrix_norm(Wb @ Wa.T) ** 2  # one [out_b, out_a] product
-    value = _centred_gram_cosine(
-        cross, _gram_frobenius_sq(Wa), _gram_frobenius_sq(Wb), (Wa**2).sum(), (Wb**2).sum(), d
-    )
+    value = _centred_gram_cosine(cross, _gram_frobenius_sq(Wa), _gram_frobenius_sq(Wb), (Wa**2).sum(), (Wb**2).sum(), d)
     return float(value)
 
 
@@ -600,8 +622,9 @@ def spectral_norms(stack: torch.Tensor, start: torch.Tensor | None = None) -> Sp
     vectors = torch.zeros(stack.shape[0], stack.shape[2], 1)
     nonzero = [i for i in range(stack.shape[0]) if bool(stack[i].any())]
     if nonzero:
-        triplets = stacked_singular_triplets(stack[nonzero], 1, method="iterative",
-                                             start=None if start is None else start[nonzero])
+        triplets = stacked_singular_triplets(
+            stack[nonzero], 1, method="iterative", start=None if start is None else start[nonzero]
+        )
         norms[nonzero] = torch.stack([t.s[0] for t in triplets]).float()
         vectors[nonzero] = torch.stack([t.v[:, :1] for t in triplets]).float()
     return SpectralNorms(norms, vectors)
@@ -657,7 +680,9 @@ def co_rotation(previous: torch.Tensor, current: torch.Tensor, min_turn_degrees:
     where adjacent directions are aligned (high continuity).
     """
     if previous.ndim != 2 or previous.shape != current.shape or previous.shape[0] < 2:
-        raise ValueError(f"expected two [layers >= 2, d] tensors, got {tuple(previous.shape)} and {tuple(current.shape)}")
+        raise ValueError(
+            f"expected two [layers >= 2, d] tensors, got {tuple(previous.shape)} and {tuple(current.shape)}"
+        )
     turns = _sign_aligned_tangent_turns(previous, current)
     unit_previous = _unit_rows(previous)
     pair_sign = torch.where((unit_previous[:-1] * unit_previous[1:]).sum(-1) < 0, -1.0, 1.0).unsqueeze(-1)
@@ -681,7 +706,7 @@ def random_abs_cos(d: int, exact: bool = True) -> float:
     return math.exp(math.lgamma(d / 2) - math.lgamma((d + 1) / 2)) / math.sqrt(math.pi)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def random_subspace_cos(d: int, k: int, n_samples: int = 20_000, seed: int = 0) -> float:
     """E[mean principal-angle cosine] of two independent uniformly random ``k``-dim subspaces of R^d.
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn
@@ -156,8 +156,13 @@ class TrackingRadialActivation(nn.Module):
 #: The negative slopes of the Leaky-ReLU dose (``res-leaky-<slope>``: residual + LeakyReLU),
 #: with the condition that gives each: slope 0 is ReLU (``res-relu``) and slope 1 the identity
 #: (``res-none``, the linear residual net), so a chapter reuses those runs for the dose's ends.
-LEAKY_SLOPES: dict[float, str] = {0.0: "res-relu", 0.5: "res-leaky-0.5", 0.9: "res-leaky-0.9",
-                                  0.99: "res-leaky-0.99", 1.0: "res-none"}
+LEAKY_SLOPES: dict[float, str] = {
+    0.0: "res-relu",
+    0.5: "res-leaky-0.5",
+    0.9: "res-leaky-0.9",
+    0.99: "res-leaky-0.99",
+    1.0: "res-none",
+}
 
 
 #: activation name -> a constructor without arguments
@@ -210,15 +215,21 @@ CONDITIONS: dict[str, BlockSpec] = {
     "nores-relu": BlockSpec(False, "relu", "NoRes: ReLU, residual removed"),
     "res-none": BlockSpec(True, "none", "Res+None: linear residual network"),
     "res-radial": BlockSpec(True, "radial", "Res+Radial: x tanh(||x||), rotation-equivariant"),
-    "res-radial-tau": BlockSpec(True, "radial-tau",
-                                "Res+Radial(tau): x tanh(||x||/tau), tau = median initial pre-activation norm"),
-    "res-radial-track": BlockSpec(True, "radial-track",
-                                  "Res+Radial(tracked tau): x tanh(||x||/tau), tau a running median pre-activation norm"),
-    **{name: BlockSpec(True, f"leaky-{slope:g}", f"residual + LeakyReLU (negative slope {slope:g})")
-       for slope, name in LEAKY_SLOPES.items() if 0 < slope < 1},
+    "res-radial-tau": BlockSpec(
+        True, "radial-tau", "Res+Radial(tau): x tanh(||x||/tau), tau = median initial pre-activation norm"
+    ),
+    "res-radial-track": BlockSpec(
+        True, "radial-track", "Res+Radial(tracked tau): x tanh(||x||/tau), tau a running median pre-activation norm"
+    ),
+    **{
+        name: BlockSpec(True, f"leaky-{slope:g}", f"residual + LeakyReLU (negative slope {slope:g})")
+        for slope, name in LEAKY_SLOPES.items()
+        if 0 < slope < 1
+    },
     "res-relu-batch-centred": BlockSpec(True, "relu-batch-centred", "residual + centred ReLU (relu(z) - batch mean)"),
-    "nores-relu-batch-centred": BlockSpec(False, "relu-batch-centred",
-                                          "NoRes: centred ReLU (relu(z) - batch mean), residual removed"),
+    "nores-relu-batch-centred": BlockSpec(
+        False, "relu-batch-centred", "NoRes: centred ReLU (relu(z) - batch mean), residual removed"
+    ),
     "res-ln": BlockSpec(True, "none", "pre-LayerNorm, no activation", norm="layernorm"),
     "res-ln-relu": BlockSpec(True, "relu", "pre-LayerNorm + ReLU", norm="layernorm"),
     "res-rms": BlockSpec(True, "none", "pre-RMSNorm (no centring), no activation", norm="rmsnorm"),
@@ -231,9 +242,7 @@ def block_spec(condition: str) -> BlockSpec:
     try:
         return CONDITIONS[condition]
     except KeyError:
-        raise ValueError(
-            f"unknown condition {condition!r}; valid choices: {', '.join(CONDITIONS)}"
-        ) from None
+        raise ValueError(f"unknown condition {condition!r}; valid choices: {', '.join(CONDITIONS)}") from None
 
 
 class ResidualBlock(nn.Module):
@@ -289,7 +298,7 @@ class ResidualMLP(nn.Module):
         for module in (self.embed, self.head):
             nn.init.normal_(module.weight, std=module.in_features**-0.5)
             nn.init.zeros_(module.bias)
-        std = init_scale * self.hidden_gain() / self.blocks[0].linear.in_features**0.5
+        std = init_scale * self.hidden_gain() / self.blocks[0].linear.in_features ** 0.5
         for block in self.blocks:
             nn.init.normal_(block.linear.weight, std=std)
             nn.init.zeros_(block.linear.bias)

@@ -10,7 +10,7 @@ argument.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -51,23 +51,37 @@ class FrameAdam(torch.optim.Optimizer):
     foreach=False)`` bit for bit (unfused) and to float rounding (fused).
     """
 
-    def __init__(self, params: Iterable[nn.Parameter], frames: Mapping[torch.Tensor, tuple[torch.Tensor, torch.Tensor]],
-                 lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, fused: bool = False):
+    def __init__(
+        self,
+        params: Iterable[nn.Parameter],
+        frames: Mapping[torch.Tensor, tuple[torch.Tensor, torch.Tensor]],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        fused: bool = False,
+    ):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
         owned = {p for group in self.param_groups for p in group["params"]}
         for param, (left, right) in frames.items():
             if param not in owned:
                 raise ValueError("every framed matrix must be one of the optimizer's parameters")
             if left.shape != (param.shape[0],) * 2 or right.shape != (param.shape[1],) * 2:
-                raise ValueError(f"frame shapes {tuple(left.shape)}, {tuple(right.shape)} do not fit a "
-                                 f"matrix of shape {tuple(param.shape)}")
+                raise ValueError(
+                    f"frame shapes {tuple(left.shape)}, {tuple(right.shape)} do not fit a "
+                    f"matrix of shape {tuple(param.shape)}"
+                )
             self.state[param]["left"], self.state[param]["right"] = left, right
             self.state[param]["stand_in"] = torch.zeros_like(param)
         self.adam = torch.optim.Adam(
-            [dict(group, params=[self.state[p]["stand_in"] if "left" in self.state[p] else p
-                                 for p in group["params"]]) for group in self.param_groups],
-            **(dict(fused=True) if fused else dict(foreach=False)))
+            [
+                dict(
+                    group, params=[self.state[p]["stand_in"] if "left" in self.state[p] else p for p in group["params"]]
+                )
+                for group in self.param_groups
+            ],
+            **(dict(fused=True) if fused else dict(foreach=False)),
+        )
 
     @torch.no_grad()
     def step(self, closure=None):

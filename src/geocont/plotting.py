@@ -5,7 +5,7 @@ Figures read tables; they never train.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .extras import require_extra
 
@@ -66,8 +66,9 @@ def figure_legend(fig: plt.Figure, ax: plt.Axes, ncol: int | None = None) -> Non
     handles, labels = ax.get_legend_handles_labels()
     if ax.get_legend() is not None:
         ax.get_legend().remove()
-    fig.legend(handles, labels, loc="lower center", ncol=ncol or len(labels), frameon=False,
-               bbox_to_anchor=(0.5, -0.02))
+    fig.legend(
+        handles, labels, loc="lower center", ncol=ncol or len(labels), frameon=False, bbox_to_anchor=(0.5, -0.02)
+    )
     fig.tight_layout(rect=(0, 0.05, 1, 1))
 
 
@@ -76,10 +77,23 @@ def figure_legend(fig: plt.Figure, ax: plt.Axes, ncol: int | None = None) -> Non
 #: conditions are meant for: the Leaky-ReLU dose with ``res-relu`` and ``res-none`` at its ends,
 #: the centred ReLUs with ``res-relu`` and ``nores-relu``, ``res-radial-track`` with the radial ones).
 _CONDITION_COLOUR_INDEX = {
-    "res-relu": 0, "res-gelu": 1, "res-silu": 2, "nores-relu": 3, "res-none": 4, "res-radial": 5, "res-radial-tau": 6,
-    "res-ln": 1, "res-ln-relu": 7, "res-rms": 8, "res-rms-relu": 9,
-    "res-radial-track": 7, "res-leaky-0.5": 7, "res-leaky-0.9": 8, "res-leaky-0.99": 9,
-    "res-relu-batch-centred": 1, "nores-relu-batch-centred": 2,
+    "res-relu": 0,
+    "res-gelu": 1,
+    "res-silu": 2,
+    "nores-relu": 3,
+    "res-none": 4,
+    "res-radial": 5,
+    "res-radial-tau": 6,
+    "res-ln": 1,
+    "res-ln-relu": 7,
+    "res-rms": 8,
+    "res-rms-relu": 9,
+    "res-radial-track": 7,
+    "res-leaky-0.5": 7,
+    "res-leaky-0.9": 8,
+    "res-leaky-0.99": 9,
+    "res-relu-batch-centred": 1,
+    "nores-relu-batch-centred": 2,
 }
 
 
@@ -94,9 +108,18 @@ def draw_baseline(ax: plt.Axes, value: float, label: str = "random baseline") ->
 
 
 def plot_over_training(
-    table: pd.DataFrame, metric: str, space: str = "", direction: int = 1, *, hue: str = "condition",
-    ax: plt.Axes | None = None, baseline: float | None = None, colours: dict | None = None,
-    hue_order: Sequence[str] | None = None, legend: bool = True, xscale: str = "symlog",
+    table: pd.DataFrame,
+    metric: str,
+    space: str = "",
+    direction: int = 1,
+    *,
+    hue: str = "condition",
+    ax: plt.Axes | None = None,
+    baseline: float | None = None,
+    colours: dict | None = None,
+    hue_order: Sequence[str] | None = None,
+    legend: bool = True,
+    xscale: str = "symlog",
 ) -> plt.Axes:
     """Layer-mean of a metric against step (``xscale`` symlog or linear): seed mean as a line, ±1 sd
     as a band."""
@@ -105,8 +128,17 @@ def plot_over_training(
     hue_order = list(hue_order or frame[hue].unique())
     colours = colours or palette(hue_order)
     sns.lineplot(
-        data=frame, x="step", y="value", hue=hue, hue_order=hue_order, palette=colours,
-        errorbar="sd", marker="o", markersize=3.5, ax=ax, legend=legend,
+        data=frame,
+        x="step",
+        y="value",
+        hue=hue,
+        hue_order=hue_order,
+        palette=colours,
+        errorbar="sd",
+        marker="o",
+        markersize=3.5,
+        ax=ax,
+        legend=legend,
     )
     mark_diverged(ax, table, frame, hue, colours)
     if baseline is not None:
@@ -116,7 +148,9 @@ def plot_over_training(
     ax.set_xlim(left=0)
     ax.set_xlabel(f"training step ({xscale})")
     ax.set_title(quantity_label(metric, space, direction), fontsize="medium")
-    ax.set_ylabel("|cos|, mean over layer pairs" if metric.endswith("_cos") else quantity_label(metric, space, direction))
+    ax.set_ylabel(
+        "|cos|, mean over layer pairs" if metric.endswith("_cos") else quantity_label(metric, space, direction)
+    )
     if legend:
         ax.legend(fontsize="small")
     return ax
@@ -148,16 +182,33 @@ def note_diverged(ax: plt.Axes, table: pd.DataFrame) -> None:
     runs = diverged_runs(table)
     if runs.empty:
         return
-    names = [", ".join(str(v) for k, v in run._asdict().items() if k not in ("step", "last_loss", "seed"))
-             + f" seed {run.seed} (step {run.step:,})" if "seed" in runs.columns else f"step {run.step:,}"
-             for run in runs.itertuples(index=False)]
-    ax.text(0.01, 0.99, f"x diverged, left out: {'; '.join(names)}", transform=ax.transAxes, va="top",
-            fontsize="x-small", color="firebrick")
+    names = [
+        ", ".join(str(v) for k, v in run._asdict().items() if k not in ("step", "last_loss", "seed"))
+        + f" seed {run.seed} (step {run.step:,})"
+        if "seed" in runs.columns
+        else f"step {run.step:,}"
+        for run in runs.itertuples(index=False)
+    ]
+    ax.text(
+        0.01,
+        0.99,
+        f"x diverged, left out: {'; '.join(names)}",
+        transform=ax.transAxes,
+        va="top",
+        fontsize="x-small",
+        color="firebrick",
+    )
 
 
 def plot_layer_heatmap(
-    table: pd.DataFrame, metric: str, space: str, direction: int = 1, *, rows: str = "condition",
-    row_order: Sequence[str] | None = None, ax: plt.Axes | None = None,
+    table: pd.DataFrame,
+    metric: str,
+    space: str,
+    direction: int = 1,
+    *,
+    rows: str = "condition",
+    row_order: Sequence[str] | None = None,
+    ax: plt.Axes | None = None,
 ) -> plt.Axes:
     """Adjacent-pair |cos| per layer pair at the last step, mean over seeds: rows x pairs."""
     ax = ax or plt.gca()
@@ -174,9 +225,17 @@ def plot_layer_heatmap(
 
 
 def grouped_bars(
-    frame: pd.DataFrame, *, x: str, hue: str, value: str = "value", ax: plt.Axes | None = None,
-    order: Sequence | None = None, hue_order: Sequence | None = None, colours: dict | None = None,
-    baselines: dict | None = None, baseline_label: str = "random baseline",
+    frame: pd.DataFrame,
+    *,
+    x: str,
+    hue: str,
+    value: str = "value",
+    ax: plt.Axes | None = None,
+    order: Sequence | None = None,
+    hue_order: Sequence | None = None,
+    colours: dict | None = None,
+    baselines: dict | None = None,
+    baseline_label: str = "random baseline",
 ) -> plt.Axes:
     """Bars of the mean of ``value`` per (``x``, ``hue``), every row as a dot (a seed, a layer
     pair...), and optionally a black tick per bar at ``baselines[(x value, hue value)]``.
@@ -197,14 +256,34 @@ def grouped_bars(
             values = frame[(frame[x] == group) & (frame[hue] == level)][value].dropna()
             position = i if one_bar else i - 0.4 + width * (j + 0.5)
             if len(values):
-                ax.bar(position, values.mean(), width=width * 0.95, color=colours[level], alpha=0.75,
-                       label=None if labelled else str(level))
+                ax.bar(
+                    position,
+                    values.mean(),
+                    width=width * 0.95,
+                    color=colours[level],
+                    alpha=0.75,
+                    label=None if labelled else str(level),
+                )
                 labelled = True
-                ax.scatter([position] * len(values), values, color=colours[level], edgecolors="black",
-                           linewidths=0.6, s=25, zorder=3)
+                ax.scatter(
+                    [position] * len(values),
+                    values,
+                    color=colours[level],
+                    edgecolors="black",
+                    linewidths=0.6,
+                    s=25,
+                    zorder=3,
+                )
             if baselines is not None and (group, level) in baselines:
-                ax.hlines(baselines[(group, level)], position - width / 2, position + width / 2, color="black",
-                          linewidth=2, zorder=4, label=None if baseline_labelled else baseline_label)
+                ax.hlines(
+                    baselines[(group, level)],
+                    position - width / 2,
+                    position + width / 2,
+                    color="black",
+                    linewidth=2,
+                    zorder=4,
+                    label=None if baseline_labelled else baseline_label,
+                )
                 baseline_labelled = True
     ax.set_xticks(range(len(order)), [str(g) for g in order])
     ax.set_xlabel(x)
@@ -213,9 +292,19 @@ def grouped_bars(
 
 
 def plot_final_by(
-    table: pd.DataFrame, metric: str, space: str, direction: int, *, x: str, hue: str,
-    ax: plt.Axes | None = None, baseline: float | None = None, order: Sequence[str] | None = None,
-    hue_order: Sequence[str] | None = None, colours: dict | None = None, step: int | None = None,
+    table: pd.DataFrame,
+    metric: str,
+    space: str,
+    direction: int,
+    *,
+    x: str,
+    hue: str,
+    ax: plt.Axes | None = None,
+    baseline: float | None = None,
+    order: Sequence[str] | None = None,
+    hue_order: Sequence[str] | None = None,
+    colours: dict | None = None,
+    step: int | None = None,
 ) -> plt.Axes:
     """Final layer-mean values (or those at ``step``, e.g. 0) as bars (seed mean) with each seed as a dot."""
     frame = per_run(table, metric, space, direction)
@@ -234,14 +323,14 @@ def plot_final_by(
     return ax
 
 
-
-
 def projection_colours() -> dict[str, tuple]:
     """A fixed colour per projection (q_proj ... down_proj), the same in every figure."""
     return dict(zip(PROJECTIONS, sns.color_palette("colorblind", n_colors=len(PROJECTIONS))))
 
 
-def plot_depth_continuity(table: pd.DataFrame, *, axes: Sequence[plt.Axes] | None = None, title: str = "") -> plt.Figure:
+def plot_depth_continuity(
+    table: pd.DataFrame, *, axes: Sequence[plt.Axes] | None = None, title: str = ""
+) -> plt.Figure:
     """An analyzer table (:func:`geocont.analyzer.analyze`) across depth: v1 |cos| (left) and
     u1 |cos| (right) per adjacent layer pair, one line per projection, and each projection's
     random baseline E|cos| as a dotted line of its colour (it depends on the dimension)."""
@@ -252,15 +341,26 @@ def plot_depth_continuity(table: pd.DataFrame, *, axes: Sequence[plt.Axes] | Non
     colours = projection_colours()
     pairs = table.dropna(subset=["v1_cos"])
     projections = [p for p in colours if p in set(pairs["projection"])]
-    for ax, (column, baseline, label) in zip(axes, [("v1_cos", "v1_baseline", "input space: v1 |cos|"),
-                                                    ("u1_cos", "u1_baseline", "output space: u1 |cos|")]):
+    for ax, (column, baseline, label) in zip(
+        axes, [("v1_cos", "v1_baseline", "input space: v1 |cos|"), ("u1_cos", "u1_baseline", "output space: u1 |cos|")]
+    ):
         for projection in projections:
             rows = pairs[pairs["projection"] == projection]
-            ax.plot(rows["layer"], rows[column], marker="o", markersize=3, color=colours[projection],
-                    label=projection.replace("_proj", ""))
+            ax.plot(
+                rows["layer"],
+                rows[column],
+                marker="o",
+                markersize=3,
+                color=colours[projection],
+                label=projection.replace("_proj", ""),
+            )
             ax.axhline(rows[baseline].iloc[0], color=colours[projection], linestyle=":", linewidth=1, alpha=0.8)
-        ax.set(xlabel="adjacent layer pair (l, l+1), labelled by l", ylabel="|cos| with the next layer",
-               ylim=(0, 1.02), title=label)
+        ax.set(
+            xlabel="adjacent layer pair (l, l+1), labelled by l",
+            ylabel="|cos| with the next layer",
+            ylim=(0, 1.02),
+            title=label,
+        )
     axes[0].plot([], [], color="0.35", linestyle=":", label="random baseline (per projection)")
     if title:
         fig.suptitle(title, fontsize="medium")

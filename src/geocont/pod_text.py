@@ -43,7 +43,7 @@ def plain_text(source: str) -> str:
             kept.append(_rendered(text))
         elif region is None and name == "item":
             marker = _BULLET.match(text)
-            label = _rendered(text[marker.end():] if marker else text)
+            label = _rendered(text[marker.end() :] if marker else text)
             if marker and not label:
                 bullet = "- "
             else:

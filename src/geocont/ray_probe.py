@@ -54,12 +54,16 @@ def cluster_problem(address: str) -> str | None:
         return f"Ray address {address!r} must be HOST:PORT (e.g. 10.0.0.1:6379)"
     why = reachable(host, int(port), CONNECT_TIMEOUT)
     if why is not None:
-        return (f"cannot reach the Ray cluster at {address} within {CONNECT_TIMEOUT:g} s ({why}); "
-                "start it with `ray start --head --port=PORT`, or choose another executor")
+        return (
+            f"cannot reach the Ray cluster at {address} within {CONNECT_TIMEOUT:g} s ({why}); "
+            "start it with `ray start --head --port=PORT`, or choose another executor"
+        )
     why = ray_gcs_problem(host, int(port), CONNECT_TIMEOUT)
     if why is not None:
-        return (f"{address} accepts connections but is not a Ray cluster ({why}); give the address "
-                "`ray start --head` printed (its GCS port, default 6379), or choose another executor")
+        return (
+            f"{address} accepts connections but is not a Ray cluster ({why}); give the address "
+            "`ray start --head` printed (its GCS port, default 6379), or choose another executor"
+        )
     return None
 
 
@@ -88,7 +92,7 @@ def ray_gcs_problem(host: str, port: int, timeout: float = CONNECT_TIMEOUT) -> s
             return None
     except _NotAGcs as answer:
         return str(answer)
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         return f"no answer to a gRPC call within {timeout:g} s"
     except OSError as error:
         return str(error) or type(error).__name__
@@ -96,13 +100,20 @@ def ray_gcs_problem(host: str, port: int, timeout: float = CONNECT_TIMEOUT) -> s
 
 def _cluster_id_request(host: str, port: int) -> bytes:
     """The client preface, a SETTINGS frame, and the unary call :data:`GCS_PROBE_METHOD` with an empty message."""
-    headers = (b"\x83\x86"  # :method POST, :scheme http (HPACK static table entries 3 and 6)
-               + _hpack_literal(4, GCS_PROBE_METHOD) + _hpack_literal(1, f"{host}:{port}")  # :path, :authority
-               + _hpack_literal(31, "application/grpc") + b"\x00\x02te\x08trailers")  # content-type, te
+    headers = (
+        b"\x83\x86"  # :method POST, :scheme http (HPACK static table entries 3 and 6)
+        + _hpack_literal(4, GCS_PROBE_METHOD)
+        + _hpack_literal(1, f"{host}:{port}")  # :path, :authority
+        + _hpack_literal(31, "application/grpc")
+        + b"\x00\x02te\x08trailers"
+    )  # content-type, te
     empty_message = b"\x00\x00\x00\x00\x00"  # gRPC: not compressed, length 0
-    return (_PREFACE + _h2_frame(_SETTINGS, 0, 0)
-            + _h2_frame(_HEADERS, flags=_END_HEADERS, stream=_CALL_STREAM, payload=headers)
-            + _h2_frame(_DATA, flags=_END_STREAM, stream=_CALL_STREAM, payload=empty_message))
+    return (
+        _PREFACE
+        + _h2_frame(_SETTINGS, 0, 0)
+        + _h2_frame(_HEADERS, flags=_END_HEADERS, stream=_CALL_STREAM, payload=headers)
+        + _h2_frame(_DATA, flags=_END_STREAM, stream=_CALL_STREAM, payload=empty_message)
+    )
 
 
 def _await_reply(connection: socket.socket, deadline: float) -> None:
@@ -123,18 +134,25 @@ def _next_frame(connection: socket.socket, *, received: bytes, deadline: float, 
             raise _NotAGcs("it answered with an oversized HTTP/2 frame")
         left = deadline - time.monotonic()
         if left <= 0:
-            raise socket.timeout
+            raise TimeoutError
         connection.settimeout(left)
         chunk = connection.recv(65536)
         if not chunk:
-            raise _NotAGcs("it closed the connection" + (f" after answering {received[:24]!r}" if received else "")
-                           + " instead of answering a gRPC call")
+            raise _NotAGcs(
+                "it closed the connection"
+                + (f" after answering {received[:24]!r}" if received else "")
+                + " instead of answering a gRPC call"
+            )
         received += chunk
         if first and len(received) >= _FRAME_HEADER and received[3] != _SETTINGS:  # a server opens with SETTINGS
             raise _NotAGcs(f"it answered {received[:24]!r}, not HTTP/2 (gRPC)")
     end = _FRAME_HEADER + _frame_length(received)
-    frame = _Frame(kind=received[3], flags=received[4], stream=int.from_bytes(received[5:9], "big") & 0x7FFFFFFF,
-                   payload=received[_FRAME_HEADER:end])
+    frame = _Frame(
+        kind=received[3],
+        flags=received[4],
+        stream=int.from_bytes(received[5:9], "big") & 0x7FFFFFFF,
+        payload=received[_FRAME_HEADER:end],
+    )
     return frame, received[end:]
 
 
@@ -160,15 +178,17 @@ def _is_reply(connection: socket.socket, frame: _Frame) -> bool:
             return True
         raise _NotAGcs("it answered the call with data that is not a gRPC message")
     if frame.kind == _HEADERS and frame.flags & _END_STREAM:
-        raise _NotAGcs("it speaks gRPC but has no Ray GCS service (it answered the cluster-id call with a "
-                       "status and no reply: another gRPC server, e.g. a Ray client port?)")
+        raise _NotAGcs(
+            "it speaks gRPC but has no Ray GCS service (it answered the cluster-id call with a "
+            "status and no reply: another gRPC server, e.g. a Ray client port?)"
+        )
     return False
 
 
 def _unpadded(frame: _Frame) -> bytes:
     """A DATA frame's data without its padding (the PADDED flag: a pad length byte first, that many bytes last)."""
     payload = frame.payload
-    return payload[1 + payload[0]:len(payload) - payload[0]] if frame.flags & _PADDED else payload
+    return payload[1 + payload[0] : len(payload) - payload[0]] if frame.flags & _PADDED else payload
 
 
 def _is_grpc_message(data: bytes) -> bool:

@@ -10,14 +10,13 @@ snapshot records") lists every metric.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 from torch import nn
 
 from . import metrics
 from .tables import MODEL_LAYER, Row, make_row
-
 
 #: The sizes k of the top-k singular subspaces whose adjacent-layer continuity a snapshot records
 #: (``subspace_cos``): those below the recorder's ``n_directions``.
@@ -138,16 +137,26 @@ class ContinuityRecorder:
         """Add a scalar that is not a continuity metric (loss, accuracy) to the table."""
         self.rows.append(make_row(step, group, layer, metric, "", 0, value))
 
-    def _record_rotation(self, step: int, name: str, space: str, triplets: Sequence[metrics.SingularTriplets],
-                         flags: Sequence[Sequence[str]]) -> None:
+    def _record_rotation(
+        self,
+        step: int,
+        name: str,
+        space: str,
+        triplets: Sequence[metrics.SingularTriplets],
+        flags: Sequence[Sequence[str]],
+    ) -> None:
         """Turns of each layer's leading direction since the previous snapshot (NaN where the pair of
         snapshots does not define it, :func:`geocont.metrics.pair_directions`) and co-rotation of
         adjacent layers (NaN if either's turn is)."""
         if name not in self._previous_weights:
             return
         before, before_flags = self._previous_weights[name]
-        both = torch.tensor([not metrics.pair_directions(b, t, space, 1, flags=(bf, f)).reasons[0]
-                             for b, t, bf, f in zip(before, triplets, before_flags, flags)])
+        both = torch.tensor(
+            [
+                not metrics.pair_directions(b, t, space, 1, flags=(bf, f)).reasons[0]
+                for b, t, bf, f in zip(before, triplets, before_flags, flags)
+            ]
+        )
         previous = torch.stack([t.vectors(space)[:, 0] for t in before])
         leading = torch.stack([t.vectors(space)[:, 0] for t in triplets])
         turns = torch.where(both, metrics.direction_turn(previous, leading), torch.nan)
@@ -157,8 +166,9 @@ class ContinuityRecorder:
         for layer, value in enumerate(co_rotation.tolist()):
             self.rows.append(make_row(step, name, layer, "co_rotation", space, 1, value))
 
-    def _record_cross_pairs(self, step: int, current: Mapping[str, tuple[Sequence[metrics.SingularTriplets],
-                                                                        Sequence[Sequence[str]]]]) -> None:
+    def _record_cross_pairs(
+        self, step: int, current: Mapping[str, tuple[Sequence[metrics.SingularTriplets], Sequence[Sequence[str]]]]
+    ) -> None:
         """|cos| of each cross pair's layer-l leading directions (:func:`geocont.metrics.pair_directions`)."""
         for name, (a, b) in self.cross_pairs.items():
             (triplets_a, flags_a), (triplets_b, flags_b) = current[a], current[b]
@@ -188,8 +198,9 @@ class ContinuityRecorder:
         for layer, value in enumerate(change.tolist()):
             self.rows.append(make_row(step, name, layer, "step_change", "", 0, value))
 
-    def _snapshot(self, step: int, name: str, params: Sequence[nn.Parameter]
-                  ) -> tuple[list[metrics.SingularTriplets], list[list[str]]]:
+    def _snapshot(
+        self, step: int, name: str, params: Sequence[nn.Parameter]
+    ) -> tuple[list[metrics.SingularTriplets], list[list[str]]]:
         """Record one group's rows; return its weights' triplets and their direction flags."""
         weights = self._stack(params)
         gradients = self._stack([p.grad for p in params])
@@ -199,11 +210,11 @@ class ContinuityRecorder:
         # matrices change little between snapshots); k = 1 (the timeline's fine schedule)
         # computes the weights' leading pair iteratively too, exact where it does not converge.
         warm = self._warm_starts.setdefault(name, {})
-        w_triplets = metrics.stacked_singular_triplets(weights, k, method="iterative" if k == 1 else "gram-eigh",
-                                                       start=warm.get("weights"))
+        w_triplets = metrics.stacked_singular_triplets(
+            weights, k, method="iterative" if k == 1 else "gram-eigh", start=warm.get("weights")
+        )
         g_triplets = metrics.stacked_singular_triplets(gradients, 1, method="iterative", start=warm.get("grads"))
-        c_triplets = metrics.stacked_singular_triplets(cumulative, 1, method="iterative",
-                                                       start=warm.get("cumulative"))
+        c_triplets = metrics.stacked_singular_triplets(cumulative, 1, method="iterative", start=warm.get("cumulative"))
         for key, triplets in (("weights", w_triplets), ("grads", g_triplets), ("cumulative", c_triplets)):
             warm[key] = torch.stack([t.v[:, :1] for t in triplets])
         rows = self.rows

@@ -18,19 +18,63 @@ from __future__ import annotations
 import re
 
 #: Directives whose body is prose; their argument, where they take one, is its first line (a title).
-PROSE_DIRECTIVES = frozenset({
-    "note", "warning", "tip", "important", "attention", "caution", "danger", "error", "hint", "seealso",
-    "admonition", "topic", "sidebar", "impl-detail", "glossary", "hlist", "epigraph", "highlights", "pull-quote",
-    "compound", "centered", "rubric",
-})
+PROSE_DIRECTIVES = frozenset(
+    {
+        "note",
+        "warning",
+        "tip",
+        "important",
+        "attention",
+        "caution",
+        "danger",
+        "error",
+        "hint",
+        "seealso",
+        "admonition",
+        "topic",
+        "sidebar",
+        "impl-detail",
+        "glossary",
+        "hlist",
+        "epigraph",
+        "highlights",
+        "pull-quote",
+        "compound",
+        "centered",
+        "rubric",
+    }
+)
 #: Directives whose body is prose but whose argument is not (an expression, a class name).
 BODY_ONLY_DIRECTIVES = frozenset({"only", "container", "ifconfig"})
 #: Object descriptions of Sphinx's default (Python) and standard domains; any ``domain:kind`` also is one.
-DESCRIPTION_DIRECTIVES = frozenset({
-    "function", "class", "method", "attribute", "data", "exception", "decorator", "decoratormethod", "classmethod",
-    "staticmethod", "abstractmethod", "coroutinefunction", "coroutinemethod", "awaitablefunction", "property",
-    "describe", "object", "option", "cmdoption", "envvar", "opcode", "pdbcommand", "2to3fixer", "confval",
-})
+DESCRIPTION_DIRECTIVES = frozenset(
+    {
+        "function",
+        "class",
+        "method",
+        "attribute",
+        "data",
+        "exception",
+        "decorator",
+        "decoratormethod",
+        "classmethod",
+        "staticmethod",
+        "abstractmethod",
+        "coroutinefunction",
+        "coroutinemethod",
+        "awaitablefunction",
+        "property",
+        "describe",
+        "object",
+        "option",
+        "cmdoption",
+        "envvar",
+        "opcode",
+        "pdbcommand",
+        "2to3fixer",
+        "confval",
+    }
+)
 #: Version notes, as Sphinx words them.
 VERSION_DIRECTIVES = {
     "versionadded": "New in version {}",

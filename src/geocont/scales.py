@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import numbers
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 SCALES: tuple[str, ...] = ("smoke", "cpu", "paper")
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,6 +30,7 @@ SHARINGS: tuple[str, ...] = ("input", "output", "none")
 #: The run cache's kind for every experiment of this module (base, sharing, pruning,
 #: grouping and continuity tables, told apart by their ``experiment`` setting).
 CACHE_KIND = "sharing"
+
 
 def check_sharing(sharing: str) -> None:
     if sharing not in SHARINGS:
@@ -144,7 +146,7 @@ def layer_groups(layers: Sequence[int], group_size: int) -> list[list[int]]:
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
     layers = list(layers)
-    return [layers[i:i + group_size] for i in range(0, len(layers), group_size)]
+    return [layers[i : i + group_size] for i in range(0, len(layers), group_size)]
 
 
 @dataclass(frozen=True)
@@ -160,8 +162,15 @@ class SharingPlan:
     relative_error: float  # sqrt(sum ||W - W~||^2 / sum ||W||^2) over the replaced layers
 
 
-def plan_sharing(weights: Sequence[torch.Tensor], projection: str, layers: Sequence[int], group_size: int,
-                 sharing: str, budget: float, factors: dict | None = None) -> tuple[SharingPlan, dict[int, torch.Tensor]]:
+def plan_sharing(
+    weights: Sequence[torch.Tensor],
+    projection: str,
+    layers: Sequence[int],
+    group_size: int,
+    sharing: str,
+    budget: float,
+    factors: dict | None = None,
+) -> tuple[SharingPlan, dict[int, torch.Tensor]]:
     """Approximations of ``weights[l]`` for ``l`` in ``layers`` (grouped), and their plan.
 
     ``factors``, if given, memoises each group's decomposition across budgets (keyed by
@@ -241,12 +250,13 @@ def validation_windows(ids: torch.Tensor, n_windows: int, length: int) -> torch.
     if len(ids) < length + 1:
         raise ValueError(f"the held-out text has {len(ids)} tokens, fewer than one window of {length}")
     starts = torch.linspace(0, len(ids) - length - 1, n_windows).long()
-    return torch.stack([ids[s:s + length] for s in starts.tolist()])
+    return torch.stack([ids[s : s + length] for s in starts.tolist()])
 
 
 @torch.no_grad()
-def window_nll(model, windows: torch.Tensor, batch_size: int = 8, progress: bool = False,
-               description: str = "eval") -> torch.Tensor:
+def window_nll(
+    model, windows: torch.Tensor, batch_size: int = 8, progress: bool = False, description: str = "eval"
+) -> torch.Tensor:
     """Mean next-token NLL (nats/token) of each window, ``[n_windows]``."""
     from tqdm.auto import tqdm
 
@@ -312,7 +322,8 @@ def _pretrained(name: str, device: str):
     except OSError as error:
         raise FileNotFoundError(
             f"cannot load the pretrained model {name!r} ({error}); offline short names: {', '.join(OFFLINE_MODELS)}, "
-            "or a Hugging Face id / local directory that you have") from error
+            "or a Hugging Face id / local directory that you have"
+        ) from error
     if not hasattr(getattr(model, "model", None), "layers"):
         raise ValueError(f"{name!r} is not a Llama-style model (no model.model.layers)")
     from .training import resolve_device
@@ -322,8 +333,8 @@ def _pretrained(name: str, device: str):
 
 def pretrained_subject(name: str, corpus: str = "kjv", window_length: int = 128, device: str = "cpu") -> Subject:
     """A pretrained model evaluated on ``corpus``'s held-out split with its own tokenizer."""
-    from .text import check_corpus_name
     from .pretrained import OFFLINE_MODELS, locate_model
+    from .text import check_corpus_name
 
     check_corpus_name(corpus)
     identity: dict[str, Any] = {"pretrained": name, "corpus": corpus}
@@ -353,8 +364,13 @@ def _trained_data(config) -> tuple[Any, torch.Tensor]:
 
 def trained_subject(config) -> Subject:
     """A trained transformer (:func:`geocont.lm.trained_lm` of ``config``) on its own validation split."""
-    return Subject(f"ours seed {config.seed}", {"lm": config.to_dict()}, functools.partial(_trained_data, config),
-                   config.shape.max_seq_len, config.device)
+    return Subject(
+        f"ours seed {config.seed}",
+        {"lm": config.to_dict()},
+        functools.partial(_trained_data, config),
+        config.shape.max_seq_len,
+        config.device,
+    )
 
 
 def _evaluate(subject: Subject, n_windows: int, compute: Callable[[Any, torch.Tensor], pd.DataFrame]) -> pd.DataFrame:
@@ -363,7 +379,9 @@ def _evaluate(subject: Subject, n_windows: int, compute: Callable[[Any, torch.Te
     return compute(model, validation_windows(ids, n_windows, subject.window_length))
 
 
-def _cached_nll(subject: Subject, settings: dict[str, Any], compute: Callable[[Any, torch.Tensor], pd.DataFrame]) -> pd.DataFrame:
+def _cached_nll(
+    subject: Subject, settings: dict[str, Any], compute: Callable[[Any, torch.Tensor], pd.DataFrame]
+) -> pd.DataFrame:
     """One cached configuration of one subject: ``compute(model, windows)`` on a miss."""
     config = {"subject": subject.identity, **settings}
     return cache.cached(CACHE_KIND, config, lambda: _evaluate(subject, settings["n_windows"], compute))
@@ -397,24 +415,40 @@ def _layers(layers: Sequence[int] | None) -> tuple[int, ...] | None:
     return None if layers is None else tuple(int(l) for l in layers)
 
 
-def _job(experiment: Experiment, config: dict[str, Any], compute: Callable[[Experiment], pd.DataFrame],
-         what: str) -> sweeps.Job:
+def _job(
+    experiment: Experiment, config: dict[str, Any], compute: Callable[[Experiment], pd.DataFrame], what: str
+) -> sweeps.Job:
     subject = experiment.subject
-    return sweeps.Job(CACHE_KIND, {"subject": subject.identity, **config}, compute, experiment,
-                      label=f"{subject.label}: {what}", device=subject.device)
+    return sweeps.Job(
+        CACHE_KIND,
+        {"subject": subject.identity, **config},
+        compute,
+        experiment,
+        label=f"{subject.label}: {what}",
+        device=subject.device,
+    )
 
 
 def compute_base_nll(experiment: Experiment) -> pd.DataFrame:
     """The computation of :func:`base_job`."""
     subject = experiment.subject
-    return _evaluate(subject, experiment.n_windows, lambda model, windows: _nll_frame(
-        window_nll(model, windows, experiment.batch_size, experiment.progress, f"{subject.label} base")))
+    return _evaluate(
+        subject,
+        experiment.n_windows,
+        lambda model, windows: _nll_frame(
+            window_nll(model, windows, experiment.batch_size, experiment.progress, f"{subject.label} base")
+        ),
+    )
 
 
 def base_job(subject: Subject, n_windows: int, batch_size: int = 8, progress: bool = False) -> sweeps.Job:
     """The sweep job of :func:`base_nll` (its cache entry)."""
-    return _job(Experiment(subject, n_windows, batch_size, progress=progress),
-                dict(experiment="base", n_windows=n_windows, length=subject.window_length), compute_base_nll, "base")
+    return _job(
+        Experiment(subject, n_windows, batch_size, progress=progress),
+        dict(experiment="base", n_windows=n_windows, length=subject.window_length),
+        compute_base_nll,
+        "base",
+    )
 
 
 def base_nll(subject: Subject, n_windows: int, batch_size: int = 8, progress: bool = True) -> pd.DataFrame:
@@ -422,9 +456,16 @@ def base_nll(subject: Subject, n_windows: int, batch_size: int = 8, progress: bo
     return sweeps.run_job(base_job(subject, n_windows, batch_size, progress))
 
 
-def sharing_results(subject: Subject, projections: Sequence[str], budgets: Sequence[float], group_size: int,
-                    n_windows: int, layers: Sequence[int] | None = None, batch_size: int = 8,
-                    progress: bool = True) -> pd.DataFrame:
+def sharing_results(
+    subject: Subject,
+    projections: Sequence[str],
+    budgets: Sequence[float],
+    group_size: int,
+    n_windows: int,
+    layers: Sequence[int] | None = None,
+    batch_size: int = 8,
+    progress: bool = True,
+) -> pd.DataFrame:
     """Every projection x sharing x budget: parameters, reconstruction error and per-window NLL.
 
     One row per configuration x window, with ``base_nll`` and ``loss_increase`` (nats/token)
@@ -440,17 +481,32 @@ def sharing_results(subject: Subject, projections: Sequence[str], budgets: Seque
     for projection, sharing, budget in tqdm(jobs, desc=f"{subject.label}: sharing", disable=not progress):
         if any(key[:2] != (projection, sharing) for key in factors):
             factors.clear()  # one projection x sharing's decompositions at a time (memory)
-        settings = dict(experiment="sharing", projection=projection, sharing=sharing, budget=budget,
-                        group_size=group_size, layers=layers, n_windows=n_windows, length=subject.window_length)
+        settings = dict(
+            experiment="sharing",
+            projection=projection,
+            sharing=sharing,
+            budget=budget,
+            group_size=group_size,
+            layers=layers,
+            n_windows=n_windows,
+            length=subject.window_length,
+        )
 
         def compute(model, windows, projection=projection, sharing=sharing, budget=budget):
             weights = [p.data for p in projection_groups(model)[projection]]
             plan, approximations = plan_sharing(weights, projection, layers, group_size, sharing, budget, factors)
             with replaced_weights(model, projection, approximations):
                 nll = window_nll(model, windows, batch_size)
-            return _nll_frame(nll, projection=projection, sharing=sharing, budget=budget,
-                              rank=",".join(map(str, sorted(set(plan.ranks)))), parameters=plan.parameters,
-                              dense_parameters=plan.dense_parameters, relative_error=plan.relative_error)
+            return _nll_frame(
+                nll,
+                projection=projection,
+                sharing=sharing,
+                budget=budget,
+                rank=",".join(map(str, sorted(set(plan.ranks)))),
+                parameters=plan.parameters,
+                dense_parameters=plan.dense_parameters,
+                relative_error=plan.relative_error,
+            )
 
         frames.append(_cached_nll(subject, settings, compute))
     table = pd.concat(frames, ignore_index=True)
@@ -460,8 +516,9 @@ def sharing_results(subject: Subject, projections: Sequence[str], budgets: Seque
     return table.assign(model=subject.label)
 
 
-def pruning_results(subject: Subject, n_windows: int, layers: Sequence[int] | None = None, batch_size: int = 8,
-                    progress: bool = True) -> pd.DataFrame:
+def pruning_results(
+    subject: Subject, n_windows: int, layers: Sequence[int] | None = None, batch_size: int = 8, progress: bool = True
+) -> pd.DataFrame:
     """Loss increase of dropping each block in turn (one row per layer x window), with its continuity."""
     from tqdm.auto import tqdm
 
@@ -492,8 +549,9 @@ def distant_order(layers: Sequence[int], group_size: int) -> list[int]:
     return [l for i in range(n_groups) for l in layers[i::n_groups]]
 
 
-def grouping_control(subject: Subject, projections: Sequence[str], budget: float, group_size: int,
-                     layers: Sequence[int] | None = None) -> pd.DataFrame:
+def grouping_control(
+    subject: Subject, projections: Sequence[str], budget: float, group_size: int, layers: Sequence[int] | None = None
+) -> pd.DataFrame:
     """Reconstruction error of sharing among adjacent layers versus among distant layers.
 
     Same shapes, ranks and parameters; only which layers share a basis differs. If
@@ -514,20 +572,38 @@ def compute_grouping(experiment: Experiment) -> pd.DataFrame:
         for sharing in ("input", "output"):
             for grouping, order in (("adjacent", chosen), ("distant", distant_order(chosen, group_size))):
                 plan, _ = plan_sharing(weights, projection, order, group_size, sharing, budget)
-                rows.append(dict(projection=projection, sharing=sharing, grouping=grouping, budget=budget,
-                                 parameters=plan.parameters, relative_error=plan.relative_error))
+                rows.append(
+                    dict(
+                        projection=projection,
+                        sharing=sharing,
+                        grouping=grouping,
+                        budget=budget,
+                        parameters=plan.parameters,
+                        relative_error=plan.relative_error,
+                    )
+                )
     return pd.DataFrame(rows)
 
 
-def grouping_job(subject: Subject, projections: Sequence[str], budget: float, group_size: int,
-                 layers: Sequence[int] | None = None) -> sweeps.Job:
+def grouping_job(
+    subject: Subject, projections: Sequence[str], budget: float, group_size: int, layers: Sequence[int] | None = None
+) -> sweeps.Job:
     """The sweep job of :func:`grouping_control` (its cache entry: every projection at one budget)."""
     check_projections(projections)
     layers = _layers(layers)
-    config = {"experiment": "grouping", "projections": list(projections), "budget": budget, "group_size": group_size,
-              "layers": None if layers is None else list(layers)}
-    return _job(Experiment(subject, projections=tuple(projections), budgets=(budget,), group_size=group_size,
-                           layers=layers), config, compute_grouping, "grouping")
+    config = {
+        "experiment": "grouping",
+        "projections": list(projections),
+        "budget": budget,
+        "group_size": group_size,
+        "layers": None if layers is None else list(layers),
+    }
+    return _job(
+        Experiment(subject, projections=tuple(projections), budgets=(budget,), group_size=group_size, layers=layers),
+        config,
+        compute_grouping,
+        "grouping",
+    )
 
 
 # --------------------------------------------------------------------------- layer continuity
@@ -573,32 +649,73 @@ def layer_continuity(subject: Subject) -> pd.DataFrame:
 
 def compute_sharing(experiment: Experiment) -> pd.DataFrame:
     """The computation of :func:`sharing_job`: :func:`sharing_results` of its projection(s)."""
-    return sharing_results(experiment.subject, experiment.projections, experiment.budgets, experiment.group_size,
-                           experiment.n_windows, experiment.layers, experiment.batch_size, progress=False)
+    return sharing_results(
+        experiment.subject,
+        experiment.projections,
+        experiment.budgets,
+        experiment.group_size,
+        experiment.n_windows,
+        experiment.layers,
+        experiment.batch_size,
+        progress=False,
+    )
 
 
-def sharing_job(subject: Subject, projection: str, budgets: Sequence[float], group_size: int, n_windows: int,
-                layers: Sequence[int] | None = None, batch_size: int = 8) -> sweeps.Job:
+def sharing_job(
+    subject: Subject,
+    projection: str,
+    budgets: Sequence[float],
+    group_size: int,
+    n_windows: int,
+    layers: Sequence[int] | None = None,
+    batch_size: int = 8,
+) -> sweeps.Job:
     """One projection of :func:`sharing_results`: every scheme x budget (one entry per configuration
     as there, and this job's entry, keyed by all of them)."""
     check_projections([projection])
     budgets, layers = tuple(float(b) for b in budgets), _layers(layers)
-    config = dict(experiment="sharing-projection", projection=projection, sharings=list(SHARINGS),
-                  budgets=list(budgets), group_size=group_size, layers=None if layers is None else list(layers),
-                  n_windows=n_windows, length=subject.window_length)
-    return _job(Experiment(subject, n_windows, batch_size, projections=(projection,), budgets=budgets,
-                           group_size=group_size, layers=layers), config, compute_sharing, f"sharing {projection}")
+    config = dict(
+        experiment="sharing-projection",
+        projection=projection,
+        sharings=list(SHARINGS),
+        budgets=list(budgets),
+        group_size=group_size,
+        layers=None if layers is None else list(layers),
+        n_windows=n_windows,
+        length=subject.window_length,
+    )
+    return _job(
+        Experiment(
+            subject,
+            n_windows,
+            batch_size,
+            projections=(projection,),
+            budgets=budgets,
+            group_size=group_size,
+            layers=layers,
+        ),
+        config,
+        compute_sharing,
+        f"sharing {projection}",
+    )
 
 
 def compute_pruning(experiment: Experiment) -> pd.DataFrame:
     """The computation of :func:`pruning_job`: :func:`pruning_results`."""
-    return pruning_results(experiment.subject, experiment.n_windows, experiment.layers, experiment.batch_size,
-                           progress=False)
+    return pruning_results(
+        experiment.subject, experiment.n_windows, experiment.layers, experiment.batch_size, progress=False
+    )
 
 
-def pruning_job(subject: Subject, n_windows: int, layers: Sequence[int] | None = None, batch_size: int = 8) -> sweeps.Job:
+def pruning_job(
+    subject: Subject, n_windows: int, layers: Sequence[int] | None = None, batch_size: int = 8
+) -> sweeps.Job:
     """:func:`pruning_results` of a subject: every layer (one entry per layer as there, and this job's)."""
     layers = _layers(layers)
-    config = dict(experiment="pruning-layers", layers=None if layers is None else list(layers), n_windows=n_windows,
-                  length=subject.window_length)
+    config = dict(
+        experiment="pruning-layers",
+        layers=None if layers is None else list(layers),
+        n_windows=n_windows,
+        length=subject.window_length,
+    )
     return _job(Experiment(subject, n_windows, batch_size, layers=layers), config, compute_pruning, "pruning")

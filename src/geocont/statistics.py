@@ -10,8 +10,9 @@ the wrong reason: the random level judged against its own spread, windowed peaks
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -82,8 +83,11 @@ def without_runs(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     if not keys:  # a single run's table: it is the diverged run
         return frame.iloc[:0]
     listed = set(runs[keys].astype(object).itertuples(index=False, name=None))
-    mask = pd.Series([row not in listed for row in frame[keys].astype(object).itertuples(index=False, name=None)],
-                     index=frame.index, dtype=bool)
+    mask = pd.Series(
+        [row not in listed for row in frame[keys].astype(object).itertuples(index=False, name=None)],
+        index=frame.index,
+        dtype=bool,
+    )
     return frame[mask]
 
 
@@ -124,8 +128,9 @@ def up_to_step(table: pd.DataFrame, step: int) -> pd.DataFrame:
     return table[table["step"] <= step]
 
 
-def change_over_last(table: pd.DataFrame, metric: str, space: str = "", direction: int | None = None,
-                     fraction: float = 1 / 3, **equal) -> Estimate:
+def change_over_last(
+    table: pd.DataFrame, metric: str, space: str = "", direction: int | None = None, fraction: float = 1 / 3, **equal
+) -> Estimate:
     """How much a layer-mean metric still moved over the last ``fraction`` of training (mean ± sd
     over seeds of :func:`change_over_last_per_run`). Near zero (against its sd) where the quantity
     has settled."""
@@ -213,8 +218,9 @@ def window_peak(steps: Sequence[int], values: Sequence[float], window: int = PEA
     return float(means[start]), int(steps_[start + (width - 1) // 2])
 
 
-def windowed_peaks(table: pd.DataFrame, metric: str, space: str, direction: int, window: int = PEAK_WINDOW,
-                   **equal) -> pd.DataFrame:
+def windowed_peaks(
+    table: pd.DataFrame, metric: str, space: str, direction: int, window: int = PEAK_WINDOW, **equal
+) -> pd.DataFrame:
     """Per seed, the windowed peak of a layer-mean metric (:func:`window_peak` of its series over
     snapshots): columns ``seed``, ``peak`` and ``step`` (the centre of the best window); diverged runs
     and runs with no snapshot after step 0 left out. Where several runs share a seed (``equal`` does not
@@ -249,8 +255,10 @@ def peak_and_final(table: pd.DataFrame, metric: str, space: str, direction: int,
     """Per seed, the windowed peak (:func:`peaks_per_seed`) and the final value of a layer-mean metric
     (diverged runs left out of both and counted)."""
     n_diverged = len(_diverged_of(table, equal))
-    return PeakAndFinal(estimate(peaks_per_seed(table, metric, space, direction, **equal), n_diverged),
-                        final_estimate(table, metric, space, direction, **equal))
+    return PeakAndFinal(
+        estimate(peaks_per_seed(table, metric, space, direction, **equal), n_diverged),
+        final_estimate(table, metric, space, direction, **equal),
+    )
 
 
 #: The book's margin for any difference (a fall, a gap between conditions, a rise above the random
@@ -262,7 +270,7 @@ VALUE_TOLERANCE = 0.10
 
 
 def verdict_for_value(ours: Estimate, paper: float, tolerance: float = VALUE_TOLERANCE) -> str:
-    """"reproduced" within ``tolerance`` of the paper's number, "partly" within 2.5x that.
+    """ "reproduced" within ``tolerance`` of the paper's number, "partly" within 2.5x that.
 
     Not for "at the random level": 0.10 around a random level of 0.05 passes three times that level;
     use :func:`verdict_at_random_level`."""
@@ -427,8 +435,9 @@ class Fall:
         return not math.isnan(self.amount) and self.amount < DIFFERENCE_MARGIN
 
 
-def fall_from_peak(table: pd.DataFrame, metric: str = "weight_cos", space: str = "input", direction: int = 1,
-                   **equal) -> Fall:
+def fall_from_peak(
+    table: pd.DataFrame, metric: str = "weight_cos", space: str = "input", direction: int = 1, **equal
+) -> Fall:
     """The :class:`Fall` of a layer-mean metric from its windowed peak over training to its final value."""
     return Fall(*peak_and_final(table, metric, space, direction, **equal))
 
@@ -522,8 +531,9 @@ class Settledness:
         return len(values) > 0 and bool(np.all(np.isfinite(values))) and bool(np.all(np.abs(values) <= self.tolerance))
 
 
-def settledness(frame: pd.DataFrame, step: int | None = None, fraction: float = 1 / 3,
-                tolerance: float = SETTLED_TOLERANCE) -> Settledness:
+def settledness(
+    frame: pd.DataFrame, step: int | None = None, fraction: float = 1 / 3, tolerance: float = SETTLED_TOLERANCE
+) -> Settledness:
     """:class:`Settledness` of a layer-mean quantity (``frame``: one row per run and step, :func:`per_run`, diverged
     runs left out) judged at ``step`` (default: each run's last), over the last ``fraction`` of ``[0, step]``."""
     upto = frame if step is None else frame[frame["step"] <= step]
@@ -565,9 +575,15 @@ class Horizon:
         return [name for name, found in self.quantities.items() if not found.settled]
 
 
-def judging_horizon(quantities: dict[str, pd.DataFrame], val_loss: pd.DataFrame | None, steps: Sequence[int],
-                    not_before: int = 1, fraction: float = 1 / 3, tolerance: float = SETTLED_TOLERANCE,
-                    rise: float = VALIDATION_RISE) -> Horizon:
+def judging_horizon(
+    quantities: dict[str, pd.DataFrame],
+    val_loss: pd.DataFrame | None,
+    steps: Sequence[int],
+    not_before: int = 1,
+    fraction: float = 1 / 3,
+    tolerance: float = SETTLED_TOLERANCE,
+    rise: float = VALIDATION_RISE,
+) -> Horizon:
     """The first of ``steps`` (snapshots at or after ``not_before``) at which every quantity (``{name: per_run
     frame}``) has settled in every seed and no run has begun memorising (:func:`memorising`); where there is none,
     the last snapshot before memorising began (the budget where it never began), with the quantities still moving
@@ -587,26 +603,33 @@ def judging_horizon(quantities: dict[str, pd.DataFrame], val_loss: pd.DataFrame 
         if all(one.settled for one in found.values()):
             return Horizon(step, True, found, memorising_after)
     last = candidates[-1]
-    return Horizon(last, False, {name: settledness(frame, last, fraction, tolerance)
-                                 for name, frame in quantities.items()}, memorising_after)
+    return Horizon(
+        last,
+        False,
+        {name: settledness(frame, last, fraction, tolerance) for name, frame in quantities.items()},
+        memorising_after,
+    )
 
 
 #: How far above its random level V's continuity may lie and still count as "low" (the book's difference margin).
 V_LOW_MARGIN = DIFFERENCE_MARGIN
 
 
-def verdict_v_low(v: Estimate, random_level: float, reproduced_others: Sequence[Estimate],
-                  margin: float = V_LOW_MARGIN) -> str:
-    """"V has low continuity", judged on V alone: V within ``margin`` of its random level, and below the mean of
+def verdict_v_low(
+    v: Estimate, random_level: float, reproduced_others: Sequence[Estimate], margin: float = V_LOW_MARGIN
+) -> str:
+    """ "V has low continuity", judged on V alone: V within ``margin`` of its random level, and below the mean of
     the projections of its space whose own "high" claim is reproduced (the difference rule). Both: "reproduced";
     one: "partly reproduced"; neither: "not reproduced"; "not tested" where no other projection of the space is
     reproduced (a failure of another projection is never counted again as V's) or V has no value."""
     if math.isnan(v.mean) or not reproduced_others:
         return "not tested"
     # their mean, with the root-mean-square of their own spreads (each projection's seeds, or layer pairs)
-    others = Estimate(float(np.mean([other.mean for other in reproduced_others])),
-                      float(np.sqrt(np.mean([seed_spread(other) ** 2 for other in reproduced_others]))),
-                      min(other.n for other in reproduced_others))
+    others = Estimate(
+        float(np.mean([other.mean for other in reproduced_others])),
+        float(np.sqrt(np.mean([seed_spread(other) ** 2 for other in reproduced_others]))),
+        min(other.n for other in reproduced_others),
+    )
     near_random = v.mean - random_level <= margin
     below = verdict_for_difference(others, v) == "reproduced"
     return "reproduced" if near_random and below else "partly reproduced" if near_random or below else "not reproduced"
@@ -617,7 +640,7 @@ HOLDS = ("throughout", "only early", "only late", "at neither")
 
 
 def holds_when(early_verdict: str, late_verdict: str) -> str:
-    """"throughout" if reproduced at both horizons, "only early" / "only late" if at one, else "at
+    """ "throughout" if reproduced at both horizons, "only early" / "only late" if at one, else "at
     neither" (partly reproduced counts as not holding); "not tested" where either is untested; "still moving"
     where the late one is "not settled"."""
     if "not tested" in (early_verdict, late_verdict):
@@ -641,7 +664,9 @@ class RankCorrelation:
         return f"ρ = {self.rho:.2f} [{self.low:.2f}, {self.high:.2f}] (n = {self.n})"
 
 
-def rank_correlation(x: pd.Series, y: pd.Series, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> RankCorrelation:
+def rank_correlation(
+    x: pd.Series, y: pd.Series, n_boot: int = 2000, level: float = 0.95, seed: int = 0
+) -> RankCorrelation:
     """Spearman correlation of paired values (NaN pairs dropped) with a bootstrap interval."""
     import numpy as np
     from scipy.stats import spearmanr
@@ -663,7 +688,7 @@ def rank_correlation(x: pd.Series, y: pd.Series, n_boot: int = 2000, level: floa
 
 
 def verdict_for_correlation(correlation: RankCorrelation, expected_sign: int) -> str:
-    """"reproduced" if the whole interval has the expected sign, "partly" if only rho has it."""
+    """ "reproduced" if the whole interval has the expected sign, "partly" if only rho has it."""
     if math.isnan(correlation.rho):
         return "not tested"
     rho, low, high = (expected_sign * v for v in (correlation.rho, correlation.low, correlation.high))
@@ -693,4 +718,6 @@ def undefined_pairs(table: pd.DataFrame) -> pd.DataFrame:
     """
     rows = table[table["metric"].isin(DIRECTION_METRICS)]
     grouped = rows.groupby(["metric", "space"], observed=True)["value"]
-    return pd.DataFrame({"undefined": grouped.apply(lambda v: int(v.isna().sum())), "pairs": grouped.size()}).reset_index()
+    return pd.DataFrame(
+        {"undefined": grouped.apply(lambda v: int(v.isna().sum())), "pairs": grouped.size()}
+    ).reset_index()

@@ -24,9 +24,10 @@ import time
 import tokenize
 import uuid
 import warnings
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -67,15 +68,44 @@ ZSTD_LEVEL = 19
 #: key and the provenance), nor error messages (:mod:`geocont.extras`). tests/test_store.py checks that
 #: this is every module the training code imports.
 TRAINING_CODE = (
-    "balance.py", "config.py", "corpora.py", "data.py", "dataset_names.py", "kjv.py", "layouts.py", "lm.py",
-    "metrics.py", "mlp.py", "optimizers.py", "pod_text.py", "recorder.py", "rst_text.py", "tables.py", "text.py",
-    "training.py", "transformer.py",
+    "balance.py",
+    "config.py",
+    "corpora.py",
+    "data.py",
+    "dataset_names.py",
+    "kjv.py",
+    "layouts.py",
+    "lm.py",
+    "metrics.py",
+    "mlp.py",
+    "optimizers.py",
+    "pod_text.py",
+    "recorder.py",
+    "rst_text.py",
+    "tables.py",
+    "text.py",
+    "training.py",
+    "transformer.py",
 )
 
 #: The /proc/cpuinfo flags that decide which kernels torch runs (two machines that differ in one may
 #: give an Adam run different last digits).
-SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
-              "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8")
+SIMD_FLAGS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+)
 
 
 class StoreError(RuntimeError):
@@ -137,8 +167,10 @@ def store_root(scale: str) -> Path:
         return Path(setting)
     checkout = checkout_root()
     if checkout is None:
-        raise StoreError(f"geocont is not imported from a repository checkout, so there is no results/{scale}; "
-                         f"set {STORE_ENV} to a store folder")
+        raise StoreError(
+            f"geocont is not imported from a repository checkout, so there is no results/{scale}; "
+            f"set {STORE_ENV} to a store folder"
+        )
     return checkout / RESULTS / scale
 
 
@@ -155,8 +187,10 @@ def strict() -> bool:
         return False
     if value in TRUE_WORDS:
         return True
-    raise StoreError(f"{STORE_ONLY_ENV}={os.environ[STORE_ONLY_ENV]!r} is neither true ({', '.join(TRUE_WORDS)}) nor "
-                     f"false ({', '.join(repr(word) if not word else word for word in FALSE_WORDS)})")
+    raise StoreError(
+        f"{STORE_ONLY_ENV}={os.environ[STORE_ONLY_ENV]!r} is neither true ({', '.join(TRUE_WORDS)}) nor "
+        f"false ({', '.join(repr(word) if not word else word for word in FALSE_WORDS)})"
+    )
 
 
 def store_folder_problem(root: Path, write: bool = False) -> str | None:
@@ -165,9 +199,12 @@ def store_folder_problem(root: Path, write: bool = False) -> str | None:
     where it can. A store to write need not exist yet: the nearest folder above it must then be writable."""
     if not write:
         if store_setting() not in ("", STORE_OFF) and not root.is_dir():
-            return (f"{STORE_ENV}={store_setting()} names no folder"
-                    + (" (it is a file)" if root.exists() else "") + ": point it at a results store, or unset it to "
-                    "use the checkout's results/<scale>")
+            return (
+                f"{STORE_ENV}={store_setting()} names no folder"
+                + (" (it is a file)" if root.exists() else "")
+                + ": point it at a results store, or unset it to "
+                "use the checkout's results/<scale>"
+            )
         return None
     existing = root
     while not existing.exists() and existing != existing.parent:
@@ -178,8 +215,10 @@ def store_folder_problem(root: Path, write: bool = False) -> str | None:
         with tempfile.NamedTemporaryFile(dir=existing, prefix=".geocont-probe-"):
             pass
     except OSError as error:
-        return (f"the results store {root} cannot be written ({error.strerror or error} in {existing}): nothing "
-                f"trained would be kept; make it writable, or set {STORE_ENV} to a writable folder")
+        return (
+            f"the results store {root} cannot be written ({error.strerror or error} in {existing}): nothing "
+            f"trained would be kept; make it writable, or set {STORE_ENV} to a writable folder"
+        )
     return None
 
 
@@ -213,16 +252,22 @@ def _source_tokens(path: Path) -> Iterator[str]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
-                    first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 docstrings.add((first.value.lineno, first.value.col_offset))
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         if token.type in (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER):
             continue
         if token.type == tokenize.STRING and token.start in docstrings:
             continue
-        yield tokenize.tok_name[token.type] if token.type in (tokenize.NEWLINE, tokenize.INDENT,
-                                                              tokenize.DEDENT) else token.string
+        yield (
+            tokenize.tok_name[token.type]
+            if token.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
+            else token.string
+        )
 
 
 @functools.lru_cache(maxsize=1)
@@ -264,8 +309,12 @@ def cpu_description() -> dict[str, Any]:
             elif name == "flags":
                 flags = set(value.split())
     capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: "unknown")()
-    return {"cpu_model": model, "cpu_id": " ".join(f"{name.split()[-1]} {value}" for name, value in ids.items()),
-            "cpu_capability": capability, "cpu_flags": [f for f in SIMD_FLAGS if f in flags]}
+    return {
+        "cpu_model": model,
+        "cpu_id": " ".join(f"{name.split()[-1]} {value}" for name, value in ids.items()),
+        "cpu_capability": capability,
+        "cpu_flags": [f for f in SIMD_FLAGS if f in flags],
+    }
 
 
 def run_provenance(wall_seconds: float | None) -> dict[str, Any]:
@@ -273,11 +322,17 @@ def run_provenance(wall_seconds: float | None) -> dict[str, Any]:
     training-code revision, torch, the CPU, the torch thread count, and the run's wall seconds."""
     import torch
 
-    return {**revision(), "torch": torch.__version__, "python": platform.python_version(), **cpu_description(),
-            "threads": torch.get_num_threads(),
-            "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
-            "wall_seconds": None if wall_seconds is None else round(float(wall_seconds), 3),
-            "host": platform.node(), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return {
+        **revision(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        **cpu_description(),
+        "threads": torch.get_num_threads(),
+        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+        "wall_seconds": None if wall_seconds is None else round(float(wall_seconds), 3),
+        "host": platform.node(),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
 
 
 def same_platform(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
@@ -295,14 +350,18 @@ def float32_safe(values: np.ndarray) -> bool:
     with np.errstate(over="ignore", invalid="ignore"):
         rounded = values.astype(np.float32).astype(np.float64)
     finite = np.isfinite(values)
-    if not (np.array_equal(np.isnan(values), np.isnan(rounded)) and np.array_equal(finite, np.isfinite(rounded))
-            and np.array_equal(values[~finite & ~np.isnan(values)], rounded[~finite & ~np.isnan(rounded)])
-            and np.array_equal(values[finite] == 0, rounded[finite] == 0)):
+    if not (
+        np.array_equal(np.isnan(values), np.isnan(rounded))
+        and np.array_equal(finite, np.isfinite(rounded))
+        and np.array_equal(values[~finite & ~np.isnan(values)], rounded[~finite & ~np.isnan(rounded)])
+        and np.array_equal(values[finite] == 0, rounded[finite] == 0)
+    ):
         return False
     nonzero = finite & (values != 0)
     small = np.abs(values[nonzero]) < np.finfo(np.float32).tiny  # subnormal in float32: precision lost
-    return not small.any() and bool(np.all(np.abs(rounded[nonzero] - values[nonzero])
-                                           <= 2.0 ** -24 * np.abs(values[nonzero])))
+    return not small.any() and bool(
+        np.all(np.abs(rounded[nonzero] - values[nonzero]) <= 2.0**-24 * np.abs(values[nonzero]))
+    )
 
 
 def thin_table(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -342,8 +401,11 @@ def entry_problem(folder: Path, entry: Any) -> str | None:
     another entry's folder would serve that run's table)."""
     if not isinstance(entry, dict):
         return f"has an {ENTRY} holding a JSON {type(entry).__name__}, not an object"
-    wrong = [name for name, kind in (("config", dict), ("files", dict), ("provenance", dict))
-             if not isinstance(entry.get(name, {}), kind)]
+    wrong = [
+        name
+        for name, kind in (("config", dict), ("files", dict), ("provenance", dict))
+        if not isinstance(entry.get(name, {}), kind)
+    ]
     if wrong:
         return f"has an {ENTRY} whose {', '.join(wrong)} is not an object"
     named = f"{entry.get('kind')}/{entry.get('key')}"
@@ -428,11 +490,15 @@ def numerics_revisions(groups: Mapping[tuple[Any, Any], list[str]]) -> dict[Any,
 def mixed_revisions_message(root: Path, groups: Mapping[tuple[Any, Any], list[str]]) -> str:
     """One line naming the entries of every numerics revision but the largest (and counting those)."""
     ordered = sorted(numerics_revisions(groups).items(), key=lambda item: -len(item[1]))
-    parts = [f"numerics revision {numerics}: {len(keys)} entries" + (f" ({', '.join(keys)})" if index else "")
-             for index, (numerics, keys) in enumerate(ordered)]
-    return (f"the results store {root} mixes numerics revisions, so its runs are not one version of the "
-            f"science: {'; '.join(parts)}; retrain the minority with `python -m geocont.book store` after moving "
-            "them aside, or remove them")
+    parts = [
+        f"numerics revision {numerics}: {len(keys)} entries" + (f" ({', '.join(keys)})" if index else "")
+        for index, (numerics, keys) in enumerate(ordered)
+    ]
+    return (
+        f"the results store {root} mixes numerics revisions, so its runs are not one version of the "
+        f"science: {'; '.join(parts)}; retrain the minority with `python -m geocont.book store` after moving "
+        "them aside, or remove them"
+    )
 
 
 _CHECKED: set[Path] = set()
@@ -478,13 +544,16 @@ def has(kind: str, config: Mapping[str, Any]) -> bool:
 
 def _report(folder: Path, reason: str) -> None:
     _PROBLEMS[folder.name] = f"{folder} {reason}"
-    warnings.warn(f"results store entry {folder} {reason}: not read (the run is computed as if it were absent; "
-                  "restore the entry with `git checkout` or retrain it with `python -m geocont.book store`)",
-                  stacklevel=3)
+    warnings.warn(
+        f"results store entry {folder} {reason}: not read (the run is computed as if it were absent; "
+        "restore the entry with `git checkout` or retrain it with `python -m geocont.book store`)",
+        stacklevel=3,
+    )
 
 
-def lookup(kind: str, config: Mapping[str, Any], require_metrics: Iterable[str] = (),
-           require_artifacts: Iterable[str] = ()) -> pd.DataFrame | None:
+def lookup(
+    kind: str, config: Mapping[str, Any], require_metrics: Iterable[str] = (), require_artifacts: Iterable[str] = ()
+) -> pd.DataFrame | None:
     """The stored table of the key (values as float64, the dtype training gives), or None.
 
     The table's sha256 is checked before it is parsed; a mismatch is reported and nothing of the entry
@@ -543,24 +612,31 @@ def artifact(kind: str, config: Mapping[str, Any], name: str) -> Path | None:
     return folder / name
 
 
-def missing_message(kind: str, config: Mapping[str, Any], label: str = "", more: int = 0,
-                    cache_dir: Path | str | None = None) -> str:
+def missing_message(
+    kind: str, config: Mapping[str, Any], label: str = "", more: int = 0, cache_dir: Path | str | None = None
+) -> str:
     """Strict mode's one line for a run found nowhere: its key, label, chapter, and where it was looked for
     (``cache_dir``: the run cache's folder)."""
     key = cache_key(kind, dict(config))
     chapter = os.environ.get(CHAPTER_ENV)
     roots = ", ".join(map(str, store_roots())) or f"none ({STORE_ENV}={store_setting() or 'unset'})"
     problem = f"; {_PROBLEMS[key]}" if key in _PROBLEMS else ""
-    what, whats, action = (("analysis", "analyses", "computing it") if kind in ANALYSIS_KINDS
-                           else ("run", "runs", "training"))
-    return (f"{what} {kind}/{key}" + (f" ({label})" if label else "") + (f" of chapter {chapter}" if chapter else "")
-            + (f" and {more} more {whats if more > 1 else what}" if more else "")
-            + f" in neither the run cache{f' ({cache_dir})' if cache_dir else ''} nor the results store ({roots}){problem}; "
-            f"{STORE_ONLY_ENV}=1 forbids {action}: add it with `python -m geocont.book store --scale SCALE`")
+    what, whats, action = (
+        ("analysis", "analyses", "computing it") if kind in ANALYSIS_KINDS else ("run", "runs", "training")
+    )
+    return (
+        f"{what} {kind}/{key}"
+        + (f" ({label})" if label else "")
+        + (f" of chapter {chapter}" if chapter else "")
+        + (f" and {more} more {whats if more > 1 else what}" if more else "")
+        + f" in neither the run cache{f' ({cache_dir})' if cache_dir else ''} nor the results store ({roots}){problem}; "
+        f"{STORE_ONLY_ENV}=1 forbids {action}: add it with `python -m geocont.book store --scale SCALE`"
+    )
 
 
-def forbid_training(kind: str, config: Mapping[str, Any], label: str = "", more: int = 0,
-                    cache_dir: Path | str | None = None) -> None:
+def forbid_training(
+    kind: str, config: Mapping[str, Any], label: str = "", more: int = 0, cache_dir: Path | str | None = None
+) -> None:
     """In strict mode, raise :class:`RunMissing` for a run or analysis of a :data:`STRICT_KINDS` kind about to
     be computed."""
     if strict() and kind in STRICT_KINDS:
@@ -579,9 +655,18 @@ class Written:
     values: str = ""
 
 
-def write_entry(root: Path, kind: str, config: Mapping[str, Any], table: pd.DataFrame, provenance: Mapping[str, Any],
-                *, artifacts: Mapping[str, Path] | None = None, dropped: Iterable[str] = (), label: str = "",
-                chapters: Iterable[str] = ()) -> Written:
+def write_entry(
+    root: Path,
+    kind: str,
+    config: Mapping[str, Any],
+    table: pd.DataFrame,
+    provenance: Mapping[str, Any],
+    *,
+    artifacts: Mapping[str, Path] | None = None,
+    dropped: Iterable[str] = (),
+    label: str = "",
+    chapters: Iterable[str] = (),
+) -> Written:
     """Write one run into the store at ``root``: its table (thinned, :func:`thin_table`), the files of
     ``artifacts`` (name -> a path to copy), the names of the artifacts left out (``dropped``), and the
     ``provenance`` recorded where the run was computed (:func:`run_provenance`). The entry appears whole or
@@ -590,13 +675,16 @@ def write_entry(root: Path, kind: str, config: Mapping[str, Any], table: pd.Data
     config = dict(config)
     key = cache_key(kind, config)
     if not provenance or provenance.get("training_code_hash") is None:
-        raise StoreError(f"run {kind}/{key} ({label}) was cached without provenance (before it was recorded): "
-                         "retrain it to store it")
+        raise StoreError(
+            f"run {kind}/{key} ({label}) was cached without provenance (before it was recorded): retrain it to store it"
+        )
     held = set(numerics_revisions(revisions(root)))
     if held and held != {provenance.get("numerics_revision")}:
-        raise StoreError(f"run {kind}/{key} ({label}) was trained at numerics revision "
-                         f"{provenance.get('numerics_revision')}, but the store {root} holds revision "
-                         f"{', '.join(map(str, sorted(held, key=str)))}: adding it would mix revisions")
+        raise StoreError(
+            f"run {kind}/{key} ({label}) was trained at numerics revision "
+            f"{provenance.get('numerics_revision')}, but the store {root} holds revision "
+            f"{', '.join(map(str, sorted(held, key=str)))}: adding it would mix revisions"
+        )
     thinned, values = thin_table(table)
     staging = root / kind / f".staging-{key}-{uuid.uuid4().hex[:8]}"
     target = root / kind / key
@@ -607,11 +695,18 @@ def write_entry(root: Path, kind: str, config: Mapping[str, Any], table: pd.Data
             shutil.copyfile(source, staging / name)
         files = [TABLE, *(artifacts or {})]
         entry = {
-            "format": STORE_FORMAT, "kind": kind, "key": key, "schema": SCHEMA_VERSION, "label": label,
-            "chapters": sorted(set(chapters)), "config": config, "values": values,
+            "format": STORE_FORMAT,
+            "kind": kind,
+            "key": key,
+            "schema": SCHEMA_VERSION,
+            "label": label,
+            "chapters": sorted(set(chapters)),
+            "config": config,
+            "values": values,
             "files": {name: _sha256_file(staging / name) for name in files},
             "sizes": {name: (staging / name).stat().st_size for name in files},
-            "dropped_artifacts": sorted(dropped), "provenance": dict(provenance),
+            "dropped_artifacts": sorted(dropped),
+            "provenance": dict(provenance),
         }
         (staging / ENTRY).write_text(json.dumps(entry, indent=1, sort_keys=True, default=str) + "\n")
         if target.exists():
@@ -684,13 +779,17 @@ def status(root: Path, wanted: Iterable[str] = (), verify_files: bool = True) ->
     groups: dict[tuple[Any, Any], list[str]] = {}
     for name, (_, entry) in found.items():
         groups.setdefault(_revision_of(entry), []).append(name)
-    return StoreStatus(root=root, entries={name: entry for name, (_, entry) in found.items()},
-                       missing=[name for name in wanted if name not in found or name in corrupt],
-                       extra=sorted(set(found) - wanted_set) if wanted_set else [], corrupt=corrupt,
-                       revisions=groups, bytes=total)
+    return StoreStatus(
+        root=root,
+        entries={name: entry for name, (_, entry) in found.items()},
+        missing=[name for name in wanted if name not in found or name in corrupt],
+        extra=sorted(set(found) - wanted_set) if wanted_set else [],
+        corrupt=corrupt,
+        revisions=groups,
+        bytes=total,
+    )
 
 
 def entry_name(kind: str, config: Mapping[str, Any]) -> str:
     """``kind/key`` of a run."""
     return f"{kind}/{cache_key(kind, dict(config))}"
-

@@ -21,9 +21,10 @@ import threading
 import time
 import traceback
 import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import pandas as pd
 from tqdm import tqdm
@@ -50,8 +51,10 @@ class SweepFailed(RuntimeError):
         else:
             state = f"{cached} of the other {others} are cached"
         lines = [f"{len(failures)} of {total} runs failed ({state}):"]
-        lines += [f"  - {label}: {error.strip().splitlines()[-1] if error.strip() else error} | config {config}"
-                  for label, config, error in failures]
+        lines += [
+            f"  - {label}: {error.strip().splitlines()[-1] if error.strip() else error} | config {config}"
+            for label, config, error in failures
+        ]
         super().__init__("\n".join(lines))
 
 
@@ -87,8 +90,9 @@ class Job:
 
     def load(self, warn: bool = True) -> pd.DataFrame | None:
         """The job's cached table, or None (see :func:`geocont.cache.load`)."""
-        return cache.load(self.kind, self.key_config(), self.require_metrics,
-                          require_artifacts=self.require_artifacts, warn=warn)
+        return cache.load(
+            self.kind, self.key_config(), self.require_metrics, require_artifacts=self.require_artifacts, warn=warn
+        )
 
 
 def run_threads() -> int:
@@ -192,9 +196,15 @@ def execute(job: Job, threads: int, environment: dict[str, str] | None = None) -
         warnings.simplefilter("always")
         try:
             with pinned_threads(threads):
-                table, stored = cache.ensure(job.kind, job.key_config(), lambda: job.compute(job.argument),
-                                             job.require_metrics, require_artifacts=job.require_artifacts,
-                                             warn=False, announce=False)  # the driver said both already
+                table, stored = cache.ensure(
+                    job.kind,
+                    job.key_config(),
+                    lambda: job.compute(job.argument),
+                    job.require_metrics,
+                    require_artifacts=job.require_artifacts,
+                    warn=False,
+                    announce=False,
+                )  # the driver said both already
             outcome = Outcome(table=None if stored else table)
         except Exception:  # noqa: BLE001 - reported with the job's configuration by the driver
             outcome = Outcome(error=traceback.format_exc())
@@ -279,8 +289,9 @@ def _past(deadline: float | None) -> bool:
     return deadline is not None and time.time() >= deadline
 
 
-def _serial(jobs: list[Job], threads: int, report: Callable[[int, Outcome], None],
-            deadline: float | None = None) -> None:
+def _serial(
+    jobs: list[Job], threads: int, report: Callable[[int, Outcome], None], deadline: float | None = None
+) -> None:
     for index in sorted(range(len(jobs)), key=lambda i: -jobs[i].cost) if deadline is not None else range(len(jobs)):
         if _past(deadline):
             return
@@ -296,8 +307,11 @@ def _pool(workers: int, threads: int) -> concurrent.futures.ProcessPoolExecutor:
     key = (workers, threads)
     if key not in _POOLS:
         _POOLS[key] = concurrent.futures.ProcessPoolExecutor(
-            max_workers=workers, mp_context=_pool_context(), initializer=_init_worker,
-            initargs=(threads, dict(os.environ), os.getpid()))
+            max_workers=workers,
+            mp_context=_pool_context(),
+            initializer=_init_worker,
+            initargs=(threads, dict(os.environ), os.getpid()),
+        )
     return _POOLS[key]
 
 
@@ -307,8 +321,14 @@ def _drop_pool(workers: int, threads: int) -> None:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _local(jobs: list[Job], workers: int, threads: int, environment: dict[str, str],
-           report: Callable[[int, Outcome], None], deadline: float | None = None) -> None:
+def _local(
+    jobs: list[Job],
+    workers: int,
+    threads: int,
+    environment: dict[str, str],
+    report: Callable[[int, Outcome], None],
+    deadline: float | None = None,
+) -> None:
     """A process pool (:func:`_pool_context`, kept for later sweeps) with at most ``workers`` runs in flight.
 
     If a worker dies (killed, out of memory) the pool breaks: the runs in flight are
@@ -337,11 +357,15 @@ def _local(jobs: list[Job], workers: int, threads: int, environment: dict[str, s
                     except BrokenProcessPool:
                         broken = True
                         script = unguarded_main_script()
-                        outcome = Outcome(error=(
-                            f"the worker process died at start: the script {script} has no "
-                            "`if __name__ == \"__main__\":` guard, so each worker process re-runs it (and its "
-                            "sweep) when it imports it; put the script's code under that guard") if script else (
-                            "the worker process died while this run was in flight (killed, or out of memory?)"))
+                        outcome = Outcome(
+                            error=(
+                                f"the worker process died at start: the script {script} has no "
+                                '`if __name__ == "__main__":` guard, so each worker process re-runs it (and its '
+                                "sweep) when it imports it; put the script's code under that guard"
+                            )
+                            if script
+                            else ("the worker process died while this run was in flight (killed, or out of memory?)")
+                        )
                     report(index, outcome)
         except BaseException:
             _drop_pool(workers, threads)
@@ -357,7 +381,9 @@ def unguarded_main_script() -> str | None:
 
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
-    if not path or getattr(getattr(main, "__spec__", None), "name", None):  # -m module: guarded or not, not ours to parse
+    if not path or getattr(
+        getattr(main, "__spec__", None), "name", None
+    ):  # -m module: guarded or not, not ours to parse
         return None
     try:
         tree = ast.parse(open(path, encoding="utf-8").read())
@@ -380,8 +406,14 @@ def _ensure_ray(address: str | None):
     return ray
 
 
-def _ray(jobs: list[Job], address: str | None, threads: int, environment: dict[str, str],
-         report: Callable[[int, Outcome], None], deadline: float | None = None) -> None:
+def _ray(
+    jobs: list[Job],
+    address: str | None,
+    threads: int,
+    environment: dict[str, str],
+    report: Callable[[int, Outcome], None],
+    deadline: float | None = None,
+) -> None:
     """Ray tasks, one per run; Ray's scheduler decides how many run at once.
 
     Connects to the cluster at ``address`` or starts a local Ray once per process (kept
@@ -431,9 +463,14 @@ def shutdown() -> None:
 # --------------------------------------------------------------------------- the entry point
 
 
-def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = True, *,
-             deadline: float | None = None,
-             on_result: Callable[[Job, pd.DataFrame], None] | None = None) -> list[pd.DataFrame]:
+def run_jobs(
+    jobs: Iterable[Job],
+    executor: str | None = None,
+    progress: bool = True,
+    *,
+    deadline: float | None = None,
+    on_result: Callable[[Job, pd.DataFrame], None] | None = None,
+) -> list[pd.DataFrame]:
     """The table of every job, in order: from the cache (or the results store), or computed by ``executor``.
 
     The executor is validated before any work. Cached runs are loaded in this process
@@ -465,8 +502,10 @@ def run_jobs(jobs: Iterable[Job], executor: str | None = None, progress: bool = 
 def _refuse_inside_a_worker_import() -> None:
     """A sweep started while a worker process imports the main script (which has no ``__main__`` guard) is an error."""
     if getattr(multiprocessing.current_process(), "_inheriting", False):
-        raise RuntimeError("a sweep was started while a worker process imported the main script: put the script's "
-                           "code under `if __name__ == \"__main__\":`")
+        raise RuntimeError(
+            "a sweep was started while a worker process imported the main script: put the script's "
+            'code under `if __name__ == "__main__":`'
+        )
 
 
 def _usable_executor(executor: str | None) -> ExecutorSpec:
@@ -484,23 +523,41 @@ def _forbid_training_in_strict_mode(pending: Sequence[Job]) -> None:
     """In strict mode, a training run among ``pending`` is :class:`geocont.store.RunMissing` (naming the first)."""
     trained = [job for job in pending if job.kind in store.STRICT_KINDS]
     if trained:
-        store.forbid_training(trained[0].kind, trained[0].key_config(), label=trained[0].label,
-                              more=len(trained) - 1, cache_dir=cache.cache_root())
+        store.forbid_training(
+            trained[0].kind,
+            trained[0].key_config(),
+            label=trained[0].label,
+            more=len(trained) - 1,
+            cache_dir=cache.cache_root(),
+        )
 
 
-def _execute(spec: ExecutorSpec, jobs: list[Job], *, threads: int, report: Callable[[int, Outcome], None],
-             deadline: float | None) -> None:
+def _execute(
+    spec: ExecutorSpec, jobs: list[Job], *, threads: int, report: Callable[[int, Outcome], None], deadline: float | None
+) -> None:
     """Run ``jobs`` under the executor ``spec``, calling ``report(position, outcome)`` as each finishes."""
     if not jobs:
         return
     if spec.name == "serial":
         _serial(jobs, threads=threads, report=report, deadline=deadline)
     elif spec.name == "local":
-        _local(jobs, workers=spec.workers, threads=threads, environment=geocont_environment(), report=report,
-               deadline=deadline)
+        _local(
+            jobs,
+            workers=spec.workers,
+            threads=threads,
+            environment=geocont_environment(),
+            report=report,
+            deadline=deadline,
+        )
     else:
-        _ray(jobs, address=spec.address, threads=threads, environment=geocont_environment(), report=report,
-             deadline=deadline)
+        _ray(
+            jobs,
+            address=spec.address,
+            threads=threads,
+            environment=geocont_environment(),
+            report=report,
+            deadline=deadline,
+        )
 
 
 class _Sweep:
@@ -552,9 +609,16 @@ class _Sweep:
         if outcome.table is None and table is not None:
             self.cached += 1
         if table is None:
-            self.failures.append((job.label, job.config, (
-                f"a worker stored the entry but this process cannot read it under {cache.cache_root()}: "
-                "is GEOCONT_CACHE_DIR on storage shared by every node?")))
+            self.failures.append(
+                (
+                    job.label,
+                    job.config,
+                    (
+                        f"a worker stored the entry but this process cannot read it under {cache.cache_root()}: "
+                        "is GEOCONT_CACHE_DIR on storage shared by every node?"
+                    ),
+                )
+            )
         for index in indices:
             self.tables[index] = table
         if table is not None and self.on_result is not None:
@@ -572,8 +636,10 @@ def announce_claims(jobs: Sequence[Job]) -> list[str]:
     lines = []
     for runs in held.values():
         labels = ", ".join(job.label or job.kind for job, _ in runs[:3]) + (", ..." if len(runs) > 3 else "")
-        lines.append(f"{len(runs)} run{'s' if len(runs) > 1 else ''} of this sweep ({labels}) "
-                     f"{'are' if len(runs) > 1 else 'is'} computed by {cache.holder_text(runs[0][1])}")
+        lines.append(
+            f"{len(runs)} run{'s' if len(runs) > 1 else ''} of this sweep ({labels}) "
+            f"{'are' if len(runs) > 1 else 'is'} computed by {cache.holder_text(runs[0][1])}"
+        )
     for line in lines:
         tqdm.write(line, file=sys.stderr)
     return lines
@@ -590,8 +656,13 @@ def run_job(job: Job, progress: bool = True) -> pd.DataFrame:
         return table
     store.forbid_training(job.kind, job.key_config(), job.label, cache_dir=cache.cache_root())
     with pinned_threads():
-        return cache.cached(job.kind, job.key_config(), lambda: job.compute(job.argument), job.require_metrics,
-                            require_artifacts=job.require_artifacts)
+        return cache.cached(
+            job.kind,
+            job.key_config(),
+            lambda: job.compute(job.argument),
+            job.require_metrics,
+            require_artifacts=job.require_artifacts,
+        )
 
 
 def predicted_wall_seconds(durations: Iterable[float], workers: int) -> float:

@@ -11,14 +11,27 @@ import math
 
 import torch
 
-
 #: Per-layer matrix shapes [out, in] of two public models (from their config.json files).
-LLAMA_31_8B_LAYER = {"q_proj": (4096, 4096), "k_proj": (1024, 4096), "v_proj": (1024, 4096), "o_proj": (4096, 4096),
-                     "gate_proj": (14336, 4096), "up_proj": (14336, 4096), "down_proj": (4096, 14336)}
+LLAMA_31_8B_LAYER = {
+    "q_proj": (4096, 4096),
+    "k_proj": (1024, 4096),
+    "v_proj": (1024, 4096),
+    "o_proj": (4096, 4096),
+    "gate_proj": (14336, 4096),
+    "up_proj": (14336, 4096),
+    "down_proj": (4096, 14336),
+}
 
 
-LLAMA_31_70B_LAYER = {"q_proj": (8192, 8192), "k_proj": (1024, 8192), "v_proj": (1024, 8192), "o_proj": (8192, 8192),
-                      "gate_proj": (28672, 8192), "up_proj": (28672, 8192), "down_proj": (8192, 28672)}
+LLAMA_31_70B_LAYER = {
+    "q_proj": (8192, 8192),
+    "k_proj": (1024, 8192),
+    "v_proj": (1024, 8192),
+    "o_proj": (8192, 8192),
+    "gate_proj": (28672, 8192),
+    "up_proj": (28672, 8192),
+    "down_proj": (8192, 28672),
+}
 
 
 #: Layers of the models whose analysis cost the book extrapolates.
@@ -29,8 +42,9 @@ def layer_parameters(shapes: dict[str, tuple[int, int]]) -> int:
     return sum(out_dim * in_dim for out_dim, in_dim in shapes.values())
 
 
-def write_spiked_checkpoint(directory, shapes: dict[str, tuple[int, int]], n_layers: int = 2, seed: int = 0,
-                            dtype: torch.dtype = torch.bfloat16):
+def write_spiked_checkpoint(
+    directory, shapes: dict[str, tuple[int, int]], n_layers: int = 2, seed: int = 0, dtype: torch.dtype = torch.bfloat16
+):
     """A Llama-layout safetensors shard of random weights with a planted leading direction.
 
     Each matrix is Gaussian (entries of sd 0.02, like an initialisation) plus a rank-one

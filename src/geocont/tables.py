@@ -30,34 +30,34 @@ METRICS: dict[str, str] = {
     "sigma1": "leading singular value of one layer",
     "sigma2": "second singular value of one layer (direction 2; recorded where n_directions > 1)",
     "subspace_cos": "mean principal-angle cosine of adjacent layers' top-k singular subspaces (direction = k; "
-                    "metrics.subspace_cosines; NaN where sigma_k and sigma_{k+1} are tied; random level "
-                    "metrics.random_subspace_cos)",
+    "metrics.subspace_cosines; NaN where sigma_k and sigma_{k+1} are tied; random level "
+    "metrics.random_subspace_cos)",
     "step_change": "||W(t) - W(t')||_F / ||W(t')||_F of one layer since the previous snapshot t'",
     "cross_cos": "|cos| of two groups' layer-l leading singular vectors (group: the cross pair's name, e.g. "
-                 "up~gate, the transformer's up and gate projections)",
+    "up~gate, the transformer's up and gate projections)",
     "grad_norm": "Frobenius norm of one layer's minibatch gradient dL/dW",
     "weight_gap": "relative gap min(s_{i-1} - s_i, s_i - s_{i+1}) / s_1 of a layer's i-th singular direction "
-                  "(metrics.direction_gaps); below metrics.DEGENERACY_TOL the direction is undefined and every "
-                  "|cos| comparing it is NaN",
+    "(metrics.direction_gaps); below metrics.DEGENERACY_TOL the direction is undefined and every "
+    "|cos| comparing it is NaN",
     "grad_gap": "the same for the leading direction of a layer's minibatch gradient",
     "cumgrad_gap": "the same for the leading direction of a layer's cumulative gradient",
     "mean_input_cos": "|cos| between a layer's weight v1 and the probe batch's mean of the vector it multiplies "
-                      "(training.MLPProbe; NaN where v1 is undefined or the mean is zero)",
+    "(training.MLPProbe; NaN where v1 is undefined or the mean is zero)",
     "mean_input_share": "||mean input||^2 / mean ||input||^2 of a layer on the probe batch: the share of its "
-                        "input's second moment that lies in the mean (training.MLPProbe)",
+    "input's second moment that lies in the mean (training.MLPProbe)",
     "mean_input_pair_cos": "|cos| between the probe batch's mean inputs of adjacent layers: the weight v1 continuity "
-                           "of layers whose v1 followed their input mean (training.MLPProbe)",
+    "of layers whose v1 followed their input mean (training.MLPProbe)",
     "logit_change": "||logits(t) - logits(t_prev)||_F / ||logits(t_prev)||_F on the probe batch since the previous "
-                    "snapshot (training.MLPProbe)",
+    "snapshot (training.MLPProbe)",
     "product_change": "the same relative change of P = prod_l (I + W_l), the hidden map of the linear residual net "
-                      "(residual conditions; training.MLPProbe)",
+    "(residual conditions; training.MLPProbe)",
     "near_linear_share": "share of probe examples at which a layer's radial activation is within 1% of the identity, "
-                         "tanh(||z|| / tau) >= 0.99 (radial conditions; training.MLPProbe)",
+    "tanh(||z|| / tau) >= 0.99 (radial conditions; training.MLPProbe)",
     "pair_balance_motion": "||C_l(t) - C_l(0)||_F / size of C_l, the balance the linear residual net's per-layer "
-                           "symmetry conserves under gradient flow, for the adjacent pair l, l+1 (balance.pair_balances;"
-                           " recorded with record_balance)",
+    "symmetry conserves under gradient flow, for the adjacent pair l, l+1 (balance.pair_balances;"
+    " recorded with record_balance)",
     "unit_balance_motion": "the same for the per-unit balance of the stream's diagonal rescaling symmetry "
-                           "(balance.unit_balance; recorded with record_balance)",
+    "(balance.unit_balance; recorded with record_balance)",
     "train_loss": "cross-entropy of the minibatch at this step",
     "test_loss": "cross-entropy on the held-out set",
     "test_acc": "accuracy on the held-out set",
@@ -67,7 +67,7 @@ METRICS: dict[str, str] = {
     "trace_loss": "mean minibatch cross-entropy since the previous trace point (recorder.DenseTrace)",
     "trace_weight_cos": "|cos| of adjacent layers' leading singular vectors at a trace point (recorder.DenseTrace)",
     "diverged": "the step at which the loss became NaN or infinite (training stopped there); value: the last "
-                "finite minibatch loss",
+    "finite minibatch loss",
 }
 
 #: The metric of the one row a diverged run ends with: ``step`` is the step whose minibatch loss was
@@ -94,8 +94,24 @@ Row = tuple[int, str, int, str, str, int, float]
 #: judged after ``early_step`` steps (a chapter that judges it at a longer horizon), NaN/0/None/""
 #: where there is none. ``headline``: one of the book's headline claims (the closing chapter summarises them first).
 CLAIM_COLUMNS = [
-    "chapter", "key", "dataset", "claim", "quantity", "paper", "ours_mean", "ours_std", "n_seeds",
-    "baseline", "verdict", "note", "early_mean", "early_sd", "early_n", "early_step", "early_verdict", "headline",
+    "chapter",
+    "key",
+    "dataset",
+    "claim",
+    "quantity",
+    "paper",
+    "ours_mean",
+    "ours_std",
+    "n_seeds",
+    "baseline",
+    "verdict",
+    "note",
+    "early_mean",
+    "early_sd",
+    "early_n",
+    "early_step",
+    "early_verdict",
+    "headline",
     "primary",
 ]
 #: Between a claim's name and its dataset in a claims-table key (:func:`claim_key`).
@@ -156,8 +172,10 @@ def _check_base_key(key: str) -> None:
 
 def _check_dataset(dataset: str) -> None:
     if not isinstance(dataset, str) or CLAIM_KEY_SEPARATOR in dataset or any(c.isspace() for c in dataset):
-        raise ValueError(f"claim dataset {dataset!r} must be a name without {CLAIM_KEY_SEPARATOR!r} or spaces "
-                         "('' where the chapter names none)")
+        raise ValueError(
+            f"claim dataset {dataset!r} must be a name without {CLAIM_KEY_SEPARATOR!r} or spaces "
+            "('' where the chapter names none)"
+        )
 
 
 def claim_key(key: str, dataset: str) -> str:
@@ -181,10 +199,26 @@ def split_claim_key(full_key: str) -> tuple[str, str]:
 
 
 def claim_row(
-    chapter: str, claim: str, quantity: str, paper: str, ours_mean: float, ours_std: float,
-    n_seeds: int, baseline: float, verdict: str, note: str = "", *, key: str, dataset: str = "",
-    primary: bool = True, early_mean: float = math.nan, early_sd: float = math.nan, early_n: int = 0,
-    early_step: int | None = None, early_verdict: str = "", headline: bool = False,
+    chapter: str,
+    claim: str,
+    quantity: str,
+    paper: str,
+    ours_mean: float,
+    ours_std: float,
+    n_seeds: int,
+    baseline: float,
+    verdict: str,
+    note: str = "",
+    *,
+    key: str,
+    dataset: str = "",
+    primary: bool = True,
+    early_mean: float = math.nan,
+    early_sd: float = math.nan,
+    early_n: int = 0,
+    early_step: int | None = None,
+    early_verdict: str = "",
+    headline: bool = False,
 ) -> dict[str, Any]:
     """One claims-table row; ``verdict`` must be one of :data:`VERDICTS`, ``key`` a stable
     lower-case name (letters, digits, ``-``), with ``dataset`` unique within the chapter (the row's
@@ -196,8 +230,23 @@ def claim_row(
         if value not in VERDICTS:
             raise ValueError(f"unknown verdict {value!r}; valid choices: {', '.join(VERDICTS)}")
     return dict(
-        chapter=chapter, key=claim_key(key, dataset), dataset=dataset, claim=claim, quantity=quantity, paper=paper,
-        ours_mean=ours_mean, ours_std=ours_std, n_seeds=n_seeds, baseline=baseline, verdict=verdict, note=note,
-        early_mean=early_mean, early_sd=early_sd, early_n=early_n, early_step=early_step, early_verdict=early_verdict,
-        headline=bool(headline), primary=bool(primary),
+        chapter=chapter,
+        key=claim_key(key, dataset),
+        dataset=dataset,
+        claim=claim,
+        quantity=quantity,
+        paper=paper,
+        ours_mean=ours_mean,
+        ours_std=ours_std,
+        n_seeds=n_seeds,
+        baseline=baseline,
+        verdict=verdict,
+        note=note,
+        early_mean=early_mean,
+        early_sd=early_sd,
+        early_n=early_n,
+        early_step=early_step,
+        early_verdict=early_verdict,
+        headline=bool(headline),
+        primary=bool(primary),
     )

@@ -29,6 +29,7 @@ from .kjv import KJV_RANGE, VALIDATION_EVERY, Corpus, CorpusNotAvailable, bible_
 
 CORPORA: tuple[str, ...] = ("kjv", "wikitext-103", "offline-english")
 
+
 def check_corpus_name(name: str) -> None:
     if name not in CORPORA:
         raise ValueError(f"unknown corpus {name!r}; valid choices: {', '.join(CORPORA)}")
@@ -39,7 +40,9 @@ def _load_kjv() -> Corpus:
     chapters = [verses for _, verses in kjv_chapters()]
     train = [c for i, c in enumerate(chapters) if i % VALIDATION_EVERY != VALIDATION_EVERY - 1]
     validation = [c for i, c in enumerate(chapters) if i % VALIDATION_EVERY == VALIDATION_EVERY - 1]
-    return Corpus("kjv", "\n\n".join(train), "\n\n".join(validation), f"`{program} {KJV_RANGE}` (Debian bible-kjv-text)")
+    return Corpus(
+        "kjv", "\n\n".join(train), "\n\n".join(validation), f"`{program} {KJV_RANGE}` (Debian bible-kjv-text)"
+    )
 
 
 def _load_wikitext() -> Corpus:
@@ -52,8 +55,12 @@ def _load_wikitext() -> Corpus:
             f"WikiText-103 could not be loaded through `datasets` ({type(error).__name__}: {error}). It needs a "
             "network or a local Hugging Face cache (HF_HOME); offline, use corpus='kjv'."
         ) from error
-    return Corpus("wikitext-103", "".join(data["train"]["text"]), "".join(data["validation"]["text"]),
-                  "Salesforce/wikitext wikitext-103-raw-v1 via datasets")
+    return Corpus(
+        "wikitext-103",
+        "".join(data["train"]["text"]),
+        "".join(data["validation"]["text"]),
+        "Salesforce/wikitext wikitext-103-raw-v1 via datasets",
+    )
 
 
 def saved_corpus_path(name: str) -> Path | None:
@@ -88,7 +95,8 @@ def read_saved_corpus(path: Path, name: str) -> Corpus:
         raise CorpusNotAvailable(
             f"the saved corpus {path} is unreadable ({type(error).__name__}: {error}); delete it (corpus {name} is "
             f"then read from its source), or rebuild it where the corpus exists: `env -u GEOCONT_CORPUS_DIR python "
-            f"scripts/paper_gpu.py prepare DIR` writes DIR/corpora/{name}.json") from None
+            f"scripts/paper_gpu.py prepare DIR` writes DIR/corpora/{name}.json"
+        ) from None
     return corpus
 
 
@@ -116,8 +124,9 @@ def train_tokenizer(corpus: Corpus, vocab_size: int):
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
     tokenizer.train_from_iterator(corpus.train.split("\n\n"), trainer=trainer)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".{os.getpid()}.partial")  # one per process: sweep workers may race here
@@ -143,7 +152,7 @@ def encode(tokenizer, text: str) -> torch.Tensor:
     batches: list[torch.Tensor] = []
     for start in range(0, len(paragraphs), ENCODE_BATCH):
         ids: list[int] = []
-        for index, encoding in enumerate(tokenizer.encode_batch(paragraphs[start:start + ENCODE_BATCH]), start):
+        for index, encoding in enumerate(tokenizer.encode_batch(paragraphs[start : start + ENCODE_BATCH]), start):
             ids += blank_line if index else []
             ids += encoding.ids
         batches.append(torch.tensor(ids, dtype=torch.long))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
@@ -43,9 +44,13 @@ def fused_supported(params: Sequence[torch.Tensor]) -> bool:
     return len(devices) == 1 and devices <= {"cpu", "cuda"} and all(p.is_floating_point() for p in params)
 
 
-def make_optimizer(params: Iterable[nn.Parameter], config: OptimizerConfig,
-                   framed: Sequence[nn.Parameter] = (), frame_seed: int = 0,
-                   fused: bool | None = None) -> torch.optim.Optimizer:
+def make_optimizer(
+    params: Iterable[nn.Parameter],
+    config: OptimizerConfig,
+    framed: Sequence[nn.Parameter] = (),
+    frame_seed: int = 0,
+    fused: bool | None = None,
+) -> torch.optim.Optimizer:
     """Adam, AdamW (decoupled weight decay), SGD (optional momentum) or ``adam-rotated`` from an
     :class:`OptimizerConfig`.
 
@@ -64,15 +69,28 @@ def make_optimizer(params: Iterable[nn.Parameter], config: OptimizerConfig,
     if config.name == "adam-rotated":
         if not framed:
             raise ValueError("adam-rotated needs the matrices to put in random frames (framed=...)")
-        return FrameAdam(params, random_frames(framed, frame_seed), lr=config.lr,
-                         betas=(config.beta1, config.beta2), eps=config.eps, weight_decay=config.weight_decay,
-                         fused=fused)
+        return FrameAdam(
+            params,
+            random_frames(framed, frame_seed),
+            lr=config.lr,
+            betas=(config.beta1, config.beta2),
+            eps=config.eps,
+            weight_decay=config.weight_decay,
+            fused=fused,
+        )
     if config.name in ("adam", "adamw"):
         adam = torch.optim.AdamW if config.name == "adamw" else torch.optim.Adam
-        return adam(params, lr=config.lr, betas=(config.beta1, config.beta2), eps=config.eps,
-                    weight_decay=config.weight_decay, **implementation)
-    return torch.optim.SGD(params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay,
-                           **implementation)
+        return adam(
+            params,
+            lr=config.lr,
+            betas=(config.beta1, config.beta2),
+            eps=config.eps,
+            weight_decay=config.weight_decay,
+            **implementation,
+        )
+    return torch.optim.SGD(
+        params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay, **implementation
+    )
 
 
 def precision_context(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
@@ -157,8 +175,9 @@ def train_with_recording(
                 recorder.record(step, "diverged", last_finite)
                 return step
             loss.backward()
-            if recorder is not None and not math.isfinite(float(torch.nn.utils.get_total_norm(
-                    [p.grad for p in parameters if p.grad is not None]))):
+            if recorder is not None and not math.isfinite(
+                float(torch.nn.utils.get_total_norm([p.grad for p in parameters if p.grad is not None]))
+            ):
                 recorder.record(step, "diverged", value)  # a finite loss whose gradient overflowed
                 return step
             last_finite = value
@@ -188,16 +207,17 @@ TRAIN_SET_EVAL = 4096
 
 
 @torch.no_grad()
-def evaluate_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 2048,
-                        prefix: str = "test") -> dict[str, float]:
+def evaluate_classifier(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 2048, prefix: str = "test"
+) -> dict[str, float]:
     """Cross-entropy and accuracy on ``(x, y)``, as ``{prefix}_loss`` and ``{prefix}_acc``."""
     was_training = model.training
     model.eval()
     total_loss, correct = 0.0, 0
     for start in range(0, len(y), batch_size):
-        logits = model(x[start:start + batch_size])
-        total_loss += float(nn.functional.cross_entropy(logits, y[start:start + batch_size], reduction="sum"))
-        correct += int((logits.argmax(1) == y[start:start + batch_size]).sum())
+        logits = model(x[start : start + batch_size])
+        total_loss += float(nn.functional.cross_entropy(logits, y[start : start + batch_size], reduction="sum"))
+        correct += int((logits.argmax(1) == y[start : start + batch_size]).sum())
     model.train(was_training)
     return {f"{prefix}_loss": total_loss / len(y), f"{prefix}_acc": correct / len(y)}
 
@@ -240,8 +260,14 @@ class MLPProbe:
     solver seeds its own generator), so training is bit-identical with and without the probe.
     """
 
-    def __init__(self, model: ResidualMLP, x: torch.Tensor, recorder: ContinuityRecorder, group: str = "hidden",
-                 balance: bool = False):
+    def __init__(
+        self,
+        model: ResidualMLP,
+        x: torch.Tensor,
+        recorder: ContinuityRecorder,
+        group: str = "hidden",
+        balance: bool = False,
+    ):
         self.model, self.x, self.recorder, self.group = model, x, recorder, group
         self.residual = model.blocks[0].residual
         self.balance = balance
@@ -300,10 +326,16 @@ class MLPProbe:
             self._balances = (pairs, unit)
         start_pairs, start_unit = self._balances
         for layer, ((now, size), (then, then_size)) in enumerate(zip(pairs, start_pairs)):
-            self.recorder.record(step, "pair_balance_motion", balance.relative_motion(now, then, size, then_size),
-                                 group=self.group, layer=layer)
-        self.recorder.record(step, "unit_balance_motion",
-                             balance.relative_motion(unit[0], start_unit[0], unit[1], start_unit[1]))
+            self.recorder.record(
+                step,
+                "pair_balance_motion",
+                balance.relative_motion(now, then, size, then_size),
+                group=self.group,
+                layer=layer,
+            )
+        self.recorder.record(
+            step, "unit_balance_motion", balance.relative_motion(unit[0], start_unit[0], unit[1], start_unit[1])
+        )
 
 
 def steps_for(config: MLPRunConfig, n_train: int) -> int:
@@ -312,8 +344,6 @@ def steps_for(config: MLPRunConfig, n_train: int) -> int:
     if config.steps is not None:
         return config.steps
     return config.epochs * max(1, n_train // config.batch_size)
-
-
 
 
 @functools.lru_cache(maxsize=4)
@@ -336,8 +366,12 @@ def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True, 
     device = resolve_device(config.device)
     torch.manual_seed(config.seed)
     model = ResidualMLP(
-        config.condition, in_features=data.n_features, width=config.width, depth=config.depth,
-        n_classes=data.n_classes, init_scale=config.init_scale,
+        config.condition,
+        in_features=data.n_features,
+        width=config.width,
+        depth=config.depth,
+        n_classes=data.n_classes,
+        init_scale=config.init_scale,
     ).to(device)
     x_train, y_train = data.x_train.to(device), data.y_train.to(device)
     x_test, y_test = data.x_test.to(device), data.y_test.to(device)
@@ -348,9 +382,16 @@ def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True, 
         snapshot_schedule(total_steps, config.n_snapshots, config.n_late_snapshots, config.snapshot_steps),
         n_directions=config.n_directions,
     )
-    optimizer = make_optimizer(model.parameters(), config.optimizer, framed=model.hidden_weights(),
-                               frame_seed=config.seed, fused=None if config.fused_optimizer else False)
-    trace = DenseTrace({"hidden": model.hidden_weights()}, config.trace_every) if config.trace_every and record else None
+    optimizer = make_optimizer(
+        model.parameters(),
+        config.optimizer,
+        framed=model.hidden_weights(),
+        frame_seed=config.seed,
+        fused=None if config.fused_optimizer else False,
+    )
+    trace = (
+        DenseTrace({"hidden": model.hidden_weights()}, config.trace_every) if config.trace_every and record else None
+    )
     shuffle = torch.Generator().manual_seed(config.seed)
     order = torch.empty(0, dtype=torch.long)
 
@@ -359,20 +400,27 @@ def train_mlp(config: MLPRunConfig, progress: bool = True, record: bool = True, 
         position = step % batches_per_epoch
         if position == 0:
             order = torch.randperm(len(y_train), generator=shuffle).to(device)
-        index = order[position * config.batch_size:(position + 1) * config.batch_size]
+        index = order[position * config.batch_size : (position + 1) * config.batch_size]
         with precision_context(config.precision, device):
             return nn.functional.cross_entropy(model(x_train[index]), y_train[index])
 
     train_with_recording(
-        compute_loss=compute_loss, optimizer=optimizer, recorder=recorder if record else None,
+        compute_loss=compute_loss,
+        optimizer=optimizer,
+        recorder=recorder if record else None,
         total_steps=total_steps,
-        evaluate=lambda: {**evaluate_classifier(model, x_test, y_test),
-                          **evaluate_classifier(model, x_train[:TRAIN_SET_EVAL], y_train[:TRAIN_SET_EVAL],
-                                                prefix="train_set")},
-        description=f"{config.condition} {config.optimizer.label} seed={config.seed}", progress=progress,
-        lr_factor=lr_factor_for(config, total_steps), clip_norm=config.grad_clip, trace=trace,
+        evaluate=lambda: {
+            **evaluate_classifier(model, x_test, y_test),
+            **evaluate_classifier(model, x_train[:TRAIN_SET_EVAL], y_train[:TRAIN_SET_EVAL], prefix="train_set"),
+        },
+        description=f"{config.condition} {config.optimizer.label} seed={config.seed}",
+        progress=progress,
+        lr_factor=lr_factor_for(config, total_steps),
+        clip_norm=config.grad_clip,
+        trace=trace,
         probe=MLPProbe(model, x_train[:PROBE_EXAMPLES], recorder, balance=config.record_balance)
-        if probe and record else None,
+        if probe and record
+        else None,
     )
     return rows_to_frame(recorder.rows + (trace.rows if trace else []))
 
@@ -395,9 +443,13 @@ def mlp_job(config: MLPRunConfig, require_metrics: Sequence[str] = (), progress:
     """The sweep job of one MLP run (cache kind ``mlp``, keyed by ``config.to_dict()``); it requires
     :data:`RECORDED_METRICS` besides ``require_metrics``."""
     return sweeps.Job(
-        "mlp", config.to_dict(), _compute_mlp_run_with_progress if progress else compute_mlp_run, config,
+        "mlp",
+        config.to_dict(),
+        _compute_mlp_run_with_progress if progress else compute_mlp_run,
+        config,
         label=f"{config.condition} {config.optimizer.label} init={config.init_scale:g} seed={config.seed}",
-        device=config.device, require_metrics=tuple(dict.fromkeys((*RECORDED_METRICS, *require_metrics))),
+        device=config.device,
+        require_metrics=tuple(dict.fromkeys((*RECORDED_METRICS, *require_metrics))),
     )
 
 
@@ -410,8 +462,12 @@ def run_mlp(config: MLPRunConfig, progress: bool = True, require_metrics: Sequen
     return sweeps.run_job(mlp_job(config, require_metrics, progress))
 
 
-def run_sweep(configs: Sequence[MLPRunConfig], progress: bool = True,
-              require_metrics: Sequence[str] = (), executor: str | None = None) -> pd.DataFrame:
+def run_sweep(
+    configs: Sequence[MLPRunConfig],
+    progress: bool = True,
+    require_metrics: Sequence[str] = (),
+    executor: str | None = None,
+) -> pd.DataFrame:
     """Run (or load) every configuration; one table with :data:`geocont.tables.RUN_KEYS` added
     (``optimizer`` is the optimizer's label).
 
@@ -424,6 +480,10 @@ def run_sweep(configs: Sequence[MLPRunConfig], progress: bool = True,
     if not configs:
         raise ValueError("run_sweep needs at least one configuration")
     tables = sweeps.run_jobs([mlp_job(c, require_metrics) for c in configs], executor=executor, progress=progress)
-    return sweeps.tidy_sweep_table(tables, [
-        dict(condition=c.condition, optimizer=c.optimizer.label, init_scale=c.init_scale, seed=c.seed)
-        for c in configs])
+    return sweeps.tidy_sweep_table(
+        tables,
+        [
+            dict(condition=c.condition, optimizer=c.optimizer.label, init_scale=c.init_scale, seed=c.seed)
+            for c in configs
+        ],
+    )

@@ -13,7 +13,6 @@ pretrained Llama checkpoints. Ablations are configuration, not forks:
 
 from __future__ import annotations
 
-
 import torch
 from torch import nn
 
@@ -55,10 +54,15 @@ def build_llama(shape: TransformerShape, seed: int = 0):
     if shape.attention == "linear":
         _register_linear_attention()
     config = LlamaConfig(
-        vocab_size=shape.vocab_size, hidden_size=shape.d_model, intermediate_size=shape.ffn_dim,
-        num_hidden_layers=shape.n_layers, num_attention_heads=shape.n_heads,
-        num_key_value_heads=shape.n_kv_heads, max_position_embeddings=shape.max_seq_len,
-        hidden_act=MLP_ACTIVATIONS[shape.mlp_activation], tie_word_embeddings=False,
+        vocab_size=shape.vocab_size,
+        hidden_size=shape.d_model,
+        intermediate_size=shape.ffn_dim,
+        num_hidden_layers=shape.n_layers,
+        num_attention_heads=shape.n_heads,
+        num_key_value_heads=shape.n_kv_heads,
+        max_position_embeddings=shape.max_seq_len,
+        hidden_act=MLP_ACTIVATIONS[shape.mlp_activation],
+        tie_word_embeddings=False,
         attn_implementation=LINEAR_ATTENTION if shape.attention == "linear" else "eager",
     )
     torch.manual_seed(seed)
@@ -78,8 +82,15 @@ def projection_groups(model) -> dict[str, list[nn.Parameter]]:
 def projection_dims(shape: TransformerShape) -> dict[str, dict[str, int]]:
     """``{projection: {"input": in_dim, "output": out_dim}}``: the spaces' dimensions."""
     d, kv, ffn = shape.d_model, shape.d_model // shape.n_heads * shape.n_kv_heads, shape.ffn_dim
-    sizes = {"q_proj": (d, d), "k_proj": (kv, d), "v_proj": (kv, d), "o_proj": (d, d),
-             "gate_proj": (ffn, d), "up_proj": (ffn, d), "down_proj": (d, ffn)}
+    sizes = {
+        "q_proj": (d, d),
+        "k_proj": (kv, d),
+        "v_proj": (kv, d),
+        "o_proj": (d, d),
+        "gate_proj": (ffn, d),
+        "up_proj": (ffn, d),
+        "down_proj": (d, ffn),
+    }
     return {name: {"input": n_in, "output": n_out} for name, (n_out, n_in) in sizes.items()}
 
 

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Iterable
 from types import ModuleType
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..book.chapter import Chapter
@@ -36,7 +37,8 @@ if TYPE_CHECKING:
 #: Notebook stem -> module, for every subpackage of this package (imported on demand: the transformer
 #: chapters import transformers).
 CHAPTER_MODULES: dict[str, str] = {
-    info.name: f"{__name__}.{info.name}" for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name)
+    info.name: f"{__name__}.{info.name}"
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name)
     if info.ispkg
 }
 
@@ -54,7 +56,7 @@ def chapter_module(name: str) -> ModuleType:
     return importlib.import_module(CHAPTER_MODULES[name])
 
 
-def chapter(name: str) -> "Chapter":
+def chapter(name: str) -> Chapter:
     """The :class:`~geocont.book.chapter.Chapter` of chapter ``name`` (a notebook stem)."""
     return chapter_module(name).CHAPTER
 
@@ -65,8 +67,12 @@ def scales_markdown(order: Iterable[str] | None = None) -> str:
     book build writes it into the methods page."""
     from ..scales import SCALES
 
-    rows = [row for name in (order or CHAPTER_MODULES) if name in CHAPTER_MODULES
-            for row in chapter(name).scales_table_rows()]
+    rows = [
+        row
+        for name in (order or CHAPTER_MODULES)
+        if name in CHAPTER_MODULES
+        for row in chapter(name).scales_table_rows()
+    ]
     lines = ["| setting | " + " | ".join(f"`{s}`" for s in SCALES) + " |", "|---" * (len(SCALES) + 1) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)

@@ -5,7 +5,8 @@ computes (its settings, runs and claims) needs no figure library."""
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def chapter_attribute(package: str) -> Callable[[str], Any]:

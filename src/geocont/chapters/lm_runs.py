@@ -12,20 +12,23 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import LMRunConfig, OptimizerConfig, TransformerShape, check_integer
 from ..book.chapter import seeds_text
+from ..config import LMRunConfig, OptimizerConfig, TransformerShape, check_integer
 from ..scales import SCALES, ParameterError, parse_seeds
 
 #: Transformer sizes per scale. ``paper``: 8 layers, d = 512, SwiGLU width 1376, and an
 #: 8192-token BPE vocabulary (untied embeddings): about 33.7M parameters, the paper's
 #: "about 34M" (its tokenizer is not given; the vocabulary size is our choice).
 LM_SHAPES: dict[str, TransformerShape] = {
-    "smoke": TransformerShape(n_layers=2, d_model=32, n_heads=2, n_kv_heads=2, ffn_dim=88, vocab_size=512,
-                              max_seq_len=64),
-    "cpu": TransformerShape(n_layers=4, d_model=128, n_heads=4, n_kv_heads=4, ffn_dim=344, vocab_size=2048,
-                            max_seq_len=128),
-    "paper": TransformerShape(n_layers=8, d_model=512, n_heads=8, n_kv_heads=8, ffn_dim=1376, vocab_size=8192,
-                              max_seq_len=512),
+    "smoke": TransformerShape(
+        n_layers=2, d_model=32, n_heads=2, n_kv_heads=2, ffn_dim=88, vocab_size=512, max_seq_len=64
+    ),
+    "cpu": TransformerShape(
+        n_layers=4, d_model=128, n_heads=4, n_kv_heads=4, ffn_dim=344, vocab_size=2048, max_seq_len=128
+    ),
+    "paper": TransformerShape(
+        n_layers=8, d_model=512, n_heads=8, n_kv_heads=8, ffn_dim=1376, vocab_size=8192, max_seq_len=512
+    ),
 }
 
 #: The variants: (MLP activation, attention).
@@ -43,7 +46,9 @@ MAIN_VARIANTS = ("silu", "none")
 REFERENCE = "silu"
 
 #: The size fields of :class:`TransformerShape` a preset sets (the variants set the other two).
-SHAPE_FIELDS = tuple(f.name for f in dataclasses.fields(TransformerShape) if f.name not in ("mlp_activation", "attention"))
+SHAPE_FIELDS = tuple(
+    f.name for f in dataclasses.fields(TransformerShape) if f.name not in ("mlp_activation", "attention")
+)
 
 
 def _shape_values(shape: TransformerShape) -> dict[str, Any]:
@@ -56,16 +61,56 @@ def _shape_values(shape: TransformerShape) -> dict[str, Any]:
 #: ``n_snapshots`` log-spaced and ``n_late_snapshots`` evenly spaced
 #: (``geocont.recorder.log_and_linear_steps``), plus ``early_step``.
 LM_PRESETS: dict[str, dict[str, Any]] = {
-    "smoke": dict(corpus="kjv", steps=16, early_step=4, batch_size=4, n_snapshots=4, n_late_snapshots=3, seeds=(0, 1),
-                  other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_layers=3, depth_seeds=(0,), eval_windows=8,
-                  pretrained="smollm2-135m", **_shape_values(LM_SHAPES["smoke"])),
-    "cpu": dict(corpus="kjv", steps=4000, early_step=400, batch_size=16, n_snapshots=16, n_late_snapshots=12,
-                seeds=(0, 1, 2), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_layers=8, depth_seeds=(0,),
-                eval_windows=64, pretrained="smollm2-135m", **_shape_values(LM_SHAPES["cpu"])),
-    "paper": dict(corpus="wikitext-103", steps=20000, early_step=2000, batch_size=32, n_snapshots=24, n_late_snapshots=12,
-                  seeds=(0,), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_layers=16, depth_seeds=(),
-                  eval_windows=256, device="auto", pretrained="smollm2-135m", precision="bf16-autocast",
-                  **_shape_values(LM_SHAPES["paper"])),
+    "smoke": dict(
+        corpus="kjv",
+        steps=16,
+        early_step=4,
+        batch_size=4,
+        n_snapshots=4,
+        n_late_snapshots=3,
+        seeds=(0, 1),
+        other_seeds=(0,),
+        variants=tuple(LM_VARIANTS),
+        depth_layers=3,
+        depth_seeds=(0,),
+        eval_windows=8,
+        pretrained="smollm2-135m",
+        **_shape_values(LM_SHAPES["smoke"]),
+    ),
+    "cpu": dict(
+        corpus="kjv",
+        steps=4000,
+        early_step=400,
+        batch_size=16,
+        n_snapshots=16,
+        n_late_snapshots=12,
+        seeds=(0, 1, 2),
+        other_seeds=(0,),
+        variants=tuple(LM_VARIANTS),
+        depth_layers=8,
+        depth_seeds=(0,),
+        eval_windows=64,
+        pretrained="smollm2-135m",
+        **_shape_values(LM_SHAPES["cpu"]),
+    ),
+    "paper": dict(
+        corpus="wikitext-103",
+        steps=20000,
+        early_step=2000,
+        batch_size=32,
+        n_snapshots=24,
+        n_late_snapshots=12,
+        seeds=(0,),
+        other_seeds=(0,),
+        variants=tuple(LM_VARIANTS),
+        depth_layers=16,
+        depth_seeds=(),
+        eval_windows=256,
+        device="auto",
+        pretrained="smollm2-135m",
+        precision="bf16-autocast",
+        **_shape_values(LM_SHAPES["paper"]),
+    ),
 }
 assert set(LM_PRESETS) == set(SCALES)
 
@@ -92,8 +137,9 @@ def optional_seeds(value: Any, name: str) -> tuple[int, ...]:
     try:
         return parse_seeds(value)
     except ParameterError:
-        raise ParameterError(f"{name} must be a count, a list of distinct seeds, or 0 / [] for none; got {value!r}") \
-            from None
+        raise ParameterError(
+            f"{name} must be a count, a list of distinct seeds, or 0 / [] for none; got {value!r}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -138,8 +184,11 @@ class LMChapterSettings:
         if self.long_factor <= 1:
             return {}
         base = self.configs()[self.reference][0]
-        return {self.long_label: [base.replace(steps=base.steps * self.long_factor,
-                                               snapshot_steps=(*base.snapshot_steps, base.steps))]}
+        return {
+            self.long_label: [
+                base.replace(steps=base.steps * self.long_factor, snapshot_steps=(*base.snapshot_steps, base.steps))
+            ]
+        }
 
     def all_configs(self) -> dict[str, list[LMRunConfig]]:
         """Every run the chapter trains: :meth:`configs`, then the longer run (:meth:`long_configs`)."""
@@ -154,8 +203,9 @@ class LMChapterSettings:
                 out[label] = [self.base.replace(shape=shape, seed=s) for s in self.seeds_of(label)]
         if self.depth_seeds:
             activation, attention = LM_VARIANTS[self.reference]
-            shape = dataclasses.replace(self.base.shape, n_layers=self.depth_layers, mlp_activation=activation,
-                                        attention=attention)
+            shape = dataclasses.replace(
+                self.base.shape, n_layers=self.depth_layers, mlp_activation=activation, attention=attention
+            )
             out[self.depth_label] = [self.base.replace(shape=shape, seed=s) for s in self.depth_seeds]
         return out
 
@@ -186,15 +236,24 @@ def build_settings(scale: str, values: dict[str, Any]) -> LMChapterSettings:
     optimizer = OptimizerConfig("adam", lr=values.pop("lr", 1e-3))
     steps = check_integer("steps", values["steps"])
     if isinstance(early_step, numbers.Integral) and not 0 < early_step < steps:
-        raise ValueError(f"early_step ({early_step}) must lie strictly between 0 and steps ({steps}); "
-                         "set early_step below steps")
+        raise ValueError(
+            f"early_step ({early_step}) must lie strictly between 0 and steps ({steps}); set early_step below steps"
+        )
     base = LMRunConfig(shape=shape, optimizer=optimizer, snapshot_steps=(early_step,), **values)
     if not 0 < base.snapshot_steps[0] < base.steps:
         raise ValueError(f"early_step must lie strictly between 0 and steps ({base.steps}), got {early_step}")
-    return LMChapterSettings(scale=scale, base=base, seeds=seeds, variants={v: LM_VARIANTS[v] for v in labels},
-                             other_seeds=other_seeds, depth_layers=int(depth_layers), depth_seeds=depth_seeds,
-                             pretrained=None if pretrained in (None, "none") else str(pretrained), reference=reference,
-                             long_factor=long_factor)
+    return LMChapterSettings(
+        scale=scale,
+        base=base,
+        seeds=seeds,
+        variants={v: LM_VARIANTS[v] for v in labels},
+        other_seeds=other_seeds,
+        depth_layers=int(depth_layers),
+        depth_seeds=depth_seeds,
+        pretrained=None if pretrained in (None, "none") else str(pretrained),
+        reference=reference,
+        long_factor=long_factor,
+    )
 
 
 def scale_rows(settings: LMChapterSettings) -> list[tuple[str, str]]:
@@ -207,17 +266,31 @@ def scale_rows(settings: LMChapterSettings) -> list[tuple[str, str]]:
         ("transformer: SwiGLU width, vocabulary", f"{shape.ffn_dim}, {shape.vocab_size}"),
         ("transformer: steps × batch × sequence", f"{base.steps} × {base.batch_size} × {shape.max_seq_len}"),
         ("transformer: early horizon (a snapshot of every run)", str(settings.early_step)),
-        ("transformer: snapshots (log-spaced, evenly spaced; repeats merged)",
-         f"{len(base.schedule())} ({base.n_snapshots}, {base.n_late_snapshots})"),
+        (
+            "transformer: snapshots (log-spaced, evenly spaced; repeats merged)",
+            f"{len(base.schedule())} ({base.n_snapshots}, {base.n_late_snapshots})",
+        ),
         (f"transformer: seeds of {' and '.join(MAIN_VARIANTS)}", seeds_text(settings.seeds)),
-        ("transformer: other variants; deeper model",
-         (", ".join(f"`{v}`" for v in others) + f" × {len(settings.other_seeds)} seed"
-          if settings.other_seeds and others else "not run")
-         + "; " + (f"{settings.depth_layers} layers × {len(settings.depth_seeds)} seed" if settings.depth_seeds
-                   else "not run")),
-        ("transformer: longer reference run (steps, seed)",
-         f"{settings.long_factor} × {base.steps} = {settings.long_factor * base.steps}, seed {settings.seeds[0]}"
-         if settings.long_configs() else "not run"),
+        (
+            "transformer: other variants; deeper model",
+            (
+                ", ".join(f"`{v}`" for v in others) + f" × {len(settings.other_seeds)} seed"
+                if settings.other_seeds and others
+                else "not run"
+            )
+            + "; "
+            + (
+                f"{settings.depth_layers} layers × {len(settings.depth_seeds)} seed"
+                if settings.depth_seeds
+                else "not run"
+            ),
+        ),
+        (
+            "transformer: longer reference run (steps, seed)",
+            f"{settings.long_factor} × {base.steps} = {settings.long_factor * base.steps}, seed {settings.seeds[0]}"
+            if settings.long_configs()
+            else "not run",
+        ),
     ]
 
 

@@ -28,8 +28,9 @@ HORIZON_QUANTITIES: dict[str, tuple[str, str, int]] = {
 }
 
 
-def horizon_table(table: pd.DataFrame, early_steps: int, by: str = "condition",
-                  order: list[str] | None = None) -> pd.DataFrame:
+def horizon_table(
+    table: pd.DataFrame, early_steps: int, by: str = "condition", order: list[str] | None = None
+) -> pd.DataFrame:
     """Per group (``by``), each of :data:`HORIZON_QUANTITIES` at ``early_steps``, at the end, and its
     change over the last third of training (mean ± sd over seeds); the training-set loss and test
     accuracy at the end."""
@@ -77,8 +78,17 @@ def final_summary(table: pd.DataFrame, by: list[str] | None = None) -> pd.DataFr
 def verdict(settings: MLPChapterSettings, claims: pd.DataFrame) -> Markdown:
     """An MLP chapter's closing list: one bullet per claim (judged at the horizon, its early value
     beside it), under the scale, seeds and data, and the claims whose verdict the horizon changed."""
-    text = verdict_list(claims, _PROSE.render("mlp-verdict-intro", scale=settings.scale, seeds=len(settings.seeds),
-                                              horizon=horizon_text(settings), batch=settings.base.batch_size,
-                                              dataset=settings.base.dataset, early=settings.early_steps))
+    text = verdict_list(
+        claims,
+        _PROSE.render(
+            "mlp-verdict-intro",
+            scale=settings.scale,
+            seeds=len(settings.seeds),
+            horizon=horizon_text(settings),
+            batch=settings.base.batch_size,
+            dataset=settings.base.dataset,
+            early=settings.early_steps,
+        ),
+    )
     text += "\n\n" + changed_verdicts_sentence(claims, settings.early_steps)
     return Markdown(text)

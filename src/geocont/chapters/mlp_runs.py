@@ -14,13 +14,12 @@ from typing import Any
 
 import pandas as pd
 
+from ..book.chapter import Presets, presets, seeds_text
 from ..config import MLPRunConfig, OptimizerConfig, check_positive
 from ..data import check_dataset_name
 from ..mlp import CONDITIONS, block_spec
-from ..book.chapter import Presets, presets, seeds_text
 from ..scales import parse_seeds
 from ..training import run_sweep
-
 
 #: Optimizers compared at the horizon on the robustness conditions. SGD is rotation
 #: equivariant; Adam's per-coordinate scaling is not, so Adam might itself pin a linear net's
@@ -45,13 +44,47 @@ ROBUSTNESS_OPTIMIZERS: dict[str, OptimizerConfig] = {
 #: two chapters train (the Condition-2 chapter's and the conditions chapter's) is trained once. A chapter adds its own
 #: values (at least ``conditions``) with :func:`mlp_presets`.
 MLP_PRESETS: dict[str, dict[str, Any]] = {
-    "smoke": dict(dataset="fashion-mnist", max_train=1024, width=32, depth=16, steps=48, early_steps=16,
-                  batch_size=64, n_snapshots=8, n_late_snapshots=4, trace_every=2, seeds=(0, 1)),
-    "cpu": dict(dataset="fashion-mnist", max_train=None, width=256, depth=16, steps=9360, early_steps=930,
-                batch_size=128, n_snapshots=24, n_late_snapshots=16, trace_every=20, seeds=(0, 1, 2)),
-    "paper": dict(dataset="mnist", max_train=None, width=256, depth=16, steps=9360, early_steps=930,
-                  batch_size=128, n_snapshots=32, n_late_snapshots=24, trace_every=10, seeds=(0, 1, 2), device="auto",
-                  precision="bf16-autocast"),
+    "smoke": dict(
+        dataset="fashion-mnist",
+        max_train=1024,
+        width=32,
+        depth=16,
+        steps=48,
+        early_steps=16,
+        batch_size=64,
+        n_snapshots=8,
+        n_late_snapshots=4,
+        trace_every=2,
+        seeds=(0, 1),
+    ),
+    "cpu": dict(
+        dataset="fashion-mnist",
+        max_train=None,
+        width=256,
+        depth=16,
+        steps=9360,
+        early_steps=930,
+        batch_size=128,
+        n_snapshots=24,
+        n_late_snapshots=16,
+        trace_every=20,
+        seeds=(0, 1, 2),
+    ),
+    "paper": dict(
+        dataset="mnist",
+        max_train=None,
+        width=256,
+        depth=16,
+        steps=9360,
+        early_steps=930,
+        batch_size=128,
+        n_snapshots=32,
+        n_late_snapshots=24,
+        trace_every=10,
+        seeds=(0, 1, 2),
+        device="auto",
+        precision="bf16-autocast",
+    ),
 }
 
 
@@ -77,8 +110,10 @@ def predicted_run_seconds(config: MLPRunConfig) -> float:
 NEAR_LINEAR_SHARE = 90.0
 
 #: Why the MLP chapters' headline dataset is the one they train on (stated before any run was read).
-HEADLINE_DATASET_RULE = ("the dataset whose training set has the paper's size (60,000 images), since whether the "
-                         "training set is memorised before the horizon depends on its size")
+HEADLINE_DATASET_RULE = (
+    "the dataset whose training set has the paper's size (60,000 images), since whether the "
+    "training set is memorised before the horizon depends on its size"
+)
 
 #: The datasets of the data control (besides the chapter's own), at the same step count: real digits
 #: (``mnist-10k``, 9,000 for training) and the 4,000-digit subset, the named control of the interpolating
@@ -135,14 +170,18 @@ class MLPChapterSettings:
         """The robustness conditions x every optimizer x seed, at the horizon."""
         return [
             self.base.replace(condition=c, optimizer=o, seed=s)
-            for c in self.robustness_conditions for o in self.optimizers.values() for s in self.seeds
+            for c in self.robustness_conditions
+            for o in self.optimizers.values()
+            for s in self.seeds
         ]
 
     def data_configs(self) -> dict[str, list[MLPRunConfig]]:
         """Per dataset (the base one first): the data conditions x seed, at the horizon."""
         datasets = (self.base.dataset, *(d for d in self.data_datasets if d != self.base.dataset))
-        return {d: [self.base.replace(dataset=d, condition=c, seed=s)
-                    for c in self.data_conditions for s in self.seeds] for d in datasets}
+        return {
+            d: [self.base.replace(dataset=d, condition=c, seed=s) for c in self.data_conditions for s in self.seeds]
+            for d in datasets
+        }
 
     @property
     def short_base(self) -> MLPRunConfig:
@@ -154,7 +193,9 @@ class MLPChapterSettings:
         scales = (self.base.init_scale, *self.extra_init_scales)
         return [
             self.short_base.replace(condition=c, init_scale=i, seed=s)
-            for c in self.robustness_conditions for i in scales for s in self.seeds
+            for c in self.robustness_conditions
+            for i in scales
+            for s in self.seeds
         ]
 
 
@@ -163,8 +204,9 @@ def mlp_preset(scale: str) -> dict[str, Any]:
     return dict(MLP_PRESETS[scale])
 
 
-def mlp_presets(per_scale: dict[str, dict[str, Any]] | None = None, *, without: tuple[str, ...] = (),
-                **values: Any) -> Presets:
+def mlp_presets(
+    per_scale: dict[str, dict[str, Any]] | None = None, *, without: tuple[str, ...] = (), **values: Any
+) -> Presets:
     """An MLP chapter's presets (:func:`geocont.book.chapter.presets`): :data:`MLP_PRESETS` less
     ``without``, with ``values`` (every scale) and ``per_scale`` (``{scale: {setting: value}}``) added or replaced."""
     return presets(mlp_preset, per_scale, without=without, **values)
@@ -173,7 +215,13 @@ def mlp_presets(per_scale: dict[str, dict[str, Any]] | None = None, *, without: 
 #: The settings values that set the base optimizer (the others are MLPRunConfig fields or sweeps).
 OPTIMIZER_FIELDS = ("lr", "beta1", "beta2", "momentum", "weight_decay")
 #: The settings values that set the robustness, init and data sweeps.
-SWEEP_FIELDS = ("robustness_conditions", "extra_init_scales", "data_datasets", "data_conditions", "mean_control_conditions")
+SWEEP_FIELDS = (
+    "robustness_conditions",
+    "extra_init_scales",
+    "data_datasets",
+    "data_conditions",
+    "mean_control_conditions",
+)
 
 
 def build_settings(scale: str, values: dict[str, Any]) -> MLPChapterSettings:
@@ -200,8 +248,12 @@ def build_settings(scale: str, values: dict[str, Any]) -> MLPChapterSettings:
     sweeps = {name: tuple(values.pop(name)) for name in SWEEP_FIELDS if name in values}
     for dataset in sweeps.get("data_datasets", ()):
         check_dataset_name(dataset)
-    for condition in (conditions + sweeps.get("robustness_conditions", ()) + sweeps.get("data_conditions", ())
-                      + sweeps.get("mean_control_conditions", ())):
+    for condition in (
+        conditions
+        + sweeps.get("robustness_conditions", ())
+        + sweeps.get("data_conditions", ())
+        + sweeps.get("mean_control_conditions", ())
+    ):
         block_spec(condition)
     for init_scale in sweeps.get("extra_init_scales", ()):
         check_positive("extra_init_scales", init_scale, integer=False)
@@ -213,17 +265,29 @@ def build_settings(scale: str, values: dict[str, Any]) -> MLPChapterSettings:
     base = MLPRunConfig(optimizer=optimizer, snapshot_steps=snapshot_steps, **values)
     if base.steps is not None and early_steps > base.steps:
         raise ValueError(f"early_steps ({early_steps}) cannot exceed steps ({base.steps})")
-    settings = MLPChapterSettings(scale=scale, base=base, seeds=seeds, early_steps=early_steps, conditions=conditions,
-                                  short_run=short_run, early_preset=early_preset, **sweeps)
-    settings.short_base  # validates the short runs' config too
+    settings = MLPChapterSettings(
+        scale=scale,
+        base=base,
+        seeds=seeds,
+        early_steps=early_steps,
+        conditions=conditions,
+        short_run=short_run,
+        early_preset=early_preset,
+        **sweeps,
+    )
+    _ = settings.short_base  # building it validates the short runs' config too
     return settings
 
 
 def all_run_configs(settings: MLPChapterSettings) -> list[MLPRunConfig]:
     """Every run of the conditions, robustness, init and data sweeps."""
-    return (settings.condition_configs() + settings.robustness_configs() + settings.init_configs()
-            + [config for configs in settings.data_configs().values() for config in configs]
-            + settings.mean_control_configs())
+    return (
+        settings.condition_configs()
+        + settings.robustness_configs()
+        + settings.init_configs()
+        + [config for configs in settings.data_configs().values() for config in configs]
+        + settings.mean_control_configs()
+    )
 
 
 def run_data_sweep(settings: MLPChapterSettings) -> dict[str, pd.DataFrame]:
@@ -244,8 +308,9 @@ class RunSummary:
 def run_summary(results: Any) -> RunSummary:
     """The numbers of an MLP chapter's run note, from its results (``order``, ``settings``, ``baseline``)."""
     settings = results.settings
-    return RunSummary(conditions=len(results.order), seeds=len(settings.seeds), width=settings.base.width,
-                      baseline=results.baseline)
+    return RunSummary(
+        conditions=len(results.order), seeds=len(settings.seeds), width=settings.base.width, baseline=results.baseline
+    )
 
 
 def last_step(table: pd.DataFrame) -> int:
@@ -263,15 +328,21 @@ def training_description(settings: MLPChapterSettings, init_sweep: bool = True) 
     """The provenance row "training" of an MLP chapter: horizon, batch, optimizer, snapshots, and
     (``init_sweep``) the short runs of the initialisation sweep."""
     base, short = settings.base, settings.short_base
-    text = (f"{horizon_text(settings)}, batch {base.batch_size}, optimizer {base.optimizer.label} "
-            f"(lr {base.optimizer.lr:g}); {base.n_snapshots} log-spaced and {base.n_late_snapshots} evenly spaced "
-            f"snapshots, and one at step {settings.early_steps:,}; k = {base.n_directions} directions")
+    text = (
+        f"{horizon_text(settings)}, batch {base.batch_size}, optimizer {base.optimizer.label} "
+        f"(lr {base.optimizer.lr:g}); {base.n_snapshots} log-spaced and {base.n_late_snapshots} evenly spaced "
+        f"snapshots, and one at step {settings.early_steps:,}; k = {base.n_directions} directions"
+    )
     if settings.early_preset is not None:
-        text += (f" (the early horizon, {settings.early_preset:,} steps in the preset, is shortened with the run to "
-                 f"{settings.early_steps:,} steps, the same share of the run)")
+        text += (
+            f" (the early horizon, {settings.early_preset:,} steps in the preset, is shortened with the run to "
+            f"{settings.early_steps:,} steps, the same share of the run)"
+        )
     if init_sweep:
-        text += (f". The initialisation sweep trains {settings.early_steps:,} steps ({short.n_snapshots} log-spaced "
-                 f"snapshots, k = {short.n_directions})")
+        text += (
+            f". The initialisation sweep trains {settings.early_steps:,} steps ({short.n_snapshots} log-spaced "
+            f"snapshots, k = {short.n_directions})"
+        )
     return text
 
 
@@ -282,8 +353,10 @@ def scale_rows(settings: MLPChapterSettings) -> list[tuple[str, str]]:
         ("MLP: data", f"`{base.dataset}`" + (f", first {base.max_train} training digits" if base.max_train else "")),
         ("MLP: hidden layers × width", f"{base.depth} × {base.width}"),
         ("MLP: optimizer steps × batch (every long run)", f"{base.steps:,} × {base.batch_size}"),
-        ("MLP: snapshots (log-spaced + evenly spaced + early)",
-         f"{base.n_snapshots} + {base.n_late_snapshots} + step {settings.early_steps:,}"),
+        (
+            "MLP: snapshots (log-spaced + evenly spaced + early)",
+            f"{base.n_snapshots} + {base.n_late_snapshots} + step {settings.early_steps:,}",
+        ),
         ("MLP: seeds", seeds_text(settings.seeds)),
         ("MLP init sweeps: steps", f"{settings.early_steps:,}"),
     ]

@@ -8,14 +8,12 @@ from typing import Any
 import pandas as pd
 
 from ... import metrics
-from ...book.chapter import Chapter, ClaimsBuilder, claim, with_early, has_claim
-from ...statistics import (Estimate, closer_to, difference, estimate, final_estimate, up_to_step,
-                           verdict_for_difference)
+from ...book.chapter import Chapter, ClaimsBuilder, claim, has_claim, with_early
+from ...statistics import Estimate, closer_to, difference, estimate, final_estimate, up_to_step, verdict_for_difference
 from ...tables import RUN_KEYS, select
 from ...training import run_sweep
 from .. import mlp_runs
 from ..mlp_runs import MLPChapterSettings
-
 
 #: The conditions the chapter compares (the ``conditions`` parameter replaces them).
 CONDITIONS_COMPARED = ("res-relu", "res-ln", "res-ln-relu", "res-none", "res-rms", "res-rms-relu")
@@ -28,15 +26,27 @@ def describe(settings: MLPChapterSettings) -> dict[str, Any]:
         seeds=settings.seeds,
         data=mlp_runs.data_description(settings),
         model=f"residual MLP, {base.depth} hidden layers of width {base.width}, init_scale {base.init_scale}; "
-              f"conditions {', '.join(settings.conditions)}",
+        f"conditions {', '.join(settings.conditions)}",
         training=mlp_runs.training_description(settings, init_sweep=False),
     )
 
 
 CHAPTER = Chapter(
     name="activation_vs_norm",
-    parameters=mlp_runs.parameters("scale", "seeds", "steps", "conditions", "width", "depth", "dataset",
-                                   "init_scale", "lr", "n_snapshots", "n_directions", "precision"),
+    parameters=mlp_runs.parameters(
+        "scale",
+        "seeds",
+        "steps",
+        "conditions",
+        "width",
+        "depth",
+        "dataset",
+        "init_scale",
+        "lr",
+        "n_snapshots",
+        "n_directions",
+        "precision",
+    ),
     presets=mlp_runs.mlp_presets(conditions=CONDITIONS_COMPARED),
     build=mlp_runs.build_settings,
     describe=describe,
@@ -89,9 +99,14 @@ def run(settings: MLPChapterSettings) -> Results:
     """Train (or load from the cache) every condition x seed."""
     table = run_sweep(settings.condition_configs())
     profile_in = final_direction_profile(table, "weight_cos", "input")
-    return Results(settings=settings, table=table, baseline=metrics.random_abs_cos(settings.base.width),
-                   profile_in=profile_in, profile_out=final_direction_profile(table, "weight_cos", "output"),
-                   shape=concentration(profile_in))
+    return Results(
+        settings=settings,
+        table=table,
+        baseline=metrics.random_abs_cos(settings.base.width),
+        profile_in=profile_in,
+        profile_out=final_direction_profile(table, "weight_cos", "output"),
+        shape=concentration(profile_in),
+    )
 
 
 def claims(results: Results) -> pd.DataFrame:
@@ -99,8 +114,11 @@ def claims(results: Results) -> pd.DataFrame:
     ``early_steps`` (the same runs read at that snapshot) in the ``early`` column."""
     early = results.settings.early_steps
     dataset = results.settings.base.dataset
-    return with_early(norm_claims(results.table, results.baseline, dataset=dataset),
-                      norm_claims(up_to_step(results.table, early), results.baseline, dataset=dataset), early)
+    return with_early(
+        norm_claims(results.table, results.baseline, dataset=dataset),
+        norm_claims(up_to_step(results.table, early), results.baseline, dataset=dataset),
+        early,
+    )
 
 
 def norm_claims(table: pd.DataFrame, baseline: float, *, dataset: str) -> pd.DataFrame:
@@ -116,31 +134,60 @@ def norm_claims(table: pd.DataFrame, baseline: float, *, dataset: str) -> pd.Dat
     k = int(table.loc[table["metric"] == "weight_cos", "direction"].max())
     out = ClaimsBuilder(CHAPTER.name, dataset=dataset)
     relu, ln, both = (per_condition("concentration", c) for c in ("res-relu", "res-ln", "res-ln-relu"))
-    out.add(key="activation-concentrates-v1", claim="The activation concentrates continuity in the leading direction",
-            quantity=f"v1 minus mean of v2..v{k}: res-relu minus res-ln", paper="res-relu more concentrated",
-            ours=difference(relu, ln), baseline=baseline, verdict=verdict_for_difference(relu, ln),
-            note=f"res-relu {relu}, res-ln {ln}")
+    out.add(
+        key="activation-concentrates-v1",
+        claim="The activation concentrates continuity in the leading direction",
+        quantity=f"v1 minus mean of v2..v{k}: res-relu minus res-ln",
+        paper="res-relu more concentrated",
+        ours=difference(relu, ln),
+        baseline=baseline,
+        verdict=verdict_for_difference(relu, ln),
+        note=f"res-relu {relu}, res-ln {ln}",
+    )
     ln_rest, relu_rest = per_condition("rest", "res-ln"), per_condition("rest", "res-relu")
-    out.add(key="layernorm-spreads", claim="LayerNorm spreads continuity over several directions",
-            quantity=f"mean |cos| of v2..v{k}: res-ln minus res-relu", paper="res-ln higher",
-            ours=difference(ln_rest, relu_rest), baseline=baseline, verdict=verdict_for_difference(ln_rest, relu_rest),
-            note=f"res-ln {ln_rest}, res-relu {relu_rest}")
+    out.add(
+        key="layernorm-spreads",
+        claim="LayerNorm spreads continuity over several directions",
+        quantity=f"mean |cos| of v2..v{k}: res-ln minus res-relu",
+        paper="res-ln higher",
+        ours=difference(ln_rest, relu_rest),
+        baseline=baseline,
+        verdict=verdict_for_difference(ln_rest, relu_rest),
+        note=f"res-ln {ln_rest}, res-relu {relu_rest}",
+    )
     ln_align, none_align = align("res-ln"), align("res-none")
-    out.add(key="layernorm-breaks-symmetry",
-            claim="LayerNorm breaks the symmetry: whole-spectrum alignment above the linear control",
-            quantity="sigma^2-alignment (input): res-ln minus res-none", paper="res-ln higher",
-            ours=difference(ln_align, none_align), baseline=0.0, verdict=verdict_for_difference(ln_align, none_align),
-            note=f"res-ln {ln_align}, res-none {none_align}")
-    out.add(key="activation-dominates", claim="With both, the activation's v1-concentrated mode dominates",
-            quantity="concentration of res-ln-relu: nearer res-relu than res-ln", paper="nearer res-relu", ours=both,
-            baseline=baseline, verdict=closer_to(both, relu, ln),
-            note=f"res-ln-relu {both}, res-relu {relu}, res-ln {ln}")
+    out.add(
+        key="layernorm-breaks-symmetry",
+        claim="LayerNorm breaks the symmetry: whole-spectrum alignment above the linear control",
+        quantity="sigma^2-alignment (input): res-ln minus res-none",
+        paper="res-ln higher",
+        ours=difference(ln_align, none_align),
+        baseline=0.0,
+        verdict=verdict_for_difference(ln_align, none_align),
+        note=f"res-ln {ln_align}, res-none {none_align}",
+    )
+    out.add(
+        key="activation-dominates",
+        claim="With both, the activation's v1-concentrated mode dominates",
+        quantity="concentration of res-ln-relu: nearer res-relu than res-ln",
+        paper="nearer res-relu",
+        ours=both,
+        baseline=baseline,
+        verdict=closer_to(both, relu, ln),
+        note=f"res-ln-relu {both}, res-relu {relu}, res-ln {ln}",
+    )
     if "res-rms" in set(table["condition"]):
         rms_align = align("res-rms")
-        out.add(key="centring-breaks-symmetry", claim="(ours) Centring, not rescaling, is what breaks the symmetry",
-                quantity="sigma^2-alignment (input): res-ln minus res-rms", paper="not in the paper",
-                ours=difference(ln_align, rms_align), baseline=0.0, verdict=verdict_for_difference(ln_align, rms_align),
-                note=f"res-ln {ln_align}, res-rms {rms_align}, res-none {none_align}")
+        out.add(
+            key="centring-breaks-symmetry",
+            claim="(ours) Centring, not rescaling, is what breaks the symmetry",
+            quantity="sigma^2-alignment (input): res-ln minus res-rms",
+            paper="not in the paper",
+            ours=difference(ln_align, rms_align),
+            baseline=0.0,
+            verdict=verdict_for_difference(ln_align, rms_align),
+            note=f"res-ln {ln_align}, res-rms {rms_align}, res-none {none_align}",
+        )
     return out.table()
 
 
@@ -178,11 +225,21 @@ class Shapes:
 def condition_shapes(results: Results) -> Shapes:
     """Each condition's lead, rest, concentration, final v1 continuity and σ²-alignment."""
     table = results.table
-    return Shapes(k=results.settings.base.n_directions, baseline=results.baseline, conditions=tuple(
-        ConditionShape(c, results.of_shape("lead", c), results.of_shape("rest", c),
-                       results.of_shape("concentration", c),
-                       final_estimate(table, "weight_cos", "input", 1, condition=c),
-                       final_estimate(table, "weight_align", "input", 0, condition=c)) for c in results.order))
+    return Shapes(
+        k=results.settings.base.n_directions,
+        baseline=results.baseline,
+        conditions=tuple(
+            ConditionShape(
+                c,
+                results.of_shape("lead", c),
+                results.of_shape("rest", c),
+                results.of_shape("concentration", c),
+                final_estimate(table, "weight_cos", "input", 1, condition=c),
+                final_estimate(table, "weight_align", "input", 0, condition=c),
+            )
+            for c in results.order
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -204,5 +261,6 @@ def centring_finding(claims: pd.DataFrame) -> Centring:
     if not has_claim(claims, "centring-breaks-symmetry"):
         return Centring(case="absent", alignment="")
     row = claim(claims, "centring-breaks-symmetry")
-    return Centring(case="centring-breaks" if row["verdict"] == "reproduced" else "like-layernorm",
-                    alignment=row["note"])
+    return Centring(
+        case="centring-breaks" if row["verdict"] == "reproduced" else "like-layernorm", alignment=row["note"]
+    )

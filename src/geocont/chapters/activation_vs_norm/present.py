@@ -5,7 +5,7 @@ it states, and which case applies, is computed in :mod:`.compute` (the findings)
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -21,7 +21,6 @@ from .. import mlp_presentation
 from ..common import mlp_verdict
 from .compute import Results, centring_finding, condition_shapes, run_summary
 
-
 #: The chapter's templates (``prose.md``).
 PROSE = Prose.of(__package__)
 
@@ -30,8 +29,7 @@ verdict = mlp_verdict
 
 
 def run_note(results: Results) -> Markdown:
-    return Markdown(PROSE.render("run-note", **vars(run_summary(results)),
-                                 undefined=undefined_sentence(results.table)))
+    return Markdown(PROSE.render("run-note", **vars(run_summary(results)), undefined=undefined_sentence(results.table)))
 
 
 def direction_profile_caption(results: Results) -> str:
@@ -45,10 +43,11 @@ def direction_profile_figure(results: Results) -> None:
     """Final continuity of the i-th singular direction per condition, input and output space."""
     order, colours = results.order, plotting.condition_colours()
     fig, axes = plt.subplots(1, 2, figsize=(14, 5), sharey=True)
-    for ax, profile, title in ((axes[0], results.profile_in, "input space: v_i"),
-                               (axes[1], results.profile_out, "output space: u_i")):
-        plot_direction_profile(profile, ax=ax, baseline=results.baseline, colours=colours, hue_order=order,
-                               title=title)
+    for ax, profile, title in (
+        (axes[0], results.profile_in, "input space: v_i"),
+        (axes[1], results.profile_out, "output space: u_i"),
+    ):
+        plot_direction_profile(profile, ax=ax, baseline=results.baseline, colours=colours, hue_order=order, title=title)
     plotting.figure_legend(fig, axes[0])
     axes[1].get_legend().remove()
     show_figure(fig, "norm-direction-profile", direction_profile_caption(results))
@@ -66,10 +65,30 @@ def alignment_figure(results: Results) -> None:
     table, order, baseline, colours = results.table, results.order, results.baseline, plotting.condition_colours()
     fig, axes = plt.subplots(2, 2, figsize=(14, 9))
     for column, (metric, direction, level) in enumerate((("weight_cos", 1, baseline), ("weight_align", 0, 0.0))):
-        plotting.plot_final_by(table, metric, "input", direction, x="condition", hue="condition", order=order,
-                               hue_order=order, colours=colours, ax=axes[0, column], baseline=level)
-        plotting.plot_over_training(table, metric, "input", direction, ax=axes[1, column], baseline=level,
-                                    colours=colours, hue_order=order, legend=False)
+        plotting.plot_final_by(
+            table,
+            metric,
+            "input",
+            direction,
+            x="condition",
+            hue="condition",
+            order=order,
+            hue_order=order,
+            colours=colours,
+            ax=axes[0, column],
+            baseline=level,
+        )
+        plotting.plot_over_training(
+            table,
+            metric,
+            "input",
+            direction,
+            ax=axes[1, column],
+            baseline=level,
+            colours=colours,
+            hue_order=order,
+            legend=False,
+        )
     for ax in axes[0]:
         ax.get_legend().remove()
         ax.tick_params(axis="x", labelrotation=20)
@@ -88,8 +107,16 @@ def concentration_figure(results: Results) -> None:
     """Per condition, v1 continuity minus the mean of v2..vk (bars: seed mean, dots: seeds)."""
     order = results.order
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    plotting.grouped_bars(results.shape, x="condition", hue="condition", value="concentration", order=order,
-                          hue_order=order, colours=plotting.condition_colours(), ax=ax)
+    plotting.grouped_bars(
+        results.shape,
+        x="condition",
+        hue="condition",
+        value="concentration",
+        order=order,
+        hue_order=order,
+        colours=plotting.condition_colours(),
+        ax=ax,
+    )
     ax.get_legend().remove()
     ax.axhline(0, **plotting.BASELINE_STYLE)
     ax.set_ylabel(f"v1 |cos| minus mean of v2..v{results.settings.base.n_directions}")
@@ -112,15 +139,29 @@ def rms_note(claims: pd.DataFrame) -> Markdown | None:
 
 
 def plot_direction_profile(
-    profile: pd.DataFrame, *, ax: plt.Axes | None = None, baseline: float | None = None,
-    colours: dict | None = None, hue_order: Sequence[str] | None = None, title: str = "",
+    profile: pd.DataFrame,
+    *,
+    ax: plt.Axes | None = None,
+    baseline: float | None = None,
+    colours: dict | None = None,
+    hue_order: Sequence[str] | None = None,
+    title: str = "",
 ) -> plt.Axes:
     """Continuity of singular direction i = 1..k (x) per condition: seed mean and ±1 sd band."""
     ax = ax or plt.gca()
     hue_order = list(hue_order or profile["condition"].unique())
     colours = colours or palette(hue_order)
-    sns.lineplot(data=profile, x="direction", y="value", hue="condition", hue_order=hue_order,
-                 palette=colours, errorbar="sd", marker="o", ax=ax)
+    sns.lineplot(
+        data=profile,
+        x="direction",
+        y="value",
+        hue="condition",
+        hue_order=hue_order,
+        palette=colours,
+        errorbar="sd",
+        marker="o",
+        ax=ax,
+    )
     if baseline is not None:
         draw_baseline(ax, baseline)
     ax.set_xticks(sorted(profile["direction"].unique()))

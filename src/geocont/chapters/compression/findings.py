@@ -26,16 +26,19 @@ class EvaluationCounts:
 
 def evaluation_counts(results: Results) -> EvaluationCounts:
     """:class:`EvaluationCounts` of ``results``."""
-    return EvaluationCounts(tuple(results.models), len(results.summary),
-                            results.pruning.groupby(["model", "seed", "layer"]).ngroups)
+    return EvaluationCounts(
+        tuple(results.models), len(results.summary), results.pruning.groupby(["model", "seed", "layer"]).ngroups
+    )
 
 
 def scheme_counts(summary: pd.DataFrame) -> pd.DataFrame:
     """Per model, projection, budget and sharing scheme: the rank, the stored parameters and the dense ones."""
     keys = ["model", "projection", "budget"]
-    return (summary.groupby([*keys, "sharing"], observed=True)
-            .agg(rank=("rank", "first"), parameters=("parameters", "first"), dense=("dense_parameters", "first"))
-            .reset_index())
+    return (
+        summary.groupby([*keys, "sharing"], observed=True)
+        .agg(rank=("rank", "first"), parameters=("parameters", "first"), dense=("dense_parameters", "first"))
+        .reset_index()
+    )
 
 
 @dataclass(frozen=True)
@@ -51,8 +54,9 @@ class BudgetEquality:
 def budget_equality(results: Results) -> BudgetEquality:
     """:class:`BudgetEquality` of ``results``."""
     counts = scheme_counts(results.summary)
-    equal = counts.pivot_table(index=["model", "projection", "budget"], columns="sharing",
-                               values="parameters").eval("input == output")
+    equal = counts.pivot_table(index=["model", "projection", "budget"], columns="sharing", values="parameters").eval(
+        "input == output"
+    )
     return BudgetEquality("all-equal" if equal.all() else "some-differ", int(equal.sum()), len(equal))
 
 
@@ -94,7 +98,9 @@ def error_loss_finding(results: Results) -> ErrorLossFinding:
     """:class:`ErrorLossFinding` of ``results``."""
     middle = results.settings.middle_budget
     table = results.summary[results.summary["budget"] == middle]
-    errors = table.pivot_table(index=["model", "projection"], columns="sharing", values="relative_error", aggfunc="mean")
+    errors = table.pivot_table(
+        index=["model", "projection"], columns="sharing", values="relative_error", aggfunc="mean"
+    )
     losses = table.pivot_table(index=["model", "projection"], columns="sharing", values="loss_increase", aggfunc="mean")
     both = pd.concat({"relative reconstruction error": errors, "loss increase (nats/token)": losses}, axis=1)
     agree = (errors["input"] < errors["output"]) == (losses["input"] < losses["output"])
@@ -119,8 +125,11 @@ def advantage_findings(results: Results) -> tuple[ModelAdvantage, ...]:
     out = []
     for model in results.models:
         adv = results.advantage[results.advantage["model"] == model]
-        out.append(ModelAdvantage(model, tuple((p, estimate(adv.loc[adv.projection == p, "advantage"]))
-                                               for p in results.projections)))
+        out.append(
+            ModelAdvantage(
+                model, tuple((p, estimate(adv.loc[adv.projection == p, "advantage"])) for p in results.projections)
+            )
+        )
     return tuple(out)
 
 
@@ -149,8 +158,17 @@ def grouping_findings(results: Results) -> tuple[GroupingFinding, ...]:
         by_space = by_space.unstack("sharing")
         guided = [p for p in by_space.index if GUIDELINE[p]]
         agree = tuple(p for p in guided if by_space.loc[p, GUIDELINE[p]] > by_space.loc[p].drop(GUIDELINE[p]).max())
-        out.append(GroupingFinding(model, worse, frame.groupby(["projection", "sharing"]).ngroups,
-                                   100 * frame["penalty"].mean(), 100 * frame["penalty"].max(), agree, len(guided)))
+        out.append(
+            GroupingFinding(
+                model,
+                worse,
+                frame.groupby(["projection", "sharing"]).ngroups,
+                100 * frame["penalty"].mean(),
+                100 * frame["penalty"].max(),
+                agree,
+                len(guided),
+            )
+        )
     return tuple(out)
 
 
@@ -173,7 +191,12 @@ def guideline_findings(results: Results, claims: pd.DataFrame) -> tuple[Guidelin
     out = []
     for model in results.models:
         signed = {p: claim(claims, sharing_key(model, p))["ours_mean"] for p in guided}
-        out.append(GuidelineFinding(model, tuple(p for p, v in signed.items() if v > 0),
-                                    tuple(p for p, v in signed.items() if v < 0),
-                                    tuple(best.loc[model].idxmin(axis=1).value_counts().items())))
+        out.append(
+            GuidelineFinding(
+                model,
+                tuple(p for p, v in signed.items() if v > 0),
+                tuple(p for p, v in signed.items() if v < 0),
+                tuple(best.loc[model].idxmin(axis=1).value_counts().items()),
+            )
+        )
     return tuple(out)

@@ -5,19 +5,26 @@ block correlations)."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import pandas as pd
 
 from ... import sweeps
 from ...lm import lm_job
-from ...sharing import (Subject, base_job, continuity_job, grouping_job, pretrained_subject, pruning_job, sharing_job,
-                        trained_subject)
+from ...sharing import (
+    Subject,
+    base_job,
+    continuity_job,
+    grouping_job,
+    pretrained_subject,
+    pruning_job,
+    sharing_job,
+    trained_subject,
+)
 from ...statistics import RankCorrelation, rank_correlation
 from .. import lm_runs
 from .settings import OURS, CompressionSettings
-
 
 #: Below this total (nats/token), both spaces' costs are negligible and their ratio is noise
 #: (it is the order of the paired window standard error of our small models' loss increases).
@@ -29,9 +36,15 @@ def sharing_summary(table: pd.DataFrame, by: Sequence[str] = ("model",)) -> pd.D
     reconstruction error and parameter counts."""
     keys = [*by, "projection", "budget", "sharing"]
     grouped = table.groupby(keys, observed=True)
-    summary = grouped.agg(loss_increase=("loss_increase", "mean"), nll=("nll", "mean"), base_nll=("base_nll", "mean"),
-                          relative_error=("relative_error", "first"), parameters=("parameters", "first"),
-                          dense_parameters=("dense_parameters", "first"), rank=("rank", "first"))
+    summary = grouped.agg(
+        loss_increase=("loss_increase", "mean"),
+        nll=("nll", "mean"),
+        base_nll=("base_nll", "mean"),
+        relative_error=("relative_error", "first"),
+        parameters=("parameters", "first"),
+        dense_parameters=("dense_parameters", "first"),
+        rank=("rank", "first"),
+    )
     summary["loss_increase_se"] = grouped["loss_increase"].sem()
     summary["budget_used"] = summary["parameters"] / summary["dense_parameters"]
     return summary.reset_index()
@@ -45,8 +58,9 @@ def input_advantage(summary: pd.DataFrame, by: Sequence[str] = ("model",)) -> pd
     both increases and parameter counts.
     """
     keys = [*by, "projection", "budget"]
-    wide = summary.pivot_table(index=keys, columns="sharing", values=["loss_increase", "parameters", "relative_error"],
-                               observed=True)
+    wide = summary.pivot_table(
+        index=keys, columns="sharing", values=["loss_increase", "parameters", "relative_error"], observed=True
+    )
     wide.columns = [f"{a}_{b}" for a, b in wide.columns]
     wide = wide.reset_index()
     d_in, d_out = wide["loss_increase_input"], wide["loss_increase_output"]
@@ -71,8 +85,9 @@ def paired_difference(table: pd.DataFrame, by: Sequence[str] = ("model", "seed")
 def grouping_penalty(grouping: pd.DataFrame) -> pd.DataFrame:
     """Per seed, projection and space: how much larger the reconstruction error is with
     distant instead of adjacent groups, relative to the adjacent error (0.05 = 5% larger)."""
-    wide = grouping.pivot_table(index=["seed", "projection", "sharing"], columns="grouping",
-                                values="relative_error").reset_index()
+    wide = grouping.pivot_table(
+        index=["seed", "projection", "sharing"], columns="grouping", values="relative_error"
+    ).reset_index()
     wide["penalty"] = wide["distant"] / wide["adjacent"] - 1
     return wide
 
@@ -86,8 +101,9 @@ def block_correlations(pruning: pd.DataFrame, n_boot: int) -> dict[str, RankCorr
         correlations[model] = rank_correlation(per_layer["loss_increase"], per_layer["continuity"], n_boot)
         interior = per_layer[per_layer.index.get_level_values("layer") > 0]
         if len(interior) >= 3:
-            correlations[f"{model}, without block 0"] = rank_correlation(interior["loss_increase"],
-                                                                         interior["continuity"], n_boot)
+            correlations[f"{model}, without block 0"] = rank_correlation(
+                interior["loss_increase"], interior["continuity"], n_boot
+            )
     return correlations
 
 
@@ -113,13 +129,23 @@ class Results:
         return list(self.settings.projections)
 
 
-def _subjects(settings: CompressionSettings) -> list[tuple[Subject, int, Sequence[int] | None, Sequence[int] | None, int]]:
+def _subjects(
+    settings: CompressionSettings,
+) -> list[tuple[Subject, int, Sequence[int] | None, Sequence[int] | None, int]]:
     """(subject, seed (-1: pretrained), sharing layers, pruning layers, windows) of every model."""
     subjects = []
     if settings.pretrained is not None:
-        subjects.append((pretrained_subject(settings.pretrained, settings.lm.base.corpus, settings.window_length,
-                                            settings.device), -1, settings.sharing_layers, settings.pruning_layers,
-                         settings.n_windows))
+        subjects.append(
+            (
+                pretrained_subject(
+                    settings.pretrained, settings.lm.base.corpus, settings.window_length, settings.device
+                ),
+                -1,
+                settings.sharing_layers,
+                settings.pruning_layers,
+                settings.n_windows,
+            )
+        )
     for config in settings.lm_configs():
         subjects.append((trained_subject(config), config.seed, None, None, config.eval_windows))
     return subjects
@@ -137,24 +163,50 @@ def run(settings: CompressionSettings, progress: bool = True, executor: str | No
     warnings.filterwarnings("ignore", message=".*torch_dtype.*")  # transformers' GGUF loading
     subjects = _subjects(settings)
     sweeps.run_jobs([lm_job(config, lm_runs.REFERENCE) for config in settings.lm_configs()], executor, progress)
-    sweeps.run_jobs([job for subject, _, _, _, n_windows in subjects
-                     for job in (base_job(subject, n_windows, settings.batch_size), continuity_job(subject))],
-                    executor, progress)
+    sweeps.run_jobs(
+        [
+            job
+            for subject, _, _, _, n_windows in subjects
+            for job in (base_job(subject, n_windows, settings.batch_size), continuity_job(subject))
+        ],
+        executor,
+        progress,
+    )
     jobs, placed = [], []  # placed: (kind, model, seed) of each job
     for subject, seed, sharing_layers, pruning_layers, n_windows in subjects:
         model = OURS if seed >= 0 else subject.label
-        jobs += [sharing_job(subject, projection, settings.budgets, settings.group_size, n_windows, sharing_layers,
-                             settings.batch_size) for projection in settings.projections]
-        jobs += [pruning_job(subject, n_windows, pruning_layers, settings.batch_size),
-                 grouping_job(subject, settings.projections, settings.middle_budget, settings.group_size,
-                              sharing_layers)]
-        placed += [("sharing", model, seed)] * len(settings.projections) + [("pruning", model, seed),
-                                                                           ("grouping", model, seed)]
+        jobs += [
+            sharing_job(
+                subject,
+                projection,
+                settings.budgets,
+                settings.group_size,
+                n_windows,
+                sharing_layers,
+                settings.batch_size,
+            )
+            for projection in settings.projections
+        ]
+        jobs += [
+            pruning_job(subject, n_windows, pruning_layers, settings.batch_size),
+            grouping_job(subject, settings.projections, settings.middle_budget, settings.group_size, sharing_layers),
+        ]
+        placed += [("sharing", model, seed)] * len(settings.projections) + [
+            ("pruning", model, seed),
+            ("grouping", model, seed),
+        ]
     tables: dict[str, list[pd.DataFrame]] = {"sharing": [], "pruning": [], "grouping": []}
     for (kind, model, seed), table in zip(placed, sweeps.run_jobs(jobs, executor, progress)):
         tables[kind].append(table.assign(model=model, seed=seed))
     sharing_table, pruning_table = (pd.concat(tables[kind], ignore_index=True) for kind in ("sharing", "pruning"))
     summary = sharing_summary(sharing_table, by=("model", "seed"))
-    return Results(settings, sharing_table, pruning_table, pd.concat(tables["grouping"], ignore_index=True), summary,
-                   input_advantage(summary, by=("model", "seed")), paired_difference(sharing_table),
-                   block_correlations(pruning_table, settings.n_boot))
+    return Results(
+        settings,
+        sharing_table,
+        pruning_table,
+        pd.concat(tables["grouping"], ignore_index=True),
+        summary,
+        input_advantage(summary, by=("model", "seed")),
+        paired_difference(sharing_table),
+        block_correlations(pruning_table, settings.n_boot),
+    )

@@ -5,7 +5,8 @@ that :mod:`.compute` computes; nothing here decides what they say."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import matplotlib.pyplot as plt
 import matplotlib.ticker as mticker
@@ -20,17 +21,31 @@ from ...book.prose import Prose
 from ...plotting import BASELINE_STYLE
 from ...sharing import SHARINGS
 from ..common import short_projection
-from .compute import (GUIDELINE, Results,  advantage_findings, budget_equality, cheapest_finding,
-                      error_loss_finding, evaluation_counts, grouping_findings, grouping_penalty, guideline_findings,
-                      scheme_counts, spread_case)
+from .compute import (
+    GUIDELINE,
+    Results,
+    advantage_findings,
+    budget_equality,
+    cheapest_finding,
+    error_loss_finding,
+    evaluation_counts,
+    grouping_findings,
+    grouping_penalty,
+    guideline_findings,
+    scheme_counts,
+    spread_case,
+)
 
 PROSE = Prose.of(__package__)
 
 
 def evaluated_note(results: Results) -> Markdown:
     counts = evaluation_counts(results)
-    return Markdown(PROSE.render("evaluated", models=", ".join(counts.models), configurations=counts.configurations,
-                                 pruned=counts.pruned))
+    return Markdown(
+        PROSE.render(
+            "evaluated", models=", ".join(counts.models), configurations=counts.configurations, pruned=counts.pruned
+        )
+    )
 
 
 def parameter_counts(results: Results) -> tuple[pd.DataFrame, Markdown]:
@@ -52,8 +67,10 @@ def cheapest_schemes(results: Results) -> tuple[pd.DataFrame, Markdown]:
     (:func:`.compute.cheapest_finding`)."""
     finding = cheapest_finding(results)
     wins = ", ".join(PROSE.render("table2-win", scheme=scheme, count=count) for scheme, count in finding.wins)
-    return (finding.table.rename(columns=lambda b: f"budget {b:g}"),
-            Markdown(PROSE.render("table2-caption", wins=wins)))
+    return (
+        finding.table.rename(columns=lambda b: f"budget {b:g}"),
+        Markdown(PROSE.render("table2-caption", wins=wins)),
+    )
 
 
 def error_and_loss(results: Results) -> tuple[Any, Markdown]:
@@ -76,8 +93,9 @@ def sharing_colours() -> dict[str, tuple]:
     return dict(zip(SHARING_STYLE, sns.color_palette("colorblind", 3)))
 
 
-def plot_sharing_tradeoff(summary: pd.DataFrame, projections: Sequence[str], *, title: str = "",
-                          ncols: int = 4) -> plt.Figure:
+def plot_sharing_tradeoff(
+    summary: pd.DataFrame, projections: Sequence[str], *, title: str = "", ncols: int = 4
+) -> plt.Figure:
     """Per projection: loss increase (nats/token) against the parameters kept (% of dense),
     one line per sharing scheme (mean over seeds; a band of ±1 sd where there are several);
     the paper's recommended space is named in each panel's title."""
@@ -88,20 +106,35 @@ def plot_sharing_tradeoff(summary: pd.DataFrame, projections: Sequence[str], *, 
         frame = summary[summary["projection"] == projection]
         for sharing, style in SHARING_STYLE.items():
             rows = frame[frame["sharing"] == sharing]
-            per_budget = rows.groupby("budget").agg(x=("budget_used", "mean"), y=("loss_increase", "mean"),
-                                                    sd=("loss_increase", "std")).reset_index()
+            per_budget = (
+                rows.groupby("budget")
+                .agg(x=("budget_used", "mean"), y=("loss_increase", "mean"), sd=("loss_increase", "std"))
+                .reset_index()
+            )
             x = 100 * per_budget["x"]
-            ax.plot(x, per_budget["y"], color=colours[sharing], label=style["label"], marker=style["marker"],
-                    linestyle=style.get("linestyle", "-"))
+            ax.plot(
+                x,
+                per_budget["y"],
+                color=colours[sharing],
+                label=style["label"],
+                marker=style["marker"],
+                linestyle=style.get("linestyle", "-"),
+            )
             if rows["seed"].nunique() > 1:
-                ax.fill_between(x, per_budget["y"] - per_budget["sd"], per_budget["y"] + per_budget["sd"],
-                                color=colours[sharing], alpha=0.2)
-        ax.set_title(f"{short_projection(projection)} (paper: {GUIDELINE.get(projection) or 'neither'})",
-                     fontsize="medium")
+                ax.fill_between(
+                    x,
+                    per_budget["y"] - per_budget["sd"],
+                    per_budget["y"] + per_budget["sd"],
+                    color=colours[sharing],
+                    alpha=0.2,
+                )
+        ax.set_title(
+            f"{short_projection(projection)} (paper: {GUIDELINE.get(projection) or 'neither'})", fontsize="medium"
+        )
         ax.set_xlabel("parameters kept (% of dense)")
         ax.set_ylabel("loss increase (nats/token)")
         ax.axhline(0, **BASELINE_STYLE)
-    for ax in list(axes.flat)[len(projections):]:
+    for ax in list(axes.flat)[len(projections) :]:
         ax.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=3, frameon=False, bbox_to_anchor=(0.5, -0.01))
@@ -116,26 +149,48 @@ def tradeoff_figures(results: Results) -> None:
     for number, model in enumerate(results.models, start=1):
         frame = results.summary[results.summary["model"] == model]
         fig = plot_sharing_tradeoff(frame, results.projections, title=model)
-        show_figure(fig, f"compression-tradeoff-{number}", PROSE.render(
-            "tradeoff-caption", model=model, group_size=results.settings.group_size,
-            spread=PROSE.choose("tradeoff-spread", spread_case(frame))))
+        show_figure(
+            fig,
+            f"compression-tradeoff-{number}",
+            PROSE.render(
+                "tradeoff-caption",
+                model=model,
+                group_size=results.settings.group_size,
+                spread=PROSE.choose("tradeoff-spread", spread_case(frame)),
+            ),
+        )
 
 
 def advice_figure(results: Results) -> None:
     """The input-space advantage per projection and model (bars: mean; dots: budgets x seeds)."""
     advantage, projections = results.advantage, results.projections
     fig, ax = plt.subplots(figsize=(12, 4.5))
-    plotting.grouped_bars(advantage, x="projection", hue="model", value="advantage", ax=ax, order=projections,
-                          hue_order=results.models)
+    plotting.grouped_bars(
+        advantage, x="projection", hue="model", value="advantage", ax=ax, order=projections, hue_order=results.models
+    )
     ax.axhline(0, **BASELINE_STYLE)
-    ax.set_xticks(range(len(projections)),
-                  [f"{short_projection(p)}\n(paper: {GUIDELINE.get(p) or 'neither'})" for p in projections])
-    ax.set(xlabel="", ylim=(-1.05, 1.05), ylabel="input-space advantage\n(+: share input, −: share output)",
-           title="which space to share: input-space advantage at equal parameter budget")
+    ax.set_xticks(
+        range(len(projections)),
+        [f"{short_projection(p)}\n(paper: {GUIDELINE.get(p) or 'neither'})" for p in projections],
+    )
+    ax.set(
+        xlabel="",
+        ylim=(-1.05, 1.05),
+        ylabel="input-space advantage\n(+: share input, −: share output)",
+        title="which space to share: input-space advantage at equal parameter budget",
+    )
     fig.tight_layout()
-    models = "; ".join(PROSE.render("advice-model", model=m.model, advantages=", ".join(
-        PROSE.render("advice-item", projection=short_projection(p), advantage=value) for p, value in m.advantages))
-        for m in advantage_findings(results))
+    models = "; ".join(
+        PROSE.render(
+            "advice-model",
+            model=m.model,
+            advantages=", ".join(
+                PROSE.render("advice-item", projection=short_projection(p), advantage=value)
+                for p, value in m.advantages
+            ),
+        )
+        for m in advantage_findings(results)
+    )
     show_figure(fig, "compression-advice", PROSE.render("advice-caption", models=models))
 
 
@@ -145,22 +200,39 @@ def grouping_figure(results: Results) -> None:
     fig, axes = plt.subplots(1, len(models), figsize=(6.5 * len(models), 4.2), squeeze=False, sharey=True)
     for ax, model in zip(axes[0], models):
         frame = grouping_penalty(results.grouping[results.grouping["model"] == model])
-        bars = frame.assign(penalty=100 * frame["penalty"], scheme=frame["sharing"].map(
-            {s: SHARING_STYLE[s]["label"] for s in ("input", "output")}),
-            projection=frame["projection"].map(short_projection))
-        plotting.grouped_bars(bars, x="projection", hue="scheme", value="penalty", ax=ax,
-                              order=[short_projection(p) for p in projections],
-                              hue_order=[SHARING_STYLE[s]["label"] for s in ("input", "output")],
-                              colours={SHARING_STYLE[s]["label"]: colours[s] for s in ("input", "output")})
+        bars = frame.assign(
+            penalty=100 * frame["penalty"],
+            scheme=frame["sharing"].map({s: SHARING_STYLE[s]["label"] for s in ("input", "output")}),
+            projection=frame["projection"].map(short_projection),
+        )
+        plotting.grouped_bars(
+            bars,
+            x="projection",
+            hue="scheme",
+            value="penalty",
+            ax=ax,
+            order=[short_projection(p) for p in projections],
+            hue_order=[SHARING_STYLE[s]["label"] for s in ("input", "output")],
+            colours={SHARING_STYLE[s]["label"]: colours[s] for s in ("input", "output")},
+        )
         ax.axhline(0, **BASELINE_STYLE)
         ax.set(xlabel="", ylabel="reconstruction error, distant\nvs adjacent groups (% larger)")
         ax.set_title(model, fontsize="medium")
     fig.tight_layout()
-    parts = "; ".join(PROSE.render("grouping-model", model=g.model, worse=g.worse, cases=g.cases,
-                                   mean_percent=g.mean_percent, max_percent=g.max_percent, n_agree=len(g.agree),
-                                   guided=g.guided,
-                                   agree=", ".join(short_projection(p) for p in g.agree) or PROSE.render("none"))
-                      for g in grouping_findings(results))
+    parts = "; ".join(
+        PROSE.render(
+            "grouping-model",
+            model=g.model,
+            worse=g.worse,
+            cases=g.cases,
+            mean_percent=g.mean_percent,
+            max_percent=g.max_percent,
+            n_agree=len(g.agree),
+            guided=g.guided,
+            agree=", ".join(short_projection(p) for p in g.agree) or PROSE.render("none"),
+        )
+        for g in grouping_findings(results)
+    )
     show_figure(fig, "compression-grouping", PROSE.render("grouping-caption", models=parts))
 
 
@@ -170,8 +242,14 @@ def pruning_figure(results: Results) -> None:
     fig, axes = plt.subplots(1, len(models), figsize=(6.5 * len(models), 4.5), squeeze=False)
     for ax, (model, frame) in zip(axes[0], results.pruning.groupby("model", sort=False)):
         per_layer = frame.groupby(["seed", "layer"])[["loss_increase", "continuity"]].mean().reset_index()
-        points = ax.scatter(per_layer["continuity"], per_layer["loss_increase"], c=per_layer["layer"], cmap="viridis",
-                            edgecolor="black", linewidth=0.4)
+        points = ax.scatter(
+            per_layer["continuity"],
+            per_layer["loss_increase"],
+            c=per_layer["layer"],
+            cmap="viridis",
+            edgecolor="black",
+            linewidth=0.4,
+        )
         fig.colorbar(points, ax=ax, label="block index")
         values = per_layer["loss_increase"].abs()
         if values.max() > 30 * max(values.median(), 1e-3):  # one catastrophic block: show the rest too
@@ -181,8 +259,9 @@ def pruning_figure(results: Results) -> None:
         ax.set_ylabel("loss increase when dropped (nats/token)")
         ax.set_title(f"{model}: {results.correlations[model]}", fontsize="medium")
     fig.tight_layout()
-    correlations = "; ".join(PROSE.render("pruning-item", model=m, correlation=c)
-                             for m, c in results.correlations.items())
+    correlations = "; ".join(
+        PROSE.render("pruning-item", model=m, correlation=c) for m, c in results.correlations.items()
+    )
     show_figure(fig, "compression-pruning", PROSE.render("pruning-caption", correlations=correlations))
 
 
@@ -194,9 +273,14 @@ def in_short(results: Results, claims: pd.DataFrame) -> Markdown:
     """Per model: where the paper's space was the cheaper one, and the cheapest scheme's counts
     (:func:`.compute.guideline_findings`)."""
     none = PROSE.render("no-projection")
-    models = "\n".join(PROSE.render(
-        "in-short-model", model=g.model, cheaper=", ".join(map(short_projection, g.cheaper)) or none,
-        dearer=", ".join(map(short_projection, g.dearer)) or none,
-        cheapest=", ".join(PROSE.render("in-short-cheapest", scheme=k, count=v) for k, v in g.cheapest))
-        for g in guideline_findings(results, claims))
+    models = "\n".join(
+        PROSE.render(
+            "in-short-model",
+            model=g.model,
+            cheaper=", ".join(map(short_projection, g.cheaper)) or none,
+            dearer=", ".join(map(short_projection, g.dearer)) or none,
+            cheapest=", ".join(PROSE.render("in-short-cheapest", scheme=k, count=v) for k, v in g.cheapest),
+        )
+        for g in guideline_findings(results, claims)
+    )
     return Markdown(PROSE.render("in-short", models=models))

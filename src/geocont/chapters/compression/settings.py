@@ -3,8 +3,9 @@ settings they build and its :class:`~geocont.book.chapter.Chapter`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ...book.chapter import Chapter, presets
 from ...config import DEVICES, LMRunConfig
@@ -13,7 +14,6 @@ from ...scales import parse_seeds
 from ...transformer import build_llama, parameter_count
 from .. import lm_runs
 from ..lm_runs import LMChapterSettings
-
 
 #: The notebook's parameters, in the order of its ``parameters`` cell.
 _PARAMETERS: dict[str, str] = {
@@ -31,8 +31,13 @@ _PARAMETERS: dict[str, str] = {
 
 #: The paper's guideline: the space each projection should share its basis in (None: neither).
 GUIDELINE: dict[str, str | None] = {
-    "q_proj": "input", "k_proj": "input", "gate_proj": "input", "up_proj": "input",
-    "o_proj": "output", "down_proj": "output", "v_proj": None,
+    "q_proj": "input",
+    "k_proj": "input",
+    "gate_proj": "input",
+    "up_proj": "input",
+    "o_proj": "output",
+    "down_proj": "output",
+    "v_proj": None,
 }
 
 
@@ -51,18 +56,44 @@ OURS = "ours (silu)"
 #: 12 x 128 tokens (4-10 s), and the chapter runs 7 x 3 x 3 sharing + 30 pruning evaluations
 #: of it, 10-20 minutes in all with our models.
 _PRESET_VALUES: dict[str, dict[str, Any]] = {
-    "smoke": dict(pretrained="smollm2-135m", sharing_layers=(12, 13, 14, 15), pruning_layers=(12, 13, 14, 15),
-                  budgets=(0.25,), group_size=2,
-                  projections=("q_proj", "v_proj", "o_proj"),
-                  n_windows=4, window_length=64, batch_size=4, seeds=(0, 1), n_boot=500, device="cpu"),
-    "cpu": dict(pretrained="smollm2-135m", sharing_layers=tuple(range(9, 21)), pruning_layers=None,
-                budgets=(0.25, 0.5, 0.75), group_size=2,
-                n_windows=12, window_length=128, batch_size=4, n_boot=2000,
-                device="cpu"),
-    "paper": dict(pretrained="meta-llama/Llama-3.1-8B", sharing_layers=tuple(range(10, 22)), pruning_layers=None,
-                  budgets=(0.25, 0.5, 0.75),
-                  group_size=2, n_windows=64, window_length=512, batch_size=4, n_boot=2000,
-                  device="auto"),
+    "smoke": dict(
+        pretrained="smollm2-135m",
+        sharing_layers=(12, 13, 14, 15),
+        pruning_layers=(12, 13, 14, 15),
+        budgets=(0.25,),
+        group_size=2,
+        projections=("q_proj", "v_proj", "o_proj"),
+        n_windows=4,
+        window_length=64,
+        batch_size=4,
+        seeds=(0, 1),
+        n_boot=500,
+        device="cpu",
+    ),
+    "cpu": dict(
+        pretrained="smollm2-135m",
+        sharing_layers=tuple(range(9, 21)),
+        pruning_layers=None,
+        budgets=(0.25, 0.5, 0.75),
+        group_size=2,
+        n_windows=12,
+        window_length=128,
+        batch_size=4,
+        n_boot=2000,
+        device="cpu",
+    ),
+    "paper": dict(
+        pretrained="meta-llama/Llama-3.1-8B",
+        sharing_layers=tuple(range(10, 22)),
+        pruning_layers=None,
+        budgets=(0.25, 0.5, 0.75),
+        group_size=2,
+        n_windows=64,
+        window_length=512,
+        batch_size=4,
+        n_boot=2000,
+        device="auto",
+    ),
 }
 
 
@@ -131,8 +162,16 @@ def build_settings(scale: str, values: dict[str, Any]) -> CompressionSettings:
     lm = lm_runs.reference_settings(scale, seeds)
     pretrained = preset.pop("pretrained")
     pretrained = None if pretrained in (None, "none") else str(pretrained)
-    return CompressionSettings(scale=scale, pretrained=pretrained, **layers, budgets=budgets, projections=projections,
-                               lm=lm, device=device, **{k: int(v) for k, v in preset.items()})
+    return CompressionSettings(
+        scale=scale,
+        pretrained=pretrained,
+        **layers,
+        budgets=budgets,
+        projections=projections,
+        lm=lm,
+        device=device,
+        **{k: int(v) for k, v in preset.items()},
+    )
 
 
 def _blocks(layers: Sequence[int] | None) -> str:
@@ -150,25 +189,33 @@ def describe(settings: CompressionSettings) -> dict[str, Any]:
     if settings.pretrained is None:
         pretrained = "none"
     elif settings.pretrained == "smollm2-135m":
-        pretrained = (f"`{settings.pretrained}` (the offline SmolLM2-135M-Instruct GGUF, Q4_1, dequantized to float32 "
-                      "by transformers)")
+        pretrained = (
+            f"`{settings.pretrained}` (the offline SmolLM2-135M-Instruct GGUF, Q4_1, dequantized to float32 "
+            "by transformers)"
+        )
     else:
         pretrained = f"`{settings.pretrained}`"
     layers = f"shares the weights of {_blocks(settings.sharing_layers)}, prunes {_blocks(settings.pruning_layers)}"
     return dict(
         seeds=settings.lm.seeds,
         data=f"held-out split of `{lm.corpus}` (every tenth chapter); the pretrained model reads it with its own "
-             f"tokenizer ({settings.n_windows} windows × {settings.window_length} tokens), our models with their BPE "
-             f"tokenizer ({lm.eval_windows} windows × {lm.shape.max_seq_len} tokens, the windows of their validation "
-             "loss)",
+        f"tokenizer ({settings.n_windows} windows × {settings.window_length} tokens), our models with their BPE "
+        f"tokenizer ({lm.eval_windows} windows × {lm.shape.max_seq_len} tokens, the windows of their validation "
+        "loss)",
         model=f"pretrained: {pretrained}, {layers}; ours: the `silu` transformer of the projections chapter "
-              f"({lm.shape.n_layers} layers, d = {lm.shape.d_model}, "
-              f"{parameter_count(build_llama(lm.shape)) / 1e6:.2f}M parameters), one per seed",
+        f"({lm.shape.n_layers} layers, d = {lm.shape.d_model}, "
+        f"{parameter_count(build_llama(lm.shape)) / 1e6:.2f}M parameters), one per seed",
         training=f"ours: {lm.steps} steps of {lm.batch_size} × {lm.shape.max_seq_len} tokens, {lm.optimizer.label}; "
-                 f"compression: budgets {list(settings.budgets)} of the dense parameters, groups of "
-                 f"{settings.group_size} adjacent layers; no fine-tuning after compression",
+        f"compression: budgets {list(settings.budgets)} of the dense parameters, groups of "
+        f"{settings.group_size} adjacent layers; no fine-tuning after compression",
     )
 
 
-CHAPTER = Chapter(name="compression", parameters=_PARAMETERS, presets=_PRESETS, build=build_settings, describe=describe,
-                  runs=CompressionSettings.lm_configs)
+CHAPTER = Chapter(
+    name="compression",
+    parameters=_PARAMETERS,
+    presets=_PRESETS,
+    build=build_settings,
+    describe=describe,
+    runs=CompressionSettings.lm_configs,
+)

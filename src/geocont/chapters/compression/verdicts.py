@@ -7,12 +7,17 @@ import pandas as pd
 
 from ...book.chapter import ClaimsBuilder
 from ...layouts import PROJECTIONS
-from ...statistics import (RankCorrelation, estimate, known, verdict_for_difference, verdict_for_interval,
-                           verdict_for_value)
+from ...statistics import (
+    RankCorrelation,
+    estimate,
+    known,
+    verdict_for_difference,
+    verdict_for_interval,
+    verdict_for_value,
+)
 from ..common import short_projection
 from .measurements import Results, grouping_penalty
 from .settings import CHAPTER, GUIDELINE, OURS
-
 
 #: The sharing claims' margin: an advantage of one space over the other (in nats/token) counts when it is larger.
 SHARING_MARGIN = 0.10
@@ -24,27 +29,48 @@ GROUPING_MARGIN = 0.10
 
 def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims table."""
-    return compression_claims(results.advantage, results.paired, results.pruning, results.grouping,
-                              results.correlations, dataset=results.settings.lm.base.corpus)
+    return compression_claims(
+        results.advantage,
+        results.paired,
+        results.pruning,
+        results.grouping,
+        results.correlations,
+        dataset=results.settings.lm.base.corpus,
+    )
 
 
-def compression_claims(advantage: pd.DataFrame, paired: pd.DataFrame, pruning: pd.DataFrame, grouping: pd.DataFrame,
-                       correlations: dict[str, RankCorrelation], *, dataset: str) -> pd.DataFrame:
+def compression_claims(
+    advantage: pd.DataFrame,
+    paired: pd.DataFrame,
+    pruning: pd.DataFrame,
+    grouping: pd.DataFrame,
+    correlations: dict[str, RankCorrelation],
+    *,
+    dataset: str,
+) -> pd.DataFrame:
     """The chapter's claims, per model (in the order of ``pruning``): the sharing guideline per
     projection, pruning against continuity (also without block 0), adjacent against distant groups; ``dataset``:
     the held-out text every loss is measured on."""
     out = ClaimsBuilder(CHAPTER.name, dataset=dataset)
     for model, frame in pruning.groupby("model", sort=False):
         spread = "seeds" if model == OURS else "budgets"
-        add_sharing_claims(out, advantage[advantage["model"] == model], model, spread,
-                           paired=paired[paired["model"] == model])
-        pooled = (f"pooled over {frame['seed'].nunique()} seeds x {frame['layer'].nunique()} blocks" if model == OURS
-                  else f"{frame['layer'].nunique()} blocks")
+        add_sharing_claims(
+            out, advantage[advantage["model"] == model], model, spread, paired=paired[paired["model"] == model]
+        )
+        pooled = (
+            f"pooled over {frame['seed'].nunique()} seeds x {frame['layer'].nunique()} blocks"
+            if model == OURS
+            else f"{frame['layer'].nunique()} blocks"
+        )
         add_pruning_claim(out, f"{model_key(model)}-pruning", correlations[model], model, note=pooled)
         if f"{model}, without block 0" in correlations:
-            add_pruning_claim(out, f"{model_key(model)}-pruning-without-block-0",
-                              correlations[f"{model}, without block 0"], model + " (without block 0)",
-                              note="block 0 left out: it has one neighbour and the largest pruning cost")
+            add_pruning_claim(
+                out,
+                f"{model_key(model)}-pruning-without-block-0",
+                correlations[f"{model}, without block 0"],
+                model + " (without block 0)",
+                note="block 0 left out: it has one neighbour and the largest pruning cost",
+            )
         add_grouping_claim(out, grouping[grouping["model"] == model], model, spread)
     return out.table()
 
@@ -64,8 +90,9 @@ def _guideline_sign(projection: str) -> int:
     return -1 if GUIDELINE[projection] == "output" else 1
 
 
-def add_sharing_claims(out: ClaimsBuilder, advantage: pd.DataFrame, model: str, spread: str,
-                       paired: pd.DataFrame | None = None) -> None:
+def add_sharing_claims(
+    out: ClaimsBuilder, advantage: pd.DataFrame, model: str, spread: str, paired: pd.DataFrame | None = None
+) -> None:
     """One claim per projection: is the guideline's space the cheaper one to share?
 
     The quantity is the advantage of the guideline's space over the other one
@@ -83,27 +110,44 @@ def add_sharing_claims(out: ClaimsBuilder, advantage: pd.DataFrame, model: str, 
         signed = frame["advantage"] * _guideline_sign(projection)
         per_budget = signed.groupby(frame["budget"]).mean()
         value = estimate(signed.groupby(frame["seed"]).mean() if spread == "seeds" else per_budget)
-        details = (f"spread over {spread}; per budget" + (" (seed mean)" if spread == "seeds" else "") + ": "
-                   + ", ".join(f"{b:g}: {v:+.2f}" for b, v in per_budget.items()))
+        details = (
+            f"spread over {spread}; per budget"
+            + (" (seed mean)" if spread == "seeds" else "")
+            + ": "
+            + ", ".join(f"{b:g}: {v:+.2f}" for b, v in per_budget.items())
+        )
         if paired is not None:
             gaps = paired[paired["projection"] == projection].groupby("budget")[["difference", "difference_se"]].mean()
             sign = _guideline_sign(projection) if GUIDELINE[projection] else 1
             other, space = ("output", "input") if sign > 0 else ("input", "output")
-            details += (f"; ΔL({other}) − ΔL({space}) in nats/token ± window s.e.: "
-                        + ", ".join(f"{b:g}: {sign * r.difference:+.2g} ± {r.difference_se:.1g}"
-                                    for b, r in gaps.iterrows()))
+            details += f"; ΔL({other}) − ΔL({space}) in nats/token ± window s.e.: " + ", ".join(
+                f"{b:g}: {sign * r.difference:+.2g} ± {r.difference_se:.1g}" for b, r in gaps.iterrows()
+            )
         space = GUIDELINE[projection]
         key = sharing_key(model, projection)
         if space is None:
-            out.add(key=key, claim=f"{model}: V has no clearly better sharing space",
-                    quantity="v_proj advantage of input- over output-space sharing", paper="neither (no number)",
-                    ours=value, baseline=0.0, verdict=verdict_for_value(value, 0.0, SHARING_MARGIN), note=details)
+            out.add(
+                key=key,
+                claim=f"{model}: V has no clearly better sharing space",
+                quantity="v_proj advantage of input- over output-space sharing",
+                paper="neither (no number)",
+                ours=value,
+                baseline=0.0,
+                verdict=verdict_for_value(value, 0.0, SHARING_MARGIN),
+                note=details,
+            )
             continue
         other = "output" if space == "input" else "input"
-        out.add(key=key, claim=f"{model}: {projection} is cheaper to share in the {space} space",
-                quantity=f"{projection} advantage of {space}- over {other}-space sharing, equal parameters",
-                paper=f"{space} space cheaper", ours=value, baseline=0.0,
-                verdict=verdict_for_difference(value, zero, margin=SHARING_MARGIN), note=details)
+        out.add(
+            key=key,
+            claim=f"{model}: {projection} is cheaper to share in the {space} space",
+            quantity=f"{projection} advantage of {space}- over {other}-space sharing, equal parameters",
+            paper=f"{space} space cheaper",
+            ours=value,
+            baseline=0.0,
+            verdict=verdict_for_difference(value, zero, margin=SHARING_MARGIN),
+            note=details,
+        )
 
 
 def add_grouping_claim(out: ClaimsBuilder, grouping: pd.DataFrame, model: str, spread: str) -> None:
@@ -117,19 +161,30 @@ def add_grouping_claim(out: ClaimsBuilder, grouping: pd.DataFrame, model: str, s
     value = estimate(penalty.groupby("seed")["penalty"].mean() if spread == "seeds" else penalty["penalty"])
     worse = int((penalty.groupby(["projection", "sharing"])["penalty"].mean() > 0).sum())
     cases = penalty.groupby(["projection", "sharing"]).ngroups
-    out.add(key=f"{model_key(model)}-adjacent-sharing",
-            claim=f"{model}: continuity grounds sharing: adjacent layers share a basis better than distant ones",
-            quantity="relative increase in reconstruction error, distant vs adjacent groups",
-            paper="adjacent better (implied)", ours=value, baseline=0.0,
-            verdict=verdict_for_difference(value, known(0.0), GROUPING_MARGIN),
-            note=f"spread over {'seeds' if spread == 'seeds' else 'projections x spaces'}; distant worse in "
-                 f"{worse} of {cases} projection x space cases; margin 10%")
+    out.add(
+        key=f"{model_key(model)}-adjacent-sharing",
+        claim=f"{model}: continuity grounds sharing: adjacent layers share a basis better than distant ones",
+        quantity="relative increase in reconstruction error, distant vs adjacent groups",
+        paper="adjacent better (implied)",
+        ours=value,
+        baseline=0.0,
+        verdict=verdict_for_difference(value, known(0.0), GROUPING_MARGIN),
+        note=f"spread over {'seeds' if spread == 'seeds' else 'projections x spaces'}; distant worse in "
+        f"{worse} of {cases} projection x space cases; margin 10%",
+    )
 
 
 def add_pruning_claim(out: ClaimsBuilder, key: str, correlation: RankCorrelation, model: str, note: str = "") -> None:
     """Is pruning a block cheaper where adjacent-layer continuity is higher?"""
-    out.add(key=key, claim=f"{model}: pruning costs less where continuity is higher",
-            quantity="Spearman ρ(loss increase, block continuity)", paper="negative (implied)", ours=correlation.rho,
-            baseline=0.0, verdict=verdict_for_interval(correlation.low, correlation.high, expected_sign=-1),
-            note=f"{correlation}; ours_std = 95% bootstrap CI width / 3.92" + (f"; {note}" if note else ""),
-            std=(correlation.high - correlation.low) / (2 * 1.96), n=correlation.n)
+    out.add(
+        key=key,
+        claim=f"{model}: pruning costs less where continuity is higher",
+        quantity="Spearman ρ(loss increase, block continuity)",
+        paper="negative (implied)",
+        ours=correlation.rho,
+        baseline=0.0,
+        verdict=verdict_for_interval(correlation.low, correlation.high, expected_sign=-1),
+        note=f"{correlation}; ours_std = 95% bootstrap CI width / 3.92" + (f"; {note}" if note else ""),
+        std=(correlation.high - correlation.low) / (2 * 1.96),
+        n=correlation.n,
+    )

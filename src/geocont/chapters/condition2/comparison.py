@@ -35,8 +35,9 @@ from .runs import Results
 BIMODAL_GAP = 0.15
 
 
-def weight_v1(table: pd.DataFrame, condition: str, metric: str = "weight_cos", space: str = "input",
-              direction: int = 1) -> Estimate:
+def weight_v1(
+    table: pd.DataFrame, condition: str, metric: str = "weight_cos", space: str = "input", direction: int = 1
+) -> Estimate:
     """``condition``'s final value of a layer-mean metric (weight v1 by default): mean ± sd over its
     finite seeds, diverged seeds counted (:func:`geocont.statistics.final_estimate`)."""
     return final_estimate(table, metric, space, direction, condition=condition)
@@ -59,14 +60,26 @@ def comparison_rows(results: Results) -> pd.DataFrame:
             mine = summaries[summaries["condition"] == condition]
             fall = weight_v1_fall(one, condition)
             gradient = weight_v1(one, condition, "grad_cos")
-            rows.append(dict(
-                dataset=dataset, condition=condition, seeds=one["seed"].nunique(), diverged=len(diverged_runs(one)),
-                v1_final=fall.final.mean, v1_final_sd=fall.final.std, v1_peak=fall.peak.mean, v1_peak_sd=fall.peak.std,
-                falls=fall.falls, gradient_v1=gradient.mean, gradient_v1_sd=gradient.std,
-                train_loss=float(mine["final_loss"].mean()), test_acc=weight_v1(one, condition, "test_acc", "", 0).mean,
-                runs_with_events=int((mine["events"] > 0).sum()), events=int(mine["events"].sum()),
-                memorised_runs=int(mine["memorised_step"].notna().sum()),
-            ))
+            rows.append(
+                dict(
+                    dataset=dataset,
+                    condition=condition,
+                    seeds=one["seed"].nunique(),
+                    diverged=len(diverged_runs(one)),
+                    v1_final=fall.final.mean,
+                    v1_final_sd=fall.final.std,
+                    v1_peak=fall.peak.mean,
+                    v1_peak_sd=fall.peak.std,
+                    falls=fall.falls,
+                    gradient_v1=gradient.mean,
+                    gradient_v1_sd=gradient.std,
+                    train_loss=float(mine["final_loss"].mean()),
+                    test_acc=weight_v1(one, condition, "test_acc", "", 0).mean,
+                    runs_with_events=int((mine["events"] > 0).sum()),
+                    events=int(mine["events"].sum()),
+                    memorised_runs=int(mine["memorised_step"].notna().sum()),
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -86,15 +99,28 @@ def intervention_rows(results: Results) -> pd.DataFrame:
             fall = weight_v1_fall(table, condition)
             rate = estimate(drift.loc[drift["condition"] == condition, "turn_rate"])
             fall_rate = estimate(mine["fall_rate"])
-            rows.append(dict(
-                intervention=name, condition=condition, seeds=len(mine),
-                v1_final=fall.final.mean, v1_final_sd=fall.final.std, v1_peak=fall.peak.mean, v1_peak_sd=fall.peak.std,
-                fall=fall.amount, falls=fall.falls, holds=fall.holds,
-                fall_per_1000=fall_rate.mean, fall_per_1000_sd=fall_rate.std,
-                runs_with_events=int((mine["events"] > 0).sum()), events=int(mine["events"].sum()),
-                drift_rate=rate.mean, drift_rate_sd=rate.std,
-                train_loss=float(mine["final_loss"].mean()), test_acc=weight_v1(table, condition, "test_acc", "", 0).mean,
-            ))
+            rows.append(
+                dict(
+                    intervention=name,
+                    condition=condition,
+                    seeds=len(mine),
+                    v1_final=fall.final.mean,
+                    v1_final_sd=fall.final.std,
+                    v1_peak=fall.peak.mean,
+                    v1_peak_sd=fall.peak.std,
+                    fall=fall.amount,
+                    falls=fall.falls,
+                    holds=fall.holds,
+                    fall_per_1000=fall_rate.mean,
+                    fall_per_1000_sd=fall_rate.std,
+                    runs_with_events=int((mine["events"] > 0).sum()),
+                    events=int(mine["events"].sum()),
+                    drift_rate=rate.mean,
+                    drift_rate_sd=rate.std,
+                    train_loss=float(mine["final_loss"].mean()),
+                    test_acc=weight_v1(table, condition, "test_acc", "", 0).mean,
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -114,12 +140,19 @@ def seed_values(results: Results) -> pd.DataFrame:
     rows = []
     for condition, optimizer, table in seed_groups(results):
         finals = final_per_run(table, "weight_cos", "input", 1)
-        rows += [dict(condition=condition, optimizer=optimizer, seed=int(r.seed), value=float(r.value),
-                      diverged=False) for r in finals.itertuples()]
-        rows += [dict(condition=condition, optimizer=optimizer, seed=int(r.seed), value=math.nan, diverged=True)
-                 for r in select(table, "diverged").itertuples()]
-    return pd.DataFrame(rows).drop_duplicates(["condition", "optimizer", "seed"]).sort_values(
-        ["condition", "optimizer", "seed"], ignore_index=True)
+        rows += [
+            dict(condition=condition, optimizer=optimizer, seed=int(r.seed), value=float(r.value), diverged=False)
+            for r in finals.itertuples()
+        ]
+        rows += [
+            dict(condition=condition, optimizer=optimizer, seed=int(r.seed), value=math.nan, diverged=True)
+            for r in select(table, "diverged").itertuples()
+        ]
+    return (
+        pd.DataFrame(rows)
+        .drop_duplicates(["condition", "optimizer", "seed"])
+        .sort_values(["condition", "optimizer", "seed"], ignore_index=True)
+    )
 
 
 def formation_rows(results: Results) -> pd.DataFrame:
@@ -131,9 +164,18 @@ def formation_rows(results: Results) -> pd.DataFrame:
         peaks = peaks_per_seed(table, "weight_cos", "input", 1, condition=condition)
         if not peaks.empty:
             peak = estimate(peaks)
-            rows.append(dict(condition=condition, optimizer=optimizer, seeds=len(peaks), peak_min=float(peaks.min()),
-                             peak_max=float(peaks.max()), peak_mean=peak.mean, peak_sd=peak.std,
-                             formed=formed(peak, results.baseline)))
+            rows.append(
+                dict(
+                    condition=condition,
+                    optimizer=optimizer,
+                    seeds=len(peaks),
+                    peak_min=float(peaks.min()),
+                    peak_max=float(peaks.max()),
+                    peak_mean=peak.mean,
+                    peak_sd=peak.std,
+                    formed=formed(peak, results.baseline),
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -153,9 +195,11 @@ def modality(values: pd.Series) -> Modality:
         return Modality(False, math.nan, tuple(ordered), ())
     gaps = [b - a for a, b in zip(ordered, ordered[1:])]
     cut = max(range(len(gaps)), key=gaps.__getitem__)
-    low, high = ordered[:cut + 1], ordered[cut + 1:]
-    within = math.sqrt((sum((v - sum(low) / len(low)) ** 2 for v in low)
-                        + sum((v - sum(high) / len(high)) ** 2 for v in high)) / max(1, len(ordered) - 2))
+    low, high = ordered[: cut + 1], ordered[cut + 1 :]
+    within = math.sqrt(
+        (sum((v - sum(low) / len(low)) ** 2 for v in low) + sum((v - sum(high) / len(high)) ** 2 for v in high))
+        / max(1, len(ordered) - 2)
+    )
     bimodal = len(low) >= 2 and len(high) >= 2 and gaps[cut] >= BIMODAL_GAP and gaps[cut] > 3 * within
     return Modality(bimodal, gaps[cut], tuple(low), tuple(high))
 
@@ -168,12 +212,23 @@ def half_verdicts(results: Results) -> pd.DataFrame:
     for optimizer, group in values.groupby("optimizer"):
         linear = group[(group["condition"] == "res-none") & ~group["diverged"]]
         relu = estimate(group.loc[(group["condition"] == "res-relu") & ~group["diverged"], "value"])
-        for half, seeds in (("all", linear), ("even seeds", linear[linear["seed"] % 2 == 0]),
-                            ("odd seeds", linear[linear["seed"] % 2 == 1])):
+        for half, seeds in (
+            ("all", linear),
+            ("even seeds", linear[linear["seed"] % 2 == 0]),
+            ("odd seeds", linear[linear["seed"] % 2 == 1]),
+        ):
             none = estimate(seeds["value"])
-            rows.append(dict(optimizer=optimizer, seeds=half, n=none.n, mean=none.mean, sd=none.std,
-                             low_verdict=verdict_for_value(none, PAPER_LINEAR_WEIGHT),
-                             relu_above_verdict=verdict_for_difference(relu, none)))
+            rows.append(
+                dict(
+                    optimizer=optimizer,
+                    seeds=half,
+                    n=none.n,
+                    mean=none.mean,
+                    sd=none.std,
+                    low_verdict=verdict_for_value(none, PAPER_LINEAR_WEIGHT),
+                    relu_above_verdict=verdict_for_difference(relu, none),
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -193,52 +248,107 @@ def comparison_claims(results: Results, builder: ClaimsBuilder) -> None:
         if "nores-relu" in results.settings.conditions:
             no_residual_claims(results, table, builder, where)
         fall = weight_v1_fall(table, "res-none")
-        builder.add(key="linear-rise-then-fall", claim="Weight continuity first forms, then is lost",
-                    quantity="res-none weight v1: peak minus final", paper="rise, then collapse", ours=fall.drop,
-                    baseline=results.baseline, verdict=fall.verdict, note=f"peak {fall.peak}, final {fall.final}",
-                    **where)
+        builder.add(
+            key="linear-rise-then-fall",
+            claim="Weight continuity first forms, then is lost",
+            quantity="res-none weight v1: peak minus final",
+            paper="rise, then collapse",
+            ours=fall.drop,
+            baseline=results.baseline,
+            verdict=fall.verdict,
+            note=f"peak {fall.peak}, final {fall.final}",
+            **where,
+        )
 
 
 def linear_claims(results: Results, table: pd.DataFrame, builder: ClaimsBuilder, where: dict[str, Any]) -> None:
     """The linear net's weight and gradient continuity, and the element-wise baseline above it, on one dataset."""
     none, relu = weight_v1(table, "res-none"), weight_v1(table, "res-relu")
     gradient = weight_v1(table, "res-none", "grad_cos")
-    builder.add(key="linear-weight-v1", claim="A linear residual net has low weight continuity",
-                quantity="Res+None weight v1 |cos|", paper=f"{PAPER_LINEAR_WEIGHT}", ours=none,
-                baseline=results.baseline, verdict=verdict_for_value(none, PAPER_LINEAR_WEIGHT), **where)
-    builder.add(key="linear-gradient-v1", claim="... yet high gradient continuity",
-                quantity="Res+None gradient v1 |cos|", paper=f"{PAPER_LINEAR_GRADIENT}", ours=gradient,
-                baseline=results.baseline, verdict=verdict_for_value(gradient, PAPER_LINEAR_GRADIENT), **where)
-    builder.add(key="relu-above-linear", claim="An element-wise activation keeps weight continuity",
-                quantity="res-relu minus res-none weight v1", paper="higher (no number)", ours=difference(relu, none),
-                baseline=results.baseline, verdict=verdict_for_difference(relu, none),
-                note=f"res-relu {relu}; res-none {none}", **where)
+    builder.add(
+        key="linear-weight-v1",
+        claim="A linear residual net has low weight continuity",
+        quantity="Res+None weight v1 |cos|",
+        paper=f"{PAPER_LINEAR_WEIGHT}",
+        ours=none,
+        baseline=results.baseline,
+        verdict=verdict_for_value(none, PAPER_LINEAR_WEIGHT),
+        **where,
+    )
+    builder.add(
+        key="linear-gradient-v1",
+        claim="... yet high gradient continuity",
+        quantity="Res+None gradient v1 |cos|",
+        paper=f"{PAPER_LINEAR_GRADIENT}",
+        ours=gradient,
+        baseline=results.baseline,
+        verdict=verdict_for_value(gradient, PAPER_LINEAR_GRADIENT),
+        **where,
+    )
+    builder.add(
+        key="relu-above-linear",
+        claim="An element-wise activation keeps weight continuity",
+        quantity="res-relu minus res-none weight v1",
+        paper="higher (no number)",
+        ours=difference(relu, none),
+        baseline=results.baseline,
+        verdict=verdict_for_difference(relu, none),
+        note=f"res-relu {relu}; res-none {none}",
+        **where,
+    )
 
 
 def radial_claims(results: Results, table: pd.DataFrame, builder: ClaimsBuilder, where: dict[str, Any]) -> None:
     """The rotation-equivariant nonlinearity: low, and below the element-wise baseline, on one dataset."""
     radial, relu = weight_v1(table, "res-radial-tau"), weight_v1(table, "res-relu")
-    builder.add(key="radial-tau-low", claim="A rotation-equivariant nonlinearity fails too",
-                quantity="res-radial-tau weight v1 |cos|", paper=f"~{paper.RADIAL_WEIGHT_V1}", ours=radial,
-                baseline=results.baseline, verdict=verdict_for_value(radial, paper.RADIAL_WEIGHT_V1), **where)
-    builder.add(key="relu-above-radial-tau", claim="Symmetry breaking, not nonlinearity, keeps continuity",
-                quantity="res-relu minus res-radial-tau weight v1", paper="higher (no number)",
-                ours=difference(relu, radial), baseline=results.baseline, verdict=verdict_for_difference(relu, radial),
-                note=f"res-relu {relu}; res-radial-tau {radial}", **where)
+    builder.add(
+        key="radial-tau-low",
+        claim="A rotation-equivariant nonlinearity fails too",
+        quantity="res-radial-tau weight v1 |cos|",
+        paper=f"~{paper.RADIAL_WEIGHT_V1}",
+        ours=radial,
+        baseline=results.baseline,
+        verdict=verdict_for_value(radial, paper.RADIAL_WEIGHT_V1),
+        **where,
+    )
+    builder.add(
+        key="relu-above-radial-tau",
+        claim="Symmetry breaking, not nonlinearity, keeps continuity",
+        quantity="res-relu minus res-radial-tau weight v1",
+        paper="higher (no number)",
+        ours=difference(relu, radial),
+        baseline=results.baseline,
+        verdict=verdict_for_difference(relu, radial),
+        note=f"res-relu {relu}; res-radial-tau {radial}",
+        **where,
+    )
 
 
 def no_residual_claims(results: Results, table: pd.DataFrame, builder: ClaimsBuilder, where: dict[str, Any]) -> None:
     """Without residuals: gradient and weight continuity at the random level, on one dataset."""
     random_sd = random_level_sd(results.settings.base.width, results.settings.base.depth - 1)
     gradient, weight = weight_v1(table, "nores-relu", "grad_cos"), weight_v1(table, "nores-relu")
-    builder.add(key="nores-gradient-v1", claim="Without residuals, gradient continuity is at random level",
-                quantity="NoRes gradient v1 |cos|", paper=f"~{paper.NORES_GRADIENT}", ours=gradient,
-                baseline=results.baseline, verdict=verdict_at_random_level(gradient, results.baseline, random_sd),
-                **where)
-    builder.add(key="nores-weight-v1", claim="Without residuals, weight continuity does not develop",
-                quantity="NoRes weight v1 |cos|", paper="random level", ours=weight, baseline=results.baseline,
-                verdict=verdict_at_random_level(weight, results.baseline, random_sd), note=f"gradient v1 {gradient}",
-                **where)
+    builder.add(
+        key="nores-gradient-v1",
+        claim="Without residuals, gradient continuity is at random level",
+        quantity="NoRes gradient v1 |cos|",
+        paper=f"~{paper.NORES_GRADIENT}",
+        ours=gradient,
+        baseline=results.baseline,
+        verdict=verdict_at_random_level(gradient, results.baseline, random_sd),
+        **where,
+    )
+    builder.add(
+        key="nores-weight-v1",
+        claim="Without residuals, weight continuity does not develop",
+        quantity="NoRes weight v1 |cos|",
+        paper="random level",
+        ours=weight,
+        baseline=results.baseline,
+        verdict=verdict_at_random_level(weight, results.baseline, random_sd),
+        note=f"gradient v1 {gradient}",
+        **where,
+    )
 
 
 @dataclass(frozen=True)
@@ -308,5 +418,7 @@ def seed_groups_found(results: Results) -> list[SeedGroup]:
 
 def halves_agree(results: Results) -> dict[str, bool]:
     """Per optimizer: whether both halves of the linear net's seeds give the verdicts of all its seeds."""
-    return {optimizer: group["low_verdict"].nunique() == 1 and group["relu_above_verdict"].nunique() == 1
-            for optimizer, group in half_verdicts(results).groupby("optimizer")}
+    return {
+        optimizer: group["low_verdict"].nunique() == 1 and group["relu_above_verdict"].nunique() == 1
+        for optimizer, group in half_verdicts(results).groupby("optimizer")
+    }

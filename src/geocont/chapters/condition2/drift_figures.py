@@ -42,8 +42,11 @@ def motion_figure(results: Results) -> None:
     table = results.comparison[results.settings.headline]
     colours = condition_colours()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True, sharey=True)
-    for ax, metric, title in zip(axes, ("step_change", "logit_change"),
-                                 ("weights: ‖W(t) − W(t′)‖ / ‖W(t′)‖, layer mean", "function: the probe batch's logits")):
+    for ax, metric, title in zip(
+        axes,
+        ("step_change", "logit_change"),
+        ("weights: ‖W(t) − W(t′)‖ / ‖W(t′)‖, layer mean", "function: the probe batch's logits"),
+    ):
         for condition in ("res-none", "res-relu"):
             frame = per_run(table[table["condition"] == condition], metric)
             band(ax, frame[frame["step"] > 0], colours[condition], condition)
@@ -57,8 +60,16 @@ def motion_figure(results: Results) -> None:
         band(axes[1], product[product["step"] > 0], colours["res-none"], "res-none, P = ∏(I + W_l)", linestyle="--")
     axes[0].set_ylabel("relative change since the previous snapshot")
     plotting.figure_legend(fig, axes[1], ncol=3)
-    show_figure(fig, "c2-motion", PROSE.render("motion-caption", headline=results.settings.headline,
-                                              none_ratio=found.none.log2_ratio, relu_ratio=found.relu.log2_ratio))
+    show_figure(
+        fig,
+        "c2-motion",
+        PROSE.render(
+            "motion-caption",
+            headline=results.settings.headline,
+            none_ratio=found.none.log2_ratio,
+            relu_ratio=found.relu.log2_ratio,
+        ),
+    )
 
 
 def motion_sentence(results: Results) -> str:
@@ -68,14 +79,29 @@ def motion_sentence(results: Results) -> str:
         return PROSE.choose("motion", "not-recorded")
     none, relu = found.none, found.relu
     product = "" if none.product is None else PROSE.render("motion-product", product=sig(none.product))
-    return PROSE.choose("motion", "read", headline=results.settings.headline, none_weights=sig(none.weights),
-                        none_function=sig(none.function), product=product, relu_weights=sig(relu.weights),
-                        relu_function=sig(relu.function), none_ratio=none.log2_ratio, relu_ratio=relu.log2_ratio,
-                        margin=MOTION_LOG2_MARGIN, verdict=found.verdict, none_loss=sig(none.test_loss_change),
-                        relu_loss=sig(relu.test_loss_change), none_left_out=len(none.left_out),
-                        relu_left_out=len(relu.left_out), rise_factor=instability.LOSS_RISE_FACTOR, none_seeds=none.all_seeds_log2_ratio.n,
-                        relu_seeds=relu.all_seeds_log2_ratio.n, none_all=none.all_seeds_log2_ratio,
-                        relu_all=relu.all_seeds_log2_ratio)
+    return PROSE.choose(
+        "motion",
+        "read",
+        headline=results.settings.headline,
+        none_weights=sig(none.weights),
+        none_function=sig(none.function),
+        product=product,
+        relu_weights=sig(relu.weights),
+        relu_function=sig(relu.function),
+        none_ratio=none.log2_ratio,
+        relu_ratio=relu.log2_ratio,
+        margin=MOTION_LOG2_MARGIN,
+        verdict=found.verdict,
+        none_loss=sig(none.test_loss_change),
+        relu_loss=sig(relu.test_loss_change),
+        none_left_out=len(none.left_out),
+        relu_left_out=len(relu.left_out),
+        rise_factor=instability.LOSS_RISE_FACTOR,
+        none_seeds=none.all_seeds_log2_ratio.n,
+        relu_seeds=relu.all_seeds_log2_ratio.n,
+        none_all=none.all_seeds_log2_ratio,
+        relu_all=relu.all_seeds_log2_ratio,
+    )
 
 
 def spectrum_figure(results: Results) -> None:
@@ -114,8 +140,11 @@ def spectrum_figure(results: Results) -> None:
     handles, labels = axes[1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False, bbox_to_anchor=(0.6, -0.02))
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    show_figure(fig, "c2-spectrum", PROSE.render("spectrum-caption", headline=results.settings.headline,
-                                                baseline=results.baseline))
+    show_figure(
+        fig,
+        "c2-spectrum",
+        PROSE.render("spectrum-caption", headline=results.settings.headline, baseline=results.baseline),
+    )
 
 
 def spectrum_sentence(results: Results) -> str:
@@ -123,23 +152,50 @@ def spectrum_sentence(results: Results) -> str:
     found = spectrum(results)
     if found is None:
         return PROSE.choose("spectrum", "not-recorded")
-    subspaces = "; ".join(PROSE.render("spectrum-subspace", k=s.k, none=s.none, peak=s.none_fall.peak,
-                                       fall=s.none_fall.verdict, relu=s.relu, baseline=s.baseline)
-                          for s in found.subspaces)
-    return PROSE.choose("spectrum", "read", headline=results.settings.headline, none_gap=sig(found.gap["res-none"]),
-                        relu_gap=sig(found.gap["res-relu"]), v1_peak=found.v1_fall.peak, v1_final=found.v1_fall.final,
-                        v1_fall=found.v1_fall.verdict, subspaces=subspaces,
-                        reading=PROSE.choose("spectrum-reading", found.reading), correlation=found.turn_vs_gap,
-                        per_run=found.per_run, relu_correlation=found.relu_turn_vs_gap, verdict=found.verdict)
+    subspaces = "; ".join(
+        PROSE.render(
+            "spectrum-subspace",
+            k=s.k,
+            none=s.none,
+            peak=s.none_fall.peak,
+            fall=s.none_fall.verdict,
+            relu=s.relu,
+            baseline=s.baseline,
+        )
+        for s in found.subspaces
+    )
+    return PROSE.choose(
+        "spectrum",
+        "read",
+        headline=results.settings.headline,
+        none_gap=sig(found.gap["res-none"]),
+        relu_gap=sig(found.gap["res-relu"]),
+        v1_peak=found.v1_fall.peak,
+        v1_final=found.v1_fall.final,
+        v1_fall=found.v1_fall.verdict,
+        subspaces=subspaces,
+        reading=PROSE.choose("spectrum-reading", found.reading),
+        correlation=found.turn_vs_gap,
+        per_run=found.per_run,
+        relu_correlation=found.relu_turn_vs_gap,
+        verdict=found.verdict,
+    )
 
 
 def drift_tests_figure(results: Results) -> None:
     """Weight v1 of the linear net under each lr and batch test that ran: the step tests over steps (the switch
     marked, the base run beside them), ``lr 3e-4 long`` and the base run on a summed-lr axis, and the batch dose."""
     tests = drift_tests_found(results)
-    panels = [name for name, test in (("lr step-down", tests.step_down), ("lr step-up", tests.step_up),
-                                      ("lr 3e-4 long", tests.equal_distance), ("batch dose", tests.batch))
-              if test is not None]
+    panels = [
+        name
+        for name, test in (
+            ("lr step-down", tests.step_down),
+            ("lr step-up", tests.step_up),
+            ("lr 3e-4 long", tests.equal_distance),
+            ("batch dose", tests.batch),
+        )
+        if test is not None
+    ]
     if not panels:
         return show_note(PROSE.choose("drift-tests", "none"))
     import matplotlib.pyplot as plt
@@ -165,8 +221,13 @@ def drift_tests_figure(results: Results) -> None:
             frame = per_run(results.drift_tests[name], "weight_cos", "input", 1)
             if name == "lr 3e-4 long":
                 found = tests.equal_distance
-                band(ax, base.assign(summed=base["step"] * found.base_lr), colours["base (lr 1e-3)"], "base (lr 1e-3)",
-                      x="summed")
+                band(
+                    ax,
+                    base.assign(summed=base["step"] * found.base_lr),
+                    colours["base (lr 1e-3)"],
+                    "base (lr 1e-3)",
+                    x="summed",
+                )
                 band(ax, frame.assign(summed=frame["step"] * found.lr), colours["test"], "test", x="summed")
                 ax.axvline(found.base_lr * found.base_steps, color="0.4", linestyle=":", linewidth=1)
                 ax.set_xlabel("summed learning rate (lr × steps)")
@@ -180,8 +241,11 @@ def drift_tests_figure(results: Results) -> None:
         ax.set_ylim(0, 1)
         ax.set_title(name, fontsize="medium")
     plotting.figure_legend(fig, axes[0][0], ncol=3)
-    show_figure(fig, "c2-drift-tests", PROSE.render("drift-tests-caption", headline=results.settings.headline,
-                                                   tests=", ".join(panels)))
+    show_figure(
+        fig,
+        "c2-drift-tests",
+        PROSE.render("drift-tests-caption", headline=results.settings.headline, tests=", ".join(panels)),
+    )
 
 
 def cosine_figure(results: Results) -> None:
@@ -198,7 +262,9 @@ def cosine_figure(results: Results) -> None:
     colours = condition_colours()
     fig, ax = plt.subplots(figsize=(8, 4))
     for condition in ("res-none", "res-relu"):
-        band(ax, per_run(table[table["condition"] == condition], "weight_cos", "input", 1), colours[condition], condition)
+        band(
+            ax, per_run(table[table["condition"] == condition], "weight_cos", "input", 1), colours[condition], condition
+        )
     plotting.draw_baseline(ax, results.baseline)
     ax.set_ylim(0, 1)
     ax.set_xlabel("training step")
@@ -212,10 +278,19 @@ def cosine_figure(results: Results) -> None:
     handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
     ax.legend(handles=handles, fontsize="small", loc="upper right")
     fig.tight_layout()
-    show_figure(fig, "c2-cosine", PROSE.render(
-        "cosine-caption", headline=results.settings.headline, half=results.settings.base.steps // 2,
-        none_before=sig(found.fall_before["res-none"]), none_after=sig(found.fall_after["res-none"]),
-        relu_before=sig(found.fall_before["res-relu"]), relu_after=sig(found.fall_after["res-relu"])))
+    show_figure(
+        fig,
+        "c2-cosine",
+        PROSE.render(
+            "cosine-caption",
+            headline=results.settings.headline,
+            half=results.settings.base.steps // 2,
+            none_before=sig(found.fall_before["res-none"]),
+            none_after=sig(found.fall_after["res-none"]),
+            relu_before=sig(found.fall_before["res-relu"]),
+            relu_after=sig(found.fall_after["res-relu"]),
+        ),
+    )
 
 
 def drift_tests_sentences(results: Results) -> str:
@@ -228,28 +303,62 @@ def drift_tests_sentences(results: Results) -> str:
         if test is None:
             parts.append(PROSE.render("drift-not-run", name=name))
         elif name == "lr step-down":
-            parts.append(PROSE.render("drift-step-down", switch=test.switch, at_switch=test.at_switch,
-                                      at_end=test.at_end, change=test.change,
-                                      reading=PROSE.choose("drift-step-down-reading", test.reading)))
+            parts.append(
+                PROSE.render(
+                    "drift-step-down",
+                    switch=test.switch,
+                    at_switch=test.at_switch,
+                    at_end=test.at_end,
+                    change=test.change,
+                    reading=PROSE.choose("drift-step-down-reading", test.reading),
+                )
+            )
         else:
-            parts.append(PROSE.render("drift-step-up", switch=test.switch, before=sig(test.fall_before),
-                                      after=sig(test.fall_after), margin=test.margin, book_margin=DIFFERENCE_MARGIN,
-                                      reading=PROSE.choose("drift-step-up-reading", test.reading)))
+            parts.append(
+                PROSE.render(
+                    "drift-step-up",
+                    switch=test.switch,
+                    before=sig(test.fall_before),
+                    after=sig(test.fall_after),
+                    margin=test.margin,
+                    book_margin=DIFFERENCE_MARGIN,
+                    reading=PROSE.choose("drift-step-up-reading", test.reading),
+                )
+            )
     equal = tests.equal_distance
     if equal is None:
         parts.append(PROSE.render("drift-not-run", name="lr 3e-4 long"))
     else:
-        parts.append(PROSE.render("drift-long", steps=equal.steps, lr=equal.lr, base_lr=equal.base_lr,
-                                  base_steps=equal.base_steps, long=equal.long_final, base=equal.base_final,
-                                  verdict=equal.verdict, at_base=equal.at_base_steps, rising=equal.still_rising,
-                                  runs=equal.runs, share=STILL_RISING_SHARE,
-                                  reading=PROSE.choose("drift-long-reading", equal.drift)))
+        parts.append(
+            PROSE.render(
+                "drift-long",
+                steps=equal.steps,
+                lr=equal.lr,
+                base_lr=equal.base_lr,
+                base_steps=equal.base_steps,
+                long=equal.long_final,
+                base=equal.base_final,
+                verdict=equal.verdict,
+                at_base=equal.at_base_steps,
+                rising=equal.still_rising,
+                runs=equal.runs,
+                share=STILL_RISING_SHARE,
+                reading=PROSE.choose("drift-long-reading", equal.drift),
+            )
+        )
     dose = tests.batch
     if dose is None:
         parts.append(PROSE.render("drift-not-run", name="batch 64 and batch 256"))
     else:
-        parts.append(PROSE.render("drift-batch", finals="; ".join(f"batch {s}: {v}" for s, v in dose.finals.items()),
-                                  high=max(dose.finals), low=min(dose.finals), verdict=dose.verdict))
+        parts.append(
+            PROSE.render(
+                "drift-batch",
+                finals="; ".join(f"batch {s}: {v}" for s, v in dose.finals.items()),
+                high=max(dose.finals),
+                low=min(dose.finals),
+                verdict=dose.verdict,
+            )
+        )
     return "\n\n".join(parts)
 
 
@@ -272,7 +381,7 @@ def forks_figure(results: Results) -> None:
     for rate, table in sorted(results.forks.items()):
         for condition, linestyle in (("res-none", "-"), ("res-relu", "--")):
             frame = per_run(table[table["condition"] == condition], "weight_cos", "input", 1)
-            after = frame[frame["step"] >= switch].assign(distance=lambda f: (f["step"] - switch) * rate)
+            after = frame[frame["step"] >= switch].assign(distance=(frame["step"] - switch) * rate)
             band(left, after, shades[rate], f"{condition}, lr {rate:g}", x="distance", linestyle=linestyle)
         balance = per_run(table[table["condition"] == "res-none"], "pair_balance_motion")
         band(right, balance, shades[rate], f"lr {rate:g}")
@@ -286,8 +395,11 @@ def forks_figure(results: Results) -> None:
     right.set_ylabel("res-none pair-balance motion")
     right.legend(fontsize="small")
     fig.tight_layout()
-    show_figure(fig, "c2-forks", PROSE.render("forks-caption", headline=results.settings.headline, switch=switch,
-                                              base_lr=base_lr))
+    show_figure(
+        fig,
+        "c2-forks",
+        PROSE.render("forks-caption", headline=results.settings.headline, switch=switch, base_lr=base_lr),
+    )
 
 
 def forks_sentence(results: Results) -> str:
@@ -298,16 +410,37 @@ def forks_sentence(results: Results) -> str:
     grows, grows_verdict = found.fall_grows_with_rate()
     worst, relu_verdict = found.relu_holds()
     balance, balance_verdict = found.balance_grows_with_rate()
-    baseline_fall = ("" if relu_verdict == "reproduced" else " " + PROSE.render(
-        "forks-baseline-falls", rate=worst.rate, late=worst.late_change, linear_late=found.fork("res-none", worst.rate).late_change))
+    baseline_fall = (
+        ""
+        if relu_verdict == "reproduced"
+        else " "
+        + PROSE.render(
+            "forks-baseline-falls",
+            rate=worst.rate,
+            late=worst.late_change,
+            linear_late=found.fork("res-none", worst.rate).late_change,
+        )
+    )
     return PROSE.choose(
-        "forks", "ran", baseline_fall=baseline_fall, reference=found.reference_rate,
+        "forks",
+        "ran",
+        baseline_fall=baseline_fall,
+        reference=found.reference_rate,
         equal_verdict=found.equal_distance_verdict(),
         equal="; ".join(f"lr {r:g}: {found.fork('res-none', r).at_equal_distance}" for r in found.rates),
-        low=min(found.rates), high=max(found.rates), grows=grows, grows_verdict=grows_verdict,
-        worst_rate=worst.rate, worst_switch=worst.at_switch, worst_end=worst.at_end, relu_verdict=relu_verdict,
-        balance=balance, balance_verdict=balance_verdict, rho=str(found.balance_fall),
-        rho_verdict=found.balance_fall_verdict())
+        low=min(found.rates),
+        high=max(found.rates),
+        grows=grows,
+        grows_verdict=grows_verdict,
+        worst_rate=worst.rate,
+        worst_switch=worst.at_switch,
+        worst_end=worst.at_end,
+        relu_verdict=relu_verdict,
+        balance=balance,
+        balance_verdict=balance_verdict,
+        rho=str(found.balance_fall),
+        rho_verdict=found.balance_fall_verdict(),
+    )
 
 
 def spike_table(results: Results) -> pd.DataFrame:
@@ -317,12 +450,17 @@ def spike_table(results: Results) -> pd.DataFrame:
         return pd.DataFrame()
     rows = found.rows
     chosen = None if found.chosen is None else found.chosen.label
-    return pd.DataFrame({
-        "rule": [f"{r}{' (chosen)' if r == chosen else ''}" for r in rows["rule"]], "condition": rows["condition"],
-        "runs with spikes": [f"{e} of {n}" for e, n in zip(rows["runs_with_events"], rows["runs"])],
-        "spikes per run": [fmt(m, s) for m, s in zip(rows["events_mean"], rows["events_sd"])],
-        "first spike (step, per run with one)": [", ".join(f"{s:,}" for s in steps) or "–" for steps in rows["first_events"]],
-    }).set_index(["rule", "condition"])
+    return pd.DataFrame(
+        {
+            "rule": [f"{r}{' (chosen)' if r == chosen else ''}" for r in rows["rule"]],
+            "condition": rows["condition"],
+            "runs with spikes": [f"{e} of {n}" for e, n in zip(rows["runs_with_events"], rows["runs"])],
+            "spikes per run": [fmt(m, s) for m, s in zip(rows["events_mean"], rows["events_sd"])],
+            "first spike (step, per run with one)": [
+                ", ".join(f"{s:,}" for s in steps) or "–" for steps in rows["first_events"]
+            ],
+        }
+    ).set_index(["rule", "condition"])
 
 
 def spike_sentence(results: Results) -> str:
@@ -333,6 +471,15 @@ def spike_sentence(results: Results) -> str:
     if found.chosen is None:
         return PROSE.choose("spikes", "no-rule", limit=CALIBRATION_EVENTS_PER_RUN)
     row = found.rows[(found.rows["rule"] == found.chosen.label) & (found.rows["condition"] == "res-none")].iloc[0]
-    return PROSE.choose("spikes", "chosen", rule=found.chosen.label, relu=found.relu, limit=CALIBRATION_EVENTS_PER_RUN,
-                        none=found.none, runs_with_events=int(row["runs_with_events"]), runs=int(row["runs"]),
-                        excess=SPIKE_EXCESS, reading=PROSE.choose("spikes-reading", found.reading))
+    return PROSE.choose(
+        "spikes",
+        "chosen",
+        rule=found.chosen.label,
+        relu=found.relu,
+        limit=CALIBRATION_EVENTS_PER_RUN,
+        none=found.none,
+        runs_with_events=int(row["runs_with_events"]),
+        runs=int(row["runs"]),
+        excess=SPIKE_EXCESS,
+        reading=PROSE.choose("spikes-reading", found.reading),
+    )

@@ -29,6 +29,7 @@ from .settings import DRIFT_TESTS, switch_step
 # The learning-rate and batch tests (results.drift_tests; the readings are those of DRIFT_TESTS, written down before
 # any was run). Each gives "for" (what accumulated drift predicts), "against" (what it does not), or "neither".
 
+
 def _v1_runs(table: pd.DataFrame) -> pd.DataFrame:
     """Per finite run and snapshot, weight v1 (the layer-pair mean)."""
     return finite_runs(per_run(table, "weight_cos", "input", 1), table)
@@ -43,8 +44,12 @@ def fall_rates(table: pd.DataFrame, step: int) -> pd.DataFrame:
         upto = run[run["step"] <= step]
         at, end = upto.iloc[-1], run.iloc[-1]
         peak = upto.loc[upto["value"].idxmax()]
-        before = 1000 * (peak["value"] - at["value"]) / (at["step"] - peak["step"]) if at["step"] > peak["step"] else 0.0
-        after = 1000 * (at["value"] - end["value"]) / (end["step"] - at["step"]) if end["step"] > at["step"] else math.nan
+        before = (
+            1000 * (peak["value"] - at["value"]) / (at["step"] - peak["step"]) if at["step"] > peak["step"] else 0.0
+        )
+        after = (
+            1000 * (at["value"] - end["value"]) / (end["step"] - at["step"]) if end["step"] > at["step"] else math.nan
+        )
         rows.append(dict(seed=seed, at_step=float(at["value"]), before=before, after=after))
     return pd.DataFrame(rows, columns=["seed", "at_step", "before", "after"])
 
@@ -98,11 +103,15 @@ def step_test(results: Results, name: str) -> StepTest | None:
         elif recovery == "partly reproduced":
             reading, drift = "partly-recovers", "neither"
         else:
-            reading, drift = ("keeps-falling" if verdict_for_difference(at_switch, at_end) == "reproduced" else "stays"), "for"
+            reading, drift = (
+                ("keeps-falling" if verdict_for_difference(at_switch, at_end) == "reproduced" else "stays"),
+                "for",
+            )
     else:
         faster = verdict_for_difference(after, before, margin=margin)
         reading, drift = {"reproduced": ("falls-faster", "for"), "partly reproduced": ("partly-faster", "neither")}.get(
-            faster, ("not-faster", "against"))
+            faster, ("not-faster", "against")
+        )
     return StepTest(name, switch, at_switch, at_end, change, rate_change, before, after, margin, reading, drift)
 
 
@@ -145,9 +154,19 @@ def equal_distance(results: Results) -> EqualDistance | None:
     rising = int((peaks.set_index("seed")["step"] >= (1 - STILL_RISING_SHARE) * last).sum())
     long_final, base_final = weight_v1(table, "res-none"), weight_v1(results.interventions["adam"], "res-none")
     verdict = verdict_for_value(long_final, base_final.mean)
-    return EqualDistance(DRIFT_TESTS["lr 3e-4 long"]["optimizer"].lr, base.optimizer.lr, steps, base.steps, long_final,
-                         base_final, estimate(at_step(runs, base.steps)["value"]), rising, runs["seed"].nunique(),
-                         verdict, "for" if verdict == "reproduced" else "neither")
+    return EqualDistance(
+        DRIFT_TESTS["lr 3e-4 long"]["optimizer"].lr,
+        base.optimizer.lr,
+        steps,
+        base.steps,
+        long_final,
+        base_final,
+        estimate(at_step(runs, base.steps)["value"]),
+        rising,
+        runs["seed"].nunique(),
+        verdict,
+        "for" if verdict == "reproduced" else "neither",
+    )
 
 
 #: What a verdict of drift's prediction says of drift; and the verdict of a claim that states drift's prediction, from what its test says.
@@ -196,8 +215,9 @@ def cosine_course(results: Results) -> CosineCourse | None:
         return None
     half = results.settings.base.steps // 2
     rates = {c: fall_rates(table[table["condition"] == c], half) for c in ("res-none", "res-relu")}
-    return CosineCourse({c: estimate(r["before"]) for c, r in rates.items()},
-                        {c: estimate(r["after"]) for c, r in rates.items()})
+    return CosineCourse(
+        {c: estimate(r["before"]) for c, r in rates.items()}, {c: estimate(r["after"]) for c, r in rates.items()}
+    )
 
 
 def cosine_lr(results: Results, steps) -> np.ndarray:
@@ -217,8 +237,12 @@ class DriftTests:
 
     def readings(self) -> dict[str, str]:
         """``{test: "for" | "against" | "neither"}`` of the tests that ran."""
-        found = {"lr step-down": self.step_down, "lr step-up": self.step_up, "lr 3e-4 long": self.equal_distance,
-                 "batch dose": self.batch}
+        found = {
+            "lr step-down": self.step_down,
+            "lr step-up": self.step_up,
+            "lr 3e-4 long": self.equal_distance,
+            "batch dose": self.batch,
+        }
         return {name: test.drift for name, test in found.items() if test is not None}
 
 
@@ -240,8 +264,13 @@ def tally(readings: dict[str, str]) -> str:
     """A group of readings' vote: "for" where more say "for" than "against", "against" for the reverse, else
     "neither"."""
     votes = list(readings.values())
-    return ("for" if votes.count("for") > votes.count("against") else
-            "against" if votes.count("against") > votes.count("for") else "neither")
+    return (
+        "for"
+        if votes.count("for") > votes.count("against")
+        else "against"
+        if votes.count("against") > votes.count("for")
+        else "neither"
+    )
 
 
 def drift_readings(results: Results) -> dict[str, str]:
@@ -256,5 +285,9 @@ def drift_readings(results: Results) -> dict[str, str]:
 
 
 def drift_tests_found(results: Results) -> DriftTests:
-    return DriftTests(step_test(results, "lr step-down"), step_test(results, "lr step-up"), equal_distance(results),
-                      batch_dose(results))
+    return DriftTests(
+        step_test(results, "lr step-down"),
+        step_test(results, "lr step-up"),
+        equal_distance(results),
+        batch_dose(results),
+    )

@@ -69,9 +69,20 @@ def fork_configs(base: MLPRunConfig, seeds, rates=FORK_RATES) -> list[MLPRunConf
     switch = fork_switch(base.steps)
     extra = (switch, *(equal_distance_step(rate, base.steps, rates) for rate in rates))
     snapshots = tuple(sorted(set(base.snapshot_steps) | {step for step in extra if step < base.steps}))
-    return [base.replace(condition=condition, seed=seed, lr_schedule="step", lr_step_factor=rate / base.optimizer.lr,
-                         lr_switch_step=switch, record_balance=True, snapshot_steps=snapshots)
-            for condition in FORK_CONDITIONS for rate in rates for seed in seeds]
+    return [
+        base.replace(
+            condition=condition,
+            seed=seed,
+            lr_schedule="step",
+            lr_step_factor=rate / base.optimizer.lr,
+            lr_switch_step=switch,
+            record_balance=True,
+            snapshot_steps=snapshots,
+        )
+        for condition in FORK_CONDITIONS
+        for rate in rates
+        for seed in seeds
+    ]
 
 
 def fork_rate(config: MLPRunConfig) -> float:
@@ -121,10 +132,17 @@ def read_fork(table: pd.DataFrame, condition: str, rate: float, steps: int) -> F
     unit = _finite(per_run(mine, "unit_balance_motion"), mine)
     n_diverged = len(diverged_runs(mine))
     late = change_over_last_per_run(v1).set_index("seed")["value"]
-    return Fork(condition, rate, estimate(at_switch, n_diverged), estimate(_at(v1, equal), n_diverged),
-                estimate(at_end, n_diverged), estimate(fall, n_diverged),
-                estimate(_at(pair, steps), n_diverged), estimate(_at(unit, steps), n_diverged),
-                estimate(late, n_diverged))
+    return Fork(
+        condition,
+        rate,
+        estimate(at_switch, n_diverged),
+        estimate(_at(v1, equal), n_diverged),
+        estimate(at_end, n_diverged),
+        estimate(fall, n_diverged),
+        estimate(_at(pair, steps), n_diverged),
+        estimate(_at(unit, steps), n_diverged),
+        estimate(late, n_diverged),
+    )
 
 
 def balance_vs_fall(table: pd.DataFrame, steps: int) -> RankCorrelation:
@@ -167,8 +185,11 @@ class ForkFindings:
         """Every linear-net fork within the value tolerance of the reference fork at equal summed learning rate:
         "reproduced"; any outside it: "not reproduced"; else "partly reproduced"."""
         reference = self.fork("res-none", self.reference_rate).at_equal_distance.mean
-        verdicts = [verdict_for_value(self.fork("res-none", rate).at_equal_distance, reference)
-                    for rate in self.rates if rate != self.reference_rate]
+        verdicts = [
+            verdict_for_value(self.fork("res-none", rate).at_equal_distance, reference)
+            for rate in self.rates
+            if rate != self.reference_rate
+        ]
         if "not reproduced" in verdicts:
             return "not reproduced"
         return "reproduced" if all(v == "reproduced" for v in verdicts) else "partly reproduced"
@@ -176,16 +197,20 @@ class ForkFindings:
     def largest_equal_distance_gap(self) -> Estimate:
         """The fork farthest from the reference fork at equal summed learning rate: its difference."""
         reference = self.fork("res-none", self.reference_rate).at_equal_distance
-        gaps = [difference(self.fork("res-none", rate).at_equal_distance, reference)
-                for rate in self.rates if rate != self.reference_rate]
+        gaps = [
+            difference(self.fork("res-none", rate).at_equal_distance, reference)
+            for rate in self.rates
+            if rate != self.reference_rate
+        ]
         return max(gaps, key=lambda gap: abs(gap.mean) if not math.isnan(gap.mean) else -1)
 
     def fall_grows_with_rate(self) -> tuple[Estimate, str]:
         """The linear net's fall per 1,000 steps after the switch: the largest rate's minus the smallest's, and its
         verdict (the difference rule)."""
         high, low = self.fork("res-none", max(self.rates)), self.fork("res-none", min(self.rates))
-        return difference(high.fall_per_kstep, low.fall_per_kstep), verdict_for_difference(high.fall_per_kstep,
-                                                                                           low.fall_per_kstep)
+        return difference(high.fall_per_kstep, low.fall_per_kstep), verdict_for_difference(
+            high.fall_per_kstep, low.fall_per_kstep
+        )
 
     def relu_holds(self) -> tuple[Fork, str]:
         """The ``res-relu`` fork that fell most after the switch, and "reproduced" where no fork fell by the
@@ -193,18 +218,24 @@ class ForkFindings:
         forks = [self.fork("res-relu", rate) for rate in self.rates]
         verdicts = [verdict_for_difference(f.at_switch, f.at_end) for f in forks]
         worst = max(forks, key=lambda f: f.fall_per_kstep.mean if not math.isnan(f.fall_per_kstep.mean) else -math.inf)
-        verdict = ("not reproduced" if "reproduced" in verdicts else
-                   "partly reproduced" if "partly reproduced" in verdicts else "reproduced")
+        verdict = (
+            "not reproduced"
+            if "reproduced" in verdicts
+            else "partly reproduced"
+            if "partly reproduced" in verdicts
+            else "reproduced"
+        )
         return worst, verdict
 
     def balance_grows_with_rate(self) -> tuple[Estimate, str]:
         """The linear net's pair-balance motion at the end: the largest rate's minus the smallest's, and its verdict."""
         high, low = self.fork("res-none", max(self.rates)), self.fork("res-none", min(self.rates))
-        return difference(high.pair_balance, low.pair_balance), verdict_for_difference(high.pair_balance,
-                                                                                         low.pair_balance)
+        return difference(high.pair_balance, low.pair_balance), verdict_for_difference(
+            high.pair_balance, low.pair_balance
+        )
 
     def balance_fall_verdict(self) -> str:
-        """"reproduced" where rho's interval lies above 0, "not reproduced" where it includes or lies below 0, "not
+        """ "reproduced" where rho's interval lies above 0, "not reproduced" where it includes or lies below 0, "not
         tested" where rho is undefined."""
         rho = self.balance_fall
         if math.isnan(rho.rho):
@@ -217,15 +248,22 @@ def fork_findings(tables: dict[float, pd.DataFrame], steps: int) -> ForkFindings
     tables = {rate: table for rate, table in tables.items() if table is not None and not table.empty}
     if not tables:
         return None
-    forks = {(condition, rate): read_fork(table, condition, rate, steps)
-             for rate, table in tables.items() for condition in FORK_CONDITIONS}
+    forks = {
+        (condition, rate): read_fork(table, condition, rate, steps)
+        for rate, table in tables.items()
+        for condition in FORK_CONDITIONS
+    }
     reference = tables.get(1e-3, next(iter(tables.values())))
     return ForkFindings(forks, steps, balance_vs_fall(reference, steps))
 
 
 #: What a verdict on one of drift's predictions says of drift.
-DRIFT_OF_VERDICT = {"reproduced": "for", "partly reproduced": "neither", "not reproduced": "against",
-                     "not tested": "neither"}
+DRIFT_OF_VERDICT = {
+    "reproduced": "for",
+    "partly reproduced": "neither",
+    "not reproduced": "against",
+    "not tested": "neither",
+}
 
 
 def fork_readings(found: ForkFindings | None) -> dict[str, str]:
@@ -233,9 +271,11 @@ def fork_readings(found: ForkFindings | None) -> dict[str, str]:
     the rate (none where no fork ran)."""
     if found is None:
         return {}
-    return {"forks at equal summed rate": DRIFT_OF_VERDICT[found.equal_distance_verdict()],
-            "fork fall grows with the rate": DRIFT_OF_VERDICT[found.fall_grows_with_rate()[1]],
-            "res-relu holds at every rate": DRIFT_OF_VERDICT[found.relu_holds()[1]]}
+    return {
+        "forks at equal summed rate": DRIFT_OF_VERDICT[found.equal_distance_verdict()],
+        "fork fall grows with the rate": DRIFT_OF_VERDICT[found.fall_grows_with_rate()[1]],
+        "res-relu holds at every rate": DRIFT_OF_VERDICT[found.relu_holds()[1]],
+    }
 
 
 def balance_readings(found: ForkFindings | None) -> dict[str, str]:
@@ -243,8 +283,10 @@ def balance_readings(found: ForkFindings | None) -> dict[str, str]:
     (none where no fork ran)."""
     if found is None:
         return {}
-    return {"balance moves with the rate": DRIFT_OF_VERDICT[found.balance_grows_with_rate()[1]],
-            "balance moves where continuity falls": DRIFT_OF_VERDICT[found.balance_fall_verdict()]}
+    return {
+        "balance moves with the rate": DRIFT_OF_VERDICT[found.balance_grows_with_rate()[1]],
+        "balance moves where continuity falls": DRIFT_OF_VERDICT[found.balance_fall_verdict()],
+    }
 
 
 def _rate_slug(rate: float) -> str:
@@ -255,49 +297,115 @@ def _rate_slug(rate: float) -> str:
 
 def fork_claims(found: ForkFindings | None, builder: ClaimsBuilder, tag: str, baseline: float) -> None:
     """The forks' claims into ``builder`` (none where no fork ran): per rate, whether the linear net falls after the
-    switch; the equal-summed-rate comparison; the fall per step against the rate; the baseline at every rate; the
-    pair balance against the rate and where continuity falls; the linear net's balance beside the baseline's."""
+    switch; the rate tests (the equal-summed-rate comparison, the fall per step against the rate, the baseline at
+    every rate); the balance tests (against the rate, where continuity falls, the linear net beside the baseline)."""
     if found is None:
         return
-    paper = "drift (our test)"
+    per_rate_claims(found, builder, tag, baseline)
+    rate_claims(found, builder, tag, baseline)
+    balance_claims(found, builder, tag)
+
+
+#: What every fork claim names as the paper's: it is our test of the paper's mechanism.
+OUR_TEST = "drift (our test)"
+
+
+def _per_rate(found: ForkFindings, condition: str, field: str) -> str:
+    return "; ".join(f"lr {rate:g}: {getattr(found.fork(condition, rate), field)}" for rate in found.rates)
+
+
+def per_rate_claims(found: ForkFindings, builder: ClaimsBuilder, tag: str, baseline: float) -> None:
+    """Per rate: whether the linear net loses continuity after the switch."""
     for rate in found.rates:
         fork = found.fork("res-none", rate)
         relu = found.fork("res-relu", rate)
-        builder.add(key=f"fork-lr-{_rate_slug(rate)}-falls", claim=f"From the formed state at lr {rate:g}, the linear net loses "
-                    "continuity", quantity=f"res-none weight v1: switch minus end {tag}", paper=paper,
-                    ours=difference(fork.at_switch, fork.at_end), baseline=baseline,
-                    verdict=verdict_for_difference(fork.at_switch, fork.at_end),
-                    note=f"switch {fork.at_switch}, end {fork.at_end}; res-relu switch {relu.at_switch}, end {relu.at_end}")
-    reference = found.reference_rate
-    builder.add(key="fork-equal-distance", claim="After the switch the linear net loses the same continuity per unit "
-                "of summed learning rate at every rate", quantity=f"res-none weight v1 at equal summed rate: farthest "
-                f"fork minus the lr {reference:g} fork {tag}", paper=paper, ours=found.largest_equal_distance_gap(),
-                baseline=baseline, verdict=found.equal_distance_verdict(),
-                note="; ".join(f"lr {rate:g}: {found.fork('res-none', rate).at_equal_distance}" for rate in found.rates))
+        builder.add(
+            key=f"fork-lr-{_rate_slug(rate)}-falls",
+            claim=f"From the formed state at lr {rate:g}, the linear net loses continuity",
+            quantity=f"res-none weight v1: switch minus end {tag}",
+            paper=OUR_TEST,
+            ours=difference(fork.at_switch, fork.at_end),
+            baseline=baseline,
+            verdict=verdict_for_difference(fork.at_switch, fork.at_end),
+            note=f"switch {fork.at_switch}, end {fork.at_end}; res-relu switch {relu.at_switch}, end {relu.at_end}",
+        )
+
+
+def rate_claims(found: ForkFindings, builder: ClaimsBuilder, tag: str, baseline: float) -> None:
+    """How continuity follows the rate: equal loss per summed rate, a fall per step growing with the rate, the
+    baseline holding at every rate."""
+    builder.add(
+        key="fork-equal-distance",
+        claim="After the switch the linear net loses the same continuity per unit of summed learning rate at every rate",
+        quantity=f"res-none weight v1 at equal summed rate: farthest fork minus the lr {found.reference_rate:g} fork {tag}",
+        paper=OUR_TEST,
+        ours=found.largest_equal_distance_gap(),
+        baseline=baseline,
+        verdict=found.equal_distance_verdict(),
+        note=_per_rate(found, "res-none", "at_equal_distance"),
+    )
     grows, verdict = found.fall_grows_with_rate()
-    builder.add(key="fork-fall-grows-with-rate", claim="The linear net's fall per step grows with the rate",
-                quantity=f"res-none weight v1 lost per 1,000 steps after the switch, lr {max(found.rates):g} minus "
-                f"lr {min(found.rates):g} {tag}", paper=paper, ours=grows, baseline=math.nan, verdict=verdict,
-                note="; ".join(f"lr {rate:g}: {found.fork('res-none', rate).fall_per_kstep}" for rate in found.rates))
+    builder.add(
+        key="fork-fall-grows-with-rate",
+        claim="The linear net's fall per step grows with the rate",
+        quantity=f"res-none weight v1 lost per 1,000 steps after the switch, lr {max(found.rates):g} minus "
+        f"lr {min(found.rates):g} {tag}",
+        paper=OUR_TEST,
+        ours=grows,
+        baseline=math.nan,
+        verdict=verdict,
+        note=_per_rate(found, "res-none", "fall_per_kstep"),
+    )
     worst, verdict = found.relu_holds()
-    builder.add(key="fork-relu-holds", claim="The baseline keeps its continuity at every rate",
-                quantity=f"res-relu weight v1: switch minus end, the rate it fell most at (lr {worst.rate:g}) {tag}",
-                paper=paper, ours=difference(worst.at_switch, worst.at_end), baseline=baseline, verdict=verdict,
-                note="; ".join(f"lr {rate:g}: {found.fork('res-relu', rate).at_end}" for rate in found.rates))
+    builder.add(
+        key="fork-relu-holds",
+        claim="The baseline keeps its continuity at every rate",
+        quantity=f"res-relu weight v1: switch minus end, the rate it fell most at (lr {worst.rate:g}) {tag}",
+        paper=OUR_TEST,
+        ours=difference(worst.at_switch, worst.at_end),
+        baseline=baseline,
+        verdict=verdict,
+        note=_per_rate(found, "res-relu", "at_end"),
+    )
+
+
+def balance_claims(found: ForkFindings, builder: ClaimsBuilder, tag: str) -> None:
+    """The conserved balance: it moves with the rate, where continuity falls, and more in the linear net than the
+    baseline's moves along its own symmetry."""
     grows, verdict = found.balance_grows_with_rate()
-    builder.add(key="balance-moves-with-rate", claim="The balance the linear net's symmetry conserves moves more at a "
-                "larger rate", quantity=f"res-none pair-balance motion at the end, lr {max(found.rates):g} minus lr "
-                f"{min(found.rates):g} {tag}", paper=paper, ours=grows, baseline=0.0, verdict=verdict,
-                note="; ".join(f"lr {rate:g}: {found.fork('res-none', rate).pair_balance}" for rate in found.rates))
-    rho = found.balance_fall
-    builder.add(key="balance-moves-where-continuity-falls", claim="The linear net's balance moves where its "
-                "continuity falls", quantity=f"Spearman rho(pair-balance growth, weight v1 loss), per pair and interval "
-                f"after the switch, lr {reference:g} {tag}", paper=paper, ours=rho.rho, baseline=0.0,
-                verdict=found.balance_fall_verdict(), std=math.nan, n=rho.n, note=str(rho))
+    builder.add(
+        key="balance-moves-with-rate",
+        claim="The balance the linear net's symmetry conserves moves more at a larger rate",
+        quantity=f"res-none pair-balance motion at the end, lr {max(found.rates):g} minus lr {min(found.rates):g} {tag}",
+        paper=OUR_TEST,
+        ours=grows,
+        baseline=0.0,
+        verdict=verdict,
+        note=_per_rate(found, "res-none", "pair_balance"),
+    )
+    rho, reference = found.balance_fall, found.reference_rate
+    builder.add(
+        key="balance-moves-where-continuity-falls",
+        claim="The linear net's balance moves where its continuity falls",
+        quantity=f"Spearman rho(pair-balance growth, weight v1 loss), per pair and interval "
+        f"after the switch, lr {reference:g} {tag}",
+        paper=OUR_TEST,
+        ours=rho.rho,
+        baseline=0.0,
+        verdict=found.balance_fall_verdict(),
+        std=math.nan,
+        n=rho.n,
+        note=str(rho),
+    )
     none, relu = found.fork("res-none", reference), found.fork("res-relu", reference)
-    builder.add(key="balance-res-none-vs-res-relu", claim="The linear net moves along its symmetry more than the "
-                "baseline along its own", quantity=f"pair-balance motion of res-none minus unit-balance motion of "
-                f"res-relu at the end, lr {reference:g} {tag}", paper="(not in the paper)",
-                ours=difference(none.pair_balance, relu.unit_balance), baseline=0.0,
-                verdict=verdict_for_difference(none.pair_balance, relu.unit_balance),
-                note=f"res-none pair {none.pair_balance}, unit {none.unit_balance}; res-relu unit {relu.unit_balance}")
+    builder.add(
+        key="balance-res-none-vs-res-relu",
+        claim="The linear net moves along its symmetry more than the baseline along its own",
+        quantity=f"pair-balance motion of res-none minus unit-balance motion of "
+        f"res-relu at the end, lr {reference:g} {tag}",
+        paper="(not in the paper)",
+        ours=difference(none.pair_balance, relu.unit_balance),
+        baseline=0.0,
+        verdict=verdict_for_difference(none.pair_balance, relu.unit_balance),
+        note=f"res-none pair {none.pair_balance}, unit {none.unit_balance}; res-relu unit {relu.unit_balance}",
+    )

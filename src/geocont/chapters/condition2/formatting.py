@@ -23,8 +23,13 @@ def sig(value) -> str:
     if math.isnan(value.mean):
         return "n/a"
     decimals = max(0, 2 - math.floor(math.log10(abs(value.mean)))) if value.mean else 3
-    spread = (f" ± {value.std:.{decimals}f}" if value.n > 1 and not math.isnan(value.std)
-              else " (1 seed)" if value.n == 1 else "")
+    spread = (
+        f" ± {value.std:.{decimals}f}"
+        if value.n > 1 and not math.isnan(value.std)
+        else " (1 seed)"
+        if value.n == 1
+        else ""
+    )
     return f"{value.mean:.{decimals}f}{spread}"
 
 

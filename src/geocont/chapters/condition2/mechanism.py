@@ -63,11 +63,19 @@ class FallSplit:
         rows = intervention_rows(results).set_index(["intervention", "condition"])
         headline = results.comparison[results.settings.headline]
         summaries = instability.run_summary(headline[headline["condition"] == "res-none"])
-        stable = [name for name in rows.index.get_level_values(0).unique()
-                  if rows.loc[(name, "res-none"), "runs_with_events"] == 0]
-        return cls(fall=float(summaries["fall_from_peak"].mean()), across=float(summaries["fall_across_events"].mean()),
-                   after_memorised=-float(summaries["change_after_memorised"].mean()), rows=rows, stable=stable,
-                   falls_without_events=[name for name in stable if rows.loc[(name, "res-none"), "falls"]])
+        stable = [
+            name
+            for name in rows.index.get_level_values(0).unique()
+            if rows.loc[(name, "res-none"), "runs_with_events"] == 0
+        ]
+        return cls(
+            fall=float(summaries["fall_from_peak"].mean()),
+            across=float(summaries["fall_across_events"].mean()),
+            after_memorised=-float(summaries["change_after_memorised"].mean()),
+            rows=rows,
+            stable=stable,
+            falls_without_events=[name for name in stable if rows.loc[(name, "res-none"), "falls"]],
+        )
 
 
 def instability_explanation(results: Results, split: FallSplit) -> Explanation:
@@ -81,11 +89,23 @@ def instability_explanation(results: Results, split: FallSplit) -> Explanation:
         verdict = "not supported"
     else:
         verdict = "inconclusive"
-    return Explanation("instability", verdict, dict(
-        headline=results.settings.headline, runs_with_events=int(base["runs_with_events"]), runs=int(base["seeds"]),
-        events=int(base["events"]), fall=split.fall, across=split.across, share=share,
-        without_events=[(name, float(rows.loc[(name, "res-none"), "fall"]), float(rows.loc[(name, "res-relu"), "fall"]))
-                        for name in split.stable]))
+    return Explanation(
+        "instability",
+        verdict,
+        dict(
+            headline=results.settings.headline,
+            runs_with_events=int(base["runs_with_events"]),
+            runs=int(base["seeds"]),
+            events=int(base["events"]),
+            fall=split.fall,
+            across=split.across,
+            share=share,
+            without_events=[
+                (name, float(rows.loc[(name, "res-none"), "fall"]), float(rows.loc[(name, "res-relu"), "fall"]))
+                for name in split.stable
+            ],
+        ),
+    )
 
 
 def memorisation_explanation(results: Results, split: FallSplit) -> Explanation:
@@ -97,14 +117,25 @@ def memorisation_explanation(results: Results, split: FallSplit) -> Explanation:
     falling = linear[linear["falls"].astype(bool)]
     if any(row["memorised_runs"] == 0 for _, row in falling.iterrows()):
         verdict = "not supported"
-    elif (len(falling) and (falling["memorised_runs"] == falling["seeds"]).all() and split.fall > 0
-          and split.after_memorised >= 0.5 * split.fall):
+    elif (
+        len(falling)
+        and (falling["memorised_runs"] == falling["seeds"]).all()
+        and split.fall > 0
+        and split.after_memorised >= 0.5 * split.fall
+    ):
         verdict = "supported"
     else:
         verdict = "inconclusive"
-    return Explanation("memorisation", verdict, dict(
-        datasets=[(d, float(r["v1_peak"] - r["v1_final"]), int(r["memorised_runs"]), int(r["seeds"]))
-                  for d, r in linear.iterrows()]))
+    return Explanation(
+        "memorisation",
+        verdict,
+        dict(
+            datasets=[
+                (d, float(r["v1_peak"] - r["v1_final"]), int(r["memorised_runs"]), int(r["seeds"]))
+                for d, r in linear.iterrows()
+            ]
+        ),
+    )
 
 
 def drift_explanation(results: Results, split: FallSplit, alternatives: tuple[str, str]) -> Explanation:
@@ -125,13 +156,23 @@ def drift_explanation(results: Results, split: FallSplit, alternatives: tuple[st
     else:
         verdict = "inconclusive"
     rows = split.rows
-    return Explanation("rotation drift", verdict, dict(
-        motion=function_preserving_motion(results), motion_vote=votes[0], motions=motions, readings=readings,
-        tests_vote=votes[1], alternatives=alternatives, none_rate=float(rows.loc[("adam", "res-none"), "drift_rate"]),
-        none_rate_sd=float(rows.loc[("adam", "res-none"), "drift_rate_sd"]),
-        relu_rate=float(rows.loc[("adam", "res-relu"), "drift_rate"]),
-        relu_rate_sd=float(rows.loc[("adam", "res-relu"), "drift_rate_sd"]),
-        kept=[name for name in split.falls_without_events if rows.loc[(name, "res-relu"), "holds"]]))
+    return Explanation(
+        "rotation drift",
+        verdict,
+        dict(
+            motion=function_preserving_motion(results),
+            motion_vote=votes[0],
+            motions=motions,
+            readings=readings,
+            tests_vote=votes[1],
+            alternatives=alternatives,
+            none_rate=float(rows.loc[("adam", "res-none"), "drift_rate"]),
+            none_rate_sd=float(rows.loc[("adam", "res-none"), "drift_rate_sd"]),
+            relu_rate=float(rows.loc[("adam", "res-relu"), "drift_rate"]),
+            relu_rate_sd=float(rows.loc[("adam", "res-relu"), "drift_rate_sd"]),
+            kept=[name for name in split.falls_without_events if rows.loc[(name, "res-relu"), "holds"]],
+        ),
+    )
 
 
 @dataclass(frozen=True)

@@ -89,12 +89,26 @@ def motion(table: pd.DataFrame, condition: str) -> Motion:
     left_out = loss_rose_seeds(runs)
     runs = runs[~runs["seed"].isin(left_out)]
     weights, function = second_half_mean(runs, "step_change"), second_half_mean(runs, "logit_change")
-    product = (estimate(second_half_mean(runs, "product_change"))
-               if condition == "res-none" and recorded(runs, "product_change") else None)
-    loss_change = (change_over_last_per_run(finite_runs(per_run(runs, "test_loss"), runs), fraction=0.5)["value"]
-                   if recorded(runs, "test_loss") else pd.Series(dtype=float))
-    return Motion(condition, estimate(weights), estimate(function), estimate(_log2_motion_ratio(runs)), product,
-                  estimate(loss_change), left_out=tuple(left_out), all_seeds_log2_ratio=estimate(all_ratio))
+    product = (
+        estimate(second_half_mean(runs, "product_change"))
+        if condition == "res-none" and recorded(runs, "product_change")
+        else None
+    )
+    loss_change = (
+        change_over_last_per_run(finite_runs(per_run(runs, "test_loss"), runs), fraction=0.5)["value"]
+        if recorded(runs, "test_loss")
+        else pd.Series(dtype=float)
+    )
+    return Motion(
+        condition,
+        estimate(weights),
+        estimate(function),
+        estimate(_log2_motion_ratio(runs)),
+        product,
+        estimate(loss_change),
+        left_out=tuple(left_out),
+        all_seeds_log2_ratio=estimate(all_ratio),
+    )
 
 
 def _log2_motion_ratio(runs: pd.DataFrame) -> pd.Series:
@@ -109,8 +123,9 @@ def function_preserving_motion(results: Results) -> FunctionPreservingMotion | N
     if not recorded(table, "step_change", "logit_change"):
         return None
     none, relu = motion(table, "res-none"), motion(table, "res-relu")
-    return FunctionPreservingMotion(none, relu, verdict_for_difference(none.log2_ratio, relu.log2_ratio,
-                                                                       margin=MOTION_LOG2_MARGIN))
+    return FunctionPreservingMotion(
+        none, relu, verdict_for_difference(none.log2_ratio, relu.log2_ratio, margin=MOTION_LOG2_MARGIN)
+    )
 
 
 #: The sizes k of the top singular subspaces compared beside v1 (``subspace_cos``, direction = k): the recorder's.
@@ -176,8 +191,9 @@ GAP_TURN_DRAWS = 2000
 
 
 def _per_run_rank_correlation(frame: pd.DataFrame) -> Estimate:
-    rhos = frame.groupby("seed").apply(lambda run: run["turn_rate"].corr(run["gap"], method="spearman"),
-                                       include_groups=False)
+    rhos = frame.groupby("seed").apply(
+        lambda run: run["turn_rate"].corr(run["gap"], method="spearman"), include_groups=False
+    )
     return estimate(rhos)
 
 
@@ -187,10 +203,16 @@ def spectrum(results: Results) -> Spectrum | None:
     if not recorded(table, "sigma1", "sigma2", "subspace_cos"):
         return None
     width = results.settings.base.width
-    subspaces = tuple(Subspace(k, metrics.random_subspace_cos(width, k), weight_v1(table, "res-none", "subspace_cos", "input", k),
-                               weight_v1(table, "res-relu", "subspace_cos", "input", k),
-                               fall_from_peak(table, "subspace_cos", "input", k, condition="res-none"))
-                      for k in SUBSPACE_KS)
+    subspaces = tuple(
+        Subspace(
+            k,
+            metrics.random_subspace_cos(width, k),
+            weight_v1(table, "res-none", "subspace_cos", "input", k),
+            weight_v1(table, "res-relu", "subspace_cos", "input", k),
+            fall_from_peak(table, "subspace_cos", "input", k, condition="res-none"),
+        )
+        for k in SUBSPACE_KS
+    )
     v1_fall = weight_v1_fall(table, "res-none")
     if not v1_fall.falls:
         reading = "no-v1-fall"
@@ -204,8 +226,13 @@ def spectrum(results: Results) -> Spectrum | None:
     pairs = gap_and_turn(table)
     none, relu = pairs[pairs["condition"] == "res-none"], pairs[pairs["condition"] == "res-relu"]
     correlation = rank_correlation(none["turn_rate"], none["gap"], n_boot=GAP_TURN_DRAWS)
-    return Spectrum(v1_fall, subspaces, reading,
-                    {c: estimate(gaps.loc[gaps["condition"] == c, "value"]) for c in ("res-none", "res-relu")},
-                    correlation, _per_run_rank_correlation(none),
-                    rank_correlation(relu["turn_rate"], relu["gap"], n_boot=GAP_TURN_DRAWS),
-                    verdict_for_correlation(correlation, GAP_TURN_SIGN))
+    return Spectrum(
+        v1_fall,
+        subspaces,
+        reading,
+        {c: estimate(gaps.loc[gaps["condition"] == c, "value"]) for c in ("res-none", "res-relu")},
+        correlation,
+        _per_run_rank_correlation(none),
+        rank_correlation(relu["turn_rate"], relu["gap"], n_boot=GAP_TURN_DRAWS),
+        verdict_for_correlation(correlation, GAP_TURN_SIGN),
+    )

@@ -69,20 +69,27 @@ def run(settings: Condition2Settings, executor: str | None = None) -> Results:
     long_runs = settings.run_configs()
     run_sweep(long_runs, executor=executor)  # every long run at once: the executor keeps all workers busy
     comparison = {d: run_sweep(settings.comparison_configs(d), progress=False) for d in settings.datasets}
-    interventions = {"adam": comparison[settings.headline][
-        comparison[settings.headline]["condition"].isin(["res-none", "res-relu"])]}
-    interventions.update({name: run_sweep(settings.intervention_configs(name), progress=False)
-                          for name in settings.interventions})
+    interventions = {
+        "adam": comparison[settings.headline][comparison[settings.headline]["condition"].isin(["res-none", "res-relu"])]
+    }
+    interventions.update(
+        {name: run_sweep(settings.intervention_configs(name), progress=False) for name in settings.interventions}
+    )
     choice, _ = choose_sgd_lr(settings, executor)
     sgd = run_sweep(settings.sgd_configs(choice.lr), executor=executor) if choice.lr is not None else pd.DataFrame()
-    return Results(settings=settings, comparison=comparison,
-                   linear_seeds=run_sweep(settings.linear_seed_configs(), progress=False),
-                   interventions=interventions, sgd_choice=choice, sgd=sgd,
-                   drift_tests={name: run_sweep(settings.drift_test_configs(name), progress=False)
-                                for name in settings.drift_tests},
-                   forks={rate: run_sweep(forks_at(settings.fork_configs(), rate), progress=False)
-                          for rate in settings.forks},
-                   baseline=metrics.random_abs_cos(settings.base.width))
+    return Results(
+        settings=settings,
+        comparison=comparison,
+        linear_seeds=run_sweep(settings.linear_seed_configs(), progress=False),
+        interventions=interventions,
+        sgd_choice=choice,
+        sgd=sgd,
+        drift_tests={
+            name: run_sweep(settings.drift_test_configs(name), progress=False) for name in settings.drift_tests
+        },
+        forks={rate: run_sweep(forks_at(settings.fork_configs(), rate), progress=False) for rate in settings.forks},
+        baseline=metrics.random_abs_cos(settings.base.width),
+    )
 
 
 def recorded(table: pd.DataFrame, *names: str) -> bool:

@@ -75,13 +75,20 @@ SGD_MOMENTUM = 0.9
 #: trained once): the datasets compared (the headline one first) and the seeds of the linear net's spread.
 _CHAPTER_VALUES: dict[str, dict[str, Any]] = {
     "smoke": dict(datasets=("fashion-mnist", "mnist-subset"), many_seeds=4, sgd_probe_steps=8, forks=FORK_RATES),
-    "cpu": dict(datasets=("fashion-mnist", "mnist-10k", "mnist-subset"), many_seeds=8, sgd_probe_steps=500,
-                forks=FORK_RATES),
-    "paper": dict(datasets=("mnist", "fashion-mnist", "mnist-10k"), many_seeds=16, sgd_probe_steps=500,
-                  forks=FORK_RATES),
+    "cpu": dict(
+        datasets=("fashion-mnist", "mnist-10k", "mnist-subset"), many_seeds=8, sgd_probe_steps=500, forks=FORK_RATES
+    ),
+    "paper": dict(
+        datasets=("mnist", "fashion-mnist", "mnist-10k"), many_seeds=16, sgd_probe_steps=500, forks=FORK_RATES
+    ),
 }
-_PRESETS = mlp_runs.mlp_presets(_CHAPTER_VALUES, without=("dataset",), conditions=CORE_CONDITIONS,
-                                interventions=tuple(INTERVENTIONS), drift_tests=tuple(DRIFT_TESTS))
+_PRESETS = mlp_runs.mlp_presets(
+    _CHAPTER_VALUES,
+    without=("dataset",),
+    conditions=CORE_CONDITIONS,
+    interventions=tuple(INTERVENTIONS),
+    drift_tests=tuple(DRIFT_TESTS),
+)
 
 #: The notebook's parameters, in the order of its ``parameters`` cell.
 PARAMETERS: dict[str, str] = {
@@ -135,8 +142,11 @@ class Condition2Settings:
 
     def intervention_configs(self, name: str) -> list[MLPRunConfig]:
         """The linear net and the baseline under intervention ``name`` on the headline dataset."""
-        return [self.base.replace(condition=c, seed=s, **INTERVENTIONS[name])
-                for c in ("res-none", "res-relu") for s in self.seeds]
+        return [
+            self.base.replace(condition=c, seed=s, **INTERVENTIONS[name])
+            for c in ("res-none", "res-relu")
+            for s in self.seeds
+        ]
 
     def drift_test_configs(self, name: str) -> list[MLPRunConfig]:
         """The linear net under drift test ``name`` (:data:`DRIFT_TESTS`) on the headline dataset, every seed.
@@ -212,10 +222,19 @@ def build_settings(scale: str, values: dict[str, Any]) -> Condition2Settings:
         if condition not in mlp.conditions:
             raise ValueError(f"conditions must include {condition} (the comparison is between them)")
     probe_steps = min(check_positive("sgd_probe_steps", own["sgd_probe_steps"]), mlp.base.steps)
-    return Condition2Settings(scale=scale, base=mlp.base, datasets=datasets, conditions=mlp.conditions, seeds=mlp.seeds,
-                              many_seeds=parse_seeds(own["many_seeds"], "many_seeds"), interventions=interventions,
-                              early_steps=mlp.early_steps, sgd_probe_steps=probe_steps, drift_tests=drift_tests,
-                              forks=forks)
+    return Condition2Settings(
+        scale=scale,
+        base=mlp.base,
+        datasets=datasets,
+        conditions=mlp.conditions,
+        seeds=mlp.seeds,
+        many_seeds=parse_seeds(own["many_seeds"], "many_seeds"),
+        interventions=interventions,
+        early_steps=mlp.early_steps,
+        sgd_probe_steps=probe_steps,
+        drift_tests=drift_tests,
+        forks=forks,
+    )
 
 
 def describe(settings: Condition2Settings) -> dict[str, Any]:
@@ -223,15 +242,18 @@ def describe(settings: Condition2Settings) -> dict[str, Any]:
     base = settings.base
     return dict(
         seeds=settings.seeds,
-        data=", ".join(f"`{d}`" for d in settings.datasets) + f" (headline: `{settings.headline}`, {HEADLINE_RULE})"
-             + (f"; first {base.max_train} training examples" if base.max_train else ""),
+        data=", ".join(f"`{d}`" for d in settings.datasets)
+        + f" (headline: `{settings.headline}`, {HEADLINE_RULE})"
+        + (f"; first {base.max_train} training examples" if base.max_train else ""),
         model=f"residual MLP, {base.depth} hidden layers of width {base.width}",
-        training=(f"{base.steps:,} optimizer steps of batch {base.batch_size}, Adam (lr {base.optimizer.lr:g}); "
-                  f"{base.n_snapshots} log-spaced and {base.n_late_snapshots} evenly spaced snapshots and one at step "
-                  f"{settings.early_steps:,}; a trace point every {base.trace_every} steps; interventions on "
-                  f"`{settings.headline}`: {', '.join(settings.interventions) or 'none'}; the linear net also with seeds "
-                  f"{', '.join(map(str, settings.many_seeds))} under Adam and SGD (momentum {SGD_MOMENTUM:g}, "
-                  f"learning rate chosen by probe runs of {settings.sgd_probe_steps:,} steps)"),
+        training=(
+            f"{base.steps:,} optimizer steps of batch {base.batch_size}, Adam (lr {base.optimizer.lr:g}); "
+            f"{base.n_snapshots} log-spaced and {base.n_late_snapshots} evenly spaced snapshots and one at step "
+            f"{settings.early_steps:,}; a trace point every {base.trace_every} steps; interventions on "
+            f"`{settings.headline}`: {', '.join(settings.interventions) or 'none'}; the linear net also with seeds "
+            f"{', '.join(map(str, settings.many_seeds))} under Adam and SGD (momentum {SGD_MOMENTUM:g}, "
+            f"learning rate chosen by probe runs of {settings.sgd_probe_steps:,} steps)"
+        ),
     )
 
 
@@ -258,15 +280,26 @@ def scale_rows(settings: Condition2Settings) -> list[tuple[str, str]]:
     """The chapter's rows of the methods page's table of the scales."""
     return [
         ("Condition 2: datasets (headline first)", ", ".join(f"`{d}`" for d in settings.datasets)),
-        ("Condition 2: seeds of the comparison; of the linear net under Adam and SGD",
-         f"{len(settings.seeds)}; {len(settings.many_seeds)}"),
-        ("Condition 2: trace point every (steps); SGD probe steps",
-         f"{settings.base.trace_every}; {settings.sgd_probe_steps:,}"),
+        (
+            "Condition 2: seeds of the comparison; of the linear net under Adam and SGD",
+            f"{len(settings.seeds)}; {len(settings.many_seeds)}",
+        ),
+        (
+            "Condition 2: trace point every (steps); SGD probe steps",
+            f"{settings.base.trace_every}; {settings.sgd_probe_steps:,}",
+        ),
     ]
 
 
-CHAPTER = Chapter(name="condition2", parameters=PARAMETERS, presets=_PRESETS, build=build_settings, describe=describe,
-                  runs=all_run_configs, scale_rows=scale_rows)
+CHAPTER = Chapter(
+    name="condition2",
+    parameters=PARAMETERS,
+    presets=_PRESETS,
+    build=build_settings,
+    describe=describe,
+    runs=all_run_configs,
+    scale_rows=scale_rows,
+)
 
 
 #: The parameters that narrow the design (fewer runs) rather than change the runs.
@@ -274,7 +307,9 @@ _BREADTH_PARAMETERS = ("seeds", "many_seeds", "datasets", "conditions", "interve
 
 #: A narrower ``cpu`` re-run: the headline dataset with two of the stabilising interventions, the horizon
 #: and every seed kept.
-NARROW_CPU_RERUN = dict(datasets=("fashion-mnist",), interventions=("clip 1.0", "cosine"), drift_tests=("lr step-down",))
+NARROW_CPU_RERUN = dict(
+    datasets=("fashion-mnist",), interventions=("clip 1.0", "cosine"), drift_tests=("lr step-down",)
+)
 
 
 @dataclass(frozen=True)
@@ -294,21 +329,33 @@ class Budget:
 
 def budget(settings: Condition2Settings) -> Budget:
     """The :class:`Budget` of ``settings`` (:func:`predicted_minutes`)."""
-    counts = dict(runs=len(settings.run_configs()), probes=len(probe_configs(settings)),
-                  sgd_runs=len(settings.sgd_configs(SGD_LEARNING_RATES[-1])))
+    counts = dict(
+        runs=len(settings.run_configs()),
+        probes=len(probe_configs(settings)),
+        sgd_runs=len(settings.sgd_configs(SGD_LEARNING_RATES[-1])),
+    )
     if settings.scale != "cpu":
         return Budget(**counts)
     minutes = predicted_minutes(settings)
     kept = {k: v for k, v in settings.overrides.items() if k not in _BREADTH_PARAMETERS}
     preset = CHAPTER.configure(settings.scale, **kept)
-    left_out = {name: missing for name, missing in (
-        ("datasets", [d for d in preset.datasets if d not in settings.datasets]),
-        ("conditions", [c for c in preset.conditions if c not in settings.conditions]),
-        ("interventions", [i for i in preset.interventions if i not in settings.interventions]),
-        ("drift tests", [t for t in preset.drift_tests if t not in settings.drift_tests]),
-        ("seeds", [s for s in preset.seeds if s not in settings.seeds]),
-        ("linear-net seeds", [s for s in preset.many_seeds if s not in settings.many_seeds])) if missing}
+    left_out = {
+        name: missing
+        for name, missing in (
+            ("datasets", [d for d in preset.datasets if d not in settings.datasets]),
+            ("conditions", [c for c in preset.conditions if c not in settings.conditions]),
+            ("interventions", [i for i in preset.interventions if i not in settings.interventions]),
+            ("drift tests", [t for t in preset.drift_tests if t not in settings.drift_tests]),
+            ("seeds", [s for s in preset.seeds if s not in settings.seeds]),
+            ("linear-net seeds", [s for s in preset.many_seeds if s not in settings.many_seeds]),
+        )
+        if missing
+    }
     narrow = predicted_minutes(CHAPTER.configure(settings.scale, **{**kept, **NARROW_CPU_RERUN}))
-    return Budget(**counts, minutes=minutes, left_out=left_out,
-                  preset_minutes=predicted_minutes(preset) if left_out else None,
-                  narrow_minutes=narrow if narrow < minutes else None)
+    return Budget(
+        **counts,
+        minutes=minutes,
+        left_out=left_out,
+        preset_minutes=predicted_minutes(preset) if left_out else None,
+        narrow_minutes=narrow if narrow < minutes else None,
+    )

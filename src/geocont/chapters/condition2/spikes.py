@@ -83,12 +83,20 @@ def spike_calibration(results: Results) -> SpikeCalibration | None:
         for condition in ("res-relu", "res-none"):
             mine = counts[counts["condition"] == condition]
             per_rule[(rule, condition)] = estimate(mine["events"].astype(float))
-            rows.append(dict(rule=rule.label, condition=condition, runs=len(mine),
-                             runs_with_events=int((mine["events"] > 0).sum()), events_mean=per_rule[(rule, condition)].mean,
-                             events_sd=per_rule[(rule, condition)].std,
-                             first_events=tuple(int(s) for s in mine["first_event"].dropna().sort_values())))
-    chosen = next((rule for rule in spike_rules()
-                   if per_rule[(rule, "res-relu")].mean <= CALIBRATION_EVENTS_PER_RUN), None)
+            rows.append(
+                dict(
+                    rule=rule.label,
+                    condition=condition,
+                    runs=len(mine),
+                    runs_with_events=int((mine["events"] > 0).sum()),
+                    events_mean=per_rule[(rule, condition)].mean,
+                    events_sd=per_rule[(rule, condition)].std,
+                    first_events=tuple(int(s) for s in mine["first_event"].dropna().sort_values()),
+                )
+            )
+    chosen = next(
+        (rule for rule in spike_rules() if per_rule[(rule, "res-relu")].mean <= CALIBRATION_EVENTS_PER_RUN), None
+    )
     if chosen is None:
         nothing = Estimate(math.nan, math.nan, 0)
         return SpikeCalibration(pd.DataFrame(rows), None, nothing, nothing, "not tested", "no-rule")

@@ -12,13 +12,24 @@ import pandas as pd
 from ... import instability, metrics, paper
 from ...book.chapter import Chapter, ClaimsBuilder, with_early
 from ...mlp import CONDITIONS
-from ...statistics import (DIFFERENCE_MARGIN, Estimate, Fall, difference, fall_from_peak, final_estimate, known,
-                           random_level_sd, up_to_step, verdict_at_random_level, verdict_for_difference,
-                           verdict_for_value, weakest)
+from ...statistics import (
+    DIFFERENCE_MARGIN,
+    Estimate,
+    Fall,
+    difference,
+    fall_from_peak,
+    final_estimate,
+    known,
+    random_level_sd,
+    up_to_step,
+    verdict_at_random_level,
+    verdict_for_difference,
+    verdict_for_value,
+    weakest,
+)
 from ...training import run_sweep
 from .. import mlp_runs
 from ..mlp_runs import MLPChapterSettings
-
 
 #: The conditions the chapter compares (the ``conditions`` parameter replaces them).
 CONDITIONS_COMPARED = ("res-relu", "res-gelu", "res-silu", "nores-relu", "res-none", "res-radial", "res-radial-tau")
@@ -36,7 +47,9 @@ def describe(settings: MLPChapterSettings) -> dict[str, Any]:
     base = settings.base
     return dict(
         seeds=settings.seeds,
-        data=mlp_runs.data_description(settings) + "; data control: " + ", ".join(f"`{d}`" for d in settings.data_datasets),
+        data=mlp_runs.data_description(settings)
+        + "; data control: "
+        + ", ".join(f"`{d}`" for d in settings.data_datasets),
         model=f"residual MLP, {base.depth} hidden layers of width {base.width}, init_scale {base.init_scale}",
         training=mlp_runs.training_description(settings),
     )
@@ -44,8 +57,19 @@ def describe(settings: MLPChapterSettings) -> dict[str, Any]:
 
 CHAPTER = Chapter(
     name="mlp_conditions",
-    parameters=mlp_runs.parameters("scale", "seeds", "steps", "conditions", "width", "depth", "dataset",
-                                   "init_scale", "lr", "n_snapshots", "precision"),
+    parameters=mlp_runs.parameters(
+        "scale",
+        "seeds",
+        "steps",
+        "conditions",
+        "width",
+        "depth",
+        "dataset",
+        "init_scale",
+        "lr",
+        "n_snapshots",
+        "precision",
+    ),
     presets=mlp_runs.mlp_presets(conditions=CONDITIONS_COMPARED, mean_control_conditions=MEAN_CONTROL_CONDITIONS),
     build=mlp_runs.build_settings,
     describe=describe,
@@ -109,9 +133,13 @@ def _until(results: Results, step: int | None) -> Results:
     def cut(table: pd.DataFrame) -> pd.DataFrame:
         return up_to_step(table, step) if len(table) else table
 
-    return dataclasses.replace(results, table=cut(results.table), robustness=cut(results.robustness),
-                               data={d: cut(t) for d, t in results.data.items()},
-                               mean_control=cut(results.mean_control))
+    return dataclasses.replace(
+        results,
+        table=cut(results.table),
+        robustness=cut(results.robustness),
+        data={d: cut(t) for d, t in results.data.items()},
+        mean_control=cut(results.mean_control),
+    )
 
 
 def claims(results: Results) -> pd.DataFrame:
@@ -134,13 +162,25 @@ def condition_claims(results: Results) -> pd.DataFrame:
     return out.table()
 
 
-def _final(results: Results, metric: str, space: str, condition: str, frame: pd.DataFrame | None = None,
-           optimizer: str | None = None) -> Estimate:
+def _final(
+    results: Results,
+    metric: str,
+    space: str,
+    condition: str,
+    frame: pd.DataFrame | None = None,
+    optimizer: str | None = None,
+) -> Estimate:
     """``metric``'s final v1 / u1 value (direction 1) of ``condition`` over seeds, in ``frame`` (default: the
     conditions' table) under ``optimizer`` (default: the optimizer of the conditions' table)."""
     table = results.table
-    return final_estimate(table if frame is None else frame, metric, space, 1, condition=condition,
-                          optimizer=optimizer or table["optimizer"].iloc[0])
+    return final_estimate(
+        table if frame is None else frame,
+        metric,
+        space,
+        1,
+        condition=condition,
+        optimizer=optimizer or table["optimizer"].iloc[0],
+    )
 
 
 def _at_random(results: Results, ours: Estimate) -> str:
@@ -156,34 +196,76 @@ def data_control_claims(results: Results, out: ClaimsBuilder, dataset: str, data
     if "nores-relu" in conditions:
         nores_grad = _final(results, "grad_cos", "input", "nores-relu", data)
         nores_weight = _final(results, "weight_cos", "input", "nores-relu", data)
-        out.add(key="nores-gradient-v1", claim="Without residuals, gradient continuity falls to random level",
-                quantity="NoRes gradient v1 |cos|", paper=f"~{paper.NORES_GRADIENT}", ours=nores_grad,
-                baseline=baseline, verdict=_at_random(results, nores_grad), dataset=dataset)
-        out.add(key="nores-weight-v1", claim="Without residuals, weight continuity does not develop",
-                quantity="NoRes weight v1 |cos|", paper="random level", ours=nores_weight, baseline=baseline,
-                verdict=_at_random(results, nores_weight), note=f"gradient v1 {nores_grad}", dataset=dataset)
+        out.add(
+            key="nores-gradient-v1",
+            claim="Without residuals, gradient continuity falls to random level",
+            quantity="NoRes gradient v1 |cos|",
+            paper=f"~{paper.NORES_GRADIENT}",
+            ours=nores_grad,
+            baseline=baseline,
+            verdict=_at_random(results, nores_grad),
+            dataset=dataset,
+        )
+        out.add(
+            key="nores-weight-v1",
+            claim="Without residuals, weight continuity does not develop",
+            quantity="NoRes weight v1 |cos|",
+            paper="random level",
+            ours=nores_weight,
+            baseline=baseline,
+            verdict=_at_random(results, nores_weight),
+            note=f"gradient v1 {nores_grad}",
+            dataset=dataset,
+        )
     if "res-none" in conditions:
         none_grad = _final(results, "grad_cos", "input", "res-none", data)
         none_weight = _final(results, "weight_cos", "input", "res-none", data)
-        out.add(key="linear-gradient-v1", claim="A linear residual net has high gradient continuity",
-                quantity="Res+None gradient v1 |cos|", paper=f"{paper.LINEAR_GRADIENT_V1}", ours=none_grad,
-                baseline=baseline, verdict=verdict_for_value(none_grad, paper.LINEAR_GRADIENT_V1), dataset=dataset)
-        out.add(key="linear-weight-v1", claim="... but low weight continuity (rotation drift)",
-                quantity="Res+None weight v1 |cos|", paper=f"{paper.LINEAR_WEIGHT_V1}", ours=none_weight,
-                baseline=baseline, verdict=verdict_for_value(none_weight, paper.LINEAR_WEIGHT_V1), dataset=dataset)
+        out.add(
+            key="linear-gradient-v1",
+            claim="A linear residual net has high gradient continuity",
+            quantity="Res+None gradient v1 |cos|",
+            paper=f"{paper.LINEAR_GRADIENT_V1}",
+            ours=none_grad,
+            baseline=baseline,
+            verdict=verdict_for_value(none_grad, paper.LINEAR_GRADIENT_V1),
+            dataset=dataset,
+        )
+        out.add(
+            key="linear-weight-v1",
+            claim="... but low weight continuity (rotation drift)",
+            quantity="Res+None weight v1 |cos|",
+            paper=f"{paper.LINEAR_WEIGHT_V1}",
+            ours=none_weight,
+            baseline=baseline,
+            verdict=verdict_for_value(none_weight, paper.LINEAR_WEIGHT_V1),
+            dataset=dataset,
+        )
         fall = fall_from_peak(data, condition="res-none")
-        out.add(key="res-none-rise-then-collapse",
-                claim="Weight continuity first forms, then is lost to rotation drift",
-                quantity="res-none weight v1: peak minus final", paper="rise, then collapse", ours=fall.drop,
-                baseline=baseline, verdict=fall.verdict, note=f"peak {fall.peak}, final {fall.final}", dataset=dataset)
+        out.add(
+            key="res-none-rise-then-collapse",
+            claim="Weight continuity first forms, then is lost to rotation drift",
+            quantity="res-none weight v1: peak minus final",
+            paper="rise, then collapse",
+            ours=fall.drop,
+            baseline=baseline,
+            verdict=fall.verdict,
+            note=f"peak {fall.peak}, final {fall.final}",
+            dataset=dataset,
+        )
 
 
 def output_space_claim(results: Results, out: ClaimsBuilder) -> None:
     """Condition 1 in the output space: without residuals, gradient u1 continuity stays at the random level."""
     nores_grad_u1 = _final(results, "grad_cos", "output", "nores-relu")
-    out.add(key="nores-gradient-u1", claim="Without residuals, gradient continuity falls to random level",
-            quantity="NoRes gradient u1 |cos|", paper=f"~{paper.NORES_GRADIENT}", ours=nores_grad_u1,
-            baseline=results.baseline, verdict=_at_random(results, nores_grad_u1))
+    out.add(
+        key="nores-gradient-u1",
+        claim="Without residuals, gradient continuity falls to random level",
+        quantity="NoRes gradient u1 |cos|",
+        paper=f"~{paper.NORES_GRADIENT}",
+        ours=nores_grad_u1,
+        baseline=results.baseline,
+        verdict=_at_random(results, nores_grad_u1),
+    )
 
 
 def activation_claims(results: Results, out: ClaimsBuilder) -> None:
@@ -192,21 +274,40 @@ def activation_claims(results: Results, out: ClaimsBuilder) -> None:
     baseline, table = results.baseline, results.table
     none_weight = _final(results, "weight_cos", "input", "res-none")
     radial_weight = _final(results, "weight_cos", "input", "res-radial")
-    out.add(key="radial-weight-v1", claim="A rotation-equivariant nonlinearity fails too",
-            quantity="Res+Radial weight v1 |cos|", paper=f"~{paper.RADIAL_WEIGHT_V1}", ours=radial_weight,
-            baseline=baseline, verdict=verdict_for_value(radial_weight, paper.RADIAL_WEIGHT_V1))
+    out.add(
+        key="radial-weight-v1",
+        claim="A rotation-equivariant nonlinearity fails too",
+        quantity="Res+Radial weight v1 |cos|",
+        paper=f"~{paper.RADIAL_WEIGHT_V1}",
+        ours=radial_weight,
+        baseline=baseline,
+        verdict=verdict_for_value(radial_weight, paper.RADIAL_WEIGHT_V1),
+    )
     for condition in ("res-relu", "res-gelu", "res-silu"):
         if condition not in set(table["condition"]):
             continue
         ours = _final(results, "weight_cos", "input", condition)
-        out.add(key=f"{condition}-above-linear", claim="Element-wise activations keep weight continuity",
-                quantity=f"{condition} minus Res+None weight v1", paper="higher (no number)",
-                ours=difference(ours, none_weight), baseline=baseline,
-                verdict=verdict_for_difference(ours, none_weight), note=f"{condition} {ours}; res-none {none_weight}")
+        out.add(
+            key=f"{condition}-above-linear",
+            claim="Element-wise activations keep weight continuity",
+            quantity=f"{condition} minus Res+None weight v1",
+            paper="higher (no number)",
+            ours=difference(ours, none_weight),
+            baseline=baseline,
+            verdict=verdict_for_difference(ours, none_weight),
+            note=f"{condition} {ours}; res-none {none_weight}",
+        )
     fall = fall_from_peak(table, condition="res-radial", optimizer=table["optimizer"].iloc[0])
-    out.add(key="res-radial-rise-then-collapse", claim="Weight continuity first forms, then is lost to rotation drift",
-            quantity="res-radial weight v1: peak minus final", paper="rise, then collapse", ours=fall.drop,
-            baseline=baseline, verdict=fall.verdict, note=f"peak {fall.peak}, final {fall.final}")
+    out.add(
+        key="res-radial-rise-then-collapse",
+        claim="Weight continuity first forms, then is lost to rotation drift",
+        quantity="res-radial weight v1: peak minus final",
+        paper="rise, then collapse",
+        ours=fall.drop,
+        baseline=baseline,
+        verdict=fall.verdict,
+        note=f"peak {fall.peak}, final {fall.final}",
+    )
 
 
 def optimizer_claims(results: Results, out: ClaimsBuilder) -> None:
@@ -218,15 +319,26 @@ def optimizer_claims(results: Results, out: ClaimsBuilder) -> None:
     relu = {o: _final(results, "weight_cos", "input", "res-relu", robustness, o) for o in optimizers}
     none = {o: _final(results, "weight_cos", "input", "res-none", robustness, o) for o in optimizers}
     details = "; ".join(f"{o}: res-relu {relu[o]}, res-none {none[o]}" for o in optimizers)
-    out.add(key="continuity-every-optimizer",
-            claim="Continuity is not an optimizer artefact (Adam, SGD, Adam in random per-layer frames)",
-            quantity="lowest res-relu weight v1 over optimizers", paper="present under every optimizer",
-            ours=min(relu.values(), key=lambda e: e.mean), baseline=baseline,
-            verdict=weakest(verdict_for_difference(relu[o], random_level) for o in optimizers), note=details)
-    out.add(key="symmetry-breaking-every-optimizer", claim="Symmetry breaking matters under every optimizer",
-            quantity="smallest (res-relu minus res-none) weight v1 over optimizers", paper="res-relu higher",
-            ours=min((difference(relu[o], none[o]) for o in optimizers), key=lambda e: e.mean), baseline=baseline,
-            verdict=weakest(verdict_for_difference(relu[o], none[o]) for o in optimizers), note=details)
+    out.add(
+        key="continuity-every-optimizer",
+        claim="Continuity is not an optimizer artefact (Adam, SGD, Adam in random per-layer frames)",
+        quantity="lowest res-relu weight v1 over optimizers",
+        paper="present under every optimizer",
+        ours=min(relu.values(), key=lambda e: e.mean),
+        baseline=baseline,
+        verdict=weakest(verdict_for_difference(relu[o], random_level) for o in optimizers),
+        note=details,
+    )
+    out.add(
+        key="symmetry-breaking-every-optimizer",
+        claim="Symmetry breaking matters under every optimizer",
+        quantity="smallest (res-relu minus res-none) weight v1 over optimizers",
+        paper="res-relu higher",
+        ours=min((difference(relu[o], none[o]) for o in optimizers), key=lambda e: e.mean),
+        baseline=baseline,
+        verdict=weakest(verdict_for_difference(relu[o], none[o]) for o in optimizers),
+        note=details,
+    )
 
 
 def mean_direction_claims(results: Results, out: ClaimsBuilder) -> None:
@@ -236,34 +348,51 @@ def mean_direction_claims(results: Results, out: ClaimsBuilder) -> None:
     if found is None:
         return
     random_level = known(results.baseline)
-    out.add(key="nores-v1-follows-input-mean",
-            claim="NoRes: each layer's v1 follows the mean of its input (our hypothesis)",
-            quantity="NoRes |cos(v1(W_l), mean input of layer l)|", paper="(not in the paper)",
-            ours=found.follows["nores-relu"], baseline=results.baseline,
-            verdict=verdict_for_difference(found.follows["nores-relu"], random_level),
-            note=f"res-relu {found.follows['res-relu']}")
+    out.add(
+        key="nores-v1-follows-input-mean",
+        claim="NoRes: each layer's v1 follows the mean of its input (our hypothesis)",
+        quantity="NoRes |cos(v1(W_l), mean input of layer l)|",
+        paper="(not in the paper)",
+        ours=found.follows["nores-relu"],
+        baseline=results.baseline,
+        verdict=verdict_for_difference(found.follows["nores-relu"], random_level),
+        note=f"res-relu {found.follows['res-relu']}",
+    )
     centred = found.weight[NORES_CENTRED]
-    out.add(key="nores-centred-weight-v1",
-            claim="Without residuals and without the shared mean, weight continuity does not develop",
-            quantity="NoRes (batch-centred ReLU) weight v1 |cos|", paper="random level", ours=centred,
-            baseline=results.baseline, verdict=verdict_at_random_level(centred, results.baseline, results.random_sd),
-            note=f"NoRes with ReLU {found.weight['nores-relu']}; final training-set loss: centred "
-                 f"{found.loss[NORES_CENTRED]}, plain {found.loss['nores-relu']}")
+    out.add(
+        key="nores-centred-weight-v1",
+        claim="Without residuals and without the shared mean, weight continuity does not develop",
+        quantity="NoRes (batch-centred ReLU) weight v1 |cos|",
+        paper="random level",
+        ours=centred,
+        baseline=results.baseline,
+        verdict=verdict_at_random_level(centred, results.baseline, results.random_sd),
+        note=f"NoRes with ReLU {found.weight['nores-relu']}; final training-set loss: centred "
+        f"{found.loss[NORES_CENTRED]}, plain {found.loss['nores-relu']}",
+    )
     relu, relu_centred = found.weight["res-relu"], found.weight[RES_CENTRED]
-    share = (f"; share of res-relu's rise above random that the mean explains: {found.relu_share:.0%}"
-             if not math.isnan(found.relu_share) else "")
-    out.add(key="res-relu-centred-keeps",
-            claim="Residual + ReLU keeps weight continuity without the shared mean (our test)",
-            quantity="res-relu (batch-centred) weight v1 |cos| minus random", paper="(not in the paper)",
-            ours=difference(relu_centred, random_level), baseline=results.baseline,
-            verdict=verdict_for_difference(relu_centred, random_level),
-            note=f"res-relu {relu}; centred {relu_centred}{share}; final training-set loss: centred "
-                 f"{found.loss[RES_CENTRED]}, plain {found.loss['res-relu']}")
+    share = (
+        f"; share of res-relu's rise above random that the mean explains: {found.relu_share:.0%}"
+        if not math.isnan(found.relu_share)
+        else ""
+    )
+    out.add(
+        key="res-relu-centred-keeps",
+        claim="Residual + ReLU keeps weight continuity without the shared mean (our test)",
+        quantity="res-relu (batch-centred) weight v1 |cos| minus random",
+        paper="(not in the paper)",
+        ours=difference(relu_centred, random_level),
+        baseline=results.baseline,
+        verdict=verdict_for_difference(relu_centred, random_level),
+        note=f"res-relu {relu}; centred {relu_centred}{share}; final training-set loss: centred "
+        f"{found.loss[RES_CENTRED]}, plain {found.loss['res-relu']}",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Findings: what the chapter's prose words (present.py), computed here
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class DatasetFall:
@@ -331,17 +460,27 @@ def optimizer_finding(results: Results) -> OptimizerFinding | None:
     def final(table: pd.DataFrame, metric: str, condition: str, **equal) -> Estimate:
         return final_estimate(table, metric, "input", 1, condition=condition, **equal)
 
-    weight = {(c, o): final(robustness, "weight_cos", c, optimizer=o)
-              for c in results.settings.robustness_conditions for o in optimizers}
+    weight = {
+        (c, o): final(robustness, "weight_cos", c, optimizer=o)
+        for c in results.settings.robustness_conditions
+        for o in optimizers
+    }
     if ("res-none", base_optimizer) not in weight or ("res-relu", base_optimizer) not in weight:
         return None
     gradient = {o: final(robustness, "grad_cos", "res-none", optimizer=o) for o in optimizers}
-    relu_everywhere = all(verdict_for_difference(weight[("res-relu", o)], random_level) == "reproduced"
-                          for o in optimizers)
-    adam_pins = [o for o in optimizers if o != base_optimizer and verdict_for_difference(
-        weight[("res-none", base_optimizer)], weight[("res-none", o)]) == "reproduced"]
-    by_init = {float(i): final(init_table, "weight_cos", "res-none", init_scale=i)
-               for i in sorted(init_table["init_scale"].unique())}
+    relu_everywhere = all(
+        verdict_for_difference(weight[("res-relu", o)], random_level) == "reproduced" for o in optimizers
+    )
+    adam_pins = [
+        o
+        for o in optimizers
+        if o != base_optimizer
+        and verdict_for_difference(weight[("res-none", base_optimizer)], weight[("res-none", o)]) == "reproduced"
+    ]
+    by_init = {
+        float(i): final(init_table, "weight_cos", "res-none", init_scale=i)
+        for i in sorted(init_table["init_scale"].unique())
+    }
     return OptimizerFinding(base_optimizer, weight, gradient, relu_everywhere, adam_pins, by_init)
 
 
@@ -386,8 +525,14 @@ def radial_linearity(settings: MLPChapterSettings, n_probe: int = 512) -> Radial
 
     def model(condition: str) -> ResidualMLP:
         torch.manual_seed(settings.seeds[0])
-        return ResidualMLP(condition, in_features=data.n_features, width=base.width, depth=base.depth,
-                           n_classes=data.n_classes, init_scale=base.init_scale)
+        return ResidualMLP(
+            condition,
+            in_features=data.n_features,
+            width=base.width,
+            depth=base.depth,
+            n_classes=data.n_classes,
+            init_scale=base.init_scale,
+        )
 
     norms = preactivation_norms(model("res-radial"), probe)
     scaled = model("res-radial-tau")
@@ -395,10 +540,14 @@ def radial_linearity(settings: MLPChapterSettings, n_probe: int = 512) -> Radial
         scaled_norms = preactivation_norms(scaled, probe)  # its first forward pass fixes every layer's tau
     taus = torch.stack([block.activation.tau for block in scaled.blocks])
     return RadialLinearity(
-        probe=len(probe), median=float(norms.median()), low=float(norms.quantile(0.05)),
+        probe=len(probe),
+        median=float(norms.median()),
+        low=float(norms.quantile(0.05)),
         near_identity=float(100 * (norms > RADIAL_NEAR_IDENTITY_NORM).float().mean()),
-        tau_min=float(taus.min()), tau_max=float(taus.max()),
-        tau_near_identity=float(100 * (scaled_norms / taus[:, None] > RADIAL_NEAR_IDENTITY_NORM).float().mean()))
+        tau_min=float(taus.min()),
+        tau_max=float(taus.max()),
+        tau_near_identity=float(100 * (scaled_norms / taus[:, None] > RADIAL_NEAR_IDENTITY_NORM).float().mean()),
+    )
 
 
 @dataclass(frozen=True)
@@ -418,7 +567,7 @@ class MeanDirection:
 
     @property
     def case(self) -> str:
-        """"explains" (NoRes's v1 follows its input mean above the random level, and removing the mean lowers its
+        """ "explains" (NoRes's v1 follows its input mean above the random level, and removing the mean lowers its
         weight v1, each by the book's difference rule), "follows-only", "drops-only", "neither", or
         "control-diverged" (the centred NoRes net diverged in every seed: the removal says nothing)."""
         if not self.weight[NORES_CENTRED].n:

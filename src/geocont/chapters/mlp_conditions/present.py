@@ -14,13 +14,31 @@ from ... import instability, paper, plotting
 from ...book.chapter import claim, undefined_sentence
 from ...book.figures import show_figure
 from ...book.prose import Prose, listing
-from ...statistics import Estimate, change_over_last, estimate, estimate_at_step, final_estimate, peak_and_final, per_run
+from ...statistics import (
+    Estimate,
+    change_over_last,
+    estimate,
+    estimate_at_step,
+    final_estimate,
+    peak_and_final,
+    per_run,
+)
 from .. import mlp_presentation, mlp_runs
 from ..common import mlp_verdict
 from ..mlp_presentation import final_summary
 from ..mlp_runs import MLPChapterSettings
-from .compute import (MEAN_PAIRS, NORES_CENTRED, RES_CENTRED, RADIAL_NEAR_IDENTITY_NORM, NEAR_LINEAR_SHARE, Results, data_control,
-                      mean_direction, optimizer_finding, radial_linearity)
+from .compute import (
+    MEAN_PAIRS,
+    NEAR_LINEAR_SHARE,
+    NORES_CENTRED,
+    RADIAL_NEAR_IDENTITY_NORM,
+    RES_CENTRED,
+    Results,
+    data_control,
+    mean_direction,
+    optimizer_finding,
+    radial_linearity,
+)
 
 PROSE = Prose.of(__package__)
 
@@ -30,11 +48,20 @@ verdict = mlp_verdict
 
 def baseline_note(results: Results) -> Markdown:
     empirical = results.empirical
-    return Markdown(PROSE.render(
-        "baseline", width=results.settings.base.width, baseline=results.baseline,
-        v_mean=empirical["v_cos"].mean, v_sd=empirical["v_cos"].sd, u_mean=empirical["u_cos"].mean,
-        u_sd=empirical["u_cos"].sd, align_mean=empirical["align_input"].mean, align_sd=empirical["align_input"].sd,
-        undefined=undefined_sentence(results.table)))
+    return Markdown(
+        PROSE.render(
+            "baseline",
+            width=results.settings.base.width,
+            baseline=results.baseline,
+            v_mean=empirical["v_cos"].mean,
+            v_sd=empirical["v_cos"].sd,
+            u_mean=empirical["u_cos"].mean,
+            u_sd=empirical["u_cos"].sd,
+            align_mean=empirical["align_input"].mean,
+            align_sd=empirical["align_input"].sd,
+            undefined=undefined_sentence(results.table),
+        )
+    )
 
 
 def _final(table: pd.DataFrame, metric: str, space: str, condition: str, **equal: Any) -> Estimate:
@@ -48,25 +75,45 @@ def continuity_figure(results: Results) -> None:
     panels = [("weight_cos", "input"), ("weight_cos", "output"), ("grad_cos", "input"), ("grad_cos", "output")]
     fig, axes = plt.subplots(2, 2, figsize=(14, 9), sharey=True)
     for ax, (metric, space) in zip(axes.flat, panels):
-        plotting.plot_over_training(table, metric, space, 1, ax=ax, baseline=baseline, colours=colours,
-                                    hue_order=order, legend=ax is axes.flat[-1])
+        plotting.plot_over_training(
+            table,
+            metric,
+            space,
+            1,
+            ax=ax,
+            baseline=baseline,
+            colours=colours,
+            hue_order=order,
+            legend=ax is axes.flat[-1],
+        )
         ax.set_ylim(0, 1.02)
     plotting.figure_legend(fig, axes.flat[-1])
 
     def at_start(space: str, condition: str) -> Estimate:
         return estimate_at_step(table, 0, "grad_cos", space, 1, condition=condition)
 
-    show_figure(fig, "mlp-continuity-over-training", PROSE.render(
-        "continuity-caption", finals=", ".join(f"{c} {_final(table, 'weight_cos', 'input', c)}" for c in order),
-        relu_in=at_start("input", "res-relu"), relu_out=at_start("output", "res-relu"),
-        nores_in=at_start("input", "nores-relu"), nores_out=at_start("output", "nores-relu"), baseline=baseline))
+    show_figure(
+        fig,
+        "mlp-continuity-over-training",
+        PROSE.render(
+            "continuity-caption",
+            finals=", ".join(f"{c} {_final(table, 'weight_cos', 'input', c)}" for c in order),
+            relu_in=at_start("input", "res-relu"),
+            relu_out=at_start("output", "res-relu"),
+            nores_in=at_start("input", "nores-relu"),
+            nores_out=at_start("output", "nores-relu"),
+            baseline=baseline,
+        ),
+    )
 
 
 #: The paper's numbers marked in the horizon figure: (panel metric, space) -> [(value, label)].
 PAPER_MARKS: dict[tuple[str, str], list[tuple[float, str]]] = {
     ("weight_cos", "input"): [(paper.LINEAR_WEIGHT_V1, f"paper: Res+None, Res+Radial {paper.LINEAR_WEIGHT_V1}")],
-    ("grad_cos", "input"): [(paper.LINEAR_GRADIENT_V1, f"paper: Res+None {paper.LINEAR_GRADIENT_V1}"),
-                            (paper.NORES_GRADIENT, f"paper: NoRes ~{paper.NORES_GRADIENT}")],
+    ("grad_cos", "input"): [
+        (paper.LINEAR_GRADIENT_V1, f"paper: Res+None {paper.LINEAR_GRADIENT_V1}"),
+        (paper.NORES_GRADIENT, f"paper: NoRes ~{paper.NORES_GRADIENT}"),
+    ],
 }
 
 
@@ -77,24 +124,43 @@ def horizon_figure(results: Results) -> None:
     panels = [("weight_cos", "input", 1), ("weight_cos", "output", 1), ("grad_cos", "input", 1), ("rel_update", "", 0)]
     fig, axes = plt.subplots(2, 2, figsize=(14, 9))
     for ax, (metric, space, direction) in zip(axes.flat, panels):
-        plotting.plot_over_training(table, metric, space, direction, ax=ax, colours=colours, hue_order=order,
-                                    baseline=baseline if metric.endswith("_cos") else None, xscale="linear",
-                                    legend=ax is axes.flat[-1])
+        plotting.plot_over_training(
+            table,
+            metric,
+            space,
+            direction,
+            ax=ax,
+            colours=colours,
+            hue_order=order,
+            baseline=baseline if metric.endswith("_cos") else None,
+            xscale="linear",
+            legend=ax is axes.flat[-1],
+        )
         for value, label in PAPER_MARKS.get((metric, space), []):
             ax.axhline(value, color="black", linestyle=":", linewidth=1.2)
-            ax.annotate(label, (1.0, value), xycoords=("axes fraction", "data"), ha="right", va="bottom",
-                        fontsize="x-small")
+            ax.annotate(
+                label, (1.0, value), xycoords=("axes fraction", "data"), ha="right", va="bottom", fontsize="x-small"
+            )
         ax.axvline(early, color="grey", linestyle="--", linewidth=1)
         if metric.endswith("_cos"):
             ax.set_ylim(0, 1.02)
     plotting.figure_legend(fig, axes.flat[-1])
     end = mlp_runs.last_step(table)
-    lines = [PROSE.render("horizon-line", condition=c,
-                          early=estimate_at_step(table, early, "weight_cos", "input", 1, condition=c),
-                          final=_final(table, "weight_cos", "input", c),
-                          change=change_over_last(table, "weight_cos", "input", 1, condition=c)) for c in order]
-    show_figure(fig, "mlp-horizon", PROSE.render("horizon-caption", end=end, early=early, baseline=baseline,
-                                                 lines="; ".join(lines)))
+    lines = [
+        PROSE.render(
+            "horizon-line",
+            condition=c,
+            early=estimate_at_step(table, early, "weight_cos", "input", 1, condition=c),
+            final=_final(table, "weight_cos", "input", c),
+            change=change_over_last(table, "weight_cos", "input", 1, condition=c),
+        )
+        for c in order
+    ]
+    show_figure(
+        fig,
+        "mlp-horizon",
+        PROSE.render("horizon-caption", end=end, early=early, baseline=baseline, lines="; ".join(lines)),
+    )
 
 
 def horizon_summary(results: Results) -> pd.DataFrame:
@@ -116,13 +182,28 @@ def data_figure(results: Results) -> None:
     palette = plotting.palette(list(results.data))
     for row, condition in zip(axes, conditions):
         for ax, (metric, space, direction) in zip(row, panels):
-            frame = pd.concat([per_run(t[t.condition == condition], metric, space, direction).assign(dataset=d)
-                               for d, t in results.data.items()])
-            sns.lineplot(data=frame, x="step", y="value", hue="dataset", palette=palette, errorbar="sd", ax=ax,
-                         legend=ax is row[0])
+            frame = pd.concat(
+                [
+                    per_run(t[t.condition == condition], metric, space, direction).assign(dataset=d)
+                    for d, t in results.data.items()
+                ]
+            )
+            sns.lineplot(
+                data=frame,
+                x="step",
+                y="value",
+                hue="dataset",
+                palette=palette,
+                errorbar="sd",
+                ax=ax,
+                legend=ax is row[0],
+            )
             ax.axvline(results.settings.early_steps, color="grey", linestyle="--", linewidth=1)
-            ax.set(title=f"{condition}: {plotting.quantity_label(metric, space, direction)}", xlabel="training step",
-                   ylabel="")
+            ax.set(
+                title=f"{condition}: {plotting.quantity_label(metric, space, direction)}",
+                xlabel="training step",
+                ylabel="",
+            )
             if metric == "weight_cos":
                 plotting.draw_baseline(ax, results.baseline)
                 ax.set_ylim(0, 1.02)
@@ -143,12 +224,14 @@ def data_table(results: Results) -> pd.DataFrame:
             memorised = _memorised_step(one)
             rows[(dataset, condition)] = {
                 f"weight v1 at {early:,}": str(estimate_at_step(one, early, "weight_cos", "input", 1)),
-                "weight v1 peak": str(peak), "weight v1 final": str(last),
+                "weight v1 peak": str(peak),
+                "weight v1 final": str(last),
                 "gradient v1 final": str(final_estimate(one, "grad_cos", "input", 1)),
                 f"train-set loss at {early:,}": str(estimate_at_step(one, early, "train_set_loss")),
                 "train-set loss final": str(final_estimate(one, "train_set_loss")),
-                f"first step with train-set loss < {instability.MEMORISED_LOSS:g}":
-                    f"{memorised} ({memorised.n} of {one.seed.nunique()} seeds)" if memorised.n else "never",
+                f"first step with train-set loss < {instability.MEMORISED_LOSS:g}": f"{memorised} ({memorised.n} of {one.seed.nunique()} seeds)"
+                if memorised.n
+                else "never",
                 "test accuracy final": str(final_estimate(one, "test_acc")),
             }
     out = pd.DataFrame.from_dict(rows, orient="index")
@@ -163,16 +246,29 @@ def data_sentences(results: Results) -> str:
     found = data_control(results)
     if found is None:
         return ""
-    parts = [PROSE.render("data-dataset", dataset=d.dataset, peak=d.fall.peak, final=d.fall.final, loss=d.loss.final,
-                          fell=PROSE.choose("data-fell", "yes" if d.fall.falls else "no"),
-                          rose=PROSE.render("data-rose", lowest=d.loss.lowest) if d.loss.rose else "")
-             for d in found.datasets]
+    parts = [
+        PROSE.render(
+            "data-dataset",
+            dataset=d.dataset,
+            peak=d.fall.peak,
+            final=d.fall.final,
+            loss=d.loss.final,
+            fell=PROSE.choose("data-fell", "yes" if d.fall.falls else "no"),
+            rose=PROSE.render("data-rose", lowest=d.loss.lowest) if d.loss.rose else "",
+        )
+        for d in found.datasets
+    ]
     text = "; ".join(parts) + ". "
     text = text[0].upper() + text[1:]
     memorised = [d.dataset for d in found.datasets if d.fall.falls and d.loss.memorised]
     unstable = [d.dataset for d in found.datasets if d.fall.falls and d.loss.rose]
-    return text + PROSE.choose("data", found.case, datasets=", ".join(found.clean_falls),
-                               memorised=", ".join(memorised) or "none", unstable=", ".join(unstable) or "none")
+    return text + PROSE.choose(
+        "data",
+        found.case,
+        datasets=", ".join(found.clean_falls),
+        memorised=", ".join(memorised) or "none",
+        unstable=", ".join(unstable) or "none",
+    )
 
 
 def optimizer_over_training_figure(results: Results) -> None:
@@ -182,14 +278,25 @@ def optimizer_over_training_figure(results: Results) -> None:
     fig, axes = plt.subplots(1, len(conditions), figsize=(7 * len(conditions), 4.4), squeeze=False)
     for ax, condition in zip(axes[0], conditions):
         one = results.robustness[results.robustness.condition == condition]
-        plotting.plot_over_training(one, "weight_cos", "input", 1, hue="optimizer", hue_order=optimizers, ax=ax,
-                                    baseline=results.baseline, xscale="linear")
+        plotting.plot_over_training(
+            one,
+            "weight_cos",
+            "input",
+            1,
+            hue="optimizer",
+            hue_order=optimizers,
+            ax=ax,
+            baseline=results.baseline,
+            xscale="linear",
+        )
         ax.set_title(f"{condition}: weight v1 |cos|", fontsize="medium")
         ax.set_ylim(0, 1.02)
     fig.tight_layout()
     changes = "; ".join(
         f"{c} under {o}: last third {change_over_last(results.robustness, 'weight_cos', 'input', 1, condition=c, optimizer=o)}"
-        for c in conditions for o in optimizers)
+        for c in conditions
+        for o in optimizers
+    )
     show_figure(fig, "mlp-optimizers-over-training", PROSE.render("optimizers-over-training-caption", changes=changes))
 
 
@@ -216,14 +323,32 @@ def rise_and_collapse_figure(results: Results) -> None:
     runs = per_run(table, "weight_cos", "input", 1)
     for condition in drift_conditions:
         for seed, one in runs[runs.condition == condition].groupby("seed"):
-            axes[0].plot(one.step, one.value, color=colours[condition], alpha=0.8, marker="o", markersize=3,
-                         label=condition if seed == seeds[0] else None)
+            axes[0].plot(
+                one.step,
+                one.value,
+                color=colours[condition],
+                alpha=0.8,
+                marker="o",
+                markersize=3,
+                label=condition if seed == seeds[0] else None,
+            )
     plotting.draw_baseline(axes[0], results.baseline)
-    axes[0].set(xscale="symlog", xlabel="training step (symlog)",
-                ylabel=plotting.quantity_label("weight_cos", "input", 1), ylim=(0, 1.02))
+    axes[0].set(
+        xscale="symlog",
+        xlabel="training step (symlog)",
+        ylabel=plotting.quantity_label("weight_cos", "input", 1),
+        ylim=(0, 1.02),
+    )
     axes[0].legend(fontsize="small")
-    plotting.plot_over_training(table[table.condition.isin(drift_conditions)], "rel_update", "", 0, ax=axes[1],
-                                colours=colours, hue_order=drift_conditions)
+    plotting.plot_over_training(
+        table[table.condition.isin(drift_conditions)],
+        "rel_update",
+        "",
+        0,
+        ax=axes[1],
+        colours=colours,
+        hue_order=drift_conditions,
+    )
     fig.tight_layout()
     lines = []
     for condition in drift_conditions:
@@ -238,15 +363,27 @@ def optimizer_figure(results: Results, claims: pd.DataFrame) -> None:
     fig, axes = plt.subplots(2, 2, figsize=(14, 9))
     panels = [("weight_cos", "input", 1), ("grad_cos", "input", 1), ("rel_update", "", 0), ("test_acc", "", 0)]
     for ax, (metric, space, direction) in zip(axes.flat, panels):
-        plotting.plot_final_by(results.robustness, metric, space, direction, x="optimizer", hue="condition",
-                               hue_order=list(results.settings.robustness_conditions), colours=colours, ax=ax,
-                               baseline=results.baseline if metric.endswith("_cos") else None)
+        plotting.plot_final_by(
+            results.robustness,
+            metric,
+            space,
+            direction,
+            x="optimizer",
+            hue="condition",
+            hue_order=list(results.settings.robustness_conditions),
+            colours=colours,
+            ax=ax,
+            baseline=results.baseline if metric.endswith("_cos") else None,
+        )
     plotting.figure_legend(fig, axes.flat[0])
     for ax in axes.flat:
         if ax.get_legend() is not None:
             ax.get_legend().remove()
-    show_figure(fig, "mlp-optimizers", PROSE.render(
-        "optimizers-caption", details=claim(claims, "symmetry-breaking-every-optimizer")["note"]))
+    show_figure(
+        fig,
+        "mlp-optimizers",
+        PROSE.render("optimizers-caption", details=claim(claims, "symmetry-breaking-every-optimizer")["note"]),
+    )
 
 
 def init_scale_figure(results: Results) -> None:
@@ -256,16 +393,32 @@ def init_scale_figure(results: Results) -> None:
     init_order = sorted(init_table["init_scale"].unique())
     fig, axes = plt.subplots(1, 2, figsize=(14, 4.6))
     for ax, (metric, space, direction) in zip(axes, [("weight_cos", "input", 1), ("rel_update", "", 0)]):
-        plotting.plot_final_by(init_table, metric, space, direction, x="init_scale", hue="condition",
-                               order=init_order, hue_order=robust_order, colours=colours, ax=ax,
-                               baseline=results.baseline if metric.endswith("_cos") else None)
+        plotting.plot_final_by(
+            init_table,
+            metric,
+            space,
+            direction,
+            x="init_scale",
+            hue="condition",
+            order=init_order,
+            hue_order=robust_order,
+            colours=colours,
+            ax=ax,
+            baseline=results.baseline if metric.endswith("_cos") else None,
+        )
     plotting.figure_legend(fig, axes[0])
     axes[1].get_legend().remove()
-    lines = [f"{c} at init_scale {i:g}: weight v1 {_final(init_table, 'weight_cos', 'input', c, init_scale=i)}, "
-             f"relative update {final_estimate(init_table, 'rel_update', '', 0, condition=c, init_scale=i)}"
-             for c in robust_order for i in init_order]
-    show_figure(fig, "mlp-init-scale", PROSE.render("init-scale-caption", steps=results.settings.early_steps,
-                                                    lines="; ".join(lines)))
+    lines = [
+        f"{c} at init_scale {i:g}: weight v1 {_final(init_table, 'weight_cos', 'input', c, init_scale=i)}, "
+        f"relative update {final_estimate(init_table, 'rel_update', '', 0, condition=c, init_scale=i)}"
+        for c in robust_order
+        for i in init_order
+    ]
+    show_figure(
+        fig,
+        "mlp-init-scale",
+        PROSE.render("init-scale-caption", steps=results.settings.early_steps, lines="; ".join(lines)),
+    )
 
 
 def condition_two_note(results: Results) -> Markdown:
@@ -275,26 +428,55 @@ def condition_two_note(results: Results) -> Markdown:
     if found is None:
         return Markdown("")
     optimizers = list(found.gradient)
-    lines = [PROSE.render("optimizer-line", optimizer=o, relu=found.weight[("res-relu", o)],
-                          none=found.weight[("res-none", o)], gradient=found.gradient[o]) for o in optimizers]
-    return Markdown(PROSE.render(
-        "optimizer-note", horizon=mlp_runs.horizon_text(results.settings), lines="\n".join(lines),
-        relu=PROSE.choose("optimizer-relu", "everywhere" if found.relu_everywhere else "not-everywhere"),
-        finding=PROSE.choose("optimizer-pins", "yes" if found.adam_pins else "no", base=found.base_optimizer,
-                             pins=listing(f"`{o}`" for o in found.adam_pins)),
-        base=found.base_optimizer, steps=results.settings.early_steps,
-        by_init=", ".join(f"init_scale {i:g}: {e}" for i, e in found.by_init.items())))
+    lines = [
+        PROSE.render(
+            "optimizer-line",
+            optimizer=o,
+            relu=found.weight[("res-relu", o)],
+            none=found.weight[("res-none", o)],
+            gradient=found.gradient[o],
+        )
+        for o in optimizers
+    ]
+    return Markdown(
+        PROSE.render(
+            "optimizer-note",
+            horizon=mlp_runs.horizon_text(results.settings),
+            lines="\n".join(lines),
+            relu=PROSE.choose("optimizer-relu", "everywhere" if found.relu_everywhere else "not-everywhere"),
+            finding=PROSE.choose(
+                "optimizer-pins",
+                "yes" if found.adam_pins else "no",
+                base=found.base_optimizer,
+                pins=listing(f"`{o}`" for o in found.adam_pins),
+            ),
+            base=found.base_optimizer,
+            steps=results.settings.early_steps,
+            by_init=", ".join(f"init_scale {i:g}: {e}" for i, e in found.by_init.items()),
+        )
+    )
 
 
 def radial_linearity_note(settings: MLPChapterSettings) -> Markdown:
     """How nonlinear the two radial activations are at initialisation, on training images
     (:func:`.compute.radial_linearity`)."""
     found = radial_linearity(settings)
-    return Markdown(PROSE.render(
-        "radial", probe=found.probe, median=found.median, low=found.low, threshold=RADIAL_NEAR_IDENTITY_NORM,
-        near_identity=found.near_identity, tau_min=found.tau_min, tau_max=found.tau_max,
-        tau_near_identity=found.tau_near_identity,
-        verdict=PROSE.choose("radial-verdict", "linear" if found.radial_is_linear else "nonlinear", share=NEAR_LINEAR_SHARE)))
+    return Markdown(
+        PROSE.render(
+            "radial",
+            probe=found.probe,
+            median=found.median,
+            low=found.low,
+            threshold=RADIAL_NEAR_IDENTITY_NORM,
+            near_identity=found.near_identity,
+            tau_min=found.tau_min,
+            tau_max=found.tau_max,
+            tau_near_identity=found.tau_near_identity,
+            verdict=PROSE.choose(
+                "radial-verdict", "linear" if found.radial_is_linear else "nonlinear", share=NEAR_LINEAR_SHARE
+            ),
+        )
+    )
 
 
 def mean_direction_figure(results: Results) -> None:
@@ -305,15 +487,28 @@ def mean_direction_figure(results: Results) -> None:
     if found is None:
         return
     conditions = [*MEAN_PAIRS, *MEAN_PAIRS.values()]
-    both = pd.concat([results.table[results.table["condition"].isin(list(MEAN_PAIRS))], results.mean_control],
-                     ignore_index=True)
+    both = pd.concat(
+        [results.table[results.table["condition"].isin(list(MEAN_PAIRS))], results.mean_control], ignore_index=True
+    )
     fig, axes = plt.subplots(1, 4, figsize=(22, 4.6))
-    panels = [("mean_input_cos", "input", 1), ("mean_input_share", "", 0), ("weight_cos", "input", 1),
-              ("train_set_loss", "", 0)]
+    panels = [
+        ("mean_input_cos", "input", 1),
+        ("mean_input_share", "", 0),
+        ("weight_cos", "input", 1),
+        ("train_set_loss", "", 0),
+    ]
     for ax, (metric, space, direction) in zip(axes, panels):
-        plotting.plot_over_training(both, metric, space, direction, ax=ax, hue_order=conditions, xscale="linear",
-                                    baseline=results.baseline if metric in ("mean_input_cos", "weight_cos") else None,
-                                    legend=ax is axes[-1])
+        plotting.plot_over_training(
+            both,
+            metric,
+            space,
+            direction,
+            ax=ax,
+            hue_order=conditions,
+            xscale="linear",
+            baseline=results.baseline if metric in ("mean_input_cos", "weight_cos") else None,
+            legend=ax is axes[-1],
+        )
         if metric != "train_set_loss":
             ax.set_ylim(0, 1.02)
     fig.tight_layout()
@@ -325,13 +520,28 @@ def mean_direction_note(results: Results) -> Markdown:
     found = mean_direction(results)
     if found is None:
         return Markdown("")
-    share = (PROSE.render("mean-relu-share", share=found.relu_share) if found.relu_share == found.relu_share
-             else PROSE.render("mean-relu-share-undefined"))
-    return Markdown(PROSE.render(
-        "mean-direction", nores_follows=found.follows["nores-relu"], relu_follows=found.follows["res-relu"],
-        nores_share=found.mean_share["nores-relu"], relu_mean_share=found.mean_share["res-relu"],
-        nores=found.weight["nores-relu"], nores_centred=found.weight[NORES_CENTRED],
-        relu=found.weight["res-relu"], relu_centred=found.weight[RES_CENTRED], baseline=results.baseline,
-        nores_loss=found.loss["nores-relu"], nores_centred_loss=found.loss[NORES_CENTRED],
-        relu_loss=found.loss["res-relu"], relu_centred_loss=found.loss[RES_CENTRED],
-        finding=PROSE.choose("mean-finding", found.case), relu_share=share))
+    share = (
+        PROSE.render("mean-relu-share", share=found.relu_share)
+        if found.relu_share == found.relu_share
+        else PROSE.render("mean-relu-share-undefined")
+    )
+    return Markdown(
+        PROSE.render(
+            "mean-direction",
+            nores_follows=found.follows["nores-relu"],
+            relu_follows=found.follows["res-relu"],
+            nores_share=found.mean_share["nores-relu"],
+            relu_mean_share=found.mean_share["res-relu"],
+            nores=found.weight["nores-relu"],
+            nores_centred=found.weight[NORES_CENTRED],
+            relu=found.weight["res-relu"],
+            relu_centred=found.weight[RES_CENTRED],
+            baseline=results.baseline,
+            nores_loss=found.loss["nores-relu"],
+            nores_centred_loss=found.loss[NORES_CENTRED],
+            relu_loss=found.loss["res-relu"],
+            relu_centred_loss=found.loss[RES_CENTRED],
+            finding=PROSE.choose("mean-finding", found.case),
+            relu_share=share,
+        )
+    )

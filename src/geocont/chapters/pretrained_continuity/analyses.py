@@ -18,7 +18,6 @@ from .output_gains import cached_output_gain_continuity
 from .quantization import cached_quantization_effect
 from .settings import PretrainedChapterSettings
 
-
 _SPACE_COLUMNS = {"input": ("v1_cos", "v1_baseline"), "output": ("u1_cos", "u1_baseline")}
 
 
@@ -100,6 +99,13 @@ def run(settings: PretrainedChapterSettings) -> Results:
             continue
         large_tables[model_id] = analyze(model_id)
         large_status.append(dict(model=model_id, status="analysed", detail=src.description))
-    return Results(settings=settings, tables=tables, large_tables=large_tables, large_status=large_status,
-                   trained_tables=trained_tables, trained_parameters=trained_parameters, gains=gains,
-                   effects=pd.concat(effects, ignore_index=True))
+    return Results(
+        settings=settings,
+        tables=tables,
+        large_tables=large_tables,
+        large_status=large_status,
+        trained_tables=trained_tables,
+        trained_parameters=trained_parameters,
+        gains=gains,
+        effects=pd.concat(effects, ignore_index=True),
+    )

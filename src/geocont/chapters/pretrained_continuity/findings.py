@@ -22,20 +22,31 @@ def continuity_overview(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     sd, number of pairs, and the random baseline. ``tables`` maps a label to a table."""
     rows = []
     for label, table in tables.items():
-        for projection in table["projection"].cat.categories if hasattr(table["projection"], "cat") \
-                else table["projection"].unique():
+        for projection in (
+            table["projection"].cat.categories if hasattr(table["projection"], "cat") else table["projection"].unique()
+        ):
             for space in ("input", "output"):
                 ours, baseline = layer_pair_estimate(table, projection, space)
-                rows.append(dict(model=label, projection=projection, space=space, mean=ours.mean, sd=ours.std,
-                                 pairs=ours.n, baseline=baseline))
+                rows.append(
+                    dict(
+                        model=label,
+                        projection=projection,
+                        space=space,
+                        mean=ours.mean,
+                        sd=ours.std,
+                        pairs=ours.n,
+                        baseline=baseline,
+                    )
+                )
     return pd.DataFrame(rows)
 
 
 def trained_seed_means(results: Results) -> pd.DataFrame:
     """:func:`continuity_overview` of each trained transformer (column ``seed``)."""
     label = f"trained ({results.settings.trained_scale})"
-    return pd.concat([continuity_overview({label: table}).assign(seed=seed)
-                      for seed, table in results.trained_tables.items()])
+    return pd.concat(
+        [continuity_overview({label: table}).assign(seed=seed) for seed, table in results.trained_tables.items()]
+    )
 
 
 @dataclass(frozen=True)
@@ -67,12 +78,22 @@ def checkpoint_findings(results: Results) -> tuple[CheckpointFinding, ...]:
     """:class:`CheckpointFinding` of every pretrained checkpoint, in order."""
     findings = []
     for name, table in results.tables.items():
-        predicted = tuple(PredictedContinuity(projection, space, *layer_pair_estimate(table, projection, space))
-                          for projection, space, _ in PROJECTION_PREDICTIONS if projection in set(table.projection))
-        findings.append(CheckpointFinding(
-            name, slug(name), OFFLINE_MODELS[name].description if name in OFFLINE_MODELS else name,
-            table.attrs["layout"], predicted, layer_pair_estimate(table, "v_proj", "input")[0],
-            layer_pair_estimate(table, "v_proj", "output")[0]))
+        predicted = tuple(
+            PredictedContinuity(projection, space, *layer_pair_estimate(table, projection, space))
+            for projection, space, _ in PROJECTION_PREDICTIONS
+            if projection in set(table.projection)
+        )
+        findings.append(
+            CheckpointFinding(
+                name,
+                slug(name),
+                OFFLINE_MODELS[name].description if name in OFFLINE_MODELS else name,
+                table.attrs["layout"],
+                predicted,
+                layer_pair_estimate(table, "v_proj", "input")[0],
+                layer_pair_estimate(table, "v_proj", "output")[0],
+            )
+        )
     return tuple(findings)
 
 
@@ -102,10 +123,20 @@ def gemma_finding(results: Results) -> GemmaFinding:
     llama, gemma_models, tables = results.llama_like, results.gemma, results.tables
     if not (llama and gemma_models):
         return GemmaFinding("missing-layout", tuple(results.settings.models))
-    return GemmaFinding("compared", tuple(results.settings.models), tuple(llama), tuple(gemma_models), tuple(
-        WritingContinuity(projection, layer_pair_estimate(tables[gemma_models[0]], projection, "output")[0],
-                          layer_pair_estimate(tables[llama[0]], projection, "output")[0])
-        for projection in ("o_proj", "down_proj")))
+    return GemmaFinding(
+        "compared",
+        tuple(results.settings.models),
+        tuple(llama),
+        tuple(gemma_models),
+        tuple(
+            WritingContinuity(
+                projection,
+                layer_pair_estimate(tables[gemma_models[0]], projection, "output")[0],
+                layer_pair_estimate(tables[llama[0]], projection, "output")[0],
+            )
+            for projection in ("o_proj", "down_proj")
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -122,7 +153,11 @@ def quantization_finding(results: Results) -> QuantizationFinding:
     changes = quantization_changes(quantization_shifts(results.effects), results.settings.quantize)
     seed_means = trained_seed_means(results)
     predicted_space = {p: s for p, s, _ in PROJECTION_PREDICTIONS} | {"v_proj": "input"}
-    spread = {p: seed_means[(seed_means.projection == p) & (seed_means.space == predicted_space[p])]["mean"].std()
-              for p in PROJECTIONS}
-    return QuantizationFinding(tuple((fmt, changes[fmt]) for fmt in results.settings.quantize),
-                               tuple((p, s) for p, s in spread.items() if not math.isnan(s)))
+    spread = {
+        p: seed_means[(seed_means.projection == p) & (seed_means.space == predicted_space[p])]["mean"].std()
+        for p in PROJECTIONS
+    }
+    return QuantizationFinding(
+        tuple((fmt, changes[fmt]) for fmt in results.settings.quantize),
+        tuple((p, s) for p, s in spread.items() if not math.isnan(s)),
+    )

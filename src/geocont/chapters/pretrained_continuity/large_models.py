@@ -38,9 +38,16 @@ def large_model_cost(settings: PretrainedChapterSettings) -> LargeModelCost | No
     for name, (shapes, count) in LARGE_MODELS.items():
         seconds = per_layer * layer_parameters(shapes) / layer_parameters(LLAMA_31_8B_LAYER)
         largest = max(o * i for o, i in shapes.values())
-        rows.append(dict(model=name, layers=count, parameters_per_layer=f"{layer_parameters(shapes) / 1e6:.0f}M",
-                         seconds_per_layer=round(seconds, 1), total_minutes=round(seconds * count / 60, 1),
-                         largest_matrix=f"{largest / 1e6:.0f}M values = {largest * 4 / 2**20:.0f} MiB fp32"))
+        rows.append(
+            dict(
+                model=name,
+                layers=count,
+                parameters_per_layer=f"{layer_parameters(shapes) / 1e6:.0f}M",
+                seconds_per_layer=round(seconds, 1),
+                total_minutes=round(seconds * count / 60, 1),
+                largest_matrix=f"{largest / 1e6:.0f}M values = {largest * 4 / 2**20:.0f} MiB fp32",
+            )
+        )
     return LargeModelCost(per_layer, pd.DataFrame(rows))
 
 

@@ -17,8 +17,9 @@ from ...statistics import Estimate, estimate
 from .settings import ANALYSIS_KIND
 
 
-def output_gain_continuity(source: Any, layout: str | None = None, max_layers: int | None = None,
-                           progress: bool = False) -> pd.DataFrame:
+def output_gain_continuity(
+    source: Any, layout: str | None = None, max_layers: int | None = None, progress: bool = False
+) -> pd.DataFrame:
     """For layouts with post-norms (Gemma-3): u1 continuity of ``W`` and of ``diag(g_l) W``.
 
     ``g_l`` is the gain of the RMSNorm that layer l applies to the projection's output
@@ -33,8 +34,10 @@ def output_gain_continuity(source: Any, layout: str | None = None, max_layers: i
     """
     src, chosen, matrices = plan(source, layout, max_layers=max_layers)
     if not chosen.output_gains:
-        raise ValueError(f"layout {chosen.name!r} has no output norms; layouts with them: "
-                         + ", ".join(name for name, known in LAYOUTS.items() if known.output_gains))
+        raise ValueError(
+            f"layout {chosen.name!r} has no output norms; layouts with them: "
+            + ", ".join(name for name, known in LAYOUTS.items() if known.output_gains)
+        )
     rows = []
     for projection, template in chosen.output_gains:
         previous = None
@@ -45,10 +48,16 @@ def output_gain_continuity(source: Any, layout: str | None = None, max_layers: i
             gained = top_singular_triplets(gain[:, None] * W, 1, method=triplet_method("auto", ref.shape))
             noise = torch.randn(ref.shape, generator=torch.Generator().manual_seed(ref.layer))
             gain_only = top_singular_triplets(gain[:, None] * noise, 1, method=triplet_method("auto", ref.shape))
-            row = dict(projection=projection, layer=ref.layer, u1_cos=math.nan, u1_cos_gained=math.nan, u1_cos_gain_only=math.nan,
-                       gain_cos=math.nan,
-                       u1_baseline=random_abs_cos(ref.shape[0]),
-                       gain_top1_share=float(gain.square().max() / gain.square().sum()))
+            row = dict(
+                projection=projection,
+                layer=ref.layer,
+                u1_cos=math.nan,
+                u1_cos_gained=math.nan,
+                u1_cos_gain_only=math.nan,
+                gain_cos=math.nan,
+                u1_baseline=random_abs_cos(ref.shape[0]),
+                gain_top1_share=float(gain.square().max() / gain.square().sum()),
+            )
             if previous is not None:
                 before, before_plain, before_gained, before_gain, before_gain_only = previous
                 before["gain_cos"] = float(abs_cos(before_gain, gain))
@@ -66,8 +75,13 @@ def cached_output_gain_continuity(source: Any, max_layers: int | None = None) ->
     identity = src.identity()
     if identity is None:
         return output_gain_continuity(source, max_layers=max_layers)
-    key = dict(analysis="output-gain-continuity", source=identity, layout=chosen.name, max_layers=max_layers,
-               version=ANALYZER_VERSION)
+    key = dict(
+        analysis="output-gain-continuity",
+        source=identity,
+        layout=chosen.name,
+        max_layers=max_layers,
+        version=ANALYZER_VERSION,
+    )
     return cache.cached(ANALYSIS_KIND, key, lambda: output_gain_continuity(source, max_layers=max_layers))
 
 

@@ -4,8 +4,9 @@ through each GGUF type, the change of v1/u1 |cos| per type, and the rule that sa
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
@@ -23,8 +24,9 @@ if TYPE_CHECKING:
 QUANTIZATION_LIMIT = 0.05
 
 
-def quantization_effect(module: torch.nn.Module, qtypes: Sequence[str] = ("Q8_0", "Q4_1"),
-                        progress: bool = False) -> pd.DataFrame:
+def quantization_effect(
+    module: torch.nn.Module, qtypes: Sequence[str] = ("Q8_0", "Q4_1"), progress: bool = False
+) -> pd.DataFrame:
     """The analyzer's table of ``module`` in fp32 and after a GGUF round trip through each type.
 
     Each quantized copy is written with :func:`geocont.checkpoints.export_gguf` to a
@@ -43,10 +45,14 @@ def quantization_effect(module: torch.nn.Module, qtypes: Sequence[str] = ("Q8_0"
     return pd.concat(tables, ignore_index=True)
 
 
-def cached_quantization_effect(config: "LMRunConfig", model: torch.nn.Module, qtypes: Sequence[str]) -> pd.DataFrame:
+def cached_quantization_effect(config: LMRunConfig, model: torch.nn.Module, qtypes: Sequence[str]) -> pd.DataFrame:
     """:func:`quantization_effect` of ``config``'s trained ``model``, cached by the run's key and the types."""
-    key = dict(analysis="quantization-effect", trained=cache.cache_key("lm", lm_job(config).key_config()),
-               qtypes=list(qtypes), version=ANALYZER_VERSION)
+    key = dict(
+        analysis="quantization-effect",
+        trained=cache.cache_key("lm", lm_job(config).key_config()),
+        qtypes=list(qtypes),
+        version=ANALYZER_VERSION,
+    )
     return cache.cached(ANALYSIS_KIND, key, lambda: quantization_effect(model, qtypes))
 
 
@@ -63,9 +69,18 @@ def quantization_shift(effect: pd.DataFrame) -> pd.DataFrame:
             dv = (quant["v1_cos"] - ref["v1_cos"]).abs().dropna()
             du = (quant["u1_cos"] - ref["u1_cos"]).abs().dropna()
             ds = ((quant["sigma1"] - ref["sigma1"]) / ref["sigma1"]).abs()
-            rows.append(dict(format=fmt, projection=projection, stored_as=", ".join(sorted(set(quant["dtype"]))),
-                             v1_shift_max=dv.max(), v1_shift_mean=dv.mean(), u1_shift_max=du.max(),
-                             u1_shift_mean=du.mean(), sigma1_rel_change_max=ds.max()))
+            rows.append(
+                dict(
+                    format=fmt,
+                    projection=projection,
+                    stored_as=", ".join(sorted(set(quant["dtype"]))),
+                    v1_shift_max=dv.max(),
+                    v1_shift_mean=dv.mean(),
+                    u1_shift_max=du.max(),
+                    u1_shift_mean=du.mean(),
+                    sigma1_rel_change_max=ds.max(),
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -86,14 +101,17 @@ class QuantizationChange:
 def quantization_changes(shifts: pd.DataFrame, formats: Sequence[str]) -> dict[str, QuantizationChange]:
     """Per GGUF type of :func:`quantization_shifts`: its :class:`QuantizationChange`."""
     quantized = shifts[shifts.stored_as != "F16"]
-    return {fmt: QuantizationChange(
-        worst=quantized.loc[quantized.format == fmt, ["v1_shift_max", "u1_shift_max"]].max().max(),
-        typical=quantized.loc[quantized.format == fmt, ["v1_shift_mean", "u1_shift_mean"]].mean().mean())
-        for fmt in formats}
+    return {
+        fmt: QuantizationChange(
+            worst=quantized.loc[quantized.format == fmt, ["v1_shift_max", "u1_shift_max"]].max().max(),
+            typical=quantized.loc[quantized.format == fmt, ["v1_shift_mean", "u1_shift_mean"]].mean().mean(),
+        )
+        for fmt in formats
+    }
 
 
 def quantization_verdict(worst: float, limit: float = QUANTIZATION_LIMIT) -> str:
-    """"reproduced" when the largest |change| of v1/u1 |cos| stays below ``limit``, "not reproduced"
+    """ "reproduced" when the largest |change| of v1/u1 |cos| stays below ``limit``, "not reproduced"
     when it reaches it, "not tested" when nothing was quantized (NaN)."""
     if math.isnan(worst):
         return "not tested"

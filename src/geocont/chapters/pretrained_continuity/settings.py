@@ -35,12 +35,32 @@ PRETRAINED_LARGE = ("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B")
 
 
 _PRESET_VALUES: dict[str, dict[str, Any]] = {
-    "smoke": dict(models=("smollm2-135m",), max_layers=6, trained_scale="smoke", seeds=(0,),
-                  quantize=("Q8_0", "Q4_1"), large_models=(), measure_cost=False),
-    "cpu": dict(models=PRETRAINED_OFFLINE, max_layers=None, trained_scale="cpu",
-                quantize=("Q8_0", "Q4_1"), large_models=PRETRAINED_LARGE, measure_cost=True),
-    "paper": dict(models=PRETRAINED_OFFLINE, max_layers=None, trained_scale="paper", seeds=(0,),
-                  quantize=("Q8_0", "Q4_1"), large_models=PRETRAINED_LARGE, measure_cost=True),
+    "smoke": dict(
+        models=("smollm2-135m",),
+        max_layers=6,
+        trained_scale="smoke",
+        seeds=(0,),
+        quantize=("Q8_0", "Q4_1"),
+        large_models=(),
+        measure_cost=False,
+    ),
+    "cpu": dict(
+        models=PRETRAINED_OFFLINE,
+        max_layers=None,
+        trained_scale="cpu",
+        quantize=("Q8_0", "Q4_1"),
+        large_models=PRETRAINED_LARGE,
+        measure_cost=True,
+    ),
+    "paper": dict(
+        models=PRETRAINED_OFFLINE,
+        max_layers=None,
+        trained_scale="paper",
+        seeds=(0,),
+        quantize=("Q8_0", "Q4_1"),
+        large_models=PRETRAINED_LARGE,
+        measure_cost=True,
+    ),
 }
 
 
@@ -71,7 +91,7 @@ class PretrainedChapterSettings:
     measure_cost: bool
     overrides: dict[str, Any] = field(default_factory=dict)
 
-    def trained_configs(self) -> list["LMRunConfig"]:
+    def trained_configs(self) -> list[LMRunConfig]:
         """The transformer chapter's reference (``silu``) models, one per seed."""
         return reference_configs(self.trained_scale, self.seeds)
 
@@ -92,8 +112,9 @@ def build_settings(scale: str, values: dict[str, Any]) -> PretrainedChapterSetti
     check_scale(values["trained_scale"])
     max_layers = values["max_layers"]
     if max_layers is not None and (isinstance(max_layers, bool) or not isinstance(max_layers, int) or max_layers < 2):
-        raise ParameterError(f"max_layers must be an integer >= 2 (continuity compares adjacent layers), "
-                             f"got {max_layers!r}")
+        raise ParameterError(
+            f"max_layers must be an integer >= 2 (continuity compares adjacent layers), got {max_layers!r}"
+        )
     quantize = _names(values["quantize"], "quantize")
     known_types = {t.name for t in gguf.GGMLQuantizationType}
     bad = [q for q in quantize if q not in known_types]
@@ -102,10 +123,15 @@ def build_settings(scale: str, values: dict[str, Any]) -> PretrainedChapterSetti
     if not isinstance(values["measure_cost"], bool):
         raise ParameterError(f"measure_cost must be True or False, got {values['measure_cost']!r}")
     return PretrainedChapterSettings(
-        scale=scale, models=_names(values["models"], "models"), max_layers=max_layers,
-        trained_scale=values["trained_scale"], seeds=parse_seeds(values["seeds"]), quantize=quantize,
+        scale=scale,
+        models=_names(values["models"], "models"),
+        max_layers=max_layers,
+        trained_scale=values["trained_scale"],
+        seeds=parse_seeds(values["seeds"]),
+        quantize=quantize,
         large_models=() if not values["large_models"] else _names(values["large_models"], "large_models"),
-        measure_cost=values["measure_cost"])
+        measure_cost=values["measure_cost"],
+    )
 
 
 def describe(settings: PretrainedChapterSettings) -> dict[str, Any]:
@@ -113,17 +139,24 @@ def describe(settings: PretrainedChapterSettings) -> dict[str, Any]:
     trained_shape = settings.trained_configs()[0].shape
     return dict(
         seeds=settings.seeds,
-        data="pretrained checkpoints: " + ", ".join(f"`{m}`" for m in settings.models)
-             + (f" (first {settings.max_layers} layers)" if settings.max_layers else " (all layers)")
-             + f"; trained models: the transformer chapter's `silu` variant at its `{settings.trained_scale}` scale",
+        data="pretrained checkpoints: "
+        + ", ".join(f"`{m}`" for m in settings.models)
+        + (f" (first {settings.max_layers} layers)" if settings.max_layers else " (all layers)")
+        + f"; trained models: the transformer chapter's `silu` variant at its `{settings.trained_scale}` scale",
         model=f"see the table below; trained: {trained_shape.n_layers} layers, d = {trained_shape.d_model}",
         training="none for the pretrained checkpoints (weights as published); trained models from the cache of the "
-                 "transformer chapter (trained once if missing)",
+        "transformer chapter (trained once if missing)",
     )
 
 
-CHAPTER = Chapter(name="pretrained_continuity", parameters=_PARAMETERS, presets=_PRESETS, build=build_settings,
-                  describe=describe, runs=PretrainedChapterSettings.trained_configs)
+CHAPTER = Chapter(
+    name="pretrained_continuity",
+    parameters=_PARAMETERS,
+    presets=_PRESETS,
+    build=build_settings,
+    describe=describe,
+    runs=PretrainedChapterSettings.trained_configs,
+)
 
 
 #: The cache kind of the chapter's analyses (that of :func:`geocont.analyzer.analyze`): ``store`` captures them.

@@ -3,8 +3,8 @@ gains, the quantization check and the large checkpoints; and the claims grouped 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import pandas as pd
 
@@ -15,10 +15,14 @@ from ..common import short_projection, slug
 from ..lm_runs import PROJECTION_PREDICTIONS
 from .analyses import Results, gemma, layer_pair_estimate, llama_like
 from .output_gains import gain_estimates
-from .quantization import (QUANTIZATION_LIMIT, QuantizationChange, quantization_changes, quantization_shifts,
-                           quantization_verdict)
+from .quantization import (
+    QUANTIZATION_LIMIT,
+    QuantizationChange,
+    quantization_changes,
+    quantization_shifts,
+    quantization_verdict,
+)
 from .settings import CHAPTER
-
 
 #: What the chapter's claims are judged on: the weights of the checkpoints (each named in its claim's key), no data.
 CLAIMS_DATASET = "checkpoints"
@@ -27,14 +31,24 @@ CLAIMS_DATASET = "checkpoints"
 def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims table."""
     changes = quantization_changes(quantization_shifts(results.effects), results.settings.quantize)
-    return chapter_claims(results.tables, results.large_tables, gain_estimates(results.gains), changes,
-                          results.large_status, n_trained=len(results.trained_tables))
+    return chapter_claims(
+        results.tables,
+        results.large_tables,
+        gain_estimates(results.gains),
+        changes,
+        results.large_status,
+        n_trained=len(results.trained_tables),
+    )
 
 
-def chapter_claims(tables: dict[str, pd.DataFrame], large_tables: dict[str, pd.DataFrame],
-                   gains: dict[tuple[str, str], tuple[Estimate, Estimate]],
-                   quantization: dict[str, QuantizationChange], large_status: Sequence[dict[str, str]],
-                   n_trained: int) -> pd.DataFrame:
+def chapter_claims(
+    tables: dict[str, pd.DataFrame],
+    large_tables: dict[str, pd.DataFrame],
+    gains: dict[tuple[str, str], tuple[Estimate, Estimate]],
+    quantization: dict[str, QuantizationChange],
+    large_status: Sequence[dict[str, str]],
+    n_trained: int,
+) -> pd.DataFrame:
     """The chapter's claims from its measurements.
 
     ``tables`` / ``large_tables``: analyzer tables of the pretrained and the large checkpoints;
@@ -49,30 +63,48 @@ def chapter_claims(tables: dict[str, pd.DataFrame], large_tables: dict[str, pd.D
         for projection in ("o_proj", "down_proj"):
             g, baseline = layer_pair_estimate(tables[gemma_models[0]], projection, "output")
             l, _ = layer_pair_estimate(tables[llama[0]], projection, "output")
-            out.add(key=f"gemma-post-norm-{short_projection(projection)}-u1",
-                    claim=f"(ours) Gemma-3's post-norms weaken {projection} output-space continuity",
-                    quantity=f"{projection} u1: {llama[0]} minus {gemma_models[0]}",
-                    paper="predicted by the mechanism (our reading)", ours=difference(l, g), baseline=baseline,
-                    verdict=verdict_for_difference(l, g), note=f"{llama[0]} {l}, {gemma_models[0]} {g}")
+            out.add(
+                key=f"gemma-post-norm-{short_projection(projection)}-u1",
+                claim=f"(ours) Gemma-3's post-norms weaken {projection} output-space continuity",
+                quantity=f"{projection} u1: {llama[0]} minus {gemma_models[0]}",
+                paper="predicted by the mechanism (our reading)",
+                ours=difference(l, g),
+                baseline=baseline,
+                verdict=verdict_for_difference(l, g),
+                note=f"{llama[0]} {l}, {gemma_models[0]} {g}",
+            )
     for (model, projection), (gained, control) in gains.items():
-        out.add(key=f"{slug(model)}-{short_projection(projection)}-gain-scaled-u1",
-                claim=f"(ours) {model}: {projection} writes into the stream more continuously than its gains alone "
-                      "explain",
-                quantity=f"{projection} u1 of diag(g) W minus the gain-only control diag(g) G",
-                paper="not in the paper", ours=difference(gained, control), baseline=control.mean,
-                verdict=verdict_for_difference(gained, control),
-                note=f"diag(g) W {gained}, diag(g) G {control} (spread over layer pairs); baseline column: the control")
+        out.add(
+            key=f"{slug(model)}-{short_projection(projection)}-gain-scaled-u1",
+            claim=f"(ours) {model}: {projection} writes into the stream more continuously than its gains alone explain",
+            quantity=f"{projection} u1 of diag(g) W minus the gain-only control diag(g) G",
+            paper="not in the paper",
+            ours=difference(gained, control),
+            baseline=control.mean,
+            verdict=verdict_for_difference(gained, control),
+            note=f"diag(g) W {gained}, diag(g) G {control} (spread over layer pairs); baseline column: the control",
+        )
     for fmt, change in quantization.items():
-        out.add(key=f"quantization-{slug(fmt)}",
-                claim=f"(ours) {fmt} quantization moves v1/u1 |cos| by less than {QUANTIZATION_LIMIT:g}",
-                quantity=f"largest |change| over matrices, pairs, seeds ({fmt})", paper="not in the paper",
-                ours=change.worst, baseline=0.0, verdict=quantization_verdict(change.worst),
-                note=f"mean change {change.typical:.4f}", n=n_trained)
+        out.add(
+            key=f"quantization-{slug(fmt)}",
+            claim=f"(ours) {fmt} quantization moves v1/u1 |cos| by less than {QUANTIZATION_LIMIT:g}",
+            quantity=f"largest |change| over matrices, pairs, seeds ({fmt})",
+            paper="not in the paper",
+            ours=change.worst,
+            baseline=0.0,
+            verdict=quantization_verdict(change.worst),
+            note=f"mean change {change.typical:.4f}",
+            n=n_trained,
+        )
     for status in large_status:
         if status["status"] != "analysed":
-            out.not_tested(key=f"large-{slug(status['model'])}", claim=f"The pattern holds in {status['model']}",
-                           quantity="v1/u1 |cos| per projection", paper="holds (to 70B)",
-                           note="checkpoint not available here")
+            out.not_tested(
+                key=f"large-{slug(status['model'])}",
+                claim=f"The pattern holds in {status['model']}",
+                quantity="v1/u1 |cos| per projection",
+                paper="holds (to 70B)",
+                note="checkpoint not available here",
+            )
     return out.table()
 
 
@@ -80,11 +112,16 @@ def _checkpoint_claim_specs(label: str, table: pd.DataFrame) -> list[tuple[str, 
     """The claims one checkpoint supports, in order: (key, short claim, projection, space, why);
     ``why`` is empty for the "V is low" claims."""
     present, prefix = set(table["projection"]), slug(label)
-    specs = [(f"{prefix}-{short_projection(p)}-{vector_name(s)}", f"{p} has {s}-space continuity", p, s, why)
-             for p, s, why in PROJECTION_PREDICTIONS if p in present]
+    specs = [
+        (f"{prefix}-{short_projection(p)}-{vector_name(s)}", f"{p} has {s}-space continuity", p, s, why)
+        for p, s, why in PROJECTION_PREDICTIONS
+        if p in present
+    ]
     if "v_proj" in present:
-        specs += [(f"{prefix}-v-low-{vector_name(s)}", f"V has low {s}-space continuity", "v_proj", s, "")
-                  for s in ("input", "output")]
+        specs += [
+            (f"{prefix}-v-low-{vector_name(s)}", f"V has low {s}-space continuity", "v_proj", s, "")
+            for s in ("input", "output")
+        ]
     return specs
 
 
@@ -104,18 +141,30 @@ def _checkpoint_claims(out: ClaimsBuilder, label: str, table: pd.DataFrame) -> N
             verdict = verdict_for_difference(ours, known(baseline))
             if verdict == "reproduced":
                 reproduced[space].append((projection, ours))
-            out.add(key=key, claim=f"{label}: {short} ({why})",
-                    quantity=f"{projection} {vector} |cos|, mean over layer pairs", paper="high", ours=ours,
-                    baseline=baseline, verdict=verdict, note="spread and n over adjacent layer pairs")
+            out.add(
+                key=key,
+                claim=f"{label}: {short} ({why})",
+                quantity=f"{projection} {vector} |cos|, mean over layer pairs",
+                paper="high",
+                ours=ours,
+                baseline=baseline,
+                verdict=verdict,
+                note="spread and n over adjacent layer pairs",
+            )
             continue
         names = ", ".join(name for name, _ in reproduced[space]) or "none"
-        out.add(key=key, claim=f"{label}: {short}",
-                quantity=f"v_proj {vector} |cos|: within {V_LOW_MARGIN:g} of random and below the "
-                         f"reproduced projections of its space",
-                paper="low", ours=ours, baseline=baseline,
-                verdict=verdict_v_low(ours, baseline, [e for _, e in reproduced[space]]),
-                note=f"spread and n over adjacent layer pairs; projections of its space whose continuity is "
-                     f"reproduced: {names}")
+        out.add(
+            key=key,
+            claim=f"{label}: {short}",
+            quantity=f"v_proj {vector} |cos|: within {V_LOW_MARGIN:g} of random and below the "
+            f"reproduced projections of its space",
+            paper="low",
+            ours=ours,
+            baseline=baseline,
+            verdict=verdict_v_low(ours, baseline, [e for _, e in reproduced[space]]),
+            note=f"spread and n over adjacent layer pairs; projections of its space whose continuity is "
+            f"reproduced: {names}",
+        )
 
 
 def verdict_tally(claims: pd.DataFrame) -> tuple[tuple[str, int], ...]:
@@ -161,8 +210,11 @@ def verdict_finding(results: Results, claims: pd.DataFrame) -> VerdictFinding:
     checkpoints = []
     for label, table in {**results.tables, **results.large_tables}.items():
         verdicts = [(claim(claims, key)["verdict"], short) for key, short, *_ in _checkpoint_claim_specs(label, table)]
-        checkpoints.append(CheckpointVerdicts(label, tuple(
-            (v, tuple(short for got, short in verdicts if got == v)) for v in VERDICT_GROUPS)))
+        checkpoints.append(
+            CheckpointVerdicts(
+                label, tuple((v, tuple(short for got, short in verdicts if got == v)) for v in VERDICT_GROUPS)
+            )
+        )
     gains = []
     for (model, projection), (gained, control) in gain_estimates(results.gains).items():
         own, baseline = layer_pair_estimate(results.tables[model], projection, "output")

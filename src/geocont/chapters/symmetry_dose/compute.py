@@ -19,22 +19,30 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 
 from ... import metrics, paper
 from ...book.chapter import Chapter, ClaimsBuilder, on_dataset, with_early
-from ...statistics import (Estimate, difference, estimate_at_step, final_estimate, final_per_run, known, up_to_step,
-                           verdict_for_difference, verdict_for_value)
+from ...mlp import LEAKY_SLOPES
+from ...statistics import (
+    Estimate,
+    difference,
+    estimate_at_step,
+    final_estimate,
+    final_per_run,
+    known,
+    up_to_step,
+    verdict_for_difference,
+    verdict_for_value,
+)
 from ...tables import select
 from ...training import run_sweep
 from .. import mlp_runs
 from ..mlp_runs import NEAR_LINEAR_SHARE, MLPChapterSettings
-
-from ...mlp import LEAKY_SLOPES
-
 
 #: The dose, slope 0 (ReLU) to slope 1 (the identity), in the order of the slopes: ``{negative slope: condition}``.
 DOSE: dict[float, str] = dict(sorted(LEAKY_SLOPES.items()))
@@ -64,21 +72,26 @@ def describe(settings: MLPChapterSettings) -> dict[str, Any]:
         seeds=settings.seeds,
         data=mlp_runs.data_description(settings),
         model=f"residual MLP, {base.depth} hidden layers of width {base.width}, init_scale {base.init_scale}; "
-              f"Leaky-ReLU negative slopes {slopes}; radial nets {', '.join(RADIAL_CONDITIONS)}",
+        f"Leaky-ReLU negative slopes {slopes}; radial nets {', '.join(RADIAL_CONDITIONS)}",
         training=mlp_runs.training_description(settings, init_sweep=False),
     )
 
 
 def scale_rows(settings: MLPChapterSettings) -> list[tuple[str, str]]:
     """The chapter's rows of the methods page's table of the scales."""
-    return [("Symmetry dose: Leaky-ReLU negative slopes; radial nets (each × the MLP seeds)",
-             f"{', '.join(f'{s:g}' for s in DOSE)}; {len(RADIAL_CONDITIONS)}")]
+    return [
+        (
+            "Symmetry dose: Leaky-ReLU negative slopes; radial nets (each × the MLP seeds)",
+            f"{', '.join(f'{s:g}' for s in DOSE)}; {len(RADIAL_CONDITIONS)}",
+        )
+    ]
 
 
 CHAPTER = Chapter(
     name="symmetry_dose",
-    parameters=mlp_runs.parameters("scale", "seeds", "steps", "width", "depth", "dataset", "init_scale", "lr",
-                                   "n_snapshots", "precision"),
+    parameters=mlp_runs.parameters(
+        "scale", "seeds", "steps", "width", "depth", "dataset", "init_scale", "lr", "n_snapshots", "precision"
+    ),
     presets=mlp_runs.mlp_presets(conditions=CONDITIONS_COMPARED),
     build=mlp_runs.build_settings,
     describe=describe,
@@ -103,13 +116,17 @@ class Results:
 
 def run(settings: MLPChapterSettings) -> Results:
     """Train (or load from the cache) every condition x seed."""
-    return Results(settings=settings, table=run_sweep(settings.condition_configs()),
-                   baseline=metrics.random_abs_cos(settings.base.width))
+    return Results(
+        settings=settings,
+        table=run_sweep(settings.condition_configs()),
+        baseline=metrics.random_abs_cos(settings.base.width),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Findings: what the claims judge and the prose words (present.py), computed here
 # ---------------------------------------------------------------------------------------------
+
 
 def random_level(baseline: float) -> Estimate:
     """The random level as an exact number, for :func:`verdict_for_difference` ("above random": a rise of more
@@ -165,16 +182,20 @@ class Transition:
     largest_share_sd: float = math.nan
 
 
-def share_spread(per_seed: pd.DataFrame, interval: Interval, first: str, last: str, conditions: dict[float, str]) -> float:
+def share_spread(
+    per_seed: pd.DataFrame, interval: Interval, first: str, last: str, conditions: dict[float, str]
+) -> float:
     """The sd over seeds of a seed's share of its own total drop (``first`` minus ``last``) that lies in ``interval``;
     ``per_seed``: final weight v1, one row per seed, one column per condition. NaN with fewer than two seeds."""
-    shares = ((per_seed[conditions[interval.low]] - per_seed[conditions[interval.high]])
-              / (per_seed[first] - per_seed[last])).dropna()
+    shares = (
+        (per_seed[conditions[interval.low]] - per_seed[conditions[interval.high]]) / (per_seed[first] - per_seed[last])
+    ).dropna()
     return float(shares.std(ddof=1)) if len(shares) >= 2 else math.nan
 
 
-def locate_transition(slopes: Sequence[float], weight: Sequence[float], drop_verdict: str,
-                      share: float = TRANSITION_SHARE) -> Transition:
+def locate_transition(
+    slopes: Sequence[float], weight: Sequence[float], drop_verdict: str, share: float = TRANSITION_SHARE
+) -> Transition:
     """The :class:`Transition` of the seed means ``weight`` at ``slopes`` (ascending), whose total drop
     ``weight[0] - weight[-1]`` has the difference rule's verdict ``drop_verdict``."""
     intervals = tuple(Interval(a, b, wa - wb) for a, b, wa, wb in zip(slopes, slopes[1:], weight, weight[1:]))
@@ -185,13 +206,22 @@ def locate_transition(slopes: Sequence[float], weight: Sequence[float], drop_ver
     if drop_verdict != "reproduced":
         return Transition("no-drop", total, intervals, largest_share=largest)
     for length in range(1, len(intervals) + 1):
-        spans = [(sum(i.drop for i in intervals[start:start + length]), -start, start)
-                 for start in range(len(intervals) - length + 1)]
+        spans = [
+            (sum(i.drop for i in intervals[start : start + length]), -start, start)
+            for start in range(len(intervals) - length + 1)
+        ]
         holding = [span for span in spans if span[0] > share * total]
         if holding:
             drop, _, start = max(holding)
-            return Transition("sharp" if length == 1 else "gradual", total, intervals, low=intervals[start].low,
-                              high=intervals[start + length - 1].high, share=drop / total, largest_share=largest)
+            return Transition(
+                "sharp" if length == 1 else "gradual",
+                total,
+                intervals,
+                low=intervals[start].low,
+                high=intervals[start + length - 1].high,
+                share=drop / total,
+                largest_share=largest,
+            )
     raise AssertionError("the whole grid holds the whole drop")  # unreachable: total > share * total
 
 
@@ -222,9 +252,15 @@ def dose_finding(table: pd.DataFrame, baseline: float) -> Dose:
     points = []
     for slope, condition in DOSE.items():
         weight = final_estimate(table, "weight_cos", "input", 1, condition=condition)
-        points.append(DosePoint(slope, condition, weight,
-                                final_estimate(table, "grad_cos", "input", 1, condition=condition),
-                                verdict_for_difference(weight, random)))
+        points.append(
+            DosePoint(
+                slope,
+                condition,
+                weight,
+                final_estimate(table, "grad_cos", "input", 1, condition=condition),
+                verdict_for_difference(weight, random),
+            )
+        )
     first, small, last = points[0], points[-2], points[-1]
     drop_verdict = verdict_for_difference(first.weight, last.weight)
     transition = locate_transition([p.slope for p in points], [p.weight.mean for p in points], drop_verdict)
@@ -233,10 +269,16 @@ def dose_finding(table: pd.DataFrame, baseline: float) -> Dose:
         per_seed = finals.pivot_table(index="seed", columns="condition", values="value", observed=True)
         largest = max(transition.intervals, key=lambda i: i.drop)
         if set(DOSE.values()) <= set(per_seed.columns):
-            transition = dataclasses.replace(transition, largest_share_sd=share_spread(
-                per_seed, largest, first.condition, last.condition, DOSE))
-    return Dose(points=tuple(points), baseline=baseline, drop_verdict=drop_verdict,
-                small_break_verdict=verdict_for_difference(small.weight, last.weight), transition=transition)
+            transition = dataclasses.replace(
+                transition, largest_share_sd=share_spread(per_seed, largest, first.condition, last.condition, DOSE)
+            )
+    return Dose(
+        points=tuple(points),
+        baseline=baseline,
+        drop_verdict=drop_verdict,
+        small_break_verdict=verdict_for_difference(small.weight, last.weight),
+        transition=transition,
+    )
 
 
 def percent(share: Estimate) -> Estimate:
@@ -306,35 +348,53 @@ class Radial:
         if self.relu_above_random != "reproduced":
             return "no-contrast"
         return {"reproduced": "nonlinear-loses", "partly reproduced": "nonlinear-partly"}.get(
-            self.relu_above_track, "nonlinear-keeps")
+            self.relu_above_track, "nonlinear-keeps"
+        )
 
 
 def radial_finding(table: pd.DataFrame, baseline: float) -> Radial:
     """The :class:`Radial` finding of a run table (``baseline``: the random level)."""
+
     def final(condition: str) -> Estimate:
         return final_estimate(table, "weight_cos", "input", 1, condition=condition)
 
-    nets = {c: RadialNet(c, percent(estimate_at_step(table, 0, "near_linear_share", "", 0, condition=c)),
-                         percent(final_estimate(table, "near_linear_share", "", 0, condition=c)), final(c))
-            for c in RADIAL_CONDITIONS}
+    nets = {
+        c: RadialNet(
+            c,
+            percent(estimate_at_step(table, 0, "near_linear_share", "", 0, condition=c)),
+            percent(final_estimate(table, "near_linear_share", "", 0, condition=c)),
+            final(c),
+        )
+        for c in RADIAL_CONDITIONS
+    }
     relu, track = final(RELU), nets[TRACK].weight
-    return Radial(nets=nets, relu=relu, linear=final(LINEAR),
-                  relu_above_random=verdict_for_difference(relu, random_level(baseline)),
-                  track_value=verdict_for_value(track, paper.RADIAL_WEIGHT_V1),
-                  relu_above_track=verdict_for_difference(relu, track))
+    return Radial(
+        nets=nets,
+        relu=relu,
+        linear=final(LINEAR),
+        relu_above_random=verdict_for_difference(relu, random_level(baseline)),
+        track_value=verdict_for_value(track, paper.RADIAL_WEIGHT_V1),
+        relu_above_track=verdict_for_difference(relu, track),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Claims
 # ---------------------------------------------------------------------------------------------
 
+
 def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims table, judged at the end of training, with each claim's value after
     ``early_steps`` (the same runs read at that snapshot) in the ``early`` column."""
     early = results.settings.early_steps
-    return on_dataset(with_early(dose_claims(results.table, results.baseline),
-                                 dose_claims(up_to_step(results.table, early), results.baseline), early),
-                      results.settings.base.dataset)
+    return on_dataset(
+        with_early(
+            dose_claims(results.table, results.baseline),
+            dose_claims(up_to_step(results.table, early), results.baseline),
+            early,
+        ),
+        results.settings.base.dataset,
+    )
 
 
 def _intervals_text(transition: Transition) -> str:
@@ -342,7 +402,7 @@ def _intervals_text(transition: Transition) -> str:
 
 
 def _linear_verdict(share: Estimate, expected: str) -> str:
-    """"reproduced" when the net's :func:`linear_status` is ``expected``, "not tested" where unmeasured."""
+    """ "reproduced" when the net's :func:`linear_status` is ``expected``, "not tested" where unmeasured."""
     status = linear_status(share)
     if status == "unmeasured":
         return "not tested"
@@ -362,28 +422,49 @@ def add_dose_claims(out: ClaimsBuilder, dose: Dose, baseline: float) -> None:
     interval of the grid holds most of it), and the smallest break keeps weight v1 above the linear net's."""
     relu, linear, small = dose.at(0.0), dose.at(1.0), dose.smallest_break
     slopes = "; ".join(f"slope {p.slope:g} {p.weight}" for p in dose.points)
-    out.add(key="dose-monotone",
-            claim="Breaking the symmetry keeps weight continuity: slope 0 (ReLU) above slope 1 (linear)",
-            quantity="weight v1 |cos|: slope 0 minus slope 1", paper="higher (no number)",
-            ours=difference(relu.weight, linear.weight), baseline=baseline, verdict=dose.drop_verdict, note=slopes)
+    out.add(
+        key="dose-monotone",
+        claim="Breaking the symmetry keeps weight continuity: slope 0 (ReLU) above slope 1 (linear)",
+        quantity="weight v1 |cos|: slope 0 minus slope 1",
+        paper="higher (no number)",
+        ours=difference(relu.weight, linear.weight),
+        baseline=baseline,
+        verdict=dose.drop_verdict,
+        note=slopes,
+    )
     found = dose.transition
-    where = (f"transition {found.low:g} to {found.high:g} ({found.share:.0%} of the drop of {found.total:.2f})"
-             if found.case in ("sharp", "gradual") else "no transition located: the total drop is not reproduced"
-             if found.case == "no-drop" else "a slope of the grid has no value")
+    where = (
+        f"transition {found.low:g} to {found.high:g} ({found.share:.0%} of the drop of {found.total:.2f})"
+        if found.case in ("sharp", "gradual")
+        else "no transition located: the total drop is not reproduced"
+        if found.case == "no-drop"
+        else "a slope of the grid has no value"
+    )
     verdict = {"sharp": "reproduced", "gradual": "not reproduced"}.get(found.case, "not tested")
-    out.add(key="dose-transition",
-            claim=f"(ours) The transition is sharp: one interval of the slope grid holds more than "
-                  f"{TRANSITION_SHARE:.0%} of weight v1's drop",
-            quantity="largest share of the slope-0-to-1 drop in one grid interval", paper="not in the paper",
-            ours=found.largest_share, baseline=math.nan, verdict=verdict,
-            note=f"{where}; per interval {_intervals_text(found)}; sd: of each seed's own share",
-            std=found.largest_share_sd, n=min(p.weight.n for p in dose.points))
-    out.add(key="dose-099-breaks",
-            claim=f"(ours) A {small.symmetry_break:.0%} break suffices: slope {small.slope:g} keeps weight v1 "
-                  "above the linear net",
-            quantity=f"weight v1 |cos|: slope {small.slope:g} minus slope 1", paper="not in the paper",
-            ours=difference(small.weight, linear.weight), baseline=baseline, verdict=dose.small_break_verdict,
-            note=f"slope {small.slope:g} {small.weight}; res-none {linear.weight}")
+    out.add(
+        key="dose-transition",
+        claim=f"(ours) The transition is sharp: one interval of the slope grid holds more than "
+        f"{TRANSITION_SHARE:.0%} of weight v1's drop",
+        quantity="largest share of the slope-0-to-1 drop in one grid interval",
+        paper="not in the paper",
+        ours=found.largest_share,
+        baseline=math.nan,
+        verdict=verdict,
+        note=f"{where}; per interval {_intervals_text(found)}; sd: of each seed's own share",
+        std=found.largest_share_sd,
+        n=min(p.weight.n for p in dose.points),
+    )
+    out.add(
+        key="dose-099-breaks",
+        claim=f"(ours) A {small.symmetry_break:.0%} break suffices: slope {small.slope:g} keeps weight v1 "
+        "above the linear net",
+        quantity=f"weight v1 |cos|: slope {small.slope:g} minus slope 1",
+        paper="not in the paper",
+        ours=difference(small.weight, linear.weight),
+        baseline=baseline,
+        verdict=dose.small_break_verdict,
+        note=f"slope {small.slope:g} {small.weight}; res-none {linear.weight}",
+    )
 
 
 def add_radial_claims(out: ClaimsBuilder, radial: Radial, baseline: float) -> None:
@@ -392,26 +473,60 @@ def add_radial_claims(out: ClaimsBuilder, radial: Radial, baseline: float) -> No
     continuity where the element-wise activation keeps it."""
     rule = f"at least {NEAR_LINEAR_SHARE:g}% within 1% of the identity"
     for key, condition, expected, claim, premise in (
-            ("radial-ends-linear", "res-radial", "linear",
-             "(ours) The paper's radial net ends linear in practice", "nonlinear (the paper's premise)"),
-            ("radial-tau-ends-linear", "res-radial-tau", "linear",
-             "(ours) The radial net with tau fixed at initialisation ends linear in practice", "not in the paper"),
-            ("radial-track-stays-nonlinear", TRACK, "nonlinear",
-             "(ours) The radial net with tracked tau stays nonlinear", "not in the paper")):
+        (
+            "radial-ends-linear",
+            "res-radial",
+            "linear",
+            "(ours) The paper's radial net ends linear in practice",
+            "nonlinear (the paper's premise)",
+        ),
+        (
+            "radial-tau-ends-linear",
+            "res-radial-tau",
+            "linear",
+            "(ours) The radial net with tau fixed at initialisation ends linear in practice",
+            "not in the paper",
+        ),
+        (
+            "radial-track-stays-nonlinear",
+            TRACK,
+            "nonlinear",
+            "(ours) The radial net with tracked tau stays nonlinear",
+            "not in the paper",
+        ),
+    ):
         net = radial.nets[condition]
-        out.add(key=key, claim=claim,
-                quantity=f"{condition}: % of probe images within 1% of the identity at the end (layer mean)",
-                paper=premise, ours=net.final, baseline=math.nan, verdict=_linear_verdict(net.final, expected),
-                note=f"ends linear when {rule}; at initialisation {net.initial}; weight v1 {net.weight}")
+        out.add(
+            key=key,
+            claim=claim,
+            quantity=f"{condition}: % of probe images within 1% of the identity at the end (layer mean)",
+            paper=premise,
+            ours=net.final,
+            baseline=math.nan,
+            verdict=_linear_verdict(net.final, expected),
+            note=f"ends linear when {rule}; at initialisation {net.initial}; weight v1 {net.weight}",
+        )
     track = radial.track
-    out.add(key="radial-track-weight-v1", claim="A rotation-equivariant nonlinearity that stays nonlinear fails too",
-            quantity=f"{TRACK} weight v1 |cos|", paper=f"~{paper.RADIAL_WEIGHT_V1} (Res+Radial)", ours=track.weight,
-            baseline=baseline, verdict=radial.track_value, note=f"near-linear share at the end {track.final}")
-    out.add(key="relu-above-radial-track",
-            claim="The element-wise activation keeps what the nonlinear radial net loses",
-            quantity=f"res-relu minus {TRACK} weight v1", paper="higher (no number)",
-            ours=difference(radial.relu, track.weight), baseline=baseline, verdict=radial.relu_above_track,
-            note=f"res-relu {radial.relu}; {TRACK} {track.weight}")
+    out.add(
+        key="radial-track-weight-v1",
+        claim="A rotation-equivariant nonlinearity that stays nonlinear fails too",
+        quantity=f"{TRACK} weight v1 |cos|",
+        paper=f"~{paper.RADIAL_WEIGHT_V1} (Res+Radial)",
+        ours=track.weight,
+        baseline=baseline,
+        verdict=radial.track_value,
+        note=f"near-linear share at the end {track.final}",
+    )
+    out.add(
+        key="relu-above-radial-track",
+        claim="The element-wise activation keeps what the nonlinear radial net loses",
+        quantity=f"res-relu minus {TRACK} weight v1",
+        paper="higher (no number)",
+        ours=difference(radial.relu, track.weight),
+        baseline=baseline,
+        verdict=radial.relu_above_track,
+        note=f"res-relu {radial.relu}; {TRACK} {track.weight}",
+    )
 
 
 RunSummary, run_summary = mlp_runs.RunSummary, mlp_runs.run_summary  # the run note, shared by the MLP chapters

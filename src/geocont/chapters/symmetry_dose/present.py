@@ -16,9 +16,21 @@ from ...book.prose import Prose, listing
 from ...statistics import DIFFERENCE_MARGIN, final_per_run
 from .. import mlp_presentation
 from ..common import mlp_verdict
-from .compute import (DOSE, DOSE_CONDITIONS, LINEAR, NEAR_LINEAR_SHARE, RADIAL_CONDITIONS, RELU, TRACK,
-                      TRANSITION_SHARE, Results, dose_finding, near_linear_percent, radial_finding, run_summary)
-
+from .compute import (
+    DOSE,
+    DOSE_CONDITIONS,
+    LINEAR,
+    NEAR_LINEAR_SHARE,
+    RADIAL_CONDITIONS,
+    RELU,
+    TRACK,
+    TRANSITION_SHARE,
+    Results,
+    dose_finding,
+    near_linear_percent,
+    radial_finding,
+    run_summary,
+)
 
 #: The chapter's templates (``prose.md``).
 PROSE = Prose.of(__package__)
@@ -28,14 +40,16 @@ verdict = mlp_verdict
 
 
 def run_note(results: Results) -> Markdown:
-    return Markdown(PROSE.render("run-note", **vars(run_summary(results)),
-                                 undefined=undefined_sentence(results.table)))
+    return Markdown(PROSE.render("run-note", **vars(run_summary(results)), undefined=undefined_sentence(results.table)))
 
 
 def dose_rule() -> Markdown:
     """The dose's rules, as stated before any run was read (:data:`.compute.TRANSITION_SHARE`)."""
-    return Markdown(PROSE.render("dose-rule", share=TRANSITION_SHARE, margin=DIFFERENCE_MARGIN,
-                                 grid=", ".join(f"{s:g}" for s in DOSE)))
+    return Markdown(
+        PROSE.render(
+            "dose-rule", share=TRANSITION_SHARE, margin=DIFFERENCE_MARGIN, grid=", ".join(f"{s:g}" for s in DOSE)
+        )
+    )
 
 
 def radial_rule() -> Markdown:
@@ -49,6 +63,7 @@ def horizon_summary(results: Results) -> pd.DataFrame:
 
 
 # The dose of nonlinearity
+
 
 def dose_caption(results: Results) -> str:
     """The caption of the dose figure (the finding: :func:`.compute.dose_finding`)."""
@@ -69,8 +84,15 @@ def dose_figure(results: Results) -> None:
         dosed, linear = finals[finals["x"] > 0], finals.loc[finals["x"] == 0, "value"]
         means = dosed.groupby("x")["value"].agg(["mean", "std"]).reset_index()
         ax.scatter(dosed["x"], dosed["value"], color=colours[RELU], alpha=0.45, s=20, label="Leaky-ReLU net, one seed")
-        ax.errorbar(means["x"], means["mean"], yerr=means["std"].fillna(0), color=colours[RELU], marker="o",
-                    capsize=3, label="Leaky-ReLU nets, seed mean ± 1 sd")
+        ax.errorbar(
+            means["x"],
+            means["mean"],
+            yerr=means["std"].fillna(0),
+            color=colours[RELU],
+            marker="o",
+            capsize=3,
+            label="Leaky-ReLU nets, seed mean ± 1 sd",
+        )
         if len(linear):
             spread = linear.std() if len(linear) > 1 else 0.0
             ax.axhspan(linear.mean() - spread, linear.mean() + spread, color=colours[LINEAR], alpha=0.2)
@@ -91,21 +113,41 @@ def dose_reading(results: Results) -> Markdown:
     """Where the transition is and how sharp, whether a 1% break suffices, which slopes stay above random."""
     found = dose_finding(results.table, results.baseline)
     step, relu, linear, small = found.transition, found.at(0.0), found.at(1.0), found.smallest_break
-    transition = PROSE.choose("transition", step.case, total=step.total, share=step.share, low=step.low,
-                              high=step.high, rule_share=TRANSITION_SHARE, largest=step.largest_share,
-                              relu=relu.weight, linear=linear.weight)
-    small_break = PROSE.choose("small-break", {"reproduced": "suffices", "partly reproduced": "weak",
-                                               "not reproduced": "not-enough"}.get(found.small_break_verdict,
-                                                                                   "untested"),
-                               slope=small.slope, weight=small.weight, linear=linear.weight)
+    transition = PROSE.choose(
+        "transition",
+        step.case,
+        total=step.total,
+        share=step.share,
+        low=step.low,
+        high=step.high,
+        rule_share=TRANSITION_SHARE,
+        largest=step.largest_share,
+        relu=relu.weight,
+        linear=linear.weight,
+    )
+    small_break = PROSE.choose(
+        "small-break",
+        {"reproduced": "suffices", "partly reproduced": "weak", "not reproduced": "not-enough"}.get(
+            found.small_break_verdict, "untested"
+        ),
+        slope=small.slope,
+        weight=small.weight,
+        linear=linear.weight,
+    )
     above = [f"{p.slope:g}" for p in found.points if p.above_random == "reproduced"]
     below = [f"{p.slope:g}" for p in found.points if p.above_random != "reproduced"]
-    random = PROSE.choose("above-random", "all" if not below else "none" if not above else "some",
-                          baseline=found.baseline, above=listing(above), below=listing(below))
+    random = PROSE.choose(
+        "above-random",
+        "all" if not below else "none" if not above else "some",
+        baseline=found.baseline,
+        above=listing(above),
+        below=listing(below),
+    )
     return Markdown(PROSE.render("dose-reading", transition=transition, small_break=small_break, random=random))
 
 
 # Radial, done properly
+
 
 def _status(status: str) -> str:
     return PROSE.choose("linear-status", status)
@@ -114,10 +156,20 @@ def _status(status: str) -> str:
 def radial_caption(results: Results) -> str:
     """The caption of the radial figure (the finding: :func:`.compute.radial_finding`)."""
     found = radial_finding(results.table, results.baseline)
-    nets = "; ".join(PROSE.render("radial-item", condition=n.condition, initial=n.initial, final=n.final,
-                                  status=_status(n.status), weight=n.weight) for n in found.nets.values())
-    return PROSE.render("radial-caption", share=NEAR_LINEAR_SHARE, baseline=results.baseline,
-                        paper=paper.RADIAL_WEIGHT_V1, nets=nets)
+    nets = "; ".join(
+        PROSE.render(
+            "radial-item",
+            condition=n.condition,
+            initial=n.initial,
+            final=n.final,
+            status=_status(n.status),
+            weight=n.weight,
+        )
+        for n in found.nets.values()
+    )
+    return PROSE.render(
+        "radial-caption", share=NEAR_LINEAR_SHARE, baseline=results.baseline, paper=paper.RADIAL_WEIGHT_V1, nets=nets
+    )
 
 
 def radial_figure(results: Results) -> None:
@@ -125,19 +177,34 @@ def radial_figure(results: Results) -> None:
     table, colours = results.table, plotting.condition_colours()
     radial = [c for c in RADIAL_CONDITIONS if c in set(table["condition"])]
     fig, axes = plt.subplots(1, 2, figsize=(14, 5))
-    plotting.plot_over_training(near_linear_percent(table), "near_linear_share", "", 0, ax=axes[0], colours=colours,
-                                hue_order=radial, legend=False)
-    axes[0].axhline(NEAR_LINEAR_SHARE, color="0.35", linestyle=":", linewidth=1.2,
-                    label=f"ends linear: {NEAR_LINEAR_SHARE:g}%")
+    plotting.plot_over_training(
+        near_linear_percent(table),
+        "near_linear_share",
+        "",
+        0,
+        ax=axes[0],
+        colours=colours,
+        hue_order=radial,
+        legend=False,
+    )
+    axes[0].axhline(
+        NEAR_LINEAR_SHARE, color="0.35", linestyle=":", linewidth=1.2, label=f"ends linear: {NEAR_LINEAR_SHARE:g}%"
+    )
     axes[0].set_ylim(0, 102)
     axes[0].set_title("near-linear share: tanh(‖z‖/τ) ≥ 0.99", fontsize="medium")
     axes[0].set_ylabel("% of probe images, mean over layers")
     axes[0].legend(fontsize="small")
     order = [c for c in (RELU, LINEAR, *radial) if c in set(table["condition"])]
-    plotting.plot_over_training(table, "weight_cos", "input", 1, ax=axes[1], baseline=results.baseline,
-                                colours=colours, hue_order=order)
-    axes[1].axhline(paper.RADIAL_WEIGHT_V1, color="0.35", linestyle=":", linewidth=1.2,
-                    label=f"paper, Res+Radial: ~{paper.RADIAL_WEIGHT_V1}")
+    plotting.plot_over_training(
+        table, "weight_cos", "input", 1, ax=axes[1], baseline=results.baseline, colours=colours, hue_order=order
+    )
+    axes[1].axhline(
+        paper.RADIAL_WEIGHT_V1,
+        color="0.35",
+        linestyle=":",
+        linewidth=1.2,
+        label=f"paper, Res+Radial: ~{paper.RADIAL_WEIGHT_V1}",
+    )
     axes[1].set_ylim(0, 1.02)
     plotting.figure_legend(fig, axes[1])
     show_figure(fig, "dose-radial", radial_caption(results))
@@ -147,12 +214,24 @@ def radial_reading(results: Results) -> Markdown:
     """Do the radial nets end linear, and does the one that stays nonlinear lose continuity?"""
     found = radial_finding(results.table, results.baseline)
     nets = found.nets
-    papers = PROSE.render("radial-papers", radial=_status(nets["res-radial"].status),
-                          radial_share=nets["res-radial"].final, tau=_status(nets["res-radial-tau"].status),
-                          tau_share=nets["res-radial-tau"].final)
+    papers = PROSE.render(
+        "radial-papers",
+        radial=_status(nets["res-radial"].status),
+        radial_share=nets["res-radial"].final,
+        tau=_status(nets["res-radial-tau"].status),
+        tau_share=nets["res-radial-tau"].final,
+    )
     track = found.track
-    return Markdown(PROSE.choose("radial-reading", found.case, papers=papers, track_share=track.final,
-                                 track=track.weight, relu=found.relu, linear=found.linear,
-                                 paper=paper.RADIAL_WEIGHT_V1, condition=TRACK))
-
-
+    return Markdown(
+        PROSE.choose(
+            "radial-reading",
+            found.case,
+            papers=papers,
+            track_share=track.final,
+            track=track.weight,
+            relu=found.relu,
+            linear=found.linear,
+            paper=paper.RADIAL_WEIGHT_V1,
+            condition=TRACK,
+        )
+    )

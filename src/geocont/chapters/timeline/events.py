@@ -7,10 +7,8 @@ import math
 
 import pandas as pd
 
-from ...statistics import (DIFFERENCE_MARGIN, Estimate, at_final_step, drift_window_mean, estimate, per_run,
-                           turn_rates)
+from ...statistics import DIFFERENCE_MARGIN, Estimate, at_final_step, drift_window_mean, estimate, per_run, turn_rates
 from ...tables import RUN_KEYS, select
-
 
 #: The crossing: ||W(t) - W(0)|| / ||W(0)|| (layer mean) reaches this value.
 CROSSING_LEVEL = 1.0
@@ -58,25 +56,32 @@ def transfer_events(table: pd.DataFrame, space: str = "input") -> pd.DataFrame:
     update = per_run(table, "rel_update")
     crossing_threshold = pd.Series(CROSSING_LEVEL, index=final.index)
     grad = per_run(table, "grad_cos", space, 1)
-    events = pd.DataFrame({
-        column: _first_step_at_or_above(per_run(table, metric), crossing_threshold)
-        for column, metric in CROSSINGS.items()
-    })
-    events = events.assign(**{
-        "rise_step": _first_step_at_or_above(weight, initial + (final - initial) / 2),
-        "weight_v1_initial": initial,
-        "weight_v1_final": final,
-        "grad_v1_step0": grad[grad["step"] == 0].set_index(RUN_KEYS)["value"],
-        "rel_update_final": at_final_step(update).set_index(RUN_KEYS)["value"],
-        "weight_cumgrad_final": at_final_step(per_run(table, "weight_cumgrad_cos", space, 1)).set_index(RUN_KEYS)["value"],
-    })
+    events = pd.DataFrame(
+        {
+            column: _first_step_at_or_above(per_run(table, metric), crossing_threshold)
+            for column, metric in CROSSINGS.items()
+        }
+    )
+    events = events.assign(
+        **{
+            "rise_step": _first_step_at_or_above(weight, initial + (final - initial) / 2),
+            "weight_v1_initial": initial,
+            "weight_v1_final": final,
+            "grad_v1_step0": grad[grad["step"] == 0].set_index(RUN_KEYS)["value"],
+            "rel_update_final": at_final_step(update).set_index(RUN_KEYS)["value"],
+            "weight_cumgrad_final": at_final_step(per_run(table, "weight_cumgrad_cos", space, 1)).set_index(RUN_KEYS)[
+                "value"
+            ],
+        }
+    )
     peak_rows = weight.loc[weight.groupby(RUN_KEYS, observed=True)["value"].idxmax()]
     peak_step = peak_rows.set_index(RUN_KEYS)["step"]
     alignment = per_run(table, "weight_cumgrad_cos", space, 1).join(peak_step.rename("peak_step"), on=RUN_KEYS)
     events["weight_v1_peak"] = peak_rows.set_index(RUN_KEYS)["value"]
     events["peak_step"] = peak_step
-    events["weight_cumgrad_at_peak"] = (alignment[alignment["step"] == alignment["peak_step"]]
-                                        .set_index(RUN_KEYS)["value"])
+    events["weight_cumgrad_at_peak"] = alignment[alignment["step"] == alignment["peak_step"]].set_index(RUN_KEYS)[
+        "value"
+    ]
     events["rise"] = final - initial
     events.loc[events["rise"] < DIFFERENCE_MARGIN, "rise_step"] = math.nan
     at_rise = update.join(events["rise_step"], on=RUN_KEYS)
@@ -128,10 +133,12 @@ def order_estimate(runs: pd.DataFrame, crossing: str = "crossing_step") -> tuple
     on the runs left out of it."""
     ratios = runs[_ratio_column(crossing)]
     finite = ratios[ratios.apply(math.isfinite)]
-    note = (f"crossing step {estimate(runs[crossing])}, rise step {estimate(runs['rise_step'])}, "
-            f"‖ΔW‖/‖W(0)‖ at the rise {estimate(runs['rel_update_at_rise'])}; "
-            f"{int(ratios.isna().sum())} of {len(runs)} runs without a rise, "
-            f"{int((ratios == -math.inf).sum())} rose before any crossing")
+    note = (
+        f"crossing step {estimate(runs[crossing])}, rise step {estimate(runs['rise_step'])}, "
+        f"‖ΔW‖/‖W(0)‖ at the rise {estimate(runs['rel_update_at_rise'])}; "
+        f"{int(ratios.isna().sum())} of {len(runs)} runs without a rise, "
+        f"{int((ratios == -math.inf).sum())} rose before any crossing"
+    )
     return estimate(finite), note
 
 

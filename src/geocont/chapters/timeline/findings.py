@@ -29,10 +29,16 @@ class RunSummary:
 
 def run_summary(results: Results) -> RunSummary:
     """The numbers of the run note."""
-    runs = sum(frame.groupby(RUN_KEYS, observed=True).ngroups
-               for frame in (results.table, results.optimizer_table, results.init_table))
-    return RunSummary(width=results.settings.base.width, baseline=results.baseline, runs=runs,
-                      snapshots=results.table["step"].nunique())
+    runs = sum(
+        frame.groupby(RUN_KEYS, observed=True).ngroups
+        for frame in (results.table, results.optimizer_table, results.init_table)
+    )
+    return RunSummary(
+        width=results.settings.base.width,
+        baseline=results.baseline,
+        runs=runs,
+        snapshots=results.table["step"].nunique(),
+    )
 
 
 @dataclass(frozen=True)
@@ -70,10 +76,13 @@ def step_zero(results: Results) -> StepZero:
 
     return StepZero(
         case="compared" if NO_RESIDUAL in results.order else "no-control",
-        reference=results.reference, no_residual=NO_RESIDUAL,
+        reference=results.reference,
+        no_residual=NO_RESIDUAL,
         reference_v1=results.of(results.reference, "grad_v1_step0"),
-        no_residual_v1=results.of(NO_RESIDUAL, "grad_v1_step0"), baseline=results.baseline,
-        conditions=tuple(ConditionStepZero(c, at_start("input", c), at_start("output", c)) for c in results.order))
+        no_residual_v1=results.of(NO_RESIDUAL, "grad_v1_step0"),
+        baseline=results.baseline,
+        conditions=tuple(ConditionStepZero(c, at_start("input", c), at_start("output", c)) for c in results.order),
+    )
 
 
 @dataclass(frozen=True)
@@ -114,12 +123,18 @@ class TransferSummary:
 
 def transfer_summary(runs: pd.DataFrame, label: str) -> TransferSummary:
     """The :class:`TransferSummary` of some rows of an events table (:func:`transfer_events`)."""
-    seeds = tuple(SeedEvents(event_step(f), event_step(s), event_step(r))
-                  for f, s, r in zip(runs["crossing_step"], runs["spectral_crossing_step"], runs["rise_step"]))
-    return TransferSummary(label=label, seeds=seeds, weight_v1_final=estimate(runs["weight_v1_final"]),
-                           weight_cumgrad_final=estimate(runs["weight_cumgrad_final"]),
-                           rel_update_final=estimate(runs["rel_update_final"]),
-                           rel_update_at_rise=estimate(runs["rel_update_at_rise"]))
+    seeds = tuple(
+        SeedEvents(event_step(f), event_step(s), event_step(r))
+        for f, s, r in zip(runs["crossing_step"], runs["spectral_crossing_step"], runs["rise_step"])
+    )
+    return TransferSummary(
+        label=label,
+        seeds=seeds,
+        weight_v1_final=estimate(runs["weight_v1_final"]),
+        weight_cumgrad_final=estimate(runs["weight_cumgrad_final"]),
+        rel_update_final=estimate(runs["rel_update_final"]),
+        rel_update_at_rise=estimate(runs["rel_update_at_rise"]),
+    )
 
 
 def condition_summaries(results: Results) -> list[TransferSummary]:
@@ -157,9 +172,19 @@ class RiseAgainstPrediction:
 def rise_against_prediction(results: Results) -> RiseAgainstPrediction:
     """The numbers of the rise note."""
     width = results.settings.base.width
-    return RiseAgainstPrediction(width=width, predicted=2 / math.sqrt(width), conditions=tuple(
-        ConditionRise(c, results.of(c, "rel_update_at_rise"), results.of(c, "spectral_crossing_step"),
-                      results.of(c, "rise_step")) for c in results.order))
+    return RiseAgainstPrediction(
+        width=width,
+        predicted=2 / math.sqrt(width),
+        conditions=tuple(
+            ConditionRise(
+                c,
+                results.of(c, "rel_update_at_rise"),
+                results.of(c, "spectral_crossing_step"),
+                results.of(c, "rise_step"),
+            )
+            for c in results.order
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -188,11 +213,18 @@ def weights_follow(results: Results, claims: pd.DataFrame) -> WeightsFollow:
     ref = results.events[results.events["condition"] == results.reference]
     never = int(ref["crossing_step"].isna().sum())
     verdicts = {norm: claim(claims, f"order-{key}")["verdict"] for _, norm, key in NORMS}
-    return WeightsFollow(case="never-crossed" if never else "crossed", reference=results.reference,
-                         rise_step=estimate(ref["rise_step"]), rel_update_at_rise=estimate(ref["rel_update_at_rise"]),
-                         crossing_step=estimate(ref["crossing_step"]),
-                         spectral_crossing_step=estimate(ref["spectral_crossing_step"]), never_crossed=never,
-                         runs=len(ref), frobenius_verdict=verdicts["Frobenius"], spectral_verdict=verdicts["spectral"])
+    return WeightsFollow(
+        case="never-crossed" if never else "crossed",
+        reference=results.reference,
+        rise_step=estimate(ref["rise_step"]),
+        rel_update_at_rise=estimate(ref["rel_update_at_rise"]),
+        crossing_step=estimate(ref["crossing_step"]),
+        spectral_crossing_step=estimate(ref["spectral_crossing_step"]),
+        never_crossed=never,
+        runs=len(ref),
+        frobenius_verdict=verdicts["Frobenius"],
+        spectral_verdict=verdicts["spectral"],
+    )
 
 
 @dataclass(frozen=True)
@@ -220,8 +252,12 @@ def init_scale_events(results: Results) -> InitScaleEvents:
     """The runs of the init sweep that never crossed, and each init scale's event steps."""
     events = results.init_events
     never = tuple((float(r.init_scale), int(r.seed)) for r in events[events["crossing_step"].isna()].itertuples())
-    scales = tuple(InitScaleSteps(float(i), estimate(g["crossing_step"]), estimate(g["spectral_crossing_step"]),
-                                  estimate(g["rise_step"])) for i, g in events.groupby("init_scale"))
+    scales = tuple(
+        InitScaleSteps(
+            float(i), estimate(g["crossing_step"]), estimate(g["spectral_crossing_step"]), estimate(g["rise_step"])
+        )
+        for i, g in events.groupby("init_scale")
+    )
     return InitScaleEvents(case="some-never-crossed" if never else "all-crossed", never_crossed=never, scales=scales)
 
 
@@ -253,9 +289,19 @@ def rotation_drift(results: Results) -> RotationDrift:
     def of(frame: pd.DataFrame, condition: str) -> Estimate:
         return estimate(frame[frame["condition"] == condition]["value"])
 
-    return RotationDrift(window_start=DRIFT_WINDOW_START, conditions=tuple(
-        ConditionDrift(c, of(turn, c), of(co, c), results.of(c, "weight_cumgrad_at_peak"),
-                       results.of(c, "weight_cumgrad_final")) for c in results.order))
+    return RotationDrift(
+        window_start=DRIFT_WINDOW_START,
+        conditions=tuple(
+            ConditionDrift(
+                c,
+                of(turn, c),
+                of(co, c),
+                results.of(c, "weight_cumgrad_at_peak"),
+                results.of(c, "weight_cumgrad_final"),
+            )
+            for c in results.order
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -270,8 +316,11 @@ class DriftVerdicts:
 
 def drift_verdicts(claims: pd.DataFrame) -> DriftVerdicts:
     """The drift claims of :data:`DRIFT_CONDITIONS` that the claims table holds, and their common reading."""
-    verdicts = tuple((c, claim(claims, f"{c}-late-drift")["verdict"]) for c in DRIFT_CONDITIONS
-                     if has_claim(claims, f"{c}-late-drift"))
+    verdicts = tuple(
+        (c, claim(claims, f"{c}-late-drift")["verdict"])
+        for c in DRIFT_CONDITIONS
+        if has_claim(claims, f"{c}-late-drift")
+    )
     if all(v == "not reproduced" for _, v in verdicts):
         case = "not-faster"
     elif all(v == "reproduced" for _, v in verdicts):

@@ -17,10 +17,22 @@ from ...book.prose import Prose
 from ...plotting import draw_baseline
 from ...statistics import per_run, turn_rates
 from ..common import mlp_verdict
-from .compute import (CROSSINGS, CROSSING_LEVEL, EventStep, Results, TransferSummary, condition_summaries,
-                      drift_verdicts, init_scale_events, optimizer_summaries, rise_against_prediction, rotation_drift,
-                      run_summary, step_zero, weights_follow)
-
+from .compute import (
+    CROSSING_LEVEL,
+    CROSSINGS,
+    EventStep,
+    Results,
+    TransferSummary,
+    condition_summaries,
+    drift_verdicts,
+    init_scale_events,
+    optimizer_summaries,
+    rise_against_prediction,
+    rotation_drift,
+    run_summary,
+    step_zero,
+    weights_follow,
+)
 
 #: The chapter's templates (``prose.md``).
 PROSE = Prose.of(__package__)
@@ -46,8 +58,20 @@ def step0_figure(results: Results) -> None:
     table, order, baseline = results.table, results.order, results.baseline
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), sharey=True)
     for ax, space in zip(axes, ("input", "output")):
-        plotting.plot_final_by(table, "grad_cos", space, 1, x="condition", hue="condition", order=order,
-                               hue_order=order, colours=plotting.condition_colours(), ax=ax, baseline=baseline, step=0)
+        plotting.plot_final_by(
+            table,
+            "grad_cos",
+            space,
+            1,
+            x="condition",
+            hue="condition",
+            order=order,
+            hue_order=order,
+            colours=plotting.condition_colours(),
+            ax=ax,
+            baseline=baseline,
+            step=0,
+        )
         ax.set_title(f"step 0, {plotting.quantity_label('grad_cos', space, 1)}", fontsize="medium")
         ax.set_ylim(0, 1.02)
         ax.get_legend().remove()
@@ -61,25 +85,31 @@ def _seed_events(summary: TransferSummary) -> str:
     def crossing(event: EventStep) -> str:
         return PROSE.choose("crossing-step", event.case, step=event.step)
 
-    crossings = ", ".join(PROSE.render("seed-crossings-item", frobenius=crossing(s.crossing),
-                                       spectral=crossing(s.spectral_crossing)) for s in summary.seeds)
+    crossings = ", ".join(
+        PROSE.render("seed-crossings-item", frobenius=crossing(s.crossing), spectral=crossing(s.spectral_crossing))
+        for s in summary.seeds
+    )
     rises = ", ".join(PROSE.choose("rise-step", s.rise.case, step=s.rise.step) for s in summary.seeds)
     return PROSE.render("seed-events", crossings=crossings, rises=rises)
 
 
 def condition_timeline_caption(summary: TransferSummary) -> str:
     """The caption of one condition's transfer timeline."""
-    return PROSE.render("condition-timeline-caption", **vars(summary), condition=summary.label,
-                        seed_events=_seed_events(summary))
+    return PROSE.render(
+        "condition-timeline-caption", **vars(summary), condition=summary.label, seed_events=_seed_events(summary)
+    )
 
 
 def condition_timelines(results: Results) -> None:
     """One transfer-timeline figure per condition."""
     for summary in condition_summaries(results):
         condition = summary.label
-        fig = plot_transfer_timeline(results.table[results.table["condition"] == condition],
-                                     results.events[results.events["condition"] == condition],
-                                     baseline=results.baseline, title=condition)
+        fig = plot_transfer_timeline(
+            results.table[results.table["condition"] == condition],
+            results.events[results.events["condition"] == condition],
+            baseline=results.baseline,
+            title=condition,
+        )
         show_figure(fig, f"timeline-{condition}", condition_timeline_caption(summary))
 
 
@@ -92,19 +122,29 @@ def rise_note(results: Results) -> Markdown:
     """The relative update at the rise against 2/sqrt(n), and the spectral crossing against the rise."""
     finding = rise_against_prediction(results)
     conditions = finding.conditions
-    return Markdown(PROSE.render(
-        "rise-note", width=finding.width, predicted=finding.predicted,
-        rel_update_at_rise=_per_condition((c.condition, c.rel_update_at_rise) for c in conditions),
-        spectral_crossing_step=_per_condition((c.condition, c.spectral_crossing_step) for c in conditions),
-        rise_step=_per_condition((c.condition, c.rise_step) for c in conditions)))
+    return Markdown(
+        PROSE.render(
+            "rise-note",
+            width=finding.width,
+            predicted=finding.predicted,
+            rel_update_at_rise=_per_condition((c.condition, c.rel_update_at_rise) for c in conditions),
+            spectral_crossing_step=_per_condition((c.condition, c.spectral_crossing_step) for c in conditions),
+            rise_step=_per_condition((c.condition, c.rise_step) for c in conditions),
+        )
+    )
 
 
 #: The events table's columns and their headings.
 EVENT_COLUMNS = {
-    "crossing_step": "crossing step (F)", "spectral_crossing_step": "crossing step (2)", "rise_step": "rise step",
-    "rel_update_at_rise": "‖ΔW‖_F/‖W(0)‖_F at rise", "log10_rise_over_crossing": "log10(rise/crossing F)",
-    "log10_rise_over_spectral_crossing": "log10(rise/crossing 2)", "weight_v1_final": "final weight v1",
-    "weight_cumgrad_final": "final weight/cum.-grad. v1", "rel_update_final": "final ‖ΔW‖/‖W(0)‖",
+    "crossing_step": "crossing step (F)",
+    "spectral_crossing_step": "crossing step (2)",
+    "rise_step": "rise step",
+    "rel_update_at_rise": "‖ΔW‖_F/‖W(0)‖_F at rise",
+    "log10_rise_over_crossing": "log10(rise/crossing F)",
+    "log10_rise_over_spectral_crossing": "log10(rise/crossing 2)",
+    "weight_v1_final": "final weight v1",
+    "weight_cumgrad_final": "final weight/cum.-grad. v1",
+    "rel_update_final": "final ‖ΔW‖/‖W(0)‖",
 }
 
 
@@ -122,8 +162,9 @@ def init_scale_caption(results: Results) -> str:
     finding = init_scale_events(results)
     runs = ", ".join(PROSE.render("init-never-crossed-item", init_scale=i, seed=s) for i, s in finding.never_crossed)
     scales = "; ".join(PROSE.render("init-scale-item", **vars(s)) for s in finding.scales)
-    return PROSE.render("init-scale-caption", never_crossed=PROSE.choose("init-never-crossed", finding.case, runs=runs),
-                        scales=scales)
+    return PROSE.render(
+        "init-scale-caption", never_crossed=PROSE.choose("init-never-crossed", finding.case, runs=runs), scales=scales
+    )
 
 
 def init_scale_figure(results: Results) -> None:
@@ -133,9 +174,17 @@ def init_scale_figure(results: Results) -> None:
     init_colours = dict(zip(init_order, sns.color_palette("viridis", len(init_order))))
     fig, axes = plt.subplots(2, 2, figsize=(14, 9))
     for ax, (metric, space, direction) in zip(axes[0], [("weight_cos", "input", 1), ("rel_update", "", 0)]):
-        plotting.plot_over_training(init_table, metric, space, direction, hue="init_scale", ax=ax,
-                                    colours=init_colours, hue_order=init_order,
-                                    baseline=results.baseline if metric.endswith("_cos") else None)
+        plotting.plot_over_training(
+            init_table,
+            metric,
+            space,
+            direction,
+            hue="init_scale",
+            ax=ax,
+            colours=init_colours,
+            hue_order=init_order,
+            baseline=results.baseline if metric.endswith("_cos") else None,
+        )
     axes[0, 1].axhline(CROSSING_LEVEL, color="black", linewidth=0.8)
     axes[0, 1].set_yscale("log")
     for ax, crossing in zip(axes[1], CROSSINGS):
@@ -157,14 +206,29 @@ def rotation_figure(results: Results) -> None:
     fig, axes = plt.subplots(2, 2, figsize=(14, 8.5), sharex=True)
     for row, space in enumerate(("input", "output")):
         rates = turn_rates(table, space)
-        sns.lineplot(data=per_run(rates, "turn", space, 1), x="step", y="value", hue="condition",
-                     hue_order=order, palette=colours, errorbar="sd", marker="o", markersize=3.5,
-                     ax=axes[row, 0], legend=False)
-        axes[row, 0].set(xscale="symlog", yscale="log", xlabel="training step (symlog)",
-                         ylabel="degrees per 1,000 steps",
-                         title=f"{metrics.vector_name(space)} turn rate since the previous snapshot")
-        plotting.plot_over_training(table, "co_rotation", space, 1, ax=axes[row, 1], colours=colours,
-                                    hue_order=order, legend=row == 1)
+        sns.lineplot(
+            data=per_run(rates, "turn", space, 1),
+            x="step",
+            y="value",
+            hue="condition",
+            hue_order=order,
+            palette=colours,
+            errorbar="sd",
+            marker="o",
+            markersize=3.5,
+            ax=axes[row, 0],
+            legend=False,
+        )
+        axes[row, 0].set(
+            xscale="symlog",
+            yscale="log",
+            xlabel="training step (symlog)",
+            ylabel="degrees per 1,000 steps",
+            title=f"{metrics.vector_name(space)} turn rate since the previous snapshot",
+        )
+        plotting.plot_over_training(
+            table, "co_rotation", space, 1, ax=axes[row, 1], colours=colours, hue_order=order, legend=row == 1
+        )
         axes[row, 1].axhline(0, color="black", linewidth=0.8)
         axes[row, 1].set_ylabel("signed cos")
         axes[row, 1].set_ylim(-1.02, 1.02)
@@ -175,17 +239,27 @@ def rotation_figure(results: Results) -> None:
 def alignment_before_after(results: Results) -> pd.DataFrame:
     """Per condition: weight v1 at its peak and at the end, and the weight / cumulative-gradient
     alignment at those two steps (mean ± sd over seeds): before and after a fall."""
-    columns = {"peak_step": "step of the peak", "weight_v1_peak": "weight v1 at peak",
-               "weight_v1_final": "weight v1 final", "weight_cumgrad_at_peak": "weight/cum.-grad. v1 at peak",
-               "weight_cumgrad_final": "weight/cum.-grad. v1 final"}
-    return pd.DataFrame({label: {c: str(results.of(c, column)) for c in results.order}
-                         for column, label in columns.items()}).rename_axis("condition")
+    columns = {
+        "peak_step": "step of the peak",
+        "weight_v1_peak": "weight v1 at peak",
+        "weight_v1_final": "weight v1 final",
+        "weight_cumgrad_at_peak": "weight/cum.-grad. v1 at peak",
+        "weight_cumgrad_final": "weight/cum.-grad. v1 final",
+    }
+    return pd.DataFrame(
+        {label: {c: str(results.of(c, column)) for c in results.order} for column, label in columns.items()}
+    ).rename_axis("condition")
 
 
 def optimizer_timeline_caption(results: Results, summary: TransferSummary) -> str:
     """The caption of the reference condition's transfer timeline under one optimizer."""
-    return PROSE.render("optimizer-timeline-caption", **vars(summary), reference=results.reference,
-                        optimizer=summary.label, seed_events=_seed_events(summary))
+    return PROSE.render(
+        "optimizer-timeline-caption",
+        **vars(summary),
+        reference=results.reference,
+        optimizer=summary.label,
+        seed_events=_seed_events(summary),
+    )
 
 
 def optimizer_timelines(results: Results) -> None:
@@ -193,8 +267,12 @@ def optimizer_timelines(results: Results) -> None:
     events, table = results.optimizer_events, results.optimizer_table
     for number, summary in enumerate(optimizer_summaries(results), start=1):
         optimizer = summary.label
-        fig = plot_transfer_timeline(table[table["optimizer"] == optimizer], events[events["optimizer"] == optimizer],
-                                     baseline=results.baseline, title=f"{results.reference}, {optimizer}")
+        fig = plot_transfer_timeline(
+            table[table["optimizer"] == optimizer],
+            events[events["optimizer"] == optimizer],
+            baseline=results.baseline,
+            title=f"{results.reference}, {optimizer}",
+        )
         show_figure(fig, f"timeline-optimizer-{number}", optimizer_timeline_caption(results, summary))
 
 
@@ -202,25 +280,35 @@ def _drift_reading(claims: pd.DataFrame) -> str:
     """The drift claims together (the finding: :func:`.compute.drift_verdicts`)."""
     finding = drift_verdicts(claims)
     verdicts = "; ".join(PROSE.render("drift-verdict-item", condition=c, verdict=v) for c, v in finding.verdicts)
-    return PROSE.choose("drift-verdict", finding.case, conditions=", ".join(c for c, _ in finding.verdicts),
-                        verdicts=verdicts)
+    return PROSE.choose(
+        "drift-verdict", finding.case, conditions=", ".join(c for c, _ in finding.verdicts), verdicts=verdicts
+    )
 
 
 def reading(results: Results, claims: pd.DataFrame) -> Markdown:
     """The chapter's reading of its numbers: step 0, when the weights follow, rotation drift."""
     start, follow, rotation = step_zero(results), weights_follow(results, claims), rotation_drift(results)
-    frobenius = PROSE.choose("frobenius-crossing", follow.case, never_crossed=follow.never_crossed, runs=follow.runs,
-                             crossing_step=follow.crossing_step)
+    frobenius = PROSE.choose(
+        "frobenius-crossing",
+        follow.case,
+        never_crossed=follow.never_crossed,
+        runs=follow.runs,
+        crossing_step=follow.crossing_step,
+    )
     drifts = rotation.conditions
     paragraphs = [
         PROSE.choose("reading-step0", start.case, **vars(start)),
         PROSE.render("reading-follow", **vars(follow), frobenius_crossing=frobenius),
-        PROSE.render("reading-drift", window_start=rotation.window_start,
-                     turn_rates=", ".join(PROSE.render("turn-item", **vars(c)) for c in drifts),
-                     co_rotations=", ".join(PROSE.render("condition-item", condition=c.condition, value=c.co_rotation)
-                                            for c in drifts),
-                     alignments=", ".join(PROSE.render("alignment-item", **vars(c)) for c in drifts),
-                     drift_verdict=_drift_reading(claims)),
+        PROSE.render(
+            "reading-drift",
+            window_start=rotation.window_start,
+            turn_rates=", ".join(PROSE.render("turn-item", **vars(c)) for c in drifts),
+            co_rotations=", ".join(
+                PROSE.render("condition-item", condition=c.condition, value=c.co_rotation) for c in drifts
+            ),
+            alignments=", ".join(PROSE.render("alignment-item", **vars(c)) for c in drifts),
+            drift_verdict=_drift_reading(claims),
+        ),
     ]
     return Markdown("\n\n".join(p for p in paragraphs if p))
 
@@ -237,9 +325,14 @@ TIMELINE_CURVES = (
 #: How each event step is drawn on a timeline: column -> (legend label, line style).
 EVENT_STYLES = {
     "crossing_step": ("‖ΔW‖_F = ‖W(0)‖_F (per seed)", dict(color="black", linestyle="--", linewidth=0.9, alpha=0.7)),
-    "spectral_crossing_step": ("‖ΔW‖₂ = ‖W(0)‖₂ (per seed)", dict(color="tab:purple", linestyle="-.", linewidth=0.9,
-                                                                 alpha=0.7)),
-    "rise_step": ("half of the continuity rise (per seed)", dict(color="tab:red", linestyle=":", linewidth=1.3, alpha=0.8)),
+    "spectral_crossing_step": (
+        "‖ΔW‖₂ = ‖W(0)‖₂ (per seed)",
+        dict(color="tab:purple", linestyle="-.", linewidth=0.9, alpha=0.7),
+    ),
+    "rise_step": (
+        "half of the continuity rise (per seed)",
+        dict(color="tab:red", linestyle=":", linewidth=1.3, alpha=0.8),
+    ),
 }
 
 
@@ -251,7 +344,12 @@ def _mark_events(ax: plt.Axes, events: pd.DataFrame) -> None:
 
 
 def plot_transfer_timeline(
-    table: pd.DataFrame, events: pd.DataFrame, *, baseline: float, title: str = "", space: str = "input",
+    table: pd.DataFrame,
+    events: pd.DataFrame,
+    *,
+    baseline: float,
+    title: str = "",
+    space: str = "input",
 ) -> plt.Figure:
     """One run group's gradient-to-weight timeline on a shared log-step axis.
 
@@ -262,22 +360,33 @@ def plot_transfer_timeline(
     (:data:`EVENT_STYLES`).
     """
 
-
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4), sharex=True, gridspec_kw={"width_ratios": [1.6, 1]})
     colours = sns.color_palette("colorblind", len(TIMELINE_CURVES))
     for (metric, label), colour in zip(TIMELINE_CURVES, colours):
         frame = per_run(table, metric, space, 1)
-        sns.lineplot(data=frame, x="step", y="value", errorbar="sd", color=colour, label=label, ax=left,
-                     marker="o", markersize=3)
+        sns.lineplot(
+            data=frame, x="step", y="value", errorbar="sd", color=colour, label=label, ax=left, marker="o", markersize=3
+        )
     draw_baseline(left, baseline)
     left.set_ylim(0, 1.02)
     left.set_ylabel("|cos|, layer mean")
-    for metric, colour, label in (("rel_update", "0.2", "Frobenius ‖·‖_F"), ("rel_update_spectral", "tab:purple",
-                                                                             "spectral ‖·‖₂")):
+    for metric, colour, label in (
+        ("rel_update", "0.2", "Frobenius ‖·‖_F"),
+        ("rel_update_spectral", "tab:purple", "spectral ‖·‖₂"),
+    ):
         update = per_run(table, metric)
         if not update.empty:
-            sns.lineplot(data=update, x="step", y="value", errorbar="sd", color=colour, marker="o", markersize=3,
-                         ax=right, label=label)
+            sns.lineplot(
+                data=update,
+                x="step",
+                y="value",
+                errorbar="sd",
+                color=colour,
+                marker="o",
+                markersize=3,
+                ax=right,
+                label=label,
+            )
     right.axhline(CROSSING_LEVEL, color="black", linewidth=0.8)
     right.set_yscale("log")
     right.set_ylabel("‖W(t) − W(0)‖ / ‖W(0)‖")
@@ -298,16 +407,26 @@ def plot_transfer_timeline(
     return fig
 
 
-def plot_event_steps(events: pd.DataFrame, *, crossing: str = "crossing_step", hue: str = "init_scale",
-                     ax: plt.Axes | None = None) -> plt.Axes:
+def plot_event_steps(
+    events: pd.DataFrame, *, crossing: str = "crossing_step", hue: str = "init_scale", ax: plt.Axes | None = None
+) -> plt.Axes:
     """Crossing step (x; ``crossing`` names the norm's column) against continuity-rise step
     (y), one dot per run, log-log, with the diagonal "rise = crossing"."""
     ax = ax or plt.gca()
     frame = events.dropna(subset=[crossing, "rise_step"])
     levels = sorted(events[hue].unique())
     colours = dict(zip(levels, sns.color_palette("viridis", len(levels))))
-    sns.scatterplot(data=frame, x=crossing, y="rise_step", hue=hue, hue_order=levels, palette=colours,
-                    s=60, edgecolor="black", ax=ax)
+    sns.scatterplot(
+        data=frame,
+        x=crossing,
+        y="rise_step",
+        hue=hue,
+        hue_order=levels,
+        palette=colours,
+        s=60,
+        edgecolor="black",
+        ax=ax,
+    )
     positive = frame[[crossing, "rise_step"]].to_numpy()
     positive = positive[positive > 0]
     if positive.size:

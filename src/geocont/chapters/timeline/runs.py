@@ -14,7 +14,6 @@ from ..mlp_runs import MLPChapterSettings
 from .events import transfer_events
 from .settings import sweep_configs
 
-
 #: Metrics the timeline chapter needs in every run table (older cached runs lack them).
 TIMELINE_METRICS = ("rel_update_spectral", "turn", "co_rotation", "weight_cumgrad_cos")
 
@@ -50,8 +49,16 @@ class Results:
 def run(settings: MLPChapterSettings) -> Results:
     """Train (or load from the cache) the three sweeps; older cached runs without
     :data:`TIMELINE_METRICS` are re-run."""
-    table, optimizer_table, init_table = (run_sweep(configs, require_metrics=TIMELINE_METRICS)
-                                          for configs in sweep_configs(settings))
-    return Results(settings=settings, table=table, optimizer_table=optimizer_table, init_table=init_table,
-                   baseline=metrics.random_abs_cos(settings.base.width), events=transfer_events(table),
-                   optimizer_events=transfer_events(optimizer_table), init_events=transfer_events(init_table))
+    table, optimizer_table, init_table = (
+        run_sweep(configs, require_metrics=TIMELINE_METRICS) for configs in sweep_configs(settings)
+    )
+    return Results(
+        settings=settings,
+        table=table,
+        optimizer_table=optimizer_table,
+        init_table=init_table,
+        baseline=metrics.random_abs_cos(settings.base.width),
+        events=transfer_events(table),
+        optimizer_events=transfer_events(optimizer_table),
+        init_events=transfer_events(init_table),
+    )

@@ -12,7 +12,6 @@ from .. import lm_runs
 from ..lm_runs import LM_VARIANTS, MAIN_VARIANTS, LMChapterSettings
 from .settings import CHAPTER, LONG_FACTOR
 
-
 #: Measured cost of one training step of the ``cpu`` shape (batch 16 x 128 tokens) at one torch
 #: thread on this project's 2-core machine, by layer count, in seconds, the other core idle:
 #: 4 layers 0.189 s (``python benchmarks/bench_lm_recording.py --steps 200``), 8 layers 0.338 s
@@ -29,8 +28,9 @@ CPU_BUDGET_MINUTES = 40
 
 #: The full design at ``cpu`` (the ``cpu`` preset runs all of it; :func:`.present.budget_note` says what it
 #: costs and what a cheaper re-run leaves out).
-FULL_CPU_DESIGN = dict(seeds=(0, 1, 2), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_seeds=(0,),
-                       long_factor=LONG_FACTOR["cpu"])
+FULL_CPU_DESIGN = dict(
+    seeds=(0, 1, 2), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_seeds=(0,), long_factor=LONG_FACTOR["cpu"]
+)
 
 
 #: A re-run that fits the budget: two seeds of ``silu`` and ``none``, no other variant, no deeper or longer model.
@@ -61,7 +61,7 @@ class RunCount:
 
     @property
     def number(self) -> str:
-        """"one" seed or "several" (the variant of its wording)."""
+        """ "one" seed or "several" (the variant of its wording)."""
         return "one" if self.seeds == 1 else "several"
 
 
@@ -104,20 +104,41 @@ class BudgetFinding:
 def budget_finding(settings: LMChapterSettings) -> BudgetFinding:
     """:class:`BudgetFinding` of ``settings``."""
     long = [c for configs in settings.long_configs().values() for c in configs]
-    finding = BudgetFinding(settings.scale, settings.base.steps, run_counts(settings), settings.long_label,
-                            long[0].steps if long else 0, long[0].seed if long else 0)
+    finding = BudgetFinding(
+        settings.scale,
+        settings.base.steps,
+        run_counts(settings),
+        settings.long_label,
+        long[0].steps if long else 0,
+        long[0].seed if long else 0,
+    )
     if settings.scale != "cpu":
         return finding
     full = CHAPTER.configure(settings.scale, **{**settings.overrides, **FULL_CPU_DESIGN})
     cheap = CHAPTER.configure(settings.scale, **{**settings.overrides, **BUDGET_CPU_DESIGN})
     minutes = predicted_minutes(settings)
-    flags = " ".join(f'-p {name} "{list(value)!r}"' if name == "variants" else
-                     f"-p {name} {len(value) if isinstance(value, tuple) else value}"  # seed lists as counts
-                     for name, value in BUDGET_CPU_DESIGN.items())
-    cut = tuple(label for label, c in full.all_configs().items()
-                if {x.seed for x in c} - {x.seed for x in settings.all_configs().get(label, [])})
+    flags = " ".join(
+        f'-p {name} "{list(value)!r}"'
+        if name == "variants"
+        else f"-p {name} {len(value) if isinstance(value, tuple) else value}"  # seed lists as counts
+        for name, value in BUDGET_CPU_DESIGN.items()
+    )
+    cut = tuple(
+        label
+        for label, c in full.all_configs().items()
+        if {x.seed for x in c} - {x.seed for x in settings.all_configs().get(label, [])}
+    )
     return dataclasses.replace(
-        finding, costed=True, minutes=minutes, n_runs=sum(len(c) for c in settings.all_configs().values()),
-        over_budget=minutes > CPU_BUDGET_MINUTES, full_runs=run_counts(full), full_minutes=predicted_minutes(full),
-        cheap_runs=run_counts(cheap), cheap_minutes=predicted_minutes(cheap), cheap_seeds=len(cheap.seeds),
-        rerun_flags=flags, cut=cut)
+        finding,
+        costed=True,
+        minutes=minutes,
+        n_runs=sum(len(c) for c in settings.all_configs().values()),
+        over_budget=minutes > CPU_BUDGET_MINUTES,
+        full_runs=run_counts(full),
+        full_minutes=predicted_minutes(full),
+        cheap_runs=run_counts(cheap),
+        cheap_minutes=predicted_minutes(cheap),
+        cheap_seeds=len(cheap.seeds),
+        rerun_flags=flags,
+        cut=cut,
+    )

@@ -41,10 +41,18 @@ def loss_finding(results: Results) -> LossFinding:
     """:class:`LossFinding` of ``results``."""
     early = results.settings.early_step
     val = per_run(results.table, "val_loss", "", 0)
-    return LossFinding(early, tuple(
-        VariantLoss(v, estimate(at_step(val, early).query("condition == @v")["value"]),
-                    estimate(at_final_step(val).query("condition == @v")["value"])) for v in results.variants),
-        math.log(results.settings.base.shape.vocab_size))
+    return LossFinding(
+        early,
+        tuple(
+            VariantLoss(
+                v,
+                estimate(at_step(val, early).query("condition == @v")["value"]),
+                estimate(at_final_step(val).query("condition == @v")["value"]),
+            )
+            for v in results.variants
+        ),
+        math.log(results.settings.base.shape.vocab_size),
+    )
 
 
 def gap_values(table: pd.DataFrame) -> pd.DataFrame:
@@ -111,8 +119,12 @@ class ProjectionEstimates:
 
 def final_estimates(results: Results) -> tuple[ProjectionEstimates, ...]:
     """Every projection's final continuity in both spaces, for the reference variant."""
-    return tuple(ProjectionEstimates(p, *(variant_estimate(results.finals, results.reference, p, s)
-                                          for s in ("input", "output"))) for p in PROJECTIONS)
+    return tuple(
+        ProjectionEstimates(
+            p, *(variant_estimate(results.finals, results.reference, p, s) for s in ("input", "output"))
+        )
+        for p in PROJECTIONS
+    )
 
 
 @dataclass(frozen=True)
@@ -128,8 +140,9 @@ class DepthProfileFinding:
 def depth_profile_finding(results: Results) -> DepthProfileFinding:
     """:class:`DepthProfileFinding` of ``results``."""
     labels = tuple(v for v in results.variants if v in (results.reference, results.settings.depth_label))
-    return DepthProfileFinding("with-deeper" if len(labels) > 1 else "reference-only", labels,
-                               results.settings.depth_label)
+    return DepthProfileFinding(
+        "with-deeper" if len(labels) > 1 else "reference-only", labels, results.settings.depth_label
+    )
 
 
 @dataclass(frozen=True)
@@ -147,7 +160,7 @@ class LostContinuity:
 
     @property
     def case(self) -> str:
-        """"with-pretrained" where the pretrained checkpoint's value is known, else "alone"."""
+        """ "with-pretrained" where the pretrained checkpoint's value is known, else "alone"."""
         return "alone" if self.pretrained is None else "with-pretrained"
 
 
@@ -169,16 +182,23 @@ def lost_finding(results: Results, claims: pd.DataFrame) -> LostFinding:
     judged = projection_finals(up_to_step(results.table, horizon(results).step))
     for row in claims.itertuples():
         name = split_claim_key(row.key)[0]
-        if (name not in CLAIM_QUANTITIES or name.startswith("v-low")
-                or row.verdict in ("reproduced", "not settled")):
+        if name not in CLAIM_QUANTITIES or name.startswith("v-low") or row.verdict in ("reproduced", "not settled"):
             continue
         projection, space = CLAIM_QUANTITIES[name]
-        lost.append(LostContinuity(
-            projection, space, variant_estimate(results.early_finals, results.reference, projection, space),
-            row.early_verdict, variant_estimate(judged, results.reference, projection, space), row.verdict,
-            None if results.pretrained is None else pretrained_estimate(results, projection, space)))
-    moving = any(row.verdict == "not settled" for row in claims.itertuples()
-                 if split_claim_key(row.key)[0] in CLAIM_QUANTITIES)
+        lost.append(
+            LostContinuity(
+                projection,
+                space,
+                variant_estimate(results.early_finals, results.reference, projection, space),
+                row.early_verdict,
+                variant_estimate(judged, results.reference, projection, space),
+                row.verdict,
+                None if results.pretrained is None else pretrained_estimate(results, projection, space),
+            )
+        )
+    moving = any(
+        row.verdict == "not settled" for row in claims.itertuples() if split_claim_key(row.key)[0] in CLAIM_QUANTITIES
+    )
     case = "some-lost" if lost else "some-moving" if moving else "all-kept"
     return LostFinding(case, results.reference, results.settings.early_step, results.settings.pretrained, tuple(lost))
 
@@ -224,22 +244,33 @@ class DepthFinding:
 def depth_finding(results: Results) -> DepthFinding:
     """The deeper model's verdicts beside the reference variant's, claim by claim."""
     settings = results.settings
-    finding = DepthFinding("not-run", settings.depth_label, settings.depth_layers, results.reference,
-                           settings.base.shape.n_layers, settings.base.steps)
+    finding = DepthFinding(
+        "not-run",
+        settings.depth_label,
+        settings.depth_layers,
+        results.reference,
+        settings.base.shape.n_layers,
+        settings.base.steps,
+    )
     if settings.depth_label not in results.variants:
         return finding
-    shallow = transformer_claims(results.table, results.dims, reference=results.reference, no_activation=None,
-                                 linear_attention=None)
-    deep = transformer_claims(results.table, results.dims, reference=settings.depth_label, no_activation=None,
-                              linear_attention=None).set_index("key")
+    shallow = transformer_claims(
+        results.table, results.dims, reference=results.reference, no_activation=None, linear_attention=None
+    )
+    deep = transformer_claims(
+        results.table, results.dims, reference=settings.depth_label, no_activation=None, linear_attention=None
+    ).set_index("key")
 
     def value(row: Any) -> ClaimValue:
         return ClaimValue(float(row.ours_mean), float(row.ours_std), int(row.n_seeds), row.verdict)
 
     comparisons = [DepthComparison(row.key, value(row), value(deep.loc[row.key])) for row in shallow.itertuples()]
-    return dataclasses.replace(finding, case="one-seed" if len(settings.depth_seeds) == 1 else "several-seeds",
-                               same=tuple(c for c in comparisons if c.same),
-                               changed=tuple(c for c in comparisons if not c.same))
+    return dataclasses.replace(
+        finding,
+        case="one-seed" if len(settings.depth_seeds) == 1 else "several-seeds",
+        same=tuple(c for c in comparisons if c.same),
+        changed=tuple(c for c in comparisons if not c.same),
+    )
 
 
 @dataclass(frozen=True)
@@ -269,9 +300,18 @@ def pretrained_finding(results: Results) -> PretrainedFinding:
     step = results.settings.early_step
     if results.pretrained is None:
         return PretrainedFinding("not-analysed", results.pretrained_status, step)
-    return PretrainedFinding("compared", results.pretrained_status, step, tuple(
-        PretrainedComparison(projection, space,
-                             variant_estimate(results.finals, results.reference, projection, space),
-                             variant_estimate(results.early_finals, results.reference, projection, space),
-                             pretrained_estimate(results, projection, space))
-        for projection, space in dict.fromkeys(CLAIM_QUANTITIES.values())))
+    return PretrainedFinding(
+        "compared",
+        results.pretrained_status,
+        step,
+        tuple(
+            PretrainedComparison(
+                projection,
+                space,
+                variant_estimate(results.finals, results.reference, projection, space),
+                variant_estimate(results.early_finals, results.reference, projection, space),
+                pretrained_estimate(results, projection, space),
+            )
+            for projection, space in dict.fromkeys(CLAIM_QUANTITIES.values())
+        ),
+    )

@@ -17,7 +17,6 @@ from ...tables import RUN_KEYS
 from ...transformer import projection_dims
 from ..lm_runs import LMChapterSettings
 
-
 #: Analyse only this many layers of the pretrained checkpoint at ``smoke`` (all at the other scales).
 _PRETRAINED_LAYERS = {"smoke": 6, "cpu": None, "paper": None}
 
@@ -76,8 +75,9 @@ def run(settings: LMChapterSettings) -> Results:
     long = _observed(table[is_long]) if settings.long_configs() else None
     table = _observed(table[~is_long])
     pretrained, status = _pretrained_table(settings)
-    return Results(settings, table, projection_finals(table), projection_dims(settings.base.shape), pretrained, status,
-                   long)
+    return Results(
+        settings, table, projection_finals(table), projection_dims(settings.base.shape), pretrained, status, long
+    )
 
 
 def _pretrained_table(settings: LMChapterSettings) -> tuple[pd.DataFrame | None, str]:
@@ -90,7 +90,10 @@ def _pretrained_table(settings: LMChapterSettings) -> tuple[pd.DataFrame | None,
     except (ModelNotAvailable, FileNotFoundError) as error:
         return None, f"`{settings.pretrained}` is not installed here ({str(error).split('. ')[0]})"
     layers = int(table["layer"].max()) + 1
-    return table, f"`{settings.pretrained}` ({layers} layers analysed, {table.attrs['parameters'] / 1e6:.0f}M parameters)"
+    return (
+        table,
+        f"`{settings.pretrained}` ({layers} layers analysed, {table.attrs['parameters'] / 1e6:.0f}M parameters)",
+    )
 
 
 def _observed(table: pd.DataFrame) -> pd.DataFrame:

@@ -10,7 +10,6 @@ from ...transformer import build_llama, parameter_count
 from .. import lm_runs
 from ..lm_runs import LMChapterSettings
 
-
 #: The notebook's parameters, in the order of its ``parameters`` cell.
 PARAMETERS: dict[str, str] = {
     "scale": "smoke | cpu | paper: the whole preset, see geocont.chapters.transformer_projections",
@@ -44,22 +43,29 @@ def describe(settings: LMChapterSettings) -> dict[str, Any]:
     base = settings.base
     shape = base.shape
     runs = ", ".join(f"`{label}` × {len(configs)}" for label, configs in settings.all_configs().items())
-    long = "".join(f"; `{label}`: {c[0].steps} steps, also snapshotted at step {base.steps}"
-                   for label, c in settings.long_configs().items())
+    long = "".join(
+        f"; `{label}`: {c[0].steps} steps, also snapshotted at step {base.steps}"
+        for label, c in settings.long_configs().items()
+    )
     return dict(
         seeds=settings.seeds,
         data=f"`{base.corpus}`, byte-level BPE tokenizer with {shape.vocab_size} tokens trained on its training split",
         model=f"transformers' LlamaForCausalLM: {shape.n_layers} layers, d = {shape.d_model}, {shape.n_heads} heads, "
-              f"SwiGLU width {shape.ffn_dim}, {parameter_count(build_llama(shape)) / 1e6:.2f}M parameters; "
-              f"runs (label × seeds): {runs}",
+        f"SwiGLU width {shape.ffn_dim}, {parameter_count(build_llama(shape)) / 1e6:.2f}M parameters; "
+        f"runs (label × seeds): {runs}",
         training=f"{base.steps} steps of {base.batch_size} × {shape.max_seq_len} tokens, {base.optimizer.label} "
-                 f"(lr {base.optimizer.lr:g}, constant); {len(base.schedule())} snapshots ({base.n_snapshots} "
-                 f"log-spaced, {base.n_late_snapshots} evenly spaced, and step {settings.early_step}), each with the validation "
-                 f"loss on {base.eval_windows} windows{long}",
+        f"(lr {base.optimizer.lr:g}, constant); {len(base.schedule())} snapshots ({base.n_snapshots} "
+        f"log-spaced, {base.n_late_snapshots} evenly spaced, and step {settings.early_step}), each with the validation "
+        f"loss on {base.eval_windows} windows{long}",
     )
 
 
-CHAPTER = Chapter(name="transformer_projections", parameters=PARAMETERS,
-                  presets=presets(lm_runs.lm_preset, {scale: dict(long_factor=f) for scale, f in LONG_FACTOR.items()}),
-                  build=lm_runs.build_settings, describe=describe, runs=lm_runs.run_configs,
-                  scale_rows=lm_runs.scale_rows)
+CHAPTER = Chapter(
+    name="transformer_projections",
+    parameters=PARAMETERS,
+    presets=presets(lm_runs.lm_preset, {scale: dict(long_factor=f) for scale, f in LONG_FACTOR.items()}),
+    build=lm_runs.build_settings,
+    describe=describe,
+    runs=lm_runs.run_configs,
+    scale_rows=lm_runs.scale_rows,
+)

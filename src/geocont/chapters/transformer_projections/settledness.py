@@ -7,18 +7,19 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ...statistics import Estimate, Horizon, SETTLED_TOLERANCE, holds_when, judging_horizon, per_run
+from ...statistics import SETTLED_TOLERANCE, Estimate, Horizon, holds_when, judging_horizon, per_run
 from ...tables import split_claim_key
 from ..common import short_projection
 from ..lm_runs import PROJECTION_PREDICTIONS
 from .runs import Results, projection_values
 
-
 #: The claims judged on one projection's continuity in one space, V's two included: ``{key: (projection, space)}``.
 #: The horizon watches these quantities; the claims' notes, the lost continuities and the pretrained
 #: comparison read them.
 CLAIM_QUANTITIES = {f"{short_projection(p)}-{s}-continuity": (p, s) for p, s, _ in PROJECTION_PREDICTIONS} | {
-    "v-low-input": ("v_proj", "input"), "v-low-output": ("v_proj", "output")}
+    "v-low-input": ("v_proj", "input"),
+    "v-low-output": ("v_proj", "output"),
+}
 
 
 def quantity_name(projection: str, space: str) -> str:
@@ -33,11 +34,17 @@ def horizon(results: Results) -> Horizon:
     the budget (the last snapshot before the validation loss rose), with the quantities still moving named."""
     mine = results.table[results.table["condition"] == results.reference]
     values = projection_values(mine)
-    quantities = {quantity_name(p, s): values[(values["group"] == p) & (values["space"] == s)]
-                  for p, s in CLAIM_QUANTITIES.values()}
+    quantities = {
+        quantity_name(p, s): values[(values["group"] == p) & (values["space"] == s)]
+        for p, s in CLAIM_QUANTITIES.values()
+    }
     val_loss = per_run(mine, "val_loss")
-    return judging_horizon(quantities, val_loss if len(val_loss) else None, sorted(values["step"].unique()),
-                           not_before=results.settings.early_step)
+    return judging_horizon(
+        quantities,
+        val_loss if len(val_loss) else None,
+        sorted(values["step"].unique()),
+        not_before=results.settings.early_step,
+    )
 
 
 @dataclass(frozen=True)
@@ -71,11 +78,20 @@ def settled_finding(results: Results) -> SettledFinding:
     """Which quantities were still moving, seed by seed, where the claims are judged (reference variant)."""
     judged = horizon(results)
     names = {quantity_name(p, s): (p, s) for p, s in CLAIM_QUANTITIES.values()}
-    moving = tuple(StillMoving(*names[name], judged.quantities[name].trend, tuple(judged.quantities[name].changes))
-                   for name in judged.moving())
-    return SettledFinding("settled" if judged.settled else "moving", results.reference,
-                          int(judged.step * 2 / 3), judged.step, results.settings.base.steps, SETTLED_TOLERANCE, moving,
-                          judged.memorising_after)
+    moving = tuple(
+        StillMoving(*names[name], judged.quantities[name].trend, tuple(judged.quantities[name].changes))
+        for name in judged.moving()
+    )
+    return SettledFinding(
+        "settled" if judged.settled else "moving",
+        results.reference,
+        int(judged.step * 2 / 3),
+        judged.step,
+        results.settings.base.steps,
+        SETTLED_TOLERANCE,
+        moving,
+        judged.memorising_after,
+    )
 
 
 @dataclass(frozen=True)
@@ -93,5 +109,6 @@ def holds_finding(results: Results, claims: pd.DataFrame) -> HoldsFinding:
     groups: dict[str, list[str]] = {}
     for row in claims[claims["early_verdict"].fillna("") != ""].itertuples():
         groups.setdefault(holds_when(row.early_verdict, row.verdict), []).append(split_claim_key(row.key)[0])
-    return HoldsFinding(results.settings.early_step, horizon(results).step,
-                        tuple((when, tuple(keys)) for when, keys in groups.items()))
+    return HoldsFinding(
+        results.settings.early_step, horizon(results).step, tuple((when, tuple(keys)) for when, keys in groups.items())
+    )

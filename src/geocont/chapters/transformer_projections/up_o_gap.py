@@ -15,7 +15,6 @@ from .. import lm_runs
 from .runs import Results
 from .settings import CHAPTER
 
-
 #: The within-layer comparison of Up with Gate (they read the same input): the recorder's group of
 #: ``cross_cos`` rows (direction 1, space input: v1, output: u1; one row per layer).
 UP_GATE = "up~gate"
@@ -65,8 +64,12 @@ def up_o_values(table: pd.DataFrame) -> pd.DataFrame:
     layers (pairs); a quantity the table does not record has no rows."""
     frames = []
     for name, (metric, group, space, direction) in UP_O_QUANTITIES.items():
-        rows = table[(table["metric"] == metric) & (table["group"] == group) & (table["space"] == space)
-                     & (table["direction"] == direction)]
+        rows = table[
+            (table["metric"] == metric)
+            & (table["group"] == group)
+            & (table["space"] == space)
+            & (table["direction"] == direction)
+        ]
         values = rows.groupby(RUN_KEYS + ["step"], observed=True)["value"].mean().reset_index()
         frames.append(values.assign(quantity=name))
     return pd.concat(frames, ignore_index=True)
@@ -91,25 +94,40 @@ def up_o_estimates(table: pd.DataFrame, reference: str) -> dict[str, Estimate]:
     return {name: estimate(finals.loc[finals["quantity"] == name, "value"]) for name in UP_O_QUANTITIES}
 
 
-def up_o_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], reference: str = lm_runs.REFERENCE) -> pd.DataFrame:
+def up_o_claims(
+    table: pd.DataFrame, dims: dict[str, dict[str, int]], reference: str = lm_runs.REFERENCE
+) -> pd.DataFrame:
     """The Up/O claims a run table judges at its last step: Up against Gate in the same layer (v1 and
     u1, against random), and the σ²-weighted alignment beside v1 (Up) and u1 (O)."""
     est, out = up_o_estimates(table, reference), ClaimsBuilder(CHAPTER.name)
     missing = "" if cross_cos_recorded(table) else "cross_cos not recorded in these runs (their tables predate it)"
     for key, name, vector in (("up-gate-shared-v1", "up-gate-v1", "v1"), ("up-gate-shared-u1", "up-gate-u1", "u1")):
         base = up_o_baseline(name, dims)
-        out.add(key=key, claim=f"(ours) Within a layer, Up's {vector} is Gate's {vector} (they read the same input)",
-                quantity=f"|cos| of {vector}(up_proj_l), {vector}(gate_proj_l), mean over layers ({reference})",
-                paper="implied (Up anchored by the gated product)", ours=est[name], baseline=base,
-                verdict=verdict_for_difference(est[name], known(base)), note=missing)
-    for key, projection, align, leading in (("up-align-vs-v1", "up_proj", "up-align", "up-v1"),
-                                            ("o-align-vs-v1", "o_proj", "o-align", "o-u1")):
+        out.add(
+            key=key,
+            claim=f"(ours) Within a layer, Up's {vector} is Gate's {vector} (they read the same input)",
+            quantity=f"|cos| of {vector}(up_proj_l), {vector}(gate_proj_l), mean over layers ({reference})",
+            paper="implied (Up anchored by the gated product)",
+            ours=est[name],
+            baseline=base,
+            verdict=verdict_for_difference(est[name], known(base)),
+            note=missing,
+        )
+    for key, projection, align, leading in (
+        ("up-align-vs-v1", "up_proj", "up-align", "up-v1"),
+        ("o-align-vs-v1", "o_proj", "o-align", "o-u1"),
+    ):
         space, vector = UP_O_QUANTITIES[leading][2], vector_name(UP_O_QUANTITIES[leading][2])
-        out.add(key=key, claim=f"(ours) {projection}'s {space}-space continuity lies beyond its leading direction",
-                quantity=f"{projection} σ²-weighted alignment ({space}) above its {vector} |cos| ({reference})",
-                paper="not stated", ours=est[align], baseline=up_o_baseline(align, dims),
-                verdict=verdict_for_difference(est[align], est[leading]),
-                note=f"{vector} |cos| {est[leading]} (random {up_o_baseline(leading, dims):.3f}; the alignment's: 0)")
+        out.add(
+            key=key,
+            claim=f"(ours) {projection}'s {space}-space continuity lies beyond its leading direction",
+            quantity=f"{projection} σ²-weighted alignment ({space}) above its {vector} |cos| ({reference})",
+            paper="not stated",
+            ours=est[align],
+            baseline=up_o_baseline(align, dims),
+            verdict=verdict_for_difference(est[align], est[leading]),
+            note=f"{vector} |cos| {est[leading]} (random {up_o_baseline(leading, dims):.3f}; the alignment's: 0)",
+        )
     return out.table()
 
 
@@ -155,10 +173,20 @@ def long_run_finding(results: Results) -> LongRunFinding | None:
     for key, name in RISING.items():
         frame = long[long["quantity"] == name]
         at_horizon, at_end = estimate(at_step(frame, horizon)["value"]), estimate(at_final_step(frame)["value"])
-        items.append(StillRising(key, name, at_horizon, at_end, estimate(own.loc[own["quantity"] == name, "value"]),
-                                 up_o_baseline(name, results.dims), verdict_for_difference(at_end, at_horizon)))
-    return LongRunFinding(settings.long_label, seed, settings.long_factor, horizon, int(long["step"].max()),
-                          tuple(items))
+        items.append(
+            StillRising(
+                key,
+                name,
+                at_horizon,
+                at_end,
+                estimate(own.loc[own["quantity"] == name, "value"]),
+                up_o_baseline(name, results.dims),
+                verdict_for_difference(at_end, at_horizon),
+            )
+        )
+    return LongRunFinding(
+        settings.long_label, seed, settings.long_factor, horizon, int(long["step"].max()), tuple(items)
+    )
 
 
 def rising_claims(results: Results) -> pd.DataFrame:
@@ -167,12 +195,17 @@ def rising_claims(results: Results) -> pd.DataFrame:
     finding, out = long_run_finding(results), ClaimsBuilder(CHAPTER.name)
     for item in finding.items if finding else ():
         projection, space = UP_O_QUANTITIES[item.quantity][1:3]
-        out.add(key=item.key,
-                claim=f"(ours) {projection}'s {space}-space continuity was still rising at step {finding.horizon:,}",
-                quantity=f"{projection} {vector_name(space)} |cos| at step {finding.end:,} above step "
-                         f"{finding.horizon:,} ({finding.label}, seed {finding.seed})",
-                paper="not stated", ours=item.at_end, baseline=item.baseline, verdict=item.verdict,
-                note=f"at step {finding.horizon:,}: {item.at_horizon}")
+        out.add(
+            key=item.key,
+            claim=f"(ours) {projection}'s {space}-space continuity was still rising at step {finding.horizon:,}",
+            quantity=f"{projection} {vector_name(space)} |cos| at step {finding.end:,} above step "
+            f"{finding.horizon:,} ({finding.label}, seed {finding.seed})",
+            paper="not stated",
+            ours=item.at_end,
+            baseline=item.baseline,
+            verdict=item.verdict,
+            note=f"at step {finding.horizon:,}: {item.at_horizon}",
+        )
     return out.table()
 
 
@@ -238,5 +271,10 @@ def up_o_finding(results: Results) -> UpOFinding:
         return tuple(UpOQuantity(n, final[n], early[n], up_o_baseline(n, results.dims)) for n in names)
 
     up_gate = quantities("up-gate-v1", "up-gate-u1") if cross_cos_recorded(results.table) else None
-    return UpOFinding(results.reference, results.settings.early_step, results.settings.base.steps, up_gate,
-                      quantities("up-v1", "up-align", "o-u1", "o-align"))
+    return UpOFinding(
+        results.reference,
+        results.settings.early_step,
+        results.settings.base.steps,
+        up_gate,
+        quantities("up-v1", "up-align", "o-u1", "o-align"),
+    )

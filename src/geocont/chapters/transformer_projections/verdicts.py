@@ -9,8 +9,17 @@ import pandas as pd
 
 from ...book.chapter import ClaimsBuilder, claim, concat_claims, has_claim, on_dataset, with_early
 from ...metrics import random_abs_cos, vector_name
-from ...statistics import (V_LOW_MARGIN, Estimate, Settledness, difference, holds_when, known, up_to_step,
-                           verdict_for_difference, verdict_v_low)
+from ...statistics import (
+    V_LOW_MARGIN,
+    Estimate,
+    Settledness,
+    difference,
+    holds_when,
+    known,
+    up_to_step,
+    verdict_for_difference,
+    verdict_v_low,
+)
 from .. import lm_runs
 from ..common import short_projection
 from ..lm_runs import PROJECTION_PREDICTIONS
@@ -18,7 +27,6 @@ from .runs import Results, projection_finals, variant_estimate
 from .settings import CHAPTER
 from .settledness import CLAIM_QUANTITIES, horizon, quantity_name
 from .up_o_gap import rising_claims, up_o_claims
-
 
 #: Keys of the linear-attention claims (our direct test of the paper's Q/K claim).
 SOFTMAX_KEYS = ("softmax-anchors-q", "softmax-anchors-k")
@@ -33,10 +41,14 @@ def claims(results: Results) -> pd.DataFrame:
     reference, dims = results.reference, results.dims
     judged = horizon(results)
     at_horizon = up_to_step(results.table, judged.step)
-    table = pd.concat([transformer_claims(at_horizon, dims, reference=reference),
-                       up_o_claims(at_horizon, dims, reference)], ignore_index=True)
-    early = pd.concat([transformer_claims(results.early, dims, reference=reference),
-                       up_o_claims(results.early, dims, reference)], ignore_index=True)
+    table = pd.concat(
+        [transformer_claims(at_horizon, dims, reference=reference), up_o_claims(at_horizon, dims, reference)],
+        ignore_index=True,
+    )
+    early = pd.concat(
+        [transformer_claims(results.early, dims, reference=reference), up_o_claims(results.early, dims, reference)],
+        ignore_index=True,
+    )
     table = concat_claims(with_early(table, early, results.settings.early_step), rising_claims(results))
     notes, verdicts = [], []
     for row in table.itertuples():
@@ -60,9 +72,13 @@ def _changes_text(found: Settledness) -> str:
     return f"change over the last third {found.trend.mean:+.2f} (per seed: {seeds})"
 
 
-def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], reference: str = lm_runs.REFERENCE,
-                       no_activation: str | None = "none",
-                       linear_attention: str | None = "silu, linear attention") -> pd.DataFrame:
+def transformer_claims(
+    table: pd.DataFrame,
+    dims: dict[str, dict[str, int]],
+    reference: str = lm_runs.REFERENCE,
+    no_activation: str | None = "none",
+    linear_attention: str | None = "silu, linear attention",
+) -> pd.DataFrame:
     """Claims table of a run table, judged at each run's last step.
 
     ``dims`` gives each projection's input/output dimension (for the random baselines). The
@@ -80,8 +96,9 @@ def transformer_claims(table: pd.DataFrame, dims: dict[str, dict[str, int]], ref
     return out.table()
 
 
-def projection_claims(out: ClaimsBuilder, finals: pd.DataFrame, dims: dict[str, dict[str, int]], *,
-                      reference: str) -> None:
+def projection_claims(
+    out: ClaimsBuilder, finals: pd.DataFrame, dims: dict[str, dict[str, int]], *, reference: str
+) -> None:
     """The paper's pattern in the ``reference`` variant (``finals``: :func:`projection_finals`): each projection
     continuous in the space it predicts, above its random baseline; then V low in both spaces, near random and
     below the projections of that space whose continuity is reproduced."""
@@ -92,45 +109,68 @@ def projection_claims(out: ClaimsBuilder, finals: pd.DataFrame, dims: dict[str, 
         verdict = verdict_for_difference(ours, base)
         if verdict == "reproduced":
             reproduced[space].append((projection, ours))
-        out.add(key=f"{short_projection(projection)}-{space}-continuity",
-                claim=f"{projection} has {space}-space continuity ({why})",
-                quantity=f"{projection} {vector_name(space)} |cos| ({reference})", paper="high", ours=ours,
-                baseline=base.mean, verdict=verdict)
+        out.add(
+            key=f"{short_projection(projection)}-{space}-continuity",
+            claim=f"{projection} has {space}-space continuity ({why})",
+            quantity=f"{projection} {vector_name(space)} |cos| ({reference})",
+            paper="high",
+            ours=ours,
+            baseline=base.mean,
+            verdict=verdict,
+        )
     for space in ("input", "output"):
         v = variant_estimate(finals, reference, "v_proj", space)
         random_level = random_abs_cos(dims["v_proj"][space])
         names = ", ".join(name for name, _ in reproduced[space]) or "none"
-        out.add(key=f"v-low-{space}", claim=f"V has low {space}-space continuity (no adjacent nonlinearity)",
-                quantity=f"v_proj {vector_name(space)} |cos|: within {V_LOW_MARGIN:g} of random and below the "
-                         f"reproduced projections of its space",
-                paper="low", ours=v, baseline=random_level,
-                verdict=verdict_v_low(v, random_level, [e for _, e in reproduced[space]]),
-                note=f"projections of its space whose continuity is reproduced: {names}")
+        out.add(
+            key=f"v-low-{space}",
+            claim=f"V has low {space}-space continuity (no adjacent nonlinearity)",
+            quantity=f"v_proj {vector_name(space)} |cos|: within {V_LOW_MARGIN:g} of random and below the "
+            f"reproduced projections of its space",
+            paper="low",
+            ours=v,
+            baseline=random_level,
+            verdict=verdict_v_low(v, random_level, [e for _, e in reproduced[space]]),
+            note=f"projections of its space whose continuity is reproduced: {names}",
+        )
 
 
-def activation_ablation_claims(out: ClaimsBuilder, finals: pd.DataFrame, dims: dict[str, dict[str, int]], *,
-                               reference: str, ablated: str) -> None:
+def activation_ablation_claims(
+    out: ClaimsBuilder, finals: pd.DataFrame, dims: dict[str, dict[str, int]], *, reference: str, ablated: str
+) -> None:
     """Removing the MLP activation (the ``ablated`` variant) lowers Gate's and Up's input continuity."""
     for projection in ("gate_proj", "up_proj"):
         with_act = variant_estimate(finals, reference, projection, "input")
         without = variant_estimate(finals, ablated, projection, "input")
-        out.add(key=f"activation-lowers-{short_projection(projection)}",
-                claim=f"Removing the MLP activation lowers {projection} input continuity",
-                quantity=f"{projection} v1: {reference} minus {ablated}", paper="drops",
-                ours=difference(with_act, without), baseline=random_abs_cos(dims[projection]["input"]),
-                verdict=verdict_for_difference(with_act, without), note=f"{reference} {with_act}, {ablated} {without}")
+        out.add(
+            key=f"activation-lowers-{short_projection(projection)}",
+            claim=f"Removing the MLP activation lowers {projection} input continuity",
+            quantity=f"{projection} v1: {reference} minus {ablated}",
+            paper="drops",
+            ours=difference(with_act, without),
+            baseline=random_abs_cos(dims[projection]["input"]),
+            verdict=verdict_for_difference(with_act, without),
+            note=f"{reference} {with_act}, {ablated} {without}",
+        )
 
 
-def softmax_ablation_claims(out: ClaimsBuilder, finals: pd.DataFrame, dims: dict[str, dict[str, int]], *,
-                            reference: str, ablated: str) -> None:
+def softmax_ablation_claims(
+    out: ClaimsBuilder, finals: pd.DataFrame, dims: dict[str, dict[str, int]], *, reference: str, ablated: str
+) -> None:
     """(ours) Without the softmax (the linear-attention variant ``ablated``), Q's and K's input continuity drops."""
     for key, projection in zip(SOFTMAX_KEYS, ("q_proj", "k_proj")):
         soft = variant_estimate(finals, reference, projection, "input")
         lin = variant_estimate(finals, ablated, projection, "input")
-        out.add(key=key, claim=f"(ours) Without the softmax, {projection} input continuity drops",
-                quantity=f"{projection} v1: softmax minus linear attention", paper="implied, not tested",
-                ours=difference(soft, lin), baseline=random_abs_cos(dims[projection]["input"]),
-                verdict=verdict_for_difference(soft, lin), note=f"softmax {soft}, linear {lin}")
+        out.add(
+            key=key,
+            claim=f"(ours) Without the softmax, {projection} input continuity drops",
+            quantity=f"{projection} v1: softmax minus linear attention",
+            paper="implied, not tested",
+            ours=difference(soft, lin),
+            baseline=random_abs_cos(dims[projection]["input"]),
+            verdict=verdict_for_difference(soft, lin),
+            note=f"softmax {soft}, linear {lin}",
+        )
 
 
 @dataclass(frozen=True)
