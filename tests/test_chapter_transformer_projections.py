@@ -280,7 +280,7 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     table = _long_table()
     results = chapter.Results(settings, table, chapter.projection_finals(table), DIMS)
     claims = by_name(chapter.claims(results))
-    assert list(claims.index) == KEYS + UP_O_KEYS  # no longer run here
+    assert list(claims.index) == KEYS + UP_O_KEYS
     assert (claims.loc[UP_O_KEYS[:2], "verdict"] == "not tested").all()  # a table without cross_cos
     assert claims.loc["up-gate-shared-v1", "note"].startswith("cross_cos not recorded")
     up = claims.loc["up-input-continuity"]

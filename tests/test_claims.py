@@ -500,7 +500,7 @@ def test_the_closing_page_shows_one_verdict_per_claim_and_the_other_datasets_bes
         ("reproduced", [0.50, 0.01, 3]),
     ]  # no verdict of record, not judged on mnist-10k
     assert "on `" not in plain and "verdicts on" not in plain
-    # at a glance: each claim once, by its verdict of record (the old page counted all 7 rows of c2)
+    # at a glance: each claim once, by its verdict of record (not every dataset's row of c2)
     counts = claims.verdict_counts(table)
     assert counts.loc["c2"][counts.loc["c2"] > 0].to_dict() == {"reproduced": 2} and counts.loc["plain"].sum() == 2
     assert [row["claims"] for row in table_rows(claims.counts_markdown(table, titles={}))][0] == "2"

@@ -138,7 +138,7 @@ def test_the_random_levels_spread_is_that_of_a_pair_mean_of_random_abs_cos():
 def test_the_random_level_is_judged_against_its_own_spread_not_a_tolerance_of_0_10():
     E = statistics.Estimate
     baseline, spread = 0.0499, statistics.random_level_sd(256, 3)  # ~0.022
-    # three times the random level: the old rule calls it reproduced, the new one does not
+    # three times the random level: a value tolerance of 0.10 would call it reproduced, the random level's spread does not
     assert statistics.verdict_for_value(E(0.145, 0.01, 3), baseline) == "reproduced"
     assert statistics.verdict_at_random_level(E(0.145, 0.01, 3), baseline, spread) == "partly reproduced"
     assert statistics.verdict_for_value(E(0.28, 0.01, 3), baseline) == "partly reproduced"
@@ -192,7 +192,7 @@ def test_a_windowed_peak_of_a_flat_noisy_series_stays_near_its_level_and_makes_n
     assert raw_bias > 0.09 and windowed_bias < 0.5 * raw_bias  # the max of 60 sits ~2.3 noise sds high
     fall = statistics.fall_from_peak(table)
     assert fall.peak.mean == pytest.approx(windowed.mean()) and fall.verdict == "not reproduced"
-    # the old rule (the largest single snapshot) made a clear fall out of the noise
+    # the largest single snapshot as the peak would make a clear fall out of the noise
     assert statistics.Fall(statistics.estimate(raw), fall.final).verdict == "reproduced"
 
 

@@ -24,8 +24,8 @@ FUSED_TOLERANCE_DRIFT = {"turn": 1e-3, "co_rotation": 1e-3}
 #: Rounding is compared up to this step only. Training amplifies a difference: in the res-relu Adam run below a
 #: relative change of 1e-5 in the learning rate moves logit_change by 2e-4 at step 11 and a minibatch gradient's
 #: v1 |cos| by 0.19 at step 120 (1e-6 moves nothing by more than 2e-5: measured on this project's machine). On
-#: another machine's kernels the fused and unfused runs once ended 0.14 apart that way (CI, 2026-12-05), a
-#: chaotic trajectory, not a wrong update.
+#: another machine's kernels the fused and unfused runs can end 0.14 apart that way (measured in CI), a chaotic
+#: trajectory, not a wrong update.
 EARLY_STEP = 3
 #: How far the two runs' held-out loss may be apart at the end (relative): the same run, whatever the rounding
 #: did on the way (the 1e-5 learning-rate change above moved it by 0.2%).
