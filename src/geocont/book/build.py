@@ -244,7 +244,7 @@ PARAMETERS_TAG = "parameters"
 #: Jupyter Book 1.x (myst-nb) shows a cell with this tag collapsed, its source behind a toggle.
 HIDE_INPUT_TAG = "hide-input"
 #: The first line of papermill's injected cell on a page.
-EXECUTED_WITH = "# This page was executed with these values (papermill), in place of the defaults above"
+EXECUTED_WITH = "# this page was executed with (papermill, replacing the defaults above):"
 
 
 def show_executed_parameters(notebook) -> None:
