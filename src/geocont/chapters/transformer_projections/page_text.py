@@ -9,9 +9,11 @@ from IPython.display import Markdown
 
 from ...book.chapter import changed_verdicts_sentence, undefined_sentence, verdict_list
 from ...book.prose import Prose
+from ...book.provenance import measured_cost, run_sources
 from ...metrics import vector_name
 from ..lm_runs import LMChapterSettings
 from .compute import (
+    CHAPTER,
     Results,
     RunCount,
     budget_finding,
@@ -30,8 +32,9 @@ def code_list(names) -> str:
 
 
 def budget_note(settings: LMChapterSettings) -> Markdown:
-    """What the chapter runs at this scale, what it costs cold on 2 workers against the book's budget,
-    and (where an override left runs out) what the full design would add (:func:`.compute.budget_finding`)."""
+    """What the chapter runs at this scale, what it is predicted to cost cold on 2 workers against the chapter's
+    budget beside what its runs took where they were trained, and (where an override left runs out) what the full
+    design would add (:func:`.compute.budget_finding`)."""
     finding = budget_finding(settings)
     parts = [
         PROSE.choose(
@@ -54,6 +57,7 @@ def budget_note(settings: LMChapterSettings) -> Markdown:
                 step_seconds_8=finding.step_seconds_8,
             )
         )
+        parts += measured_text(settings)
     if finding.over_budget:
         parts.append(
             PROSE.render(
@@ -77,6 +81,23 @@ def budget_note(settings: LMChapterSettings) -> Markdown:
             )
         )
     return Markdown(" ".join(parts))
+
+
+def measured_text(settings: LMChapterSettings) -> list[str]:
+    """The worker-minutes the chapter's runs took where they were trained (their recorded wall seconds), where
+    any recorded them."""
+    cost = measured_cost(run_sources(CHAPTER.run_configs(settings)))
+    if not cost.measured:
+        return []
+    return [
+        PROSE.render(
+            "budget-measured",
+            worker_minutes=cost.worker_minutes,
+            measured=cost.measured,
+            runs=cost.runs,
+            two_workers=cost.worker_minutes / 2,
+        )
+    ]
 
 
 def trained_note(results: Results) -> Markdown:
