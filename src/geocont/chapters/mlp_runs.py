@@ -224,6 +224,42 @@ SWEEP_FIELDS = (
 )
 
 
+def _early_steps(scale: str, values: dict[str, Any]) -> tuple[int, int | None]:
+    """The early snapshot's step (popped from ``values``) and, where the run is shorter than it, the preset's
+    early step it replaces (the early horizon then keeps its share of the preset's run; else None)."""
+    early_steps = check_positive("early_steps", values.pop("early_steps"))
+    early_preset = None
+    if values.get("steps") is not None and check_positive("steps", values["steps"]) < early_steps:
+        # a run shorter than the early snapshot: the early horizon keeps its share of the preset's run
+        early_preset = early_steps
+        early_steps = max(1, round(values["steps"] * early_steps / MLP_PRESETS[scale]["steps"]))
+    return early_steps, early_preset
+
+
+def _check_sweeps(conditions: tuple[str, ...], sweeps: dict[str, tuple]) -> None:
+    """Raise ``ValueError`` for an unknown dataset or condition, or a non-positive extra init scale."""
+    for dataset in sweeps.get("data_datasets", ()):
+        check_dataset_name(dataset)
+    for condition in (
+        conditions
+        + sweeps.get("robustness_conditions", ())
+        + sweeps.get("data_conditions", ())
+        + sweeps.get("mean_control_conditions", ())
+    ):
+        block_spec(condition)
+    for init_scale in sweeps.get("extra_init_scales", ()):
+        check_positive("extra_init_scales", init_scale, integer=False)
+
+
+def _base_optimizer(values: dict[str, Any]) -> OptimizerConfig:
+    """The base optimizer: Adam with the :data:`OPTIMIZER_FIELDS` of ``values`` (popped), ``optimizer`` naming
+    another one."""
+    optimizer_changes = {name: values.pop(name) for name in OPTIMIZER_FIELDS if name in values}
+    if isinstance(values.get("optimizer"), str):
+        optimizer_changes["name"] = values.pop("optimizer")
+    return dataclasses.replace(ROBUSTNESS_OPTIMIZERS["adam"], **optimizer_changes)
+
+
 def build_settings(scale: str, values: dict[str, Any]) -> MLPChapterSettings:
     """An MLP chapter's settings from its preset values (:func:`mlp_presets`, any of them replaced).
 
@@ -238,29 +274,11 @@ def build_settings(scale: str, values: dict[str, Any]) -> MLPChapterSettings:
     conditions = tuple(values.pop("conditions"))
     if not conditions:
         raise ValueError(f"conditions must name at least one condition; valid choices: {', '.join(CONDITIONS)}")
-    early_steps = check_positive("early_steps", values.pop("early_steps"))
-    early_preset = None
-    if values.get("steps") is not None and check_positive("steps", values["steps"]) < early_steps:
-        # a run shorter than the early snapshot: the early horizon keeps its share of the preset's run
-        early_preset = early_steps
-        early_steps = max(1, round(values["steps"] * early_steps / MLP_PRESETS[scale]["steps"]))
+    early_steps, early_preset = _early_steps(scale, values)
     short_run = dict(values.pop("short_run", {}))
     sweeps = {name: tuple(values.pop(name)) for name in SWEEP_FIELDS if name in values}
-    for dataset in sweeps.get("data_datasets", ()):
-        check_dataset_name(dataset)
-    for condition in (
-        conditions
-        + sweeps.get("robustness_conditions", ())
-        + sweeps.get("data_conditions", ())
-        + sweeps.get("mean_control_conditions", ())
-    ):
-        block_spec(condition)
-    for init_scale in sweeps.get("extra_init_scales", ()):
-        check_positive("extra_init_scales", init_scale, integer=False)
-    optimizer_changes = {name: values.pop(name) for name in OPTIMIZER_FIELDS if name in values}
-    if isinstance(values.get("optimizer"), str):
-        optimizer_changes["name"] = values.pop("optimizer")
-    optimizer = dataclasses.replace(ROBUSTNESS_OPTIMIZERS["adam"], **optimizer_changes)
+    _check_sweeps(conditions, sweeps)
+    optimizer = _base_optimizer(values)
     snapshot_steps = (*values.pop("snapshot_steps", ()), early_steps)
     base = MLPRunConfig(optimizer=optimizer, snapshot_steps=snapshot_steps, **values)
     if base.steps is not None and early_steps > base.steps:

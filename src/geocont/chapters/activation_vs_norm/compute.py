@@ -121,18 +121,15 @@ def claims(results: Results) -> pd.DataFrame:
     )
 
 
-def norm_claims(table: pd.DataFrame, baseline: float, *, dataset: str) -> pd.DataFrame:
-    """The claims of the chapter, from its run table (``res-rms`` adds our own centring claim)."""
-    shape = concentration(final_direction_profile(table, "weight_cos", "input"))
+def _concentration_claims(
+    out: ClaimsBuilder, *, shape: pd.DataFrame, baseline: float, k: int
+) -> tuple[Estimate, Estimate, Estimate]:
+    """Where continuity sits among v1..vk: the activation concentrates it in v1, LayerNorm spreads it over
+    v2..vk; returns the concentration of res-relu, res-ln and res-ln-relu."""
 
     def per_condition(column: str, condition: str) -> Estimate:
         return estimate(shape.loc[shape["condition"] == condition, column])
 
-    def align(condition: str) -> Estimate:
-        return final_estimate(table, "weight_align", "input", 0, condition=condition)
-
-    k = int(table.loc[table["metric"] == "weight_cos", "direction"].max())
-    out = ClaimsBuilder(CHAPTER.name, dataset=dataset)
     relu, ln, both = (per_condition("concentration", c) for c in ("res-relu", "res-ln", "res-ln-relu"))
     out.add(
         key="activation-concentrates-v1",
@@ -155,7 +152,11 @@ def norm_claims(table: pd.DataFrame, baseline: float, *, dataset: str) -> pd.Dat
         verdict=verdict_for_difference(ln_rest, relu_rest),
         note=f"res-ln {ln_rest}, res-relu {relu_rest}",
     )
-    ln_align, none_align = align("res-ln"), align("res-none")
+    return relu, ln, both
+
+
+def _symmetry_claim(out: ClaimsBuilder, *, ln_align: Estimate, none_align: Estimate) -> None:
+    """LayerNorm breaks the symmetry: its whole-spectrum alignment above the linear control's."""
     out.add(
         key="layernorm-breaks-symmetry",
         claim="LayerNorm breaks the symmetry: whole-spectrum alignment above the linear control",
@@ -166,6 +167,13 @@ def norm_claims(table: pd.DataFrame, baseline: float, *, dataset: str) -> pd.Dat
         verdict=verdict_for_difference(ln_align, none_align),
         note=f"res-ln {ln_align}, res-none {none_align}",
     )
+
+
+def _dominance_claim(
+    out: ClaimsBuilder, *, concentrations: tuple[Estimate, Estimate, Estimate], baseline: float
+) -> None:
+    """With both, the activation's mode dominates: res-ln-relu's concentration nearer res-relu's than res-ln's."""
+    relu, ln, both = concentrations
     out.add(
         key="activation-dominates",
         claim="With both, the activation's v1-concentrated mode dominates",
@@ -176,18 +184,37 @@ def norm_claims(table: pd.DataFrame, baseline: float, *, dataset: str) -> pd.Dat
         verdict=closer_to(both, relu, ln),
         note=f"res-ln-relu {both}, res-relu {relu}, res-ln {ln}",
     )
+
+
+def _centring_claim(out: ClaimsBuilder, *, ln_align: Estimate, rms_align: Estimate, none_align: Estimate) -> None:
+    """(ours) Centring, not rescaling, breaks the symmetry: LayerNorm's alignment above RMSNorm's."""
+    out.add(
+        key="centring-breaks-symmetry",
+        claim="(ours) Centring, not rescaling, is what breaks the symmetry",
+        quantity="sigma^2-alignment (input): res-ln minus res-rms",
+        paper="not in the paper",
+        ours=difference(ln_align, rms_align),
+        baseline=0.0,
+        verdict=verdict_for_difference(ln_align, rms_align),
+        note=f"res-ln {ln_align}, res-rms {rms_align}, res-none {none_align}",
+    )
+
+
+def norm_claims(table: pd.DataFrame, baseline: float, *, dataset: str) -> pd.DataFrame:
+    """The claims of the chapter, from its run table (``res-rms`` adds our own centring claim)."""
+    shape = concentration(final_direction_profile(table, "weight_cos", "input"))
+
+    def align(condition: str) -> Estimate:
+        return final_estimate(table, "weight_align", "input", 0, condition=condition)
+
+    k = int(table.loc[table["metric"] == "weight_cos", "direction"].max())
+    out = ClaimsBuilder(CHAPTER.name, dataset=dataset)
+    concentrations = _concentration_claims(out, shape=shape, baseline=baseline, k=k)
+    ln_align, none_align = align("res-ln"), align("res-none")
+    _symmetry_claim(out, ln_align=ln_align, none_align=none_align)
+    _dominance_claim(out, concentrations=concentrations, baseline=baseline)
     if "res-rms" in set(table["condition"]):
-        rms_align = align("res-rms")
-        out.add(
-            key="centring-breaks-symmetry",
-            claim="(ours) Centring, not rescaling, is what breaks the symmetry",
-            quantity="sigma^2-alignment (input): res-ln minus res-rms",
-            paper="not in the paper",
-            ours=difference(ln_align, rms_align),
-            baseline=0.0,
-            verdict=verdict_for_difference(ln_align, rms_align),
-            note=f"res-ln {ln_align}, res-rms {rms_align}, res-none {none_align}",
-        )
+        _centring_claim(out, ln_align=ln_align, rms_align=align("res-rms"), none_align=none_align)
     return out.table()
 
 

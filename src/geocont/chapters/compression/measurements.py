@@ -151,6 +151,83 @@ def _subjects(
     return subjects
 
 
+def _prepare(settings: CompressionSettings, subjects: list, *, executor: str | None, progress: bool) -> None:
+    """The first two sweeps: our models' training, then each model's base loss and layer continuity."""
+    sweeps.run_jobs([lm_job(config, lm_runs.REFERENCE) for config in settings.lm_configs()], executor, progress)
+    sweeps.run_jobs(
+        [
+            job
+            for subject, _, _, _, n_windows in subjects
+            for job in (base_job(subject, n_windows, settings.batch_size), continuity_job(subject))
+        ],
+        executor,
+        progress,
+    )
+
+
+def _model_jobs(
+    settings: CompressionSettings,
+    *,
+    subject: Subject,
+    seed: int,
+    sharing_layers: Sequence[int] | None,
+    pruning_layers: Sequence[int] | None,
+    n_windows: int,
+) -> tuple[list[sweeps.Job], list[tuple[str, str, int]]]:
+    """One model's jobs (the sharing of each projection, the pruning, the grouping control) and the
+    (kind, model, seed) of each."""
+    model = OURS if seed >= 0 else subject.label
+    jobs = [
+        sharing_job(
+            subject,
+            projection=projection,
+            budgets=settings.budgets,
+            group_size=settings.group_size,
+            n_windows=n_windows,
+            layers=sharing_layers,
+            batch_size=settings.batch_size,
+        )
+        for projection in settings.projections
+    ]
+    jobs += [
+        pruning_job(subject, n_windows=n_windows, layers=pruning_layers, batch_size=settings.batch_size),
+        grouping_job(
+            subject,
+            projections=settings.projections,
+            budget=settings.middle_budget,
+            group_size=settings.group_size,
+            layers=sharing_layers,
+        ),
+    ]
+    placed = [("sharing", model, seed)] * len(settings.projections) + [
+        ("pruning", model, seed),
+        ("grouping", model, seed),
+    ]
+    return jobs, placed
+
+
+def _experiment_tables(
+    settings: CompressionSettings, subjects: list, *, executor: str | None, progress: bool
+) -> dict[str, list[pd.DataFrame]]:
+    """Every model's sharing, pruning and grouping tables, from one sweep, each marked with its model and seed."""
+    jobs, placed = [], []  # placed: (kind, model, seed) of each job
+    for subject, seed, sharing_layers, pruning_layers, n_windows in subjects:
+        more, where = _model_jobs(
+            settings,
+            subject=subject,
+            seed=seed,
+            sharing_layers=sharing_layers,
+            pruning_layers=pruning_layers,
+            n_windows=n_windows,
+        )
+        jobs += more
+        placed += where
+    tables: dict[str, list[pd.DataFrame]] = {"sharing": [], "pruning": [], "grouping": []}
+    for (kind, model, seed), table in zip(placed, sweeps.run_jobs(jobs, executor, progress)):
+        tables[kind].append(table.assign(model=model, seed=seed))
+    return tables
+
+
 def run(settings: CompressionSettings, progress: bool = True, executor: str | None = None) -> Results:
     """Run (or load from the cache) every experiment of the chapter, independent ones in parallel.
 
@@ -162,42 +239,8 @@ def run(settings: CompressionSettings, progress: bool = True, executor: str | No
     """
     warnings.filterwarnings("ignore", message=".*torch_dtype.*")  # transformers' GGUF loading
     subjects = _subjects(settings)
-    sweeps.run_jobs([lm_job(config, lm_runs.REFERENCE) for config in settings.lm_configs()], executor, progress)
-    sweeps.run_jobs(
-        [
-            job
-            for subject, _, _, _, n_windows in subjects
-            for job in (base_job(subject, n_windows, settings.batch_size), continuity_job(subject))
-        ],
-        executor,
-        progress,
-    )
-    jobs, placed = [], []  # placed: (kind, model, seed) of each job
-    for subject, seed, sharing_layers, pruning_layers, n_windows in subjects:
-        model = OURS if seed >= 0 else subject.label
-        jobs += [
-            sharing_job(
-                subject,
-                projection,
-                settings.budgets,
-                settings.group_size,
-                n_windows,
-                sharing_layers,
-                settings.batch_size,
-            )
-            for projection in settings.projections
-        ]
-        jobs += [
-            pruning_job(subject, n_windows, pruning_layers, settings.batch_size),
-            grouping_job(subject, settings.projections, settings.middle_budget, settings.group_size, sharing_layers),
-        ]
-        placed += [("sharing", model, seed)] * len(settings.projections) + [
-            ("pruning", model, seed),
-            ("grouping", model, seed),
-        ]
-    tables: dict[str, list[pd.DataFrame]] = {"sharing": [], "pruning": [], "grouping": []}
-    for (kind, model, seed), table in zip(placed, sweeps.run_jobs(jobs, executor, progress)):
-        tables[kind].append(table.assign(model=model, seed=seed))
+    _prepare(settings, subjects, executor=executor, progress=progress)
+    tables = _experiment_tables(settings, subjects, executor=executor, progress=progress)
     sharing_table, pruning_table = (pd.concat(tables[kind], ignore_index=True) for kind in ("sharing", "pruning"))
     summary = sharing_summary(sharing_table, by=("model", "seed"))
     return Results(

@@ -8,6 +8,7 @@ import pandas as pd
 from ...book.chapter import ClaimsBuilder
 from ...layouts import PROJECTIONS
 from ...statistics import (
+    Estimate,
     RankCorrelation,
     estimate,
     known,
@@ -90,6 +91,54 @@ def _guideline_sign(projection: str) -> int:
     return -1 if GUIDELINE[projection] == "output" else 1
 
 
+def _sharing_details(*, projection: str, spread: str, per_budget: pd.Series, paired: pd.DataFrame | None) -> str:
+    """A sharing claim's note: the spread and the advantage per budget, and with ``paired`` each budget's gap in
+    nats with its window standard error."""
+    details = (
+        f"spread over {spread}; per budget"
+        + (" (seed mean)" if spread == "seeds" else "")
+        + ": "
+        + ", ".join(f"{b:g}: {v:+.2f}" for b, v in per_budget.items())
+    )
+    if paired is not None:
+        gaps = paired[paired["projection"] == projection].groupby("budget")[["difference", "difference_se"]].mean()
+        sign = _guideline_sign(projection) if GUIDELINE[projection] else 1
+        other, space = ("output", "input") if sign > 0 else ("input", "output")
+        details += f"; ΔL({other}) − ΔL({space}) in nats/token ± window s.e.: " + ", ".join(
+            f"{b:g}: {sign * r.difference:+.2g} ± {r.difference_se:.1g}" for b, r in gaps.iterrows()
+        )
+    return details
+
+
+def _sharing_claim(out: ClaimsBuilder, *, model: str, projection: str, value: Estimate, details: str) -> None:
+    """One projection's sharing claim: the guideline's space is the cheaper one (V: neither space is)."""
+    space = GUIDELINE[projection]
+    key = sharing_key(model, projection)
+    if space is None:
+        out.add(
+            key=key,
+            claim=f"{model}: V has no clearly better sharing space",
+            quantity="v_proj advantage of input- over output-space sharing",
+            paper="neither (no number)",
+            ours=value,
+            baseline=0.0,
+            verdict=verdict_for_value(value, 0.0, SHARING_MARGIN),
+            note=details,
+        )
+        return
+    other = "output" if space == "input" else "input"
+    out.add(
+        key=key,
+        claim=f"{model}: {projection} is cheaper to share in the {space} space",
+        quantity=f"{projection} advantage of {space}- over {other}-space sharing, equal parameters",
+        paper=f"{space} space cheaper",
+        ours=value,
+        baseline=0.0,
+        verdict=verdict_for_difference(value, known(0.0), margin=SHARING_MARGIN),
+        note=details,
+    )
+
+
 def add_sharing_claims(
     out: ClaimsBuilder, advantage: pd.DataFrame, model: str, spread: str, paired: pd.DataFrame | None = None
 ) -> None:
@@ -104,50 +153,13 @@ def add_sharing_claims(
     """
     if spread not in ("seeds", "budgets"):
         raise ValueError(f"unknown spread {spread!r}; valid choices: seeds, budgets")
-    zero = known(0.0)
     for projection in [p for p in PROJECTIONS if p in set(advantage["projection"])]:
         frame = advantage[advantage["projection"] == projection]
         signed = frame["advantage"] * _guideline_sign(projection)
         per_budget = signed.groupby(frame["budget"]).mean()
         value = estimate(signed.groupby(frame["seed"]).mean() if spread == "seeds" else per_budget)
-        details = (
-            f"spread over {spread}; per budget"
-            + (" (seed mean)" if spread == "seeds" else "")
-            + ": "
-            + ", ".join(f"{b:g}: {v:+.2f}" for b, v in per_budget.items())
-        )
-        if paired is not None:
-            gaps = paired[paired["projection"] == projection].groupby("budget")[["difference", "difference_se"]].mean()
-            sign = _guideline_sign(projection) if GUIDELINE[projection] else 1
-            other, space = ("output", "input") if sign > 0 else ("input", "output")
-            details += f"; ΔL({other}) − ΔL({space}) in nats/token ± window s.e.: " + ", ".join(
-                f"{b:g}: {sign * r.difference:+.2g} ± {r.difference_se:.1g}" for b, r in gaps.iterrows()
-            )
-        space = GUIDELINE[projection]
-        key = sharing_key(model, projection)
-        if space is None:
-            out.add(
-                key=key,
-                claim=f"{model}: V has no clearly better sharing space",
-                quantity="v_proj advantage of input- over output-space sharing",
-                paper="neither (no number)",
-                ours=value,
-                baseline=0.0,
-                verdict=verdict_for_value(value, 0.0, SHARING_MARGIN),
-                note=details,
-            )
-            continue
-        other = "output" if space == "input" else "input"
-        out.add(
-            key=key,
-            claim=f"{model}: {projection} is cheaper to share in the {space} space",
-            quantity=f"{projection} advantage of {space}- over {other}-space sharing, equal parameters",
-            paper=f"{space} space cheaper",
-            ours=value,
-            baseline=0.0,
-            verdict=verdict_for_difference(value, zero, margin=SHARING_MARGIN),
-            note=details,
-        )
+        details = _sharing_details(projection=projection, spread=spread, per_budget=per_budget, paired=paired)
+        _sharing_claim(out, model=model, projection=projection, value=value, details=details)
 
 
 def add_grouping_claim(out: ClaimsBuilder, grouping: pd.DataFrame, model: str, spread: str) -> None:

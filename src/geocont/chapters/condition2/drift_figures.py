@@ -182,11 +182,9 @@ def spectrum_sentence(results: Results) -> str:
     )
 
 
-def drift_tests_figure(results: Results) -> None:
-    """Weight v1 of the linear net under each lr and batch test that ran: the step tests over steps (the switch
-    marked, the base run beside them), ``lr 3e-4 long`` and the base run on a summed-lr axis, and the batch dose."""
-    tests = drift_tests_found(results)
-    panels = [
+def _drift_panels(tests) -> list[str]:
+    """The names of the lr and batch tests that ran, in the figure's order."""
+    return [
         name
         for name, test in (
             ("lr step-down", tests.step_down),
@@ -196,6 +194,47 @@ def drift_tests_figure(results: Results) -> None:
         )
         if test is not None
     ]
+
+
+def _batch_panel(ax, batch, colour) -> None:
+    """The batch dose: final weight v1 (mean and sd over seeds) per batch size."""
+    sizes = sorted(batch.finals)
+    means = [batch.finals[s].mean for s in sizes]
+    sds = [0.0 if math.isnan(batch.finals[s].std) else batch.finals[s].std for s in sizes]
+    ax.errorbar(sizes, means, yerr=sds, marker="o", color=colour, capsize=3, label="test")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [str(s) for s in sizes])
+    ax.set_xlabel("batch size (same lr and steps)")
+    ax.set_ylabel("weight v1 |cos| at the end")
+
+
+def _summed_lr_panel(ax, *, base: pd.DataFrame, frame: pd.DataFrame, found, colours) -> None:
+    """``lr 3e-4 long`` beside the base run on a summed-lr axis, the base run's end marked."""
+    band(
+        ax,
+        base.assign(summed=base["step"] * found.base_lr),
+        colours["base (lr 1e-3)"],
+        "base (lr 1e-3)",
+        x="summed",
+    )
+    band(ax, frame.assign(summed=frame["step"] * found.lr), colours["test"], "test", x="summed")
+    ax.axvline(found.base_lr * found.base_steps, color="0.4", linestyle=":", linewidth=1)
+    ax.set_xlabel("summed learning rate (lr × steps)")
+
+
+def _step_panel(ax, *, base: pd.DataFrame, frame: pd.DataFrame, switch: int, colours) -> None:
+    """A step test over steps beside the base run, the switch marked."""
+    band(ax, base, colours["base (lr 1e-3)"], "base (lr 1e-3)")
+    band(ax, frame, colours["test"], "test")
+    ax.axvline(switch, color="0.4", linestyle=":", linewidth=1)
+    ax.set_xlabel("training step")
+
+
+def drift_tests_figure(results: Results) -> None:
+    """Weight v1 of the linear net under each lr and batch test that ran: the step tests over steps (the switch
+    marked, the base run beside them), ``lr 3e-4 long`` and the base run on a summed-lr axis, and the batch dose."""
+    tests = drift_tests_found(results)
+    panels = _drift_panels(tests)
     if not panels:
         return show_note(PROSE.choose("drift-tests", "none"))
     import matplotlib.pyplot as plt
@@ -209,33 +248,14 @@ def drift_tests_figure(results: Results) -> None:
     fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 4), squeeze=False)
     for ax, name in zip(axes[0], panels):
         if name == "batch dose":
-            sizes = sorted(tests.batch.finals)
-            means = [tests.batch.finals[s].mean for s in sizes]
-            sds = [0.0 if math.isnan(tests.batch.finals[s].std) else tests.batch.finals[s].std for s in sizes]
-            ax.errorbar(sizes, means, yerr=sds, marker="o", color=colours["test"], capsize=3, label="test")
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(sizes, [str(s) for s in sizes])
-            ax.set_xlabel("batch size (same lr and steps)")
-            ax.set_ylabel("weight v1 |cos| at the end")
+            _batch_panel(ax, tests.batch, colours["test"])
         else:
             frame = per_run(results.drift_tests[name], "weight_cos", "input", 1)
             if name == "lr 3e-4 long":
-                found = tests.equal_distance
-                band(
-                    ax,
-                    base.assign(summed=base["step"] * found.base_lr),
-                    colours["base (lr 1e-3)"],
-                    "base (lr 1e-3)",
-                    x="summed",
-                )
-                band(ax, frame.assign(summed=frame["step"] * found.lr), colours["test"], "test", x="summed")
-                ax.axvline(found.base_lr * found.base_steps, color="0.4", linestyle=":", linewidth=1)
-                ax.set_xlabel("summed learning rate (lr × steps)")
+                _summed_lr_panel(ax, base=base, frame=frame, found=tests.equal_distance, colours=colours)
             else:
-                band(ax, base, colours["base (lr 1e-3)"], "base (lr 1e-3)")
-                band(ax, frame, colours["test"], "test")
-                ax.axvline(switch_step(results.settings.base.steps), color="0.4", linestyle=":", linewidth=1)
-                ax.set_xlabel("training step")
+                switch = switch_step(results.settings.base.steps)
+                _step_panel(ax, base=base, frame=frame, switch=switch, colours=colours)
             ax.set_ylabel("weight v1 |cos|, mean over layer pairs")
         plotting.draw_baseline(ax, results.baseline)
         ax.set_ylim(0, 1)
@@ -293,72 +313,74 @@ def cosine_figure(results: Results) -> None:
     )
 
 
+def _step_down_sentence(test) -> str:
+    """The lr step-down: weight v1 at the switch and at the end, and its reading."""
+    return PROSE.render(
+        "drift-step-down",
+        switch=test.switch,
+        at_switch=test.at_switch,
+        at_end=test.at_end,
+        change=test.change,
+        reading=PROSE.choose("drift-step-down-reading", test.reading),
+    )
+
+
+def _step_up_sentence(test) -> str:
+    """The lr step-up: the fall before and after the switch, and its reading."""
+    return PROSE.render(
+        "drift-step-up",
+        switch=test.switch,
+        before=sig(test.fall_before),
+        after=sig(test.fall_after),
+        margin=test.margin,
+        book_margin=DIFFERENCE_MARGIN,
+        reading=PROSE.choose("drift-step-up-reading", test.reading),
+    )
+
+
+def _long_sentence(equal) -> str:
+    """``lr 3e-4 long``: its final weight v1 beside the base run's at equal summed lr, and its reading."""
+    return PROSE.render(
+        "drift-long",
+        steps=equal.steps,
+        lr=equal.lr,
+        base_lr=equal.base_lr,
+        base_steps=equal.base_steps,
+        long=equal.long_final,
+        base=equal.base_final,
+        verdict=equal.verdict,
+        at_base=equal.at_base_steps,
+        rising=equal.still_rising,
+        runs=equal.runs,
+        share=STILL_RISING_SHARE,
+        reading=PROSE.choose("drift-long-reading", equal.drift),
+    )
+
+
+def _batch_sentence(dose) -> str:
+    """The batch dose: final weight v1 per batch size and its verdict."""
+    return PROSE.render(
+        "drift-batch",
+        finals="; ".join(f"batch {s}: {v}" for s, v in dose.finals.items()),
+        high=max(dose.finals),
+        low=min(dose.finals),
+        verdict=dose.verdict,
+    )
+
+
 def drift_tests_sentences(results: Results) -> str:
     """One sentence per lr or batch test: its numbers and its reading (those of ``DRIFT_TESTS``)."""
     tests = drift_tests_found(results)
     if not tests.readings():
         return PROSE.choose("drift-tests", "none")
     parts = []
-    for name, test in (("lr step-down", tests.step_down), ("lr step-up", tests.step_up)):
-        if test is None:
-            parts.append(PROSE.render("drift-not-run", name=name))
-        elif name == "lr step-down":
-            parts.append(
-                PROSE.render(
-                    "drift-step-down",
-                    switch=test.switch,
-                    at_switch=test.at_switch,
-                    at_end=test.at_end,
-                    change=test.change,
-                    reading=PROSE.choose("drift-step-down-reading", test.reading),
-                )
-            )
-        else:
-            parts.append(
-                PROSE.render(
-                    "drift-step-up",
-                    switch=test.switch,
-                    before=sig(test.fall_before),
-                    after=sig(test.fall_after),
-                    margin=test.margin,
-                    book_margin=DIFFERENCE_MARGIN,
-                    reading=PROSE.choose("drift-step-up-reading", test.reading),
-                )
-            )
-    equal = tests.equal_distance
-    if equal is None:
-        parts.append(PROSE.render("drift-not-run", name="lr 3e-4 long"))
-    else:
-        parts.append(
-            PROSE.render(
-                "drift-long",
-                steps=equal.steps,
-                lr=equal.lr,
-                base_lr=equal.base_lr,
-                base_steps=equal.base_steps,
-                long=equal.long_final,
-                base=equal.base_final,
-                verdict=equal.verdict,
-                at_base=equal.at_base_steps,
-                rising=equal.still_rising,
-                runs=equal.runs,
-                share=STILL_RISING_SHARE,
-                reading=PROSE.choose("drift-long-reading", equal.drift),
-            )
-        )
-    dose = tests.batch
-    if dose is None:
-        parts.append(PROSE.render("drift-not-run", name="batch 64 and batch 256"))
-    else:
-        parts.append(
-            PROSE.render(
-                "drift-batch",
-                finals="; ".join(f"batch {s}: {v}" for s, v in dose.finals.items()),
-                high=max(dose.finals),
-                low=min(dose.finals),
-                verdict=dose.verdict,
-            )
-        )
+    for name, test, sentence in (
+        ("lr step-down", tests.step_down, _step_down_sentence),
+        ("lr step-up", tests.step_up, _step_up_sentence),
+        ("lr 3e-4 long", tests.equal_distance, _long_sentence),
+        ("batch 64 and batch 256", tests.batch, _batch_sentence),
+    ):
+        parts.append(PROSE.render("drift-not-run", name=name) if test is None else sentence(test))
     return "\n\n".join(parts)
 
 

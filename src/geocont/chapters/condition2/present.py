@@ -1,23 +1,18 @@
 """condition2: what the chapter shows (figures, tables, sentences), read by the notebook through the package:
-:mod:`.comparison_figures` (the comparison, traces, interventions, seeds and the answer), :mod:`.drift_figures` (the
-direct tests of drift) and :mod:`.formatting` (the chapter's prose and number formats).
+:mod:`.comparison_figures` (the budget, comparison, traces and interventions), :mod:`.seeds_and_answer` (every seed
+and the answer), :mod:`.drift_figures` (the direct tests of drift) and :mod:`.formatting` (the chapter's prose and
+number formats).
 """
 
 from __future__ import annotations
 
 from .comparison_figures import (  # noqa: F401
-    answer,
     budget_note,
     comparison_figure,
     comparison_table,
     events_table,
-    evidence,
-    formation_sentence,
     intervention_figure,
     intervention_table,
-    seeds_figure,
-    seeds_sentences,
-    sgd_sentence,
     trace_figure,
 )
 from .drift_figures import (  # noqa: F401
@@ -41,4 +36,12 @@ from .formatting import (  # noqa: F401
     fmt,
     show_note,
     sig,
+)
+from .seeds_and_answer import (  # noqa: F401
+    answer,
+    evidence,
+    formation_sentence,
+    seeds_figure,
+    seeds_sentences,
+    sgd_sentence,
 )

@@ -1,4 +1,5 @@
-"""mlp_conditions: what the chapter computes (settings, runs, events, claims); no figures, no matplotlib."""
+"""mlp_conditions: what the chapter computes (settings, runs, events, claims; the radial activations' linearity from
+:mod:`.radial`); no figures, no matplotlib."""
 
 from __future__ import annotations
 
@@ -30,6 +31,12 @@ from ...statistics import (
 from ...training import run_sweep
 from .. import mlp_runs
 from ..mlp_runs import MLPChapterSettings
+from .radial import (  # noqa: F401 (the chapter's names, read from here)
+    NEAR_LINEAR_SHARE,
+    RADIAL_NEAR_IDENTITY_NORM,
+    RadialLinearity,
+    radial_linearity,
+)
 
 #: The conditions the chapter compares (the ``conditions`` parameter replaces them).
 CONDITIONS_COMPARED = ("res-relu", "res-gelu", "res-silu", "nores-relu", "res-none", "res-radial", "res-radial-tau")
@@ -188,70 +195,81 @@ def _at_random(results: Results, ours: Estimate) -> str:
     return verdict_at_random_level(ours, results.baseline, results.random_sd)
 
 
+def _nores_claims(results: Results, out: ClaimsBuilder, *, dataset: str, data: pd.DataFrame) -> None:
+    """Condition 1 on one dataset: without residuals, gradient and weight v1 stay at the random level."""
+    nores_grad = _final(results, "grad_cos", "input", "nores-relu", data)
+    nores_weight = _final(results, "weight_cos", "input", "nores-relu", data)
+    out.add(
+        key="nores-gradient-v1",
+        claim="Without residuals, gradient continuity falls to random level",
+        quantity="NoRes gradient v1 |cos|",
+        paper=f"~{paper.NORES_GRADIENT}",
+        ours=nores_grad,
+        baseline=results.baseline,
+        verdict=_at_random(results, nores_grad),
+        dataset=dataset,
+    )
+    out.add(
+        key="nores-weight-v1",
+        claim="Without residuals, weight continuity does not develop",
+        quantity="NoRes weight v1 |cos|",
+        paper="random level",
+        ours=nores_weight,
+        baseline=results.baseline,
+        verdict=_at_random(results, nores_weight),
+        note=f"gradient v1 {nores_grad}",
+        dataset=dataset,
+    )
+
+
+def _linear_claims(results: Results, out: ClaimsBuilder, *, dataset: str, data: pd.DataFrame) -> None:
+    """Condition 2 on one dataset: the linear residual net's high gradient and low weight v1, and its weight v1's
+    fall from its peak."""
+    none_grad = _final(results, "grad_cos", "input", "res-none", data)
+    none_weight = _final(results, "weight_cos", "input", "res-none", data)
+    out.add(
+        key="linear-gradient-v1",
+        claim="A linear residual net has high gradient continuity",
+        quantity="Res+None gradient v1 |cos|",
+        paper=f"{paper.LINEAR_GRADIENT_V1}",
+        ours=none_grad,
+        baseline=results.baseline,
+        verdict=verdict_for_value(none_grad, paper.LINEAR_GRADIENT_V1),
+        dataset=dataset,
+    )
+    out.add(
+        key="linear-weight-v1",
+        claim="... but low weight continuity (rotation drift)",
+        quantity="Res+None weight v1 |cos|",
+        paper=f"{paper.LINEAR_WEIGHT_V1}",
+        ours=none_weight,
+        baseline=results.baseline,
+        verdict=verdict_for_value(none_weight, paper.LINEAR_WEIGHT_V1),
+        dataset=dataset,
+    )
+    fall = fall_from_peak(data, condition="res-none")
+    out.add(
+        key="res-none-rise-then-collapse",
+        claim="Weight continuity first forms, then is lost to rotation drift",
+        quantity="res-none weight v1: peak minus final",
+        paper="rise, then collapse",
+        ours=fall.drop,
+        baseline=results.baseline,
+        verdict=fall.verdict,
+        note=f"peak {fall.peak}, final {fall.final}",
+        dataset=dataset,
+    )
+
+
 def data_control_claims(results: Results, out: ClaimsBuilder, dataset: str, data: pd.DataFrame) -> None:
     """Conditions 1 and 2 on one dataset of the data control (``data``, its run table): without residuals,
     gradient and weight v1 continuity stay at the random level; the linear residual net has high gradient
     continuity but low weight continuity, which first forms and then falls."""
-    baseline, conditions = results.baseline, set(data["condition"])
+    conditions = set(data["condition"])
     if "nores-relu" in conditions:
-        nores_grad = _final(results, "grad_cos", "input", "nores-relu", data)
-        nores_weight = _final(results, "weight_cos", "input", "nores-relu", data)
-        out.add(
-            key="nores-gradient-v1",
-            claim="Without residuals, gradient continuity falls to random level",
-            quantity="NoRes gradient v1 |cos|",
-            paper=f"~{paper.NORES_GRADIENT}",
-            ours=nores_grad,
-            baseline=baseline,
-            verdict=_at_random(results, nores_grad),
-            dataset=dataset,
-        )
-        out.add(
-            key="nores-weight-v1",
-            claim="Without residuals, weight continuity does not develop",
-            quantity="NoRes weight v1 |cos|",
-            paper="random level",
-            ours=nores_weight,
-            baseline=baseline,
-            verdict=_at_random(results, nores_weight),
-            note=f"gradient v1 {nores_grad}",
-            dataset=dataset,
-        )
+        _nores_claims(results, out, dataset=dataset, data=data)
     if "res-none" in conditions:
-        none_grad = _final(results, "grad_cos", "input", "res-none", data)
-        none_weight = _final(results, "weight_cos", "input", "res-none", data)
-        out.add(
-            key="linear-gradient-v1",
-            claim="A linear residual net has high gradient continuity",
-            quantity="Res+None gradient v1 |cos|",
-            paper=f"{paper.LINEAR_GRADIENT_V1}",
-            ours=none_grad,
-            baseline=baseline,
-            verdict=verdict_for_value(none_grad, paper.LINEAR_GRADIENT_V1),
-            dataset=dataset,
-        )
-        out.add(
-            key="linear-weight-v1",
-            claim="... but low weight continuity (rotation drift)",
-            quantity="Res+None weight v1 |cos|",
-            paper=f"{paper.LINEAR_WEIGHT_V1}",
-            ours=none_weight,
-            baseline=baseline,
-            verdict=verdict_for_value(none_weight, paper.LINEAR_WEIGHT_V1),
-            dataset=dataset,
-        )
-        fall = fall_from_peak(data, condition="res-none")
-        out.add(
-            key="res-none-rise-then-collapse",
-            claim="Weight continuity first forms, then is lost to rotation drift",
-            quantity="res-none weight v1: peak minus final",
-            paper="rise, then collapse",
-            ours=fall.drop,
-            baseline=baseline,
-            verdict=fall.verdict,
-            note=f"peak {fall.peak}, final {fall.final}",
-            dataset=dataset,
-        )
+        _linear_claims(results, out, dataset=dataset, data=data)
 
 
 def output_space_claim(results: Results, out: ClaimsBuilder) -> None:
@@ -482,72 +500,6 @@ def optimizer_finding(results: Results) -> OptimizerFinding | None:
         for i in sorted(init_table["init_scale"].unique())
     }
     return OptimizerFinding(base_optimizer, weight, gradient, relu_everywhere, adam_pins, by_init)
-
-
-#: sigma_rad(z) = z tanh(||z||) is within 1% of the identity for ||z|| above this (tanh(2.65) = 0.99).
-RADIAL_NEAR_IDENTITY_NORM = 2.65
-
-#: A radial activation is called linear in practice when at least this percentage of its pre-activations lie
-#: where it is within 1% of the identity (defined once in :mod:`geocont.chapters.mlp_runs`, which the symmetry-dose
-#: chapter reads too).
-NEAR_LINEAR_SHARE = mlp_runs.NEAR_LINEAR_SHARE
-
-
-@dataclass(frozen=True)
-class RadialLinearity:
-    """How nonlinear the two radial activations are at initialisation, on ``probe`` training images: the
-    pre-activation norms of ``res-radial`` (median, 5th percentile) and the percentage of them where
-    σ_rad is within 1% of the identity; ``res-radial-tau``'s τ over layers and the same percentage."""
-
-    probe: int
-    median: float
-    low: float
-    near_identity: float
-    tau_min: float
-    tau_max: float
-    tau_near_identity: float
-
-    @property
-    def radial_is_linear(self) -> bool:
-        return self.near_identity >= NEAR_LINEAR_SHARE
-
-
-def radial_linearity(settings: MLPChapterSettings, n_probe: int = 512) -> RadialLinearity:
-    """The :class:`RadialLinearity` of the chapter's model at initialisation (seed ``settings.seeds[0]``)."""
-    import torch
-
-    from ...data import load_image_data
-    from ...mlp import ResidualMLP, preactivation_norms
-
-    base = settings.base
-    data = load_image_data(base.dataset, max_train=base.max_train)
-    probe = data.x_train[:n_probe]
-
-    def model(condition: str) -> ResidualMLP:
-        torch.manual_seed(settings.seeds[0])
-        return ResidualMLP(
-            condition,
-            in_features=data.n_features,
-            width=base.width,
-            depth=base.depth,
-            n_classes=data.n_classes,
-            init_scale=base.init_scale,
-        )
-
-    norms = preactivation_norms(model("res-radial"), probe)
-    scaled = model("res-radial-tau")
-    with torch.no_grad():
-        scaled_norms = preactivation_norms(scaled, probe)  # its first forward pass fixes every layer's tau
-    taus = torch.stack([block.activation.tau for block in scaled.blocks])
-    return RadialLinearity(
-        probe=len(probe),
-        median=float(norms.median()),
-        low=float(norms.quantile(0.05)),
-        near_identity=float(100 * (norms > RADIAL_NEAR_IDENTITY_NORM).float().mean()),
-        tau_min=float(taus.min()),
-        tau_max=float(taus.max()),
-        tau_near_identity=float(100 * (scaled_norms / taus[:, None] > RADIAL_NEAR_IDENTITY_NORM).float().mean()),
-    )
 
 
 @dataclass(frozen=True)

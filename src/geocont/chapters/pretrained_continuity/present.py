@@ -249,60 +249,50 @@ def cost_display(settings: PretrainedChapterSettings, cost: LargeModelCost | Non
     ]
 
 
-def plot_continuity_vs_size(overview: pd.DataFrame, *, axes: Sequence[plt.Axes] | None = None) -> plt.Figure:
-    """Mean adjacent-layer continuity per projection against parameter count, one point per
-    model (``overview``: columns model, parameters, projection, space, mean, sd; error bars
-    are ``sd``), the predicted-continuous projections of each space in full colour.
+#: The figure's two panels: (space, projections, title).
+_SIZE_PANELS = (
+    ("input", ["q_proj", "k_proj", "gate_proj", "up_proj", "v_proj"], "input space: v1 |cos|"),
+    ("output", ["o_proj", "down_proj", "v_proj"], "output space: u1 |cos|"),
+)
 
-    Left: input space (v1) of Q, K, Gate, Up and V; right: output space (u1) of O, Down and V.
-    Each point's random baseline is drawn as a short black tick at the same x."""
-    if axes is None:
-        fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
-    else:
-        fig = axes[0].figure
-    colours = projection_colours()
-    panels = [
-        ("input", ["q_proj", "k_proj", "gate_proj", "up_proj", "v_proj"], "input space: v1 |cos|"),
-        ("output", ["o_proj", "down_proj", "v_proj"], "output space: u1 |cos|"),
-    ]
-    models = list(dict.fromkeys(overview["model"]))
-    offsets = {p: 1.0 + 0.06 * (i - 3) for i, p in enumerate(colours)}  # spread projections sideways (log x)
-    for ax, (space, projections, title) in zip(axes, panels):
-        frame = overview[(overview["space"] == space) & overview["projection"].isin(projections)]
-        for projection in projections:
-            rows = frame[frame["projection"] == projection]
-            if rows.empty:
-                continue
-            x = rows["parameters"] * offsets[projection]
-            ax.errorbar(
-                x,
-                rows["mean"],
-                yerr=rows["sd"].fillna(0),
-                fmt="o",
-                color=colours[projection],
-                capsize=2,
-                alpha=0.45 if projection == "v_proj" else 1.0,
-                label=projection.replace("_proj", ""),
-            )
-            ax.scatter(x, rows["baseline"], marker="_", color="black", s=60, zorder=3)
-        ax.set_xscale("log")
-        ax.set(
-            xlabel="parameters (log scale)",
-            ylabel="|cos| with the next layer, mean over pairs",
-            ylim=(0, 1.02),
-            title=title,
+
+def _size_points(ax: plt.Axes, *, frame: pd.DataFrame, projections: Sequence[str], colours, offsets) -> None:
+    """Each projection's mean (sd error bars) per model against its parameters, its baseline as a black tick."""
+    for projection in projections:
+        rows = frame[frame["projection"] == projection]
+        if rows.empty:
+            continue
+        x = rows["parameters"] * offsets[projection]
+        ax.errorbar(
+            x,
+            rows["mean"],
+            yerr=rows["sd"].fillna(0),
+            fmt="o",
+            color=colours[projection],
+            capsize=2,
+            alpha=0.45 if projection == "v_proj" else 1.0,
+            label=projection.replace("_proj", ""),
         )
-        for model in models:
-            rows = overview[overview["model"] == model]
-            ax.annotate(
-                model,
-                (rows["parameters"].iloc[0], 0.97),
-                rotation=90,
-                fontsize="x-small",
-                ha="center",
-                va="top",
-                color="0.3",
-            )
+        ax.scatter(x, rows["baseline"], marker="_", color="black", s=60, zorder=3)
+
+
+def _name_models(ax: plt.Axes, overview: pd.DataFrame) -> None:
+    """Each model's name, written upwards at its parameter count near the top of the panel."""
+    for model in dict.fromkeys(overview["model"]):
+        rows = overview[overview["model"] == model]
+        ax.annotate(
+            model,
+            (rows["parameters"].iloc[0], 0.97),
+            rotation=90,
+            fontsize="x-small",
+            ha="center",
+            va="top",
+            color="0.3",
+        )
+
+
+def _size_legend(fig: plt.Figure, axes: Sequence[plt.Axes]) -> None:
+    """One legend below both panels, each label once, the random baseline's tick among them."""
     axes[0].scatter([], [], marker="_", color="black", label="random baseline")
     handles = {}
     for ax in axes:
@@ -316,6 +306,33 @@ def plot_continuity_vs_size(overview: pd.DataFrame, *, axes: Sequence[plt.Axes] 
         frameon=False,
         bbox_to_anchor=(0.5, -0.02),
     )
+
+
+def plot_continuity_vs_size(overview: pd.DataFrame, *, axes: Sequence[plt.Axes] | None = None) -> plt.Figure:
+    """Mean adjacent-layer continuity per projection against parameter count, one point per
+    model (``overview``: columns model, parameters, projection, space, mean, sd; error bars
+    are ``sd``), the predicted-continuous projections of each space in full colour.
+
+    Left: input space (v1) of Q, K, Gate, Up and V; right: output space (u1) of O, Down and V.
+    Each point's random baseline is drawn as a short black tick at the same x."""
+    if axes is None:
+        fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
+    else:
+        fig = axes[0].figure
+    colours = projection_colours()
+    offsets = {p: 1.0 + 0.06 * (i - 3) for i, p in enumerate(colours)}  # spread projections sideways (log x)
+    for ax, (space, projections, title) in zip(axes, _SIZE_PANELS):
+        frame = overview[(overview["space"] == space) & overview["projection"].isin(projections)]
+        _size_points(ax, frame=frame, projections=projections, colours=colours, offsets=offsets)
+        ax.set_xscale("log")
+        ax.set(
+            xlabel="parameters (log scale)",
+            ylabel="|cos| with the next layer, mean over pairs",
+            ylim=(0, 1.02),
+            title=title,
+        )
+        _name_models(ax, overview)
+    _size_legend(fig, axes)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
 

@@ -41,6 +41,70 @@ def claims(results: Results) -> pd.DataFrame:
     )
 
 
+def _post_norm_claims(out: ClaimsBuilder, tables: dict[str, pd.DataFrame]) -> None:
+    """Gemma-3's post-norms against the first Llama-like model: O and Down output-space continuity."""
+    llama, gemma_models = llama_like(tables), gemma(tables)
+    if not (llama and gemma_models):
+        return
+    for projection in ("o_proj", "down_proj"):
+        g, baseline = layer_pair_estimate(tables[gemma_models[0]], projection, "output")
+        l, _ = layer_pair_estimate(tables[llama[0]], projection, "output")
+        out.add(
+            key=f"gemma-post-norm-{short_projection(projection)}-u1",
+            claim=f"(ours) Gemma-3's post-norms weaken {projection} output-space continuity",
+            quantity=f"{projection} u1: {llama[0]} minus {gemma_models[0]}",
+            paper="predicted by the mechanism (our reading)",
+            ours=difference(l, g),
+            baseline=baseline,
+            verdict=verdict_for_difference(l, g),
+            note=f"{llama[0]} {l}, {gemma_models[0]} {g}",
+        )
+
+
+def _gain_claims(out: ClaimsBuilder, gains: dict[tuple[str, str], tuple[Estimate, Estimate]]) -> None:
+    """Per post-norm projection, what it writes into the stream against the gain-only control."""
+    for (model, projection), (gained, control) in gains.items():
+        out.add(
+            key=f"{slug(model)}-{short_projection(projection)}-gain-scaled-u1",
+            claim=f"(ours) {model}: {projection} writes into the stream more continuously than its gains alone explain",
+            quantity=f"{projection} u1 of diag(g) W minus the gain-only control diag(g) G",
+            paper="not in the paper",
+            ours=difference(gained, control),
+            baseline=control.mean,
+            verdict=verdict_for_difference(gained, control),
+            note=f"diag(g) W {gained}, diag(g) G {control} (spread over layer pairs); baseline column: the control",
+        )
+
+
+def _quantization_claims(out: ClaimsBuilder, quantization: dict[str, QuantizationChange], n_trained: int) -> None:
+    """Per quantization format, the largest change it makes to v1/u1 |cos| of the trained models."""
+    for fmt, change in quantization.items():
+        out.add(
+            key=f"quantization-{slug(fmt)}",
+            claim=f"(ours) {fmt} quantization moves v1/u1 |cos| by less than {QUANTIZATION_LIMIT:g}",
+            quantity=f"largest |change| over matrices, pairs, seeds ({fmt})",
+            paper="not in the paper",
+            ours=change.worst,
+            baseline=0.0,
+            verdict=quantization_verdict(change.worst),
+            note=f"mean change {change.typical:.4f}",
+            n=n_trained,
+        )
+
+
+def _large_claims(out: ClaimsBuilder, large_status: Sequence[dict[str, str]]) -> None:
+    """A "not tested" claim per large checkpoint that was looked for but not analysed."""
+    for status in large_status:
+        if status["status"] != "analysed":
+            out.not_tested(
+                key=f"large-{slug(status['model'])}",
+                claim=f"The pattern holds in {status['model']}",
+                quantity="v1/u1 |cos| per projection",
+                paper="holds (to 70B)",
+                note="checkpoint not available here",
+            )
+
+
 def chapter_claims(
     tables: dict[str, pd.DataFrame],
     large_tables: dict[str, pd.DataFrame],
@@ -58,53 +122,10 @@ def chapter_claims(
     out = ClaimsBuilder(CHAPTER.name, dataset=CLAIMS_DATASET)
     for label, table in {**tables, **large_tables}.items():
         _checkpoint_claims(out, label, table)
-    llama, gemma_models = llama_like(tables), gemma(tables)
-    if llama and gemma_models:
-        for projection in ("o_proj", "down_proj"):
-            g, baseline = layer_pair_estimate(tables[gemma_models[0]], projection, "output")
-            l, _ = layer_pair_estimate(tables[llama[0]], projection, "output")
-            out.add(
-                key=f"gemma-post-norm-{short_projection(projection)}-u1",
-                claim=f"(ours) Gemma-3's post-norms weaken {projection} output-space continuity",
-                quantity=f"{projection} u1: {llama[0]} minus {gemma_models[0]}",
-                paper="predicted by the mechanism (our reading)",
-                ours=difference(l, g),
-                baseline=baseline,
-                verdict=verdict_for_difference(l, g),
-                note=f"{llama[0]} {l}, {gemma_models[0]} {g}",
-            )
-    for (model, projection), (gained, control) in gains.items():
-        out.add(
-            key=f"{slug(model)}-{short_projection(projection)}-gain-scaled-u1",
-            claim=f"(ours) {model}: {projection} writes into the stream more continuously than its gains alone explain",
-            quantity=f"{projection} u1 of diag(g) W minus the gain-only control diag(g) G",
-            paper="not in the paper",
-            ours=difference(gained, control),
-            baseline=control.mean,
-            verdict=verdict_for_difference(gained, control),
-            note=f"diag(g) W {gained}, diag(g) G {control} (spread over layer pairs); baseline column: the control",
-        )
-    for fmt, change in quantization.items():
-        out.add(
-            key=f"quantization-{slug(fmt)}",
-            claim=f"(ours) {fmt} quantization moves v1/u1 |cos| by less than {QUANTIZATION_LIMIT:g}",
-            quantity=f"largest |change| over matrices, pairs, seeds ({fmt})",
-            paper="not in the paper",
-            ours=change.worst,
-            baseline=0.0,
-            verdict=quantization_verdict(change.worst),
-            note=f"mean change {change.typical:.4f}",
-            n=n_trained,
-        )
-    for status in large_status:
-        if status["status"] != "analysed":
-            out.not_tested(
-                key=f"large-{slug(status['model'])}",
-                claim=f"The pattern holds in {status['model']}",
-                quantity="v1/u1 |cos| per projection",
-                paper="holds (to 70B)",
-                note="checkpoint not available here",
-            )
+    _post_norm_claims(out, tables)
+    _gain_claims(out, gains)
+    _quantization_claims(out, quantization, n_trained)
+    _large_claims(out, large_status)
     return out.table()
 
 

@@ -467,34 +467,37 @@ def add_dose_claims(out: ClaimsBuilder, dose: Dose, baseline: float) -> None:
     )
 
 
-def add_radial_claims(out: ClaimsBuilder, radial: Radial, baseline: float) -> None:
-    """The radial nets' five claims: which end linear in practice (the paper's, the one with tau fixed at
-    initialisation) and which stays nonlinear (tau tracked), and whether the one that stays nonlinear loses weight
-    continuity where the element-wise activation keeps it."""
+#: The radial nets' linearity claims: (key, condition, expected end, claim, the paper's premise).
+_RADIAL_LINEARITY_CLAIMS = (
+    (
+        "radial-ends-linear",
+        "res-radial",
+        "linear",
+        "(ours) The paper's radial net ends linear in practice",
+        "nonlinear (the paper's premise)",
+    ),
+    (
+        "radial-tau-ends-linear",
+        "res-radial-tau",
+        "linear",
+        "(ours) The radial net with tau fixed at initialisation ends linear in practice",
+        "not in the paper",
+    ),
+    (
+        "radial-track-stays-nonlinear",
+        TRACK,
+        "nonlinear",
+        "(ours) The radial net with tracked tau stays nonlinear",
+        "not in the paper",
+    ),
+)
+
+
+def _radial_linearity_claims(out: ClaimsBuilder, radial: Radial) -> None:
+    """Which radial nets end linear in practice (the paper's, tau fixed at initialisation) and which stays
+    nonlinear (tau tracked): the share of probe images within 1% of the identity at the end."""
     rule = f"at least {NEAR_LINEAR_SHARE:g}% within 1% of the identity"
-    for key, condition, expected, claim, premise in (
-        (
-            "radial-ends-linear",
-            "res-radial",
-            "linear",
-            "(ours) The paper's radial net ends linear in practice",
-            "nonlinear (the paper's premise)",
-        ),
-        (
-            "radial-tau-ends-linear",
-            "res-radial-tau",
-            "linear",
-            "(ours) The radial net with tau fixed at initialisation ends linear in practice",
-            "not in the paper",
-        ),
-        (
-            "radial-track-stays-nonlinear",
-            TRACK,
-            "nonlinear",
-            "(ours) The radial net with tracked tau stays nonlinear",
-            "not in the paper",
-        ),
-    ):
+    for key, condition, expected, claim, premise in _RADIAL_LINEARITY_CLAIMS:
         net = radial.nets[condition]
         out.add(
             key=key,
@@ -506,6 +509,11 @@ def add_radial_claims(out: ClaimsBuilder, radial: Radial, baseline: float) -> No
             verdict=_linear_verdict(net.final, expected),
             note=f"ends linear when {rule}; at initialisation {net.initial}; weight v1 {net.weight}",
         )
+
+
+def _radial_track_claims(out: ClaimsBuilder, radial: Radial, baseline: float) -> None:
+    """Whether the radial net that stays nonlinear (tau tracked) loses weight continuity where the element-wise
+    activation keeps it."""
     track = radial.track
     out.add(
         key="radial-track-weight-v1",
@@ -527,6 +535,14 @@ def add_radial_claims(out: ClaimsBuilder, radial: Radial, baseline: float) -> No
         verdict=radial.relu_above_track,
         note=f"res-relu {radial.relu}; {TRACK} {track.weight}",
     )
+
+
+def add_radial_claims(out: ClaimsBuilder, radial: Radial, baseline: float) -> None:
+    """The radial nets' five claims: which end linear in practice (the paper's, the one with tau fixed at
+    initialisation) and which stays nonlinear (tau tracked), and whether the one that stays nonlinear loses weight
+    continuity where the element-wise activation keeps it."""
+    _radial_linearity_claims(out, radial)
+    _radial_track_claims(out, radial, baseline)
 
 
 RunSummary, run_summary = mlp_runs.RunSummary, mlp_runs.run_summary  # the run note, shared by the MLP chapters

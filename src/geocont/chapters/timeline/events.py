@@ -32,6 +32,58 @@ def _first_step_at_or_above(frame: pd.DataFrame, thresholds: pd.Series) -> pd.Se
     return first.reindex(thresholds.index).astype(float)
 
 
+def _crossings(table: pd.DataFrame, index: pd.Index) -> pd.DataFrame:
+    """Per run (``index``), the first snapshot where each of :data:`CROSSINGS` reaches :data:`CROSSING_LEVEL`."""
+    crossing_threshold = pd.Series(CROSSING_LEVEL, index=index)
+    return pd.DataFrame(
+        {
+            column: _first_step_at_or_above(per_run(table, metric), crossing_threshold)
+            for column, metric in CROSSINGS.items()
+        }
+    )
+
+
+def _run_values(
+    table: pd.DataFrame, *, space: str, weight: pd.DataFrame, initial: pd.Series, final: pd.Series
+) -> dict[str, pd.Series]:
+    """Per run: the half-rise step, weight v1 at the start and the end, gradient v1 at step 0, and the final
+    relative update and weight / cumulative-gradient alignment (the columns in this order)."""
+    grad = per_run(table, "grad_cos", space, 1)
+    return {
+        "rise_step": _first_step_at_or_above(weight, initial + (final - initial) / 2),
+        "weight_v1_initial": initial,
+        "weight_v1_final": final,
+        "grad_v1_step0": grad[grad["step"] == 0].set_index(RUN_KEYS)["value"],
+        "rel_update_final": at_final_step(per_run(table, "rel_update")).set_index(RUN_KEYS)["value"],
+        "weight_cumgrad_final": at_final_step(per_run(table, "weight_cumgrad_cos", space, 1)).set_index(RUN_KEYS)[
+            "value"
+        ],
+    }
+
+
+def _add_peak(events: pd.DataFrame, *, table: pd.DataFrame, weight: pd.DataFrame, space: str) -> None:
+    """Add each run's peak of weight v1, its step, and the weight / cumulative-gradient alignment there."""
+    peak_rows = weight.loc[weight.groupby(RUN_KEYS, observed=True)["value"].idxmax()]
+    peak_step = peak_rows.set_index(RUN_KEYS)["step"]
+    alignment = per_run(table, "weight_cumgrad_cos", space, 1).join(peak_step.rename("peak_step"), on=RUN_KEYS)
+    events["weight_v1_peak"] = peak_rows.set_index(RUN_KEYS)["value"]
+    events["peak_step"] = peak_step
+    events["weight_cumgrad_at_peak"] = alignment[alignment["step"] == alignment["peak_step"]].set_index(RUN_KEYS)[
+        "value"
+    ]
+
+
+def _add_rise(events: pd.DataFrame, *, table: pd.DataFrame, rise: pd.Series) -> None:
+    """Add each run's rise (no rise step where it is under the margin), the relative update at the rise step, and
+    the rise step over each crossing step."""
+    events["rise"] = rise
+    events.loc[events["rise"] < DIFFERENCE_MARGIN, "rise_step"] = math.nan
+    at_rise = per_run(table, "rel_update").join(events["rise_step"], on=RUN_KEYS)
+    events["rel_update_at_rise"] = at_rise[at_rise["step"] == at_rise["rise_step"]].set_index(RUN_KEYS)["value"]
+    for crossing in CROSSINGS:
+        events[_ratio_column(crossing)] = _log10_rise_over(events["rise_step"], events[crossing])
+
+
 def transfer_events(table: pd.DataFrame, space: str = "input") -> pd.DataFrame:
     """One row per run: when the update overtakes the initial weights, and when continuity rises.
 
@@ -53,41 +105,10 @@ def transfer_events(table: pd.DataFrame, space: str = "input") -> pd.DataFrame:
     keyed = weight.set_index(RUN_KEYS)
     initial = keyed[keyed["step"] == 0]["value"]
     final = at_final_step(weight).set_index(RUN_KEYS)["value"]
-    update = per_run(table, "rel_update")
-    crossing_threshold = pd.Series(CROSSING_LEVEL, index=final.index)
-    grad = per_run(table, "grad_cos", space, 1)
-    events = pd.DataFrame(
-        {
-            column: _first_step_at_or_above(per_run(table, metric), crossing_threshold)
-            for column, metric in CROSSINGS.items()
-        }
-    )
-    events = events.assign(
-        **{
-            "rise_step": _first_step_at_or_above(weight, initial + (final - initial) / 2),
-            "weight_v1_initial": initial,
-            "weight_v1_final": final,
-            "grad_v1_step0": grad[grad["step"] == 0].set_index(RUN_KEYS)["value"],
-            "rel_update_final": at_final_step(update).set_index(RUN_KEYS)["value"],
-            "weight_cumgrad_final": at_final_step(per_run(table, "weight_cumgrad_cos", space, 1)).set_index(RUN_KEYS)[
-                "value"
-            ],
-        }
-    )
-    peak_rows = weight.loc[weight.groupby(RUN_KEYS, observed=True)["value"].idxmax()]
-    peak_step = peak_rows.set_index(RUN_KEYS)["step"]
-    alignment = per_run(table, "weight_cumgrad_cos", space, 1).join(peak_step.rename("peak_step"), on=RUN_KEYS)
-    events["weight_v1_peak"] = peak_rows.set_index(RUN_KEYS)["value"]
-    events["peak_step"] = peak_step
-    events["weight_cumgrad_at_peak"] = alignment[alignment["step"] == alignment["peak_step"]].set_index(RUN_KEYS)[
-        "value"
-    ]
-    events["rise"] = final - initial
-    events.loc[events["rise"] < DIFFERENCE_MARGIN, "rise_step"] = math.nan
-    at_rise = update.join(events["rise_step"], on=RUN_KEYS)
-    events["rel_update_at_rise"] = at_rise[at_rise["step"] == at_rise["rise_step"]].set_index(RUN_KEYS)["value"]
-    for crossing in CROSSINGS:
-        events[_ratio_column(crossing)] = _log10_rise_over(events["rise_step"], events[crossing])
+    events = _crossings(table, final.index)
+    events = events.assign(**_run_values(table, space=space, weight=weight, initial=initial, final=final))
+    _add_peak(events, table=table, weight=weight, space=space)
+    _add_rise(events, table=table, rise=final - initial)
     return events.reset_index()
 
 

@@ -343,6 +343,53 @@ def _mark_events(ax: plt.Axes, events: pd.DataFrame) -> None:
             ax.axvline(step, **style)
 
 
+def _continuity_panel(ax: plt.Axes, table: pd.DataFrame, *, baseline: float, space: str) -> None:
+    """The four continuity curves of :data:`TIMELINE_CURVES` (seed mean, ±1 sd band) and the random baseline."""
+    colours = sns.color_palette("colorblind", len(TIMELINE_CURVES))
+    for (metric, label), colour in zip(TIMELINE_CURVES, colours):
+        frame = per_run(table, metric, space, 1)
+        sns.lineplot(
+            data=frame, x="step", y="value", errorbar="sd", color=colour, label=label, ax=ax, marker="o", markersize=3
+        )
+    draw_baseline(ax, baseline)
+    ax.set_ylim(0, 1.02)
+    ax.set_ylabel("|cos|, layer mean")
+
+
+def _update_panel(ax: plt.Axes, table: pd.DataFrame) -> None:
+    """The relative update in the Frobenius and the spectral norm (log scale), with the crossing level."""
+    for metric, colour, label in (
+        ("rel_update", "0.2", "Frobenius ‖·‖_F"),
+        ("rel_update_spectral", "tab:purple", "spectral ‖·‖₂"),
+    ):
+        update = per_run(table, metric)
+        if not update.empty:
+            sns.lineplot(
+                data=update,
+                x="step",
+                y="value",
+                errorbar="sd",
+                color=colour,
+                marker="o",
+                markersize=3,
+                ax=ax,
+                label=label,
+            )
+    ax.axhline(CROSSING_LEVEL, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_ylabel("‖W(t) − W(0)‖ / ‖W(0)‖")
+    ax.legend(fontsize="small")
+
+
+def _timeline_legend(fig: plt.Figure, left: plt.Axes) -> None:
+    """The left panel's legend, with the event lines' styles, moved below the figure."""
+    for label, style in EVENT_STYLES.values():
+        left.plot([], [], label=label, **style)
+    handles, labels = left.get_legend_handles_labels()
+    left.get_legend().remove()
+    fig.legend(handles, labels, loc="lower center", ncol=2, frameon=False, fontsize="small")
+
+
 def plot_transfer_timeline(
     table: pd.DataFrame,
     events: pd.DataFrame,
@@ -361,48 +408,16 @@ def plot_transfer_timeline(
     """
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4), sharex=True, gridspec_kw={"width_ratios": [1.6, 1]})
-    colours = sns.color_palette("colorblind", len(TIMELINE_CURVES))
-    for (metric, label), colour in zip(TIMELINE_CURVES, colours):
-        frame = per_run(table, metric, space, 1)
-        sns.lineplot(
-            data=frame, x="step", y="value", errorbar="sd", color=colour, label=label, ax=left, marker="o", markersize=3
-        )
-    draw_baseline(left, baseline)
-    left.set_ylim(0, 1.02)
-    left.set_ylabel("|cos|, layer mean")
-    for metric, colour, label in (
-        ("rel_update", "0.2", "Frobenius ‖·‖_F"),
-        ("rel_update_spectral", "tab:purple", "spectral ‖·‖₂"),
-    ):
-        update = per_run(table, metric)
-        if not update.empty:
-            sns.lineplot(
-                data=update,
-                x="step",
-                y="value",
-                errorbar="sd",
-                color=colour,
-                marker="o",
-                markersize=3,
-                ax=right,
-                label=label,
-            )
-    right.axhline(CROSSING_LEVEL, color="black", linewidth=0.8)
-    right.set_yscale("log")
-    right.set_ylabel("‖W(t) − W(0)‖ / ‖W(0)‖")
-    right.legend(fontsize="small")
+    _continuity_panel(left, table, baseline=baseline, space=space)
+    _update_panel(right, table)
     for ax in (left, right):
         _mark_events(ax, events)
         ax.set_xscale("symlog", linthresh=1)
         ax.set_xlim(left=0)
         ax.set_xlabel("training step (symlog)")
-    for label, style in EVENT_STYLES.values():
-        left.plot([], [], label=label, **style)
     if title:
         fig.suptitle(title, fontweight="bold")
-    handles, labels = left.get_legend_handles_labels()
-    left.get_legend().remove()
-    fig.legend(handles, labels, loc="lower center", ncol=2, frameon=False, fontsize="small")
+    _timeline_legend(fig, left)
     fig.tight_layout(rect=(0, 0.2, 1, 1))
     return fig
 

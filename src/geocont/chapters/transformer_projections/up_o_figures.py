@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown
 from matplotlib.lines import Line2D
@@ -46,46 +47,34 @@ UP_O_KINDS = {
 assert set(UP_O_KINDS) == set(UP_O_QUANTITIES)
 
 
-def up_o_figure(results: Results) -> None:
-    """Up's and O's continuity over training (reference variant, band: ±1 sd over seeds): leading
-    |cos| and σ²-alignment of adjacent layers, Up against Gate in the same layer, each panel with its
-    space's random baseline; the longer run (one seed) dashed where it was run."""
-    values = up_o_values(results.table)
-    values = values[values["condition"] == results.reference].assign(kind=lambda f: f["quantity"].map(UP_O_KINDS))
-    long = None if results.long is None else up_o_values(results.long)
-    kinds = list(dict.fromkeys(UP_O_KINDS.values()))
-    colours = plotting.palette(kinds)
-    fig, axes = plt.subplots(1, len(UP_O_PANELS), figsize=(16, 4.8), sharey=True)
-    for ax, (title, names, baseline) in zip(axes, UP_O_PANELS):
-        frame = values[values["quantity"].isin(names)]
-        if len(frame):
-            sns.lineplot(
-                data=frame,
-                x="step",
-                y="value",
-                hue="kind",
-                hue_order=kinds,
-                palette=colours,
-                errorbar="sd",
-                ax=ax,
-                legend=False,
-            )
-        else:
-            ax.text(0.5, 0.5, "not recorded", transform=ax.transAxes, ha="center", va="center", color="0.4")
-        if long is not None:
-            for name in names:
-                rows = long[long["quantity"] == name]
-                ax.plot(rows["step"], rows["value"], linestyle="-.", linewidth=1.3, color=colours[UP_O_KINDS[name]])
-            ax.axvline(results.settings.base.steps, color="0.5", linewidth=1.0)
-        plotting.draw_baseline(ax, up_o_baseline(baseline, results.dims))
-        symlog_steps(ax)
-        mark_early(ax, results.settings.early_step)
-        ax.set(
-            ylim=(min(-0.05, ax.get_ylim()[0]), 1.02),
-            xlabel="step (symlog)",
-            ylabel="|cos| or alignment" if ax is axes[0] else "",
-            title=title,
+def _up_o_curves(ax: plt.Axes, frame: pd.DataFrame, *, kinds: list[str], colours: dict) -> None:
+    """One panel's quantities over training (band: ±1 sd over seeds), or "not recorded"."""
+    if len(frame):
+        sns.lineplot(
+            data=frame,
+            x="step",
+            y="value",
+            hue="kind",
+            hue_order=kinds,
+            palette=colours,
+            errorbar="sd",
+            ax=ax,
+            legend=False,
         )
+    else:
+        ax.text(0.5, 0.5, "not recorded", transform=ax.transAxes, ha="center", va="center", color="0.4")
+
+
+def _up_o_long_run(ax: plt.Axes, long: pd.DataFrame, *, names: list[str], colours: dict, steps: int) -> None:
+    """One panel's quantities in the longer run (dash-dotted), the base run's end marked."""
+    for name in names:
+        rows = long[long["quantity"] == name]
+        ax.plot(rows["step"], rows["value"], linestyle="-.", linewidth=1.3, color=colours[UP_O_KINDS[name]])
+    ax.axvline(steps, color="0.5", linewidth=1.0)
+
+
+def _up_o_handles(results: Results, *, kinds: list[str], colours: dict, long: pd.DataFrame | None) -> list[Line2D]:
+    """The figure legend's entries: each kind, the random baseline, and the longer run where it was run."""
     handles = [Line2D([], [], color=colours[kind], label=kind) for kind in kinds]
     handles.append(Line2D([], [], label="random baseline (|cos|)", **plotting.BASELINE_STYLE))
     if long is not None:
@@ -98,6 +87,33 @@ def up_o_figure(results: Results) -> None:
                 label=f"{results.settings.long_label} (seed {results.settings.seeds[0]})",
             )
         )
+    return handles
+
+
+def up_o_figure(results: Results) -> None:
+    """Up's and O's continuity over training (reference variant, band: ±1 sd over seeds): leading
+    |cos| and σ²-alignment of adjacent layers, Up against Gate in the same layer, each panel with its
+    space's random baseline; the longer run (one seed) dashed where it was run."""
+    values = up_o_values(results.table)
+    values = values[values["condition"] == results.reference].assign(kind=lambda f: f["quantity"].map(UP_O_KINDS))
+    long = None if results.long is None else up_o_values(results.long)
+    kinds = list(dict.fromkeys(UP_O_KINDS.values()))
+    colours = plotting.palette(kinds)
+    fig, axes = plt.subplots(1, len(UP_O_PANELS), figsize=(16, 4.8), sharey=True)
+    for ax, (title, names, baseline) in zip(axes, UP_O_PANELS):
+        _up_o_curves(ax, values[values["quantity"].isin(names)], kinds=kinds, colours=colours)
+        if long is not None:
+            _up_o_long_run(ax, long, names=names, colours=colours, steps=results.settings.base.steps)
+        plotting.draw_baseline(ax, up_o_baseline(baseline, results.dims))
+        symlog_steps(ax)
+        mark_early(ax, results.settings.early_step)
+        ax.set(
+            ylim=(min(-0.05, ax.get_ylim()[0]), 1.02),
+            xlabel="step (symlog)",
+            ylabel="|cos| or alignment" if ax is axes[0] else "",
+            title=title,
+        )
+    handles = _up_o_handles(results, kinds=kinds, colours=colours, long=long)
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False, bbox_to_anchor=(0.5, -0.02))
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     show_figure(fig, "lm-up-o-gap", up_o_caption(results))
