@@ -274,7 +274,9 @@ def test_the_step_schedule_switches_the_learning_rate_at_half_the_horizon():
         used = []
         optimizer.register_step_pre_hook(lambda opt, args, kwargs: used.append(opt.param_groups[0]["lr"]))  # noqa: B023
         train_with_recording(
-            compute_loss=lambda step: (weight**2).sum(),  # noqa: B023 optimizer=optimizer, recorder=None,
+            compute_loss=lambda step: (weight**2).sum(),  # noqa: B023
+            optimizer=optimizer,
+            recorder=None,
             total_steps=10,
             progress=False,
             lr_factor=lr_factor_for(config, 10),

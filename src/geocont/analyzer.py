@@ -135,23 +135,12 @@ def plan(
     analysed) is raised here, before any computation. A gap outside the requested subset
     (a projection not asked for, or layers beyond ``max_layers``) is a warning naming it.
     """
-    from .pretrained import OFFLINE_MODELS
-
-    if max_layers is not None and (isinstance(max_layers, bool) or not isinstance(max_layers, int) or max_layers < 2):
-        raise ValueError(
-            f"max_layers must be an integer >= 2 (continuity compares adjacent layers), got {max_layers!r}"
-        )
-    if layout is None and isinstance(source, str) and source in OFFLINE_MODELS:
-        layout = OFFLINE_MODELS[source].layout
-    src = open_source(source)
-    chosen = get_layout(layout) if layout is not None else detect_layout(src.names(), src.description)
+    _check_max_layers(max_layers)
+    src, chosen = _open_with_layout(source, layout)
     found = chosen.find(src)
     if not found:
         raise ValueError(f"layout {chosen.name!r} matches no weight matrix of {src.description}")
-    if projections is not None:
-        unknown = [p for p in projections if p not in found]
-        if unknown:
-            raise ValueError(f"projection(s) {unknown} not in {src.description}; valid choices: {', '.join(found)}")
+    _check_projections(projections, found=found, description=src.description)
     selected = list(found) if projections is None else [p for p in found if p in projections]
     matrices, unanalysed = {}, []
     for projection, layers in found.items():
@@ -160,24 +149,69 @@ def plan(
             if missing:
                 unanalysed.append(f"{projection} is missing layer(s) {missing} (not analysed)")
             continue
-        inside = [layer for layer in missing if max_layers is None or layer < max_layers]
-        if inside:
-            raise IncompleteLayers(
-                f"{src.description}: {projection} is missing layer(s) {inside} (layout {chosen.name!r}; a renamed "
-                f"tensor, a truncated index or an incomplete checkpoint?); continuity across the gap is not measured"
-            )
-        if len(inside) < len(missing):
-            unanalysed.append(f"{projection} is missing layer(s) {missing} beyond the first {max_layers} analysed")
-        refs = [ref for layer, ref in layers.items() if max_layers is None or layer < max_layers]
-        if len(refs) < 2:
-            raise IncompleteLayers(
-                f"{src.description}: {projection} has {len(refs)} layer; continuity compares adjacent layers, "
-                f"so at least two are needed"
-            )
-        matrices[projection] = refs
+        matrices[projection] = _analysed_layers(
+            projection, layers=layers, max_layers=max_layers, src=src, chosen=chosen, unanalysed=unanalysed
+        )
     for note in unanalysed:
         warnings.warn(f"{src.description}: {note}", stacklevel=2)
     return Plan(src, chosen, matrices)
+
+
+def _check_max_layers(max_layers: int | None) -> None:
+    """Raise ValueError unless ``max_layers`` is None or an integer >= 2."""
+    if max_layers is not None and (isinstance(max_layers, bool) or not isinstance(max_layers, int) or max_layers < 2):
+        raise ValueError(
+            f"max_layers must be an integer >= 2 (continuity compares adjacent layers), got {max_layers!r}"
+        )
+
+
+def _open_with_layout(source: Any, layout: str | None) -> tuple[TensorSource, Layout]:
+    """The opened ``source`` and its layout: ``layout`` by name, an offline model's own, or the one detected."""
+    from .pretrained import OFFLINE_MODELS
+
+    if layout is None and isinstance(source, str) and source in OFFLINE_MODELS:
+        layout = OFFLINE_MODELS[source].layout
+    src = open_source(source)
+    chosen = get_layout(layout) if layout is not None else detect_layout(src.names(), src.description)
+    return src, chosen
+
+
+def _check_projections(projections: Sequence[str] | None, *, found: dict[str, Any], description: str) -> None:
+    """Raise ValueError naming the requested ``projections`` that the source does not have."""
+    if projections is not None:
+        unknown = [p for p in projections if p not in found]
+        if unknown:
+            raise ValueError(f"projection(s) {unknown} not in {description}; valid choices: {', '.join(found)}")
+
+
+def _analysed_layers(
+    projection: str,
+    *,
+    layers: dict[int, MatrixRef],
+    max_layers: int | None,
+    src: TensorSource,
+    chosen: Layout,
+    unanalysed: list[str],
+) -> list[MatrixRef]:
+    """The matrices of ``projection`` to analyse (its first ``max_layers``). Raises
+    :class:`IncompleteLayers` for a gap among them or fewer than two; a gap beyond them is noted in
+    ``unanalysed``."""
+    missing = missing_layers(layers)
+    inside = [layer for layer in missing if max_layers is None or layer < max_layers]
+    if inside:
+        raise IncompleteLayers(
+            f"{src.description}: {projection} is missing layer(s) {inside} (layout {chosen.name!r}; a renamed "
+            f"tensor, a truncated index or an incomplete checkpoint?); continuity across the gap is not measured"
+        )
+    if len(inside) < len(missing):
+        unanalysed.append(f"{projection} is missing layer(s) {missing} beyond the first {max_layers} analysed")
+    refs = [ref for layer, ref in layers.items() if max_layers is None or layer < max_layers]
+    if len(refs) < 2:
+        raise IncompleteLayers(
+            f"{src.description}: {projection} has {len(refs)} layer; continuity compares adjacent layers, "
+            f"so at least two are needed"
+        )
+    return refs
 
 
 def analyze(
@@ -209,8 +243,32 @@ def analyze(
     check_method(method)
     if alignment not in (True, False, "auto"):
         raise ValueError(f"alignment must be True, False or 'auto', got {alignment!r}")
-    src, chosen, matrices = plan(source, layout, projections, max_layers)
-    settings = {
+    src, chosen, matrices = plan(source, layout=layout, projections=projections, max_layers=max_layers)
+
+    def compute() -> pd.DataFrame:
+        return _stream(src, matrices, alignment=alignment, method=method, progress=progress)
+
+    identity = src.identity()
+    if identity is None or not use_cache:
+        table = compute()
+    else:
+        settings = _cache_settings(chosen, matrices=matrices, max_layers=max_layers, alignment=alignment, method=method)
+        table = cache.cached("pretrained", {"source": identity, **settings}, compute)
+    table.attrs.update(_source_attrs(src, chosen))
+    return table
+
+
+def _cache_settings(
+    chosen: Layout,
+    *,
+    matrices: dict[str, list[MatrixRef]],
+    max_layers: int | None,
+    alignment: bool | str,
+    method: Method,
+) -> dict[str, Any]:
+    """What keys an analysis in the cache besides the source: the layout and its rules, the projections and
+    the settings, and the analyzer's version."""
+    return {
         "layout": chosen.name,
         "rules": [repr(r) for r in chosen.rules],
         "projections": list(matrices),
@@ -221,22 +279,16 @@ def analyze(
         "alignment_max_dim": AUTO_ALIGNMENT_MAX_DIM,
     }
 
-    def compute() -> pd.DataFrame:
-        return _stream(src, matrices, alignment=alignment, method=method, progress=progress)
 
-    identity = src.identity()
-    if identity is None or not use_cache:
-        table = compute()
-    else:
-        table = cache.cached("pretrained", {"source": identity, **settings}, compute)
-    table.attrs.update(
+def _source_attrs(src: TensorSource, chosen: Layout) -> dict[str, Any]:
+    """The table's ``attrs``: the source, its layout (name and notes), architecture and parameter count."""
+    return dict(
         source=src.description,
         layout=chosen.name,
         architecture=src.metadata.get("architecture", ""),
         layout_notes=chosen.notes,
         parameters=sum(math.prod(src.shape(n)) for n in src.names()),
     )
-    return table
 
 
 def _nan_reasons(before: dict[str, Any], after: dict[str, Any], columns: Sequence[str]) -> list[str]:

@@ -485,30 +485,9 @@ def save(
         folder.mkdir(parents=True, exist_ok=True)
         _clean_key(folder)
         staging.mkdir()
-        (staging / "owner.json").write_text(json.dumps(_owner()))
-        table.to_parquet(staging / TABLE)
-        for name, write in (artifacts or {}).items():
-            write(staging / name)
-        files = {name: _file_sha256(staging / name) for name in [TABLE, *(artifacts or {})]}
-        (staging / MANIFEST).write_text(
-            json.dumps(
-                {
-                    "kind": kind,
-                    "schema": SCHEMA_VERSION,
-                    "config": config,
-                    "files": files,
-                    "written_by": _owner(),
-                    **({"run": dict(provenance)} if provenance else {}),
-                },
-                indent=2,
-                default=str,
-            )
-        )
-        (staging / "owner.json").unlink()
+        _write_version(staging, kind=kind, config=config, table=table, artifacts=artifacts, provenance=provenance)
         os.rename(staging, folder / version)
-        pointer = folder / f".{POINTER}-{version}"
-        pointer.write_text(version + "\n")
-        os.replace(pointer, folder / POINTER)
+        _point_to(folder, version)
     except Exception as error:  # noqa: BLE001 - the computed table must survive any storage failure
         shutil.rmtree(staging, ignore_errors=True)
         warnings.warn(
@@ -519,6 +498,46 @@ def save(
         return None
     _clean_key(folder)
     return folder / version
+
+
+def _write_version(
+    staging: Path,
+    *,
+    kind: str,
+    config: dict[str, Any],
+    table: pd.DataFrame,
+    artifacts: Mapping[str, Callable[[Path], None]] | None,
+    provenance: Mapping[str, Any] | None,
+) -> None:
+    """Write a version's files into ``staging``: the table, the artifacts and the manifest (with the
+    files' checksums), marked as being written (``owner.json``) until they are all there."""
+    (staging / "owner.json").write_text(json.dumps(_owner()))
+    table.to_parquet(staging / TABLE)
+    for name, write in (artifacts or {}).items():
+        write(staging / name)
+    files = {name: _file_sha256(staging / name) for name in [TABLE, *(artifacts or {})]}
+    (staging / MANIFEST).write_text(
+        json.dumps(
+            {
+                "kind": kind,
+                "schema": SCHEMA_VERSION,
+                "config": config,
+                "files": files,
+                "written_by": _owner(),
+                **({"run": dict(provenance)} if provenance else {}),
+            },
+            indent=2,
+            default=str,
+        )
+    )
+    (staging / "owner.json").unlink()
+
+
+def _point_to(folder: Path, version: str) -> None:
+    """Switch the key's pointer to ``version`` atomically (written aside, then renamed over it)."""
+    pointer = folder / f".{POINTER}-{version}"
+    pointer.write_text(version + "\n")
+    os.replace(pointer, folder / POINTER)
 
 
 def _claim_owner(path: Path) -> dict[str, Any] | None:
@@ -588,12 +607,26 @@ def claim(kind: str, config: dict[str, Any], poll: float = 0.2, announce: bool =
     holder it waits for and for how long (a sweep's driver says it for its workers, which pass False).
     """
     folder = key_path(kind, config)
-    path = folder / CLAIM
     token = uuid.uuid4().hex
+    created = _wait_for_claim(kind, config, folder=folder, token=token, poll=poll, announce=announce)
+    if created is None:
+        yield False
+        return
+    with _held(folder / CLAIM, token):
+        yield True
+
+
+def _wait_for_claim(
+    kind: str, config: dict[str, Any], *, folder: Path, token: str, poll: float, announce: bool
+) -> bool | None:
+    """Create the claim in the key's ``folder`` under ``token``, waiting while a live process holds it and
+    discarding a stale one; True once created, None if it cannot be created at all. ``announce``: say once,
+    on stderr, which holder it waits for."""
+    path = folder / CLAIM
     while True:
         created = _create_claim(folder, path, {**_owner(), "token": token})
         if created is not False:
-            break
+            return created
         if _claim_stale(path):
             with contextlib.suppress(OSError):
                 os.rename(path, folder / f".discarded-{uuid.uuid4().hex}")
@@ -609,9 +642,12 @@ def claim(kind: str, config: dict[str, Any], poll: float = 0.2, announce: bool =
                 announce = False
         time.sleep(poll)
         poll = min(2.0, poll * 1.5)
-    if created is None:
-        yield False
-        return
+
+
+@contextlib.contextmanager
+def _held(path: Path, token: str) -> Iterator[None]:
+    """Touch the claim at ``path`` every :data:`HEARTBEAT_SECONDS` from a thread while the body runs; then
+    stop and remove the claim if it is still the one created under ``token``."""
     stop = threading.Event()
 
     def heartbeat() -> None:
@@ -622,14 +658,19 @@ def claim(kind: str, config: dict[str, Any], poll: float = 0.2, announce: bool =
     beat = threading.Thread(target=heartbeat, daemon=True)
     beat.start()
     try:
-        yield True
+        yield
     finally:
         stop.set()
         beat.join()
-        owner = _claim_owner(path)
-        if owner is not None and owner.get("token") == token:
-            with contextlib.suppress(OSError):
-                path.unlink()
+        _release_claim(path, token)
+
+
+def _release_claim(path: Path, token: str) -> None:
+    """Remove the claim at ``path`` if it is still the one created under ``token``."""
+    owner = _claim_owner(path)
+    if owner is not None and owner.get("token") == token:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def ensure(

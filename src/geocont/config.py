@@ -243,6 +243,24 @@ class MLPRunConfig(RunConfig):
         check_dataset_name(self.dataset)
         if not isinstance(self.optimizer, OptimizerConfig):
             raise TypeError("optimizer must be an OptimizerConfig")
+        self._normalise_counts()
+        self._normalise_snapshot_steps()
+        if self.depth < 2:
+            raise ValueError(f"depth must be >= 2 to have adjacent layers, got {self.depth}")
+        if self.n_directions > self.width:
+            raise ValueError(f"n_directions ({self.n_directions}) cannot exceed width ({self.width})")
+        if self.device not in DEVICES:
+            raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
+        self._check_lr_schedule()
+        check_flag("record_balance", self.record_balance)
+        if self.grad_clip is not None:
+            object.__setattr__(self, "grad_clip", check_number("grad_clip", self.grad_clip, low=0.0, low_open=True))
+        object.__setattr__(self, "trace_every", check_integer("trace_every", self.trace_every, minimum=0))
+        check_precision(self.precision)
+        check_flag("fused_optimizer", self.fused_optimizer)
+
+    def _normalise_counts(self) -> None:
+        """Validate the sizes, the seed and the step and snapshot counts, and store them as ``int``."""
         normalise(
             self,
             integers=("depth", "width", "batch_size", "epochs", "n_directions"),
@@ -257,6 +275,9 @@ class MLPRunConfig(RunConfig):
         object.__setattr__(
             self, "n_late_snapshots", check_integer("n_late_snapshots", self.n_late_snapshots, minimum=0)
         )
+
+    def _normalise_snapshot_steps(self) -> None:
+        """Store ``snapshot_steps`` as a sorted tuple of distinct steps, each within the run's steps."""
         if isinstance(self.snapshot_steps, (str, bytes)) or not hasattr(self.snapshot_steps, "__iter__"):
             raise ValueError(f"snapshot_steps must be a list of steps, got {self.snapshot_steps!r}")
         object.__setattr__(
@@ -268,12 +289,10 @@ class MLPRunConfig(RunConfig):
             raise ValueError(
                 f"snapshot_steps {list(self.snapshot_steps)} must lie within the {self.steps} training steps"
             )
-        if self.depth < 2:
-            raise ValueError(f"depth must be >= 2 to have adjacent layers, got {self.depth}")
-        if self.n_directions > self.width:
-            raise ValueError(f"n_directions ({self.n_directions}) cannot exceed width ({self.width})")
-        if self.device not in DEVICES:
-            raise ValueError(f"unknown device {self.device!r}; valid choices: {', '.join(DEVICES)}")
+
+    def _check_lr_schedule(self) -> None:
+        """Validate the schedule and its options: ``lr_step_factor`` (required) and ``lr_switch_step`` only
+        for the ``step`` schedule."""
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"unknown lr_schedule {self.lr_schedule!r}; valid choices: {', '.join(LR_SCHEDULES)}")
         if self.lr_schedule == "step":
@@ -291,12 +310,6 @@ class MLPRunConfig(RunConfig):
             )
         if self.lr_switch_step is not None:
             object.__setattr__(self, "lr_switch_step", check_integer("lr_switch_step", self.lr_switch_step, minimum=1))
-        check_flag("record_balance", self.record_balance)
-        if self.grad_clip is not None:
-            object.__setattr__(self, "grad_clip", check_number("grad_clip", self.grad_clip, low=0.0, low_open=True))
-        object.__setattr__(self, "trace_every", check_integer("trace_every", self.trace_every, minimum=0))
-        check_precision(self.precision)
-        check_flag("fused_optimizer", self.fused_optimizer)
 
 
 MLP_ACTIVATIONS = {"silu": "silu", "relu": "relu", "none": "linear"}

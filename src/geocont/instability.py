@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -180,47 +181,64 @@ def run_summary(
     rows = []
     for key, run in series.groupby(keys, observed=True, sort=False):
         key = key if isinstance(key, tuple) else (key,)
-        mine = _rows_of_run(events, keys, key)
-        v1 = run["v1"].to_numpy()
-        steps = run["step"].to_numpy()
-        valid = np.isfinite(v1)
-        peak_index = int(np.nanargmax(v1)) if valid.any() else 0
-        across = float((mine["v1_after"] - mine["v1_before"]).sum(min_count=1)) if len(mine) else 0.0
-        after_peak = mine[mine["start"] > steps[peak_index]]
-        fall_across = (
-            float((after_peak["v1_before"] - after_peak["v1_after"]).sum(min_count=1)) if len(after_peak) else 0.0
-        )
-        fall = float(v1[peak_index] - v1[valid][-1]) if valid.any() else math.nan
-        total = float(v1[valid][-1] - v1[valid][0]) if valid.any() else math.nan
-        memorised = steps[run["loss"].to_numpy() < floor]
-        memorised_step = int(memorised[0]) if len(memorised) else math.nan
-        v1_at_memorised = _first_finite(v1[steps >= memorised_step]) if len(memorised) else math.nan
         row = dict(zip(keys, key))
-        row.update(
-            events=len(mine),
-            first_event=int(mine["start"].min()) if len(mine) else math.nan,
-            memorised_step=memorised_step,
-            v1_start=_first_finite(v1),
-            v1_peak=float(v1[peak_index]),
-            peak_step=int(steps[peak_index]),
-            v1_final=float(v1[valid][-1]) if valid.any() else math.nan,
-            change_total=total,
-            change_across_events=across,
-            change_between_events=total - across,
-            fall_from_peak=fall,
-            fall_across_events=fall_across,
-            fall_between_events=fall - fall_across,
-            change_before_memorised=v1_at_memorised - float(v1[valid][0]) if valid.any() else math.nan,
-            change_after_memorised=float(v1[valid][-1]) - v1_at_memorised if valid.any() else math.nan,
-            final_loss=float(run["loss"].iloc[-1]),
-            min_loss=float(run["loss"].min()),
-            last_step=int(steps[-1]),
-            diverged_step=float(diverged.get(key if len(key) > 1 else key[0], math.nan))
-            if diverged is not None
-            else math.nan,
+        row.update(_run_measures(run, events=_rows_of_run(events, keys, key), floor=floor))
+        row["diverged_step"] = (
+            float(diverged.get(key if len(key) > 1 else key[0], math.nan)) if diverged is not None else math.nan
         )
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _run_measures(run: pd.DataFrame, *, events: pd.DataFrame, floor: float) -> dict[str, Any]:
+    """The columns of :func:`run_summary` for one run's trace ``run`` and its instability ``events``, from
+    ``events`` to ``last_step``."""
+    v1 = run["v1"].to_numpy()
+    steps = run["step"].to_numpy()
+    valid = np.isfinite(v1)
+    peak_index = int(np.nanargmax(v1)) if valid.any() else 0
+    across, fall_across = _changes_across_events(events, peak_step=steps[peak_index])
+    fall = float(v1[peak_index] - v1[valid][-1]) if valid.any() else math.nan
+    total = float(v1[valid][-1] - v1[valid][0]) if valid.any() else math.nan
+    memorised_step, v1_at_memorised = _memorised(run, v1=v1, steps=steps, floor=floor)
+    return dict(
+        events=len(events),
+        first_event=int(events["start"].min()) if len(events) else math.nan,
+        memorised_step=memorised_step,
+        v1_start=_first_finite(v1),
+        v1_peak=float(v1[peak_index]),
+        peak_step=int(steps[peak_index]),
+        v1_final=float(v1[valid][-1]) if valid.any() else math.nan,
+        change_total=total,
+        change_across_events=across,
+        change_between_events=total - across,
+        fall_from_peak=fall,
+        fall_across_events=fall_across,
+        fall_between_events=fall - fall_across,
+        change_before_memorised=v1_at_memorised - float(v1[valid][0]) if valid.any() else math.nan,
+        change_after_memorised=float(v1[valid][-1]) - v1_at_memorised if valid.any() else math.nan,
+        final_loss=float(run["loss"].iloc[-1]),
+        min_loss=float(run["loss"].min()),
+        last_step=int(steps[-1]),
+    )
+
+
+def _changes_across_events(events: pd.DataFrame, *, peak_step: int) -> tuple[float, float]:
+    """The change of v1 across one run's ``events`` (0 without any), and its fall across those that start
+    after ``peak_step`` (positive for a loss; 0 without any)."""
+    across = float((events["v1_after"] - events["v1_before"]).sum(min_count=1)) if len(events) else 0.0
+    after_peak = events[events["start"] > peak_step]
+    fall_across = float((after_peak["v1_before"] - after_peak["v1_after"]).sum(min_count=1)) if len(after_peak) else 0.0
+    return across, fall_across
+
+
+def _memorised(run: pd.DataFrame, *, v1: np.ndarray, steps: np.ndarray, floor: float) -> tuple[float, float]:
+    """A run's memorised step (its first with a loss below ``floor``) and the first finite v1 from that step
+    on; NaN for both where the loss never falls below ``floor``."""
+    memorised = steps[run["loss"].to_numpy() < floor]
+    memorised_step = int(memorised[0]) if len(memorised) else math.nan
+    v1_at_memorised = _first_finite(v1[steps >= memorised_step]) if len(memorised) else math.nan
+    return memorised_step, v1_at_memorised
 
 
 def stable_windows_turn_rate(

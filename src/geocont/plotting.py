@@ -6,6 +6,7 @@ Figures read tables; they never train.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from .extras import require_extra
 
@@ -247,6 +248,39 @@ def grouped_bars(
     order = list(order if order is not None else dict.fromkeys(frame[x]))
     hue_order = list(hue_order if hue_order is not None else dict.fromkeys(frame[hue]))
     colours = colours or palette(hue_order)
+    _draw_bars(
+        ax,
+        frame,
+        x=x,
+        hue=hue,
+        value=value,
+        order=order,
+        hue_order=hue_order,
+        colours=colours,
+        baselines=baselines,
+        baseline_label=baseline_label,
+    )
+    ax.set_xticks(range(len(order)), [str(g) for g in order])
+    ax.set_xlabel(x)
+    ax.legend(fontsize="small")
+    return ax
+
+
+def _draw_bars(
+    ax: plt.Axes,
+    frame: pd.DataFrame,
+    *,
+    x: str,
+    hue: str,
+    value: str,
+    order: list,
+    hue_order: list,
+    colours: dict,
+    baselines: dict | None,
+    baseline_label: str,
+) -> None:
+    """The bars of :func:`grouped_bars`, with their dots and baseline ticks; the legend labels go on each
+    level's first bar and on the first tick."""
     one_bar = x == hue  # colour by the x groups: one centred bar per group
     width = 0.8 if one_bar else 0.8 / len(hue_order)
     baseline_labelled = False
@@ -256,39 +290,53 @@ def grouped_bars(
             values = frame[(frame[x] == group) & (frame[hue] == level)][value].dropna()
             position = i if one_bar else i - 0.4 + width * (j + 0.5)
             if len(values):
-                ax.bar(
-                    position,
-                    values.mean(),
-                    width=width * 0.95,
-                    color=colours[level],
-                    alpha=0.75,
+                _bar_with_dots(
+                    ax,
+                    position=position,
+                    values=values,
+                    width=width,
+                    colour=colours[level],
                     label=None if labelled else str(level),
                 )
                 labelled = True
-                ax.scatter(
-                    [position] * len(values),
-                    values,
-                    color=colours[level],
-                    edgecolors="black",
-                    linewidths=0.6,
-                    s=25,
-                    zorder=3,
-                )
             if baselines is not None and (group, level) in baselines:
-                ax.hlines(
+                _baseline_tick(
+                    ax,
                     baselines[(group, level)],
-                    position - width / 2,
-                    position + width / 2,
-                    color="black",
-                    linewidth=2,
-                    zorder=4,
+                    position=position,
+                    width=width,
                     label=None if baseline_labelled else baseline_label,
                 )
                 baseline_labelled = True
-    ax.set_xticks(range(len(order)), [str(g) for g in order])
-    ax.set_xlabel(x)
-    ax.legend(fontsize="small")
-    return ax
+
+
+def _bar_with_dots(
+    ax: plt.Axes, *, position: float, values: pd.Series, width: float, colour: Any, label: str | None
+) -> None:
+    """One bar at ``position`` at the mean of ``values``, with each value as a dot on it."""
+    ax.bar(position, values.mean(), width=width * 0.95, color=colour, alpha=0.75, label=label)
+    ax.scatter(
+        [position] * len(values),
+        values,
+        color=colour,
+        edgecolors="black",
+        linewidths=0.6,
+        s=25,
+        zorder=3,
+    )
+
+
+def _baseline_tick(ax: plt.Axes, level: float, *, position: float, width: float, label: str | None) -> None:
+    """A black tick at height ``level`` across the bar at ``position``."""
+    ax.hlines(
+        level,
+        position - width / 2,
+        position + width / 2,
+        color="black",
+        linewidth=2,
+        zorder=4,
+        label=label,
+    )
 
 
 def plot_final_by(

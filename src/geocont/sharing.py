@@ -491,29 +491,61 @@ def sharing_results(
             n_windows=n_windows,
             length=subject.window_length,
         )
-
-        def compute(model, windows, projection=projection, sharing=sharing, budget=budget):
-            weights = [p.data for p in projection_groups(model)[projection]]
-            plan, approximations = plan_sharing(weights, projection, layers, group_size, sharing, budget, factors)
-            with replaced_weights(model, projection, approximations):
-                nll = window_nll(model, windows, batch_size)
-            return _nll_frame(
-                nll,
-                projection=projection,
-                sharing=sharing,
-                budget=budget,
-                rank=",".join(map(str, sorted(set(plan.ranks)))),
-                parameters=plan.parameters,
-                dense_parameters=plan.dense_parameters,
-                relative_error=plan.relative_error,
-            )
-
+        compute = _sharing_nll(
+            projection=projection,
+            sharing=sharing,
+            budget=budget,
+            layers=layers,
+            group_size=group_size,
+            batch_size=batch_size,
+            factors=factors,
+        )
         frames.append(_cached_nll(subject, settings, compute))
     table = pd.concat(frames, ignore_index=True)
     table["base_nll"] = table["window"].map(base)
     table["loss_increase"] = table["nll"] - table["base_nll"]
     table["budget_used"] = table["parameters"] / table["dense_parameters"]
     return table.assign(model=subject.label)
+
+
+def _sharing_nll(
+    *,
+    projection: str,
+    sharing: str,
+    budget: float,
+    layers: Sequence[int],
+    group_size: int,
+    batch_size: int,
+    factors: dict,
+) -> Callable[[Any, torch.Tensor], pd.DataFrame]:
+    """The computation of one sharing configuration: ``compute(model, windows)`` gives the per-window NLL with
+    ``projection`` shared and compressed (:func:`plan_sharing`, memoised in ``factors``) and the plan's columns."""
+
+    def compute(model: Any, windows: torch.Tensor) -> pd.DataFrame:
+        weights = [p.data for p in projection_groups(model)[projection]]
+        plan, approximations = plan_sharing(
+            weights,
+            projection=projection,
+            layers=layers,
+            group_size=group_size,
+            sharing=sharing,
+            budget=budget,
+            factors=factors,
+        )
+        with replaced_weights(model, projection, approximations):
+            nll = window_nll(model, windows, batch_size)
+        return _nll_frame(
+            nll,
+            projection=projection,
+            sharing=sharing,
+            budget=budget,
+            rank=",".join(map(str, sorted(set(plan.ranks)))),
+            parameters=plan.parameters,
+            dense_parameters=plan.dense_parameters,
+            relative_error=plan.relative_error,
+        )
+
+    return compute
 
 
 def pruning_results(

@@ -674,6 +674,39 @@ def write_entry(
     revision than the store's entries (another code hash of the same revision is accepted)."""
     config = dict(config)
     key = cache_key(kind, config)
+    _check_storable(root, kind=kind, key=key, label=label, provenance=provenance)
+    thinned, values = thin_table(table)
+    staging = root / kind / f".staging-{key}-{uuid.uuid4().hex[:8]}"
+    target = root / kind / key
+    staging.mkdir(parents=True)
+    try:
+        (staging / TABLE).write_bytes(_table_bytes(thinned))
+        for name, source in (artifacts or {}).items():
+            shutil.copyfile(source, staging / name)
+        entry = _entry_record(
+            staging,
+            kind=kind,
+            key=key,
+            config=config,
+            values=values,
+            files=[TABLE, *(artifacts or {})],
+            dropped=dropped,
+            label=label,
+            chapters=chapters,
+            provenance=provenance,
+        )
+        (staging / ENTRY).write_text(json.dumps(entry, indent=1, sort_keys=True, default=str) + "\n")
+        _move_into_place(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _CHECKED.discard(root)
+    return Written(target, dict(entry["sizes"]), values)
+
+
+def _check_storable(root: Path, *, kind: str, key: str, label: str, provenance: Mapping[str, Any]) -> None:
+    """Raise :class:`StoreError` for a run without provenance, or of another numerics revision than the
+    entries of the store at ``root``."""
     if not provenance or provenance.get("training_code_hash") is None:
         raise StoreError(
             f"run {kind}/{key} ({label}) was cached without provenance (before it was recorded): retrain it to store it"
@@ -685,42 +718,47 @@ def write_entry(
             f"{provenance.get('numerics_revision')}, but the store {root} holds revision "
             f"{', '.join(map(str, sorted(held, key=str)))}: adding it would mix revisions"
         )
-    thinned, values = thin_table(table)
-    staging = root / kind / f".staging-{key}-{uuid.uuid4().hex[:8]}"
-    target = root / kind / key
-    staging.mkdir(parents=True)
-    try:
-        (staging / TABLE).write_bytes(_table_bytes(thinned))
-        for name, source in (artifacts or {}).items():
-            shutil.copyfile(source, staging / name)
-        files = [TABLE, *(artifacts or {})]
-        entry = {
-            "format": STORE_FORMAT,
-            "kind": kind,
-            "key": key,
-            "schema": SCHEMA_VERSION,
-            "label": label,
-            "chapters": sorted(set(chapters)),
-            "config": config,
-            "values": values,
-            "files": {name: _sha256_file(staging / name) for name in files},
-            "sizes": {name: (staging / name).stat().st_size for name in files},
-            "dropped_artifacts": sorted(dropped),
-            "provenance": dict(provenance),
-        }
-        (staging / ENTRY).write_text(json.dumps(entry, indent=1, sort_keys=True, default=str) + "\n")
-        if target.exists():
-            aside = root / kind / f".replaced-{key}-{uuid.uuid4().hex[:8]}"
-            os.rename(target, aside)
-            os.rename(staging, target)
-            shutil.rmtree(aside, ignore_errors=True)
-        else:
-            os.rename(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    _CHECKED.discard(root)
-    return Written(target, dict(entry["sizes"]), values)
+
+
+def _entry_record(
+    staging: Path,
+    *,
+    kind: str,
+    key: str,
+    config: dict[str, Any],
+    values: str,
+    files: list[str],
+    dropped: Iterable[str],
+    label: str,
+    chapters: Iterable[str],
+    provenance: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The contents of an entry's ``entry.json``, with the checksum and size of each of ``files`` as staged."""
+    return {
+        "format": STORE_FORMAT,
+        "kind": kind,
+        "key": key,
+        "schema": SCHEMA_VERSION,
+        "label": label,
+        "chapters": sorted(set(chapters)),
+        "config": config,
+        "values": values,
+        "files": {name: _sha256_file(staging / name) for name in files},
+        "sizes": {name: (staging / name).stat().st_size for name in files},
+        "dropped_artifacts": sorted(dropped),
+        "provenance": dict(provenance),
+    }
+
+
+def _move_into_place(staging: Path, target: Path) -> None:
+    """Rename the staged entry to ``target``; an entry already there is renamed aside first, then removed."""
+    if target.exists():
+        aside = target.parent / f".replaced-{target.name}-{uuid.uuid4().hex[:8]}"
+        os.rename(target, aside)
+        os.rename(staging, target)
+        shutil.rmtree(aside, ignore_errors=True)
+    else:
+        os.rename(staging, target)
 
 
 # --------------------------------------------------------------------------- status

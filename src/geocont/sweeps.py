@@ -356,22 +356,28 @@ def _local(
                         outcome = future.result()
                     except BrokenProcessPool:
                         broken = True
-                        script = unguarded_main_script()
-                        outcome = Outcome(
-                            error=(
-                                f"the worker process died at start: the script {script} has no "
-                                '`if __name__ == "__main__":` guard, so each worker process re-runs it (and its '
-                                "sweep) when it imports it; put the script's code under that guard"
-                            )
-                            if script
-                            else ("the worker process died while this run was in flight (killed, or out of memory?)")
-                        )
+                        outcome = _dead_worker_outcome()
                     report(index, outcome)
         except BaseException:
             _drop_pool(workers, threads)
             raise
         if broken:
             _drop_pool(workers, threads)
+
+
+def _dead_worker_outcome() -> Outcome:
+    """The failure of a run whose worker process died: at start, for a script without a main guard, or while
+    the run was in flight."""
+    script = unguarded_main_script()
+    return Outcome(
+        error=(
+            f"the worker process died at start: the script {script} has no "
+            '`if __name__ == "__main__":` guard, so each worker process re-runs it (and its '
+            "sweep) when it imports it; put the script's code under that guard"
+        )
+        if script
+        else ("the worker process died while this run was in flight (killed, or out of memory?)")
+    )
 
 
 def unguarded_main_script() -> str | None:

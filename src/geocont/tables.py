@@ -226,9 +226,7 @@ def claim_row(
     headline dataset). ``early_*``: the same claim judged after ``early_step`` steps, where the chapter
     judges it at a longer horizon (mean, sd and n of our estimate there, and its verdict, one of
     :data:`VERDICTS`)."""
-    for value in (verdict, early_verdict or verdict):
-        if value not in VERDICTS:
-            raise ValueError(f"unknown verdict {value!r}; valid choices: {', '.join(VERDICTS)}")
+    _check_verdicts(verdict, early_verdict or verdict)
     return dict(
         chapter=chapter,
         key=claim_key(key, dataset),
@@ -250,3 +248,10 @@ def claim_row(
         headline=bool(headline),
         primary=bool(primary),
     )
+
+
+def _check_verdicts(*verdicts: str) -> None:
+    """Raise ValueError for the first of ``verdicts`` that is not one of :data:`VERDICTS`."""
+    for value in verdicts:
+        if value not in VERDICTS:
+            raise ValueError(f"unknown verdict {value!r}; valid choices: {', '.join(VERDICTS)}")
