@@ -99,6 +99,31 @@ def exact_singular_triplets(W: torch.Tensor, k: int = 1) -> SingularTriplets:
     return SingularTriplets(U[:, :k].float(), S[:k].float(), Vh[:k].T.float(), "exact", s_next)
 
 
+def _power_of_two_scaled(stack: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(W, scale, finite)``: each matrix of ``stack`` divided by a power of two near its largest entry (exact in
+    floating point, so the result is bit for bit that of the unscaled matrix: W^T W of a matrix with entries ~1e20
+    would overflow float32), the powers, and which matrices are finite (a matrix with a non-finite entry is zeroed
+    and left unconverged; callers fall back to SVD)."""
+    W = stack.detach().float()
+    largest = W.abs().amax(dim=(1, 2))
+    finite = torch.isfinite(largest)
+    scale = torch.ldexp(torch.ones_like(largest), torch.frexp(torch.where(finite, largest, 0)).exponent)
+    return torch.where(finite[:, None, None], W / scale[:, None, None], 0), scale, finite
+
+
+def _start_block(W: torch.Tensor, q: int, *, seed: int, start: torch.Tensor | None) -> torch.Tensor:
+    """The ``[L, in, q]`` start block: seeded Gaussian columns, the first ``j`` replaced by ``start``'s."""
+    n_layers, _, n_in = W.shape
+    generator = torch.Generator().manual_seed(seed)
+    block = torch.randn(n_layers, n_in, q, generator=generator).to(W.device)
+    if start is not None:
+        if start.shape[:2] != (n_layers, n_in):
+            raise ValueError(f"start must be [{n_layers}, {n_in}, j], got {tuple(start.shape)}")
+        j = min(start.shape[2], q)
+        block[..., :j] = start[..., :j].to(block)
+    return block
+
+
 def batched_subspace_iteration(
     stack: torch.Tensor,
     k: int = 1,
@@ -123,24 +148,10 @@ def batched_subspace_iteration(
     singular vectors found at the previous snapshot) replaces the first ``j`` random start
     columns: a warm start that converges in a few steps when the matrices changed little.
     """
-    W = stack.detach().float()
-    # Each matrix is divided by a power of two near its largest entry (exact in floating point, so the
-    # result is bit for bit that of the unscaled matrix): W^T W of a matrix with entries ~1e20 would
-    # overflow float32. A matrix with a non-finite entry is left unconverged (callers fall back to SVD).
-    largest = W.abs().amax(dim=(1, 2))
-    finite = torch.isfinite(largest)
-    scale = torch.ldexp(torch.ones_like(largest), torch.frexp(torch.where(finite, largest, 0)).exponent)
-    W = torch.where(finite[:, None, None], W / scale[:, None, None], 0)
+    W, scale, finite = _power_of_two_scaled(stack)
     n_layers, n_out, n_in = W.shape
     q = min(k + oversample, n_in, n_out)
-    generator = torch.Generator().manual_seed(seed)
-    block = torch.randn(n_layers, n_in, q, generator=generator).to(W.device)
-    if start is not None:
-        if start.shape[:2] != (n_layers, n_in):
-            raise ValueError(f"start must be [{n_layers}, {n_in}, j], got {tuple(start.shape)}")
-        j = min(start.shape[2], q)
-        block[..., :j] = start[..., :j].to(block)
-    V, _ = torch.linalg.qr(block)
+    V, _ = torch.linalg.qr(_start_block(W, q, seed=seed, start=start))
     Wt = W.transpose(1, 2)  # a strided view: batched matmul reads it without a copy
     u = s = v = s_next = None
     converged = torch.zeros(n_layers, dtype=torch.bool, device=W.device)

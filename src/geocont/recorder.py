@@ -217,45 +217,68 @@ class ContinuityRecorder:
         c_triplets = metrics.stacked_singular_triplets(cumulative, 1, method="iterative", start=warm.get("cumulative"))
         for key, triplets in (("weights", w_triplets), ("grads", g_triplets), ("cumulative", c_triplets)):
             warm[key] = torch.stack([t.v[:, :1] for t in triplets])
-        rows = self.rows
         w_flags = [metrics.direction_flags(t) for t in w_triplets]
         c_flags = [metrics.direction_flags(t) for t in c_triplets]
-        for metric, triplets in (("weight_gap", w_triplets), ("grad_gap", g_triplets), ("cumgrad_gap", c_triplets)):
+        self._record_gaps(step, name, weights=w_triplets, grads=g_triplets, cumulative=c_triplets)
+        for space in metrics.SPACES:
+            self._record_space(
+                step,
+                name,
+                space=space,
+                weights=weights,
+                weighted=(w_triplets, w_flags),
+                g_triplets=g_triplets,
+                cumulative=(c_triplets, c_flags),
+            )
+        self._previous_weights[name] = w_triplets, w_flags
+        self._record_norms_and_updates(step, name, weights=weights, gradients=gradients, w_triplets=w_triplets)
+        self._record_subspaces(step, name, w_triplets)
+        self._record_motion(step, name, weights)
+        return w_triplets, w_flags
+
+    def _record_gaps(self, step: int, name: str, *, weights, grads, cumulative) -> None:
+        """Each direction's spectral gap of the weights', the gradients' and the cumulative gradient's triplets."""
+        for metric, triplets in (("weight_gap", weights), ("grad_gap", grads), ("cumgrad_gap", cumulative)):
             for layer, t in enumerate(triplets):
                 for direction, gap in enumerate(metrics.direction_gaps(t).tolist(), start=1):
-                    rows.append(make_row(step, name, layer, metric, "", direction, gap))
-        for space in metrics.SPACES:
-            pair_values = {
-                "weight_cos": metrics.adjacent_direction_cosines(w_triplets, space),
-                "grad_cos": metrics.adjacent_direction_cosines(g_triplets, space),
-                "cumgrad_cos": metrics.adjacent_direction_cosines(c_triplets, space),
-            }
-            for metric, values in pair_values.items():
-                for layer, per_direction in enumerate(values.tolist()):
-                    for direction, value in enumerate(per_direction, start=1):
-                        rows.append(make_row(step, name, layer, metric, space, direction, value))
-            if k > 1:  # a whole-spectrum measure: recorded with the spectrum, not in leading-pair-only runs
-                for layer, value in enumerate(metrics.adjacent_spectral_alignment(weights, space).tolist()):
-                    rows.append(make_row(step, name, layer, "weight_align", space, 0, value))
-            for layer, (w, c) in enumerate(zip(w_triplets, c_triplets)):
-                value = float(metrics.pair_directions(w, c, space, 1, flags=(w_flags[layer], c_flags[layer])).cos[0])
-                rows.append(make_row(step, name, layer, "weight_cumgrad_cos", space, 1, value))
-            self._record_rotation(step, name, space, w_triplets, w_flags)
-        self._previous_weights[name] = w_triplets, w_flags
+                    self.rows.append(make_row(step, name, layer, metric, "", direction, gap))
+
+    def _record_space(self, step: int, name: str, *, space: str, weights, weighted, g_triplets, cumulative) -> None:
+        """In one space: adjacent layers' |cos| of the weights, gradients and cumulative gradient, the whole-spectrum
+        alignment, the weights against the cumulative gradient, and the rotation since the last snapshot."""
+        (w_triplets, w_flags), (c_triplets, c_flags) = weighted, cumulative
+        pair_values = {
+            "weight_cos": metrics.adjacent_direction_cosines(w_triplets, space),
+            "grad_cos": metrics.adjacent_direction_cosines(g_triplets, space),
+            "cumgrad_cos": metrics.adjacent_direction_cosines(c_triplets, space),
+        }
+        for metric, values in pair_values.items():
+            for layer, per_direction in enumerate(values.tolist()):
+                for direction, value in enumerate(per_direction, start=1):
+                    self.rows.append(make_row(step, name, layer, metric, space, direction, value))
+        if self.n_directions > 1:  # a whole-spectrum measure: recorded with the spectrum, not in leading-pair-only runs
+            for layer, value in enumerate(metrics.adjacent_spectral_alignment(weights, space).tolist()):
+                self.rows.append(make_row(step, name, layer, "weight_align", space, 0, value))
+        for layer, (w, c) in enumerate(zip(w_triplets, c_triplets)):
+            value = float(metrics.pair_directions(w, c, space, 1, flags=(w_flags[layer], c_flags[layer])).cos[0])
+            self.rows.append(make_row(step, name, layer, "weight_cumgrad_cos", space, 1, value))
+        self._record_rotation(step, name, space, w_triplets, w_flags)
+
+    def _record_norms_and_updates(self, step: int, name: str, *, weights, gradients, w_triplets) -> None:
+        """Each layer's gradient norm, its update since initialisation (Frobenius and spectral, relative), and its
+        two largest singular values."""
+        warm = self._warm_starts[name]
         for layer, value in enumerate(gradients.flatten(1).norm(dim=1).tolist()):
-            rows.append(make_row(step, name, layer, "grad_norm", "", 0, value))
+            self.rows.append(make_row(step, name, layer, "grad_norm", "", 0, value))
         updates = metrics.relative_update(weights, self._initial[name]).tolist()
         update_norms, warm["update"] = metrics.spectral_norms(weights - self._initial[name], start=warm.get("update"))
         spectral_updates = (update_norms / self._initial_sigma1[name]).tolist()
         for layer, (update, spectral, triplets) in enumerate(zip(updates, spectral_updates, w_triplets)):
-            rows.append(make_row(step, name, layer, "rel_update", "", 0, update))
-            rows.append(make_row(step, name, layer, "rel_update_spectral", "", 0, spectral))
-            rows.append(make_row(step, name, layer, "sigma1", "", 1, float(triplets.s[0])))
+            self.rows.append(make_row(step, name, layer, "rel_update", "", 0, update))
+            self.rows.append(make_row(step, name, layer, "rel_update_spectral", "", 0, spectral))
+            self.rows.append(make_row(step, name, layer, "sigma1", "", 1, float(triplets.s[0])))
             if triplets.s.numel() > 1:
-                rows.append(make_row(step, name, layer, "sigma2", "", 2, float(triplets.s[1])))
-        self._record_subspaces(step, name, w_triplets)
-        self._record_motion(step, name, weights)
-        return w_triplets, w_flags
+                self.rows.append(make_row(step, name, layer, "sigma2", "", 2, float(triplets.s[1])))
 
 
 #: The trace records continuity at every this-many-th loss trace point (continuity costs ~10^4 times a loss).
