@@ -42,6 +42,12 @@ def memorised_steps(table: pd.DataFrame, metric: str = "train_set_loss") -> pd.S
     return loss[loss["value"] < MEMORISED_LOSS].groupby("seed")["step"].min()
 
 
+def loss_rose(final, lowest):
+    """Whether a training-set loss rose again: it ends above :data:`LOSS_RISE_FACTOR` x its lowest value and is not
+    memorised at the end (numbers, or pandas Series elementwise)."""
+    return (final > LOSS_RISE_FACTOR * lowest) & (final >= MEMORISED_LOSS)
+
+
 @dataclass(frozen=True)
 class LossCourse:
     """A group of runs' training-set loss: its final value and its lowest value over training (means
@@ -56,7 +62,7 @@ class LossCourse:
 
     @property
     def rose(self) -> bool:
-        return self.final.mean > LOSS_RISE_FACTOR * self.lowest.mean and self.final.mean >= MEMORISED_LOSS
+        return bool(loss_rose(self.final.mean, self.lowest.mean))
 
 
 def loss_course(table: pd.DataFrame, metric: str = "train_set_loss") -> LossCourse:

@@ -51,7 +51,7 @@ def loss_rose_seeds(table: pd.DataFrame) -> list[int]:
     if not recorded(table, "train_set_loss"):
         return []
     loss = per_run(table, "train_set_loss").groupby("seed")["value"].agg(["min", "last"])
-    rose = (loss["last"] > instability.LOSS_RISE_FACTOR * loss["min"]) & (loss["last"] >= instability.MEMORISED_LOSS)
+    rose = instability.loss_rose(loss["last"], loss["min"])
     return sorted(int(seed) for seed in loss.index[rose])
 
 
