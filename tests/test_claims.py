@@ -318,52 +318,76 @@ def test_a_claim_key_is_its_name_and_its_dataset_and_splits_back():
         split_claim_key("a@b@c")
 
 
+#: The words of the claims the tests below build (geocont.book.prose's claim templates).
+TEST_WORDS = """
+## claim.res-none-falls
+claim: The linear net's continuity falls
+quantity: res-none peak minus final
+paper: collapse
+note: peak {peak}
+
+## claim.relu-above-linear
+claim: ReLU keeps it
+quantity: res-relu minus res-none
+paper: higher
+
+## claim.only-elsewhere
+claim: Judged on the subset only
+quantity: q
+paper: 0.5
+
+## claim.a
+claim: A
+quantity: q
+paper: 0.9
+
+## claim.large-model
+claim: It holds in
+  {model}
+quantity: v1 |cos|
+paper: holds
+note: never shown for a claim not tested ({missing})
+
+## not-tested.unavailable
+checkpoint of {model} not available here
+"""
+
+
+def builder_of(chapter: str, dataset: str = ""):
+    from geocont.book.chapter import ClaimsBuilder
+    from geocont.book.prose import Prose, parse
+
+    return ClaimsBuilder(chapter, dataset=dataset, prose=Prose("test.md", parse(TEST_WORDS)))
+
+
 def condition2_claims():
     """One chapter's claims as Condition 2 builds them: each on fashion-mnist (the headline dataset),
     mnist-10k and the 4k MNIST subset."""
-    from geocont.book.chapter import ClaimsBuilder
     from geocont.statistics import Estimate
 
-    builder = ClaimsBuilder("c2", dataset="fashion-mnist")
+    builder = builder_of("c2", dataset="fashion-mnist")
     verdicts = {"fashion-mnist": "reproduced", "mnist-10k": "not reproduced", "mnist-subset": "partly reproduced"}
     for i, (dataset, verdict) in enumerate(verdicts.items()):
         builder.add(
             key="res-none-falls",
-            claim="The linear net's continuity falls",
-            quantity="res-none peak minus final",
-            paper="collapse",
             ours=Estimate(0.4 - 0.1 * i, 0.02, 3),
             baseline=0.05,
             verdict=verdict,
-            note=f"peak {0.8 - 0.1 * i}",
+            fill={"peak": 0.8 - 0.1 * i},
             headline=True,
             dataset=None if dataset == "fashion-mnist" else dataset,
         )
         builder.add(
-            key="relu-above-linear",
-            claim="ReLU keeps it",
-            quantity="res-relu minus res-none",
-            paper="higher",
-            ours=Estimate(0.3, 0.02, 3),
-            baseline=0.05,
-            verdict="reproduced",
-            dataset=dataset,
+            key="relu-above-linear", ours=Estimate(0.3, 0.02, 3), baseline=0.05, verdict="reproduced", dataset=dataset
         )
     builder.add(
-        key="only-elsewhere",
-        claim="Judged on the subset only",
-        quantity="q",
-        paper="0.5",
-        ours=Estimate(0.5, 0.01, 3),
-        baseline=0.05,
-        verdict="reproduced",
-        dataset="mnist-subset",
+        key="only-elsewhere", ours=Estimate(0.5, 0.01, 3), baseline=0.05, verdict="reproduced", dataset="mnist-subset"
     )
     return builder.table()
 
 
 def test_the_builder_keys_each_row_by_claim_and_dataset_and_marks_the_headline_datasets_rows_primary():
-    from geocont.book.chapter import ClaimsBuilder, claim
+    from geocont.book.chapter import claim
     from geocont.statistics import Estimate
 
     table = condition2_claims()
@@ -384,64 +408,83 @@ def test_the_builder_keys_each_row_by_claim_and_dataset_and_marks_the_headline_d
 
     assert has_claim(table, "res-none-falls") and has_claim(table, "res-none-falls", dataset="mnist-10k")
     assert not has_claim(table, "only-elsewhere") and has_claim(table, "only-elsewhere", dataset="mnist-subset")
-    builder = ClaimsBuilder("c2", dataset="kjv")
-    builder.add(
-        key="a", claim="A", quantity="q", paper="0.9", ours=Estimate(0.9, 0.0, 3), baseline=0.05, verdict="reproduced"
-    )
-    builder.add(
-        key="a",
-        claim="A",
-        quantity="q",
-        paper="0.9",
-        ours=Estimate(0.9, 0.0, 3),
-        baseline=0.05,
-        verdict="reproduced",
-        dataset="wikitext-103",
-    )
+    builder = builder_of("c2", dataset="kjv")
+    builder.add(key="a", ours=Estimate(0.9, 0.0, 3), baseline=0.05, verdict="reproduced")
+    builder.add(key="a", ours=Estimate(0.9, 0.0, 3), baseline=0.05, verdict="reproduced", dataset="wikitext-103")
     with pytest.raises(ValueError, match="'a@kjv' is used twice"):
-        builder.add(
-            key="a",
-            claim="A",
-            quantity="q",
-            paper="0.9",
-            ours=Estimate(0.9, 0.0, 3),
-            baseline=0.05,
-            verdict="reproduced",
-        )
+        builder.add(key="a", ours=Estimate(0.9, 0.0, 3), baseline=0.05, verdict="reproduced")
     with pytest.raises(ValueError, match="without '@'"):
-        ClaimsBuilder("c2", dataset="k@jv")
-    plain = ClaimsBuilder("c2")  # a chapter that names no dataset: plain keys, every row primary
-    plain.add(
-        key="a", claim="A", quantity="q", paper="0.9", ours=Estimate(0.9, 0.0, 3), baseline=0.05, verdict="reproduced"
-    )
+        builder_of("c2", dataset="k@jv")
+    plain = builder_of("c2")  # a chapter that names no dataset: plain keys, every row primary
+    plain.add(key="a", ours=Estimate(0.9, 0.0, 3), baseline=0.05, verdict="reproduced")
     assert plain.table()[["key", "dataset", "primary"]].values.tolist() == [["a", "", True]]
 
 
-def test_a_claim_not_tested_has_no_value_of_ours_and_says_why():
-    from geocont.book.chapter import ClaimsBuilder
+def test_a_claims_words_come_from_its_template_filled_with_the_values():
+    from geocont.book.prose import ProseError
+    from geocont.statistics import Estimate
 
-    builder = ClaimsBuilder("c2", dataset="kjv")
-    builder.not_tested(
-        key="large-llama",
-        claim="It holds in Llama",
-        quantity="v1 |cos|",
-        paper="holds",
-        note="checkpoint not available here",
+    table = condition2_claims()
+    row = table.iloc[0]
+    assert (row["claim"], row["quantity"], row["paper"], row["note"]) == (
+        "The linear net's continuity falls",
+        "res-none peak minus final",
+        "collapse",
+        "peak 0.8",
     )
+    assert table.iloc[1]["note"] == ""  # a template without a note part
+    builder = builder_of("c2")
+    builder.add(
+        key="one",
+        template="large-model",
+        ours=0.5,
+        baseline=0.05,
+        verdict="reproduced",
+        fill={"model": "Llama", "missing": 1},
+        std=0.1,
+        n=3,
+    )
+    assert builder.table().iloc[0][["key", "claim", "n_seeds"]].tolist() == ["one", "It holds in Llama", 3]
+    with pytest.raises(ProseError, match="no claim 'nope'; claims: res-none-falls, relu-above-linear"):
+        builder.add(key="nope", ours=Estimate(0.9, 0.0, 3), baseline=0.05, verdict="reproduced")
+    with pytest.raises(ProseError, match="needs missing"):
+        builder.add(
+            key="two", template="large-model", ours=0.5, baseline=0.05, verdict="reproduced", fill={"model": "Gemma"}
+        )
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("## claim.x\nclaim: A\nquantity: q", "needs paper"),
+        ("## claim.x\nA claim\nquantity: q\npaper: p", "starts with one of claim"),
+        ("## claim.x\nclaim: A\nclaim: B\nquantity: q\npaper: p", "'claim' is given twice"),
+    ],
+)
+def test_a_claim_template_without_its_parts_is_refused_when_its_file_is_read(text, message):
+    from geocont.book.prose import ProseError, parse
+
+    with pytest.raises(ProseError, match=message):
+        parse(text, "f.md")
+
+
+def test_a_claim_not_tested_has_no_value_of_ours_and_says_why():
+    builder = builder_of("c2", dataset="kjv")
+    builder.not_tested(key="large-llama", template="large-model", reason="unavailable", fill={"model": "Llama"})
     builder.not_tested(
         key="large-llama",
-        claim="It holds in Llama",
-        quantity="v1 |cos|",
-        paper="holds",
+        template="large-model",
+        reason="unavailable",
+        fill={"model": "Llama"},
         baseline=0.05,
-        note="not run",
         dataset="wikitext-103",
         headline=True,
     )
     here, elsewhere = builder.table().to_dict(orient="records")
     assert here["key"] == "large-llama@kjv" and here["verdict"] == "not tested" and here["n_seeds"] == 0
     assert math.isnan(here["ours_mean"]) and math.isnan(here["ours_std"]) and math.isnan(here["baseline"])
-    assert (here["note"], here["primary"], here["headline"]) == ("checkpoint not available here", True, False)
+    assert (here["claim"], here["note"]) == ("It holds in Llama", "checkpoint of Llama not available here")
+    assert (here["primary"], here["headline"]) == (True, False)
     assert (elsewhere["key"], elsewhere["baseline"], elsewhere["primary"], elsewhere["headline"]) == (
         "large-llama@wikitext-103",
         0.05,
@@ -449,7 +492,7 @@ def test_a_claim_not_tested_has_no_value_of_ours_and_says_why():
         True,
     )
     with pytest.raises(TypeError):
-        builder.not_tested("large-gemma", "It holds in Gemma", "v1 |cos|", "holds", note="")  # keywords only
+        builder.not_tested("large-gemma", "unavailable")  # keywords only
 
 
 def test_the_early_values_match_on_the_full_keys():
@@ -551,9 +594,7 @@ def test_a_chapter_shows_the_dataset_column_only_where_a_claim_names_one():
 
 
 def test_a_claim_is_added_by_name_only():
-    from geocont.book.chapter import ClaimsBuilder
     from geocont.statistics import Estimate
 
-    builder = ClaimsBuilder("timeline")
     with pytest.raises(TypeError):
-        builder.add("a", "A", "q", "0.9", Estimate(0.9, 0.0, 3), 0.05, "reproduced")
+        builder_of("timeline").add("a", Estimate(0.9, 0.0, 3), 0.05, "reproduced")

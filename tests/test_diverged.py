@@ -11,6 +11,7 @@ import pandas as pd  # noqa: E402
 
 from geocont import plotting  # noqa: E402
 from geocont.book.chapter import ClaimsBuilder  # noqa: E402
+from geocont.book.prose import Prose, parse  # noqa: E402
 from geocont.chapters.mlp_presentation import final_summary  # noqa: E402
 from geocont.statistics import change_over_last, estimate_at_step, final_estimate, peak_and_final, up_to_step  # noqa: E402
 from geocont.tables import DIVERGED, MODEL_LAYER, diverged_runs, make_row, rows_to_frame  # noqa: E402
@@ -80,25 +81,19 @@ def test_every_seed_diverged_gives_no_number_and_says_so():
 
 def test_claims_notes_say_how_many_seeds_diverged():
     table = sweep()
-    builder = ClaimsBuilder("demo")
+    words = "## claim.linear\nclaim: a claim\nquantity: q\npaper: 0.22\n## claim.relu\nclaim: b\nquantity: q\npaper: high\nnote: n"
+    builder = ClaimsBuilder("demo", prose=Prose("demo.md", parse(words)))
     builder.add(
         key="linear",
-        claim="a claim",
-        quantity="res-none weight v1",
-        paper="0.22",
         ours=final_estimate(table, "weight_cos", "input", 1, condition="res-none"),
         baseline=0.05,
         verdict="reproduced",
     )
     builder.add(
         key="relu",
-        claim="another",
-        quantity="res-relu weight v1",
-        paper="high",
         ours=final_estimate(table, "weight_cos", "input", 1, condition="res-relu"),
         baseline=0.05,
         verdict="reproduced",
-        note="n",
     )
     claims = builder.table().set_index("key")
     assert claims.loc["linear", "note"] == "1 of 3 seeds diverged" and claims.loc["linear", "n_seeds"] == 2

@@ -29,20 +29,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..scales import ParameterError, check_scale
 from .. import store
+from ..scales import ParameterError, check_scale
 from ..store import CHAPTER_ENV, STORE_ENV, STORE_OFF, RunMissing, StoreError
 from ..sweeps import EXECUTOR_ENV, executor_problem, resolve_executor
 from . import results
-from .paths import (BOOK_ENV, CLAIMS_ENV, CLOSING, DEFAULT_SCALE, Layout, chapters,
-                    repository_root)
+from .paths import BOOK_ENV, CLAIMS_ENV, CLOSING, DEFAULT_SCALE, Layout, chapters, repository_root
 
 #: MathJax 3 as installed by ``make setup`` (``npm install --prefix .mathjax mathjax@3``).
 MATHJAX = Path(".mathjax/node_modules/mathjax/es5")
 #: The parts of MathJax the book loads: the combined TeX/MathML -> CommonHTML file, its fonts,
 #: and the TeX extensions and UI it may load on demand.
 MATHJAX_PARTS = ("tex-mml-chtml.js", "output/chtml", "input/tex/extensions", "ui", "a11y")
-
 
 
 def _sha256(path: Path) -> str:
@@ -86,7 +84,6 @@ def check_parameters(root: Path, notebook: Path, parameters: dict) -> None:
 
     if notebook.stem in CHAPTER_MODULES:
         from ..preflight import check_settings
-
         from ..sweeps import announce_claims
         from .runs import job_of
 
@@ -123,7 +120,11 @@ def execute(root: Path, notebook: Path, parameters: dict, layout: Layout | None 
     with store.environment(**{BOOK_ENV: "1", CLAIMS_ENV: str(layout.claims.resolve()), CHAPTER_ENV: notebook.stem}):
         try:
             papermill.execute_notebook(
-                str(root / notebook), str(partial), parameters=parameters, cwd=str(root), progress_bar=True,
+                str(root / notebook),
+                str(partial),
+                parameters=parameters,
+                cwd=str(root),
+                progress_bar=True,
                 kernel_name="python3",
             )
         except papermill.PapermillExecutionError as error:
@@ -145,8 +146,11 @@ def execute(root: Path, notebook: Path, parameters: dict, layout: Layout | None 
 
 def _say_partial(notebook: Path, partial: Path) -> None:
     if partial.exists():
-        print(f"{notebook} failed; the notebook as far as it ran, with the error, is {partial}", file=sys.stderr,
-              flush=True)
+        print(
+            f"{notebook} failed; the notebook as far as it ran, with the error, is {partial}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _stale_reason(root: Path, notebook: Path, layout: Layout, wanted: str) -> str | None:
@@ -170,8 +174,9 @@ def _stale_reason(root: Path, notebook: Path, layout: Layout, wanted: str) -> st
     return None
 
 
-def execute_stale(root: Path, scale: str | None, force: bool, layout: Layout | None = None,
-                  default_scale: str = DEFAULT_SCALE) -> None:
+def execute_stale(
+    root: Path, scale: str | None, force: bool, layout: Layout | None = None, default_scale: str = DEFAULT_SCALE
+) -> None:
     """Execute every chapter that is missing, outdated, or (with ``scale``) at another scale.
 
     Without ``scale`` a chapter keeps the scale it was executed at, and one never executed gets
@@ -201,8 +206,10 @@ def stage_mathjax(root: Path, static: Path) -> None:
     ``mathjax_path`` at it, so that pages load ``_static/mathjax/tex-mml-chtml.js``."""
     source = root / MATHJAX
     if not (source / MATHJAX_PARTS[0]).exists():
-        raise SystemExit(f"MathJax is not installed in {source}: run `make setup` "
-                         "(or `npm install --prefix .mathjax mathjax@3`); the book serves it itself, offline")
+        raise SystemExit(
+            f"MathJax is not installed in {source}: run `make setup` "
+            "(or `npm install --prefix .mathjax mathjax@3`); the book serves it itself, offline"
+        )
     for part in MATHJAX_PARTS:
         if (source / part).is_dir():
             shutil.copytree(source / part, static / "mathjax" / part)
@@ -291,10 +298,12 @@ def placeholder_notebook(root: Path, notebook: Path, scale: str):
     """A page standing for a chapter not executed at ``scale``: its title and the command that executes it."""
     import nbformat
 
-    note = (f"# {chapter_title(root, notebook)}\n\n```{{note}}\nThis chapter has not been executed at the `{scale}` "
-            f"scale, so this page shows no results. Execute it (and re-render the book) with\n\n"
-            f"    {run_command(notebook, scale)}\n\nor every chapter with `python -m geocont.book build --scale "
-            f"{scale}`.\n```\n")
+    note = (
+        f"# {chapter_title(root, notebook)}\n\n```{{note}}\nThis chapter has not been executed at the `{scale}` "
+        f"scale, so this page shows no results. Execute it (and re-render the book) with\n\n"
+        f"    {run_command(notebook, scale)}\n\nor every chapter with `python -m geocont.book build --scale "
+        f"{scale}`.\n```\n"
+    )
     return nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(note)])
 
 
@@ -304,8 +313,10 @@ def _with_scale_note(executed: Path, notebook: Path, scale: str):
 
     copy = nbformat.read(executed, as_version=4)
     ran_at = copy.metadata.get("papermill", {}).get("parameters", {}).get("scale")
-    note = (f"```{{note}}\nThis page was executed at the `{ran_at}` scale, not at `{scale}` like the chapter re-run "
-            f"last. Execute it at `{scale}` with `{run_command(notebook, scale)}`.\n```")
+    note = (
+        f"```{{note}}\nThis page was executed at the `{ran_at}` scale, not at `{scale}` like the chapter re-run "
+        f"last. Execute it at `{scale}` with `{run_command(notebook, scale)}`.\n```"
+    )
     position = next((i + 1 for i, cell in enumerate(copy.cells) if cell.cell_type == "markdown"), 0)
     copy.cells.insert(position, nbformat.v4.new_markdown_cell(note))
     return copy
@@ -327,8 +338,13 @@ def render(root: Path, strict: bool = True, layout: Layout | None = None, scale:
         print(f"not executed at {scale} (shown as such): " + ", ".join(map(str, placeholders)), flush=True)
         strict = False
     executable = Path(sys.executable).with_name("jupyter-book")
-    command = [str(executable if executable.exists() else "jupyter-book"), "build", str(layout.source),
-               "--path-output", str(layout.output)]
+    command = [
+        str(executable if executable.exists() else "jupyter-book"),
+        "build",
+        str(layout.source),
+        "--path-output",
+        str(layout.output),
+    ]
     if strict:
         command += ["-W", "-n", "--keep-going"]
     subprocess.run(command, check=True)
@@ -415,8 +431,10 @@ def _parse_parameters(pairs: list[list[str]]) -> dict:
 
 
 #: How the sweeps of every executed chapter run (:mod:`geocont.sweeps`).
-EXECUTOR_HELP = ("where the chapters' runs execute: serial | local | local:N | ray | ray:ADDRESS "
-                 "(default: $GEOCONT_EXECUTOR, else local on every core)")
+EXECUTOR_HELP = (
+    "where the chapters' runs execute: serial | local | local:N | ray | ray:ADDRESS "
+    "(default: $GEOCONT_EXECUTOR, else local on every core)"
+)
 
 
 def _positive_int(text: str) -> int:
@@ -433,8 +451,11 @@ def main(argv: list[str] | None = None) -> None:
     except (ParameterError, StoreError, RunMissing) as error:
         raise SystemExit(f"error: {error}") from None
     except KeyboardInterrupt:
-        print(f"interrupted: {args.command} stopped; the runs that finished are cached (run it again to go on)",
-              file=sys.stderr, flush=True)
+        print(
+            f"interrupted: {args.command} stopped; the runs that finished are cached (run it again to go on)",
+            file=sys.stderr,
+            flush=True,
+        )
         raise SystemExit(INTERRUPTED) from None
     except BrokenPipeError:  # the reader left (`... | head -1`): no traceback, and none when Python flushes stdout
         with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -456,12 +477,16 @@ def _add_build_command(sub) -> None:
     build.add_argument("--scale", help="execute every chapter at this scale (smoke | cpu | paper)")
     build.add_argument("--force", action="store_true", help="re-execute every chapter")
     build.add_argument("--no-strict", action="store_true", help="do not turn Sphinx warnings into errors")
-    build.add_argument("--output", type=Path, default=None,
-                       help="build under OUTPUT/_build instead of the repository's _build")
+    build.add_argument(
+        "--output", type=Path, default=None, help="build under OUTPUT/_build instead of the repository's _build"
+    )
     build.add_argument("--executor", help=EXECUTOR_HELP)
-    build.add_argument("--fresh", action="store_true",
-                       help=f"ignore the results store ({STORE_ENV}={STORE_OFF}) and re-execute every chapter: every "
-                            "run your run cache lacks is trained")
+    build.add_argument(
+        "--fresh",
+        action="store_true",
+        help=f"ignore the results store ({STORE_ENV}={STORE_OFF}) and re-execute every chapter: every "
+        "run your run cache lacks is trained",
+    )
 
 
 def _add_store_commands(sub) -> None:
@@ -469,27 +494,50 @@ def _add_store_commands(sub) -> None:
     store_command = sub.add_parser("store", help="train the runs the results store lacks into it (or: store status)")
     store_command.add_argument("action", nargs="?", choices=("status",), help="status: what the store holds and lacks")
     store_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
-    store_command.add_argument("--minutes", type=float, default=None,
-                               help="start no run after this many minutes (a slice; finished runs are kept)")
+    store_command.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        help="start no run after this many minutes (a slice; finished runs are kept)",
+    )
     store_command.add_argument("--executor", help=EXECUTOR_HELP)
     store_command.add_argument("--entries", action="store_true", help="status: list every entry")
-    store_command.add_argument("--chapters", nargs="+", metavar="CHAPTER", default=None,
-                               help="only the runs these chapters read (a slice by chapter)")
+    store_command.add_argument(
+        "--chapters",
+        nargs="+",
+        metavar="CHAPTER",
+        default=None,
+        help="only the runs these chapters read (a slice by chapter)",
+    )
     verify_command = sub.add_parser("verify", help="retrain a sample of the results store and compare it")
     verify_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
-    verify_command.add_argument("--sample", nargs="+", default=["default"], metavar="SAMPLE",
-                                help="default (one SGD and one Adam run per MLP chapter, one transformer run), all, "
-                                     "or keys")
+    verify_command.add_argument(
+        "--sample",
+        nargs="+",
+        default=["default"],
+        metavar="SAMPLE",
+        help="default (one SGD and one Adam run per MLP chapter, one transformer run), all, or keys",
+    )
     verify_command.add_argument("--executor", help=EXECUTOR_HELP)
-    verify_command.add_argument("--chapters", nargs="+", metavar="CHAPTER", default=None,
-                                help="sample only the runs these chapters read")
-    verify_command.add_argument("--threads", type=_positive_int, default=None, metavar="N",
-                                help="retrain each run with N torch threads (other kernels, as on another machine)")
-    check_command = sub.add_parser("check", help="the chapters the store serves whole, executed from it alone, "
-                                                 "vs the claims snapshot")
+    verify_command.add_argument(
+        "--chapters", nargs="+", metavar="CHAPTER", default=None, help="sample only the runs these chapters read"
+    )
+    verify_command.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="retrain each run with N torch threads (other kernels, as on another machine)",
+    )
+    check_command = sub.add_parser(
+        "check", help="the chapters the store serves whole, executed from it alone, vs the claims snapshot"
+    )
     check_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
-    check_command.add_argument("--write-snapshot", action="store_true",
-                               help="replace the committed claims snapshot with the tables the store gives")
+    check_command.add_argument(
+        "--write-snapshot",
+        action="store_true",
+        help="replace the committed claims snapshot with the tables the store gives",
+    )
 
 
 def _add_run_command(sub) -> None:
@@ -509,8 +557,11 @@ def store_line(args: argparse.Namespace) -> str:
     setting = store.store_setting()
     if setting == STORE_OFF:
         return f"results store: none ({STORE_ENV}={STORE_OFF})"
-    roots = [store.store_root(args.scale)] if getattr(args, "scale", None) and args.command != "build" else \
-        store.store_roots()
+    roots = (
+        [store.store_root(args.scale)]
+        if getattr(args, "scale", None) and args.command != "build"
+        else store.store_roots()
+    )
     where = f"from {STORE_ENV}" if setting else f"of the checkout {store.checkout_root()}"
     return f"results store: {', '.join(map(str, roots)) or 'none'} ({where})"
 
@@ -648,22 +699,34 @@ def check(scale: str, write_snapshot: bool = False, out=sys.stdout) -> int:
 
     status = results.book_status(scale)
     if status.store.corrupt:
-        print(f"error: the {scale} results store {status.store.root} has {len(status.store.corrupt)} corrupt "
-              "entries (`python -m geocont.book store status` names them)", file=out)
+        print(
+            f"error: the {scale} results store {status.store.root} has {len(status.store.corrupt)} corrupt "
+            "entries (`python -m geocont.book store status` names them)",
+            file=out,
+        )
         return 1
     whole = status.complete
     ready = [name for name in CHAPTER_MODULES if status.chapter_complete(name)]
-    waiting = "" if whole else (f"the {scale} results store {status.store.root} is incomplete "
-                                f"({results.missing_summary(status, results.local_workers())})")
+    waiting = (
+        ""
+        if whole
+        else (
+            f"the {scale} results store {status.store.root} is incomplete "
+            f"({results.missing_summary(status, results.local_workers())})"
+        )
+    )
     if not ready:
         print(f"{waiting}, so no {scale} chapter is checked against its claims snapshot", file=out)
         return 0
     snapshot = status.store.root / results.SNAPSHOT
     unsnapped = [name for name in ready if not (snapshot / f"{name}.json").exists()]
     if not write_snapshot and unsnapped:
-        print(f"error: the {scale} store serves {', '.join(unsnapped)} whole, but its claims snapshot {snapshot} "
-              f"lacks them: write it with `python -m geocont.book check --scale {scale} --write-snapshot` and "
-              "commit it", file=out)
+        print(
+            f"error: the {scale} store serves {', '.join(unsnapped)} whole, but its claims snapshot {snapshot} "
+            f"lacks them: write it with `python -m geocont.book check --scale {scale} --write-snapshot` and "
+            "commit it",
+            file=out,
+        )
         return 1
     layout = _execute_from_store(status, scale, ready=None if whole else ready)
     what = "every chapter" if whole else f"{len(ready)} of {len(CHAPTER_MODULES)} chapters ({', '.join(ready)})"
@@ -671,8 +734,9 @@ def check(scale: str, write_snapshot: bool = False, out=sys.stdout) -> int:
         _write_snapshot(snapshot, layout, ready=None if whole else ready)
         print(f"wrote the claims snapshot {snapshot} of {what}: commit it", file=out)
         return 0
-    return _compare_with_snapshot(scale, snapshot, layout, checked=None if whole else ready, what=what,
-                                  waiting=waiting, out=out)
+    return _compare_with_snapshot(
+        scale, snapshot, layout, checked=None if whole else ready, what=what, waiting=waiting, out=out
+    )
 
 
 def _execute_from_store(status, scale: str, ready: list[str] | None) -> Layout:
@@ -681,8 +745,12 @@ def _execute_from_store(status, scale: str, ready: list[str] | None) -> Layout:
     root = repository_root()
     layout = Layout(root / "_build" / f"check-{scale}")
     by_chapter = {notebook.stem: notebook for notebook in chapters(root)}
-    with tempfile.TemporaryDirectory(prefix="geocont-check-") as scratch, store.environment(
-            GEOCONT_CACHE_DIR=scratch, **{store.STORE_ENV: str(status.store.root), store.STORE_ONLY_ENV: "1"}):
+    with (
+        tempfile.TemporaryDirectory(prefix="geocont-check-") as scratch,
+        store.environment(
+            GEOCONT_CACHE_DIR=scratch, **{store.STORE_ENV: str(status.store.root), store.STORE_ONLY_ENV: "1"}
+        ),
+    ):
         if ready is None:
             execute_stale(root, scale, force=True, layout=layout)
             render(root, layout=layout)
@@ -703,23 +771,33 @@ def _write_snapshot(snapshot: Path, layout: Layout, ready: list[str] | None) -> 
         shutil.copy2(layout.claims / f"{name}.json", snapshot / f"{name}.json")
 
 
-def _compare_with_snapshot(scale: str, snapshot: Path, layout: Layout, *, checked: list[str] | None, what: str,
-                           waiting: str, out) -> int:
+def _compare_with_snapshot(
+    scale: str, snapshot: Path, layout: Layout, *, checked: list[str] | None, what: str, waiting: str, out
+) -> int:
     """Compare the claims tables published under ``layout`` (of the chapters ``checked``; None: every chapter)
     with ``snapshot`` and say so (``what`` was checked, which chapters are ``waiting``): 0 when they agree, else
     every difference and 1."""
     lines = results.compare_claims(layout.claims, snapshot, checked)
     if lines:
-        print(f"the {scale} claims moved from the committed snapshot {snapshot} beyond its tolerance "
-              f"({results.CLAIM_TOLERANCE:g} relative) in {results.moved_summary(lines)}; {len(lines)} "
-              f"differences, of {what} checked:", file=out)
+        print(
+            f"the {scale} claims moved from the committed snapshot {snapshot} beyond its tolerance "
+            f"({results.CLAIM_TOLERANCE:g} relative) in {results.moved_summary(lines)}; {len(lines)} "
+            f"differences, of {what} checked:",
+            file=out,
+        )
         for line in lines:
             print(f"  {line}", file=out)
-        print("review them; if the new numbers are right, replace the snapshot with "
-              f"`python -m geocont.book check --scale {scale} --write-snapshot`", file=out)
+        print(
+            "review them; if the new numbers are right, replace the snapshot with "
+            f"`python -m geocont.book check --scale {scale} --write-snapshot`",
+            file=out,
+        )
         return 1
-    print(f"the {scale} claims of {what} equal the committed snapshot"
-          + (f"; the others wait: {waiting}" if waiting else ""), file=out)
+    print(
+        f"the {scale} claims of {what} equal the committed snapshot"
+        + (f"; the others wait: {waiting}" if waiting else ""),
+        file=out,
+    )
     return 0
 
 

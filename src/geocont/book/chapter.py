@@ -28,20 +28,22 @@ from __future__ import annotations
 import ast
 import dataclasses
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import pandas as pd
 from IPython.display import Markdown
 
-from .claims import early_text, estimate_text, publish as publish_claims
-from .notebook import notebook_parameters, one_line_parameter_errors
-from .prose import Prose
-from .provenance import provenance_markdown
-from ..scales import SCALES, ParameterError, check_scale, parameter_errors
 from ..metrics import DEGENERACY_TOL
+from ..scales import SCALES, ParameterError, check_scale, parameter_errors
 from ..statistics import Estimate, undefined_pairs
 from ..tables import CLAIM_COLUMNS, CLAIM_KEY_SEPARATOR, claim_key, claim_row, split_claim_key
+from .claims import early_text, estimate_text
+from .claims import publish as publish_claims
+from .notebook import notebook_parameters, one_line_parameter_errors
+from .prose import NOT_TESTED_CHOICE, ClaimWording, Prose
+from .provenance import provenance_markdown
 
 #: The words of the sentences every chapter shares (``src/geocont/book/prose.md``).
 _PROSE = Prose.of(__package__)
@@ -50,8 +52,14 @@ _PROSE = Prose.of(__package__)
 Presets = Callable[[str], dict[str, Any]]
 
 
-def presets(base: Presets | None = None, per_scale: Mapping[str, Mapping[str, Any]] | None = None, *,
-            keep: tuple[str, ...] | None = None, without: tuple[str, ...] = (), **values: Any) -> Presets:
+def presets(
+    base: Presets | None = None,
+    per_scale: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    keep: tuple[str, ...] | None = None,
+    without: tuple[str, ...] = (),
+    **values: Any,
+) -> Presets:
     """A chapter's presets, the one way every chapter builds them: the shared presets ``base(scale)``
     (the MLP or language-model family's, read when the chapter is configured, so that a change there
     reaches every chapter built on it), only the settings in ``keep`` (all if None) and none in
@@ -69,8 +77,9 @@ def presets(base: Presets | None = None, per_scale: Mapping[str, Mapping[str, An
     return preset
 
 
-def preset_values(presets: Presets, scale: str, params: Mapping[str, Any],
-                  parameters: Mapping[str, str]) -> dict[str, Any]:
+def preset_values(
+    presets: Presets, scale: str, params: Mapping[str, Any], parameters: Mapping[str, str]
+) -> dict[str, Any]:
     """The router every chapter shares: the preset of ``scale`` with each parameter that is set
     (not None) replacing its value. A name outside ``parameters`` raises :class:`ParameterError`."""
     check_scale(scale)
@@ -78,8 +87,14 @@ def preset_values(presets: Presets, scale: str, params: Mapping[str, Any],
     if unknown:
         raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}; valid choices: {', '.join(parameters)}")
     preset = presets(scale)
-    return {**preset, **{name: _as_list_if_listed(name, value, preset.get(name))
-                         for name, value in params.items() if value is not None}}
+    return {
+        **preset,
+        **{
+            name: _as_list_if_listed(name, value, preset.get(name))
+            for name, value in params.items()
+            if value is not None
+        },
+    }
 
 
 def _number_if_numeric(value: Any) -> Any:
@@ -179,8 +194,15 @@ class Chapter:
 
     def provenance(self, settings: Any) -> Markdown:
         """What produced the chapter (scale, data, seeds, model, training, hardware), and how to re-run it."""
-        return Markdown(provenance_markdown(notebook=self.notebook, scale=settings.scale, overrides=settings.overrides,
-                                            runs=self.run_configs(settings), **self.describe(settings)))
+        return Markdown(
+            provenance_markdown(
+                notebook=self.notebook,
+                scale=settings.scale,
+                overrides=settings.overrides,
+                runs=self.run_configs(settings),
+                **self.describe(settings),
+            )
+        )
 
     def publish(self, settings: Any, claims: pd.DataFrame) -> None:
         """Publish the claims table for the book's closing chapter."""
@@ -211,47 +233,124 @@ def seeds_text(seeds: Any) -> str:
 class ClaimsBuilder:
     """Collects one chapter's claims, each under a stable key, into a claims table.
 
-    ``dataset`` is the chapter's headline dataset (a corpus or model name for the chapters that train
-    no MLP, e.g. ``"kjv"``): every claim is judged on it unless :meth:`add` names another, and a claim's
-    row on it is the claim's verdict of record (``primary``). A row's key is :func:`claim_key` of the
-    claim's name and its dataset (``linear-weight-v1@mnist-10k``). A chapter that names no dataset
-    ("", the default) keeps the plain names as keys, every row primary.
+    A claim's words come from the chapter's ``prose`` (template ``claim.<name>``, see
+    :mod:`geocont.book.prose`); its code gives only the values. ``dataset`` is the chapter's headline
+    dataset (a corpus or model name for the chapters that train no MLP, e.g. ``"kjv"``): every claim is
+    judged on it unless :meth:`add` names another, and a claim's row on it is the claim's verdict of record
+    (``primary``). A row's key is :func:`claim_key` of the claim's name and its dataset
+    (``linear-weight-v1@mnist-10k``). A chapter that names no dataset ("", the default) keeps the plain
+    names as keys, every row primary.
     """
 
-    def __init__(self, chapter: str, dataset: str = "") -> None:
+    def __init__(self, chapter: str, dataset: str = "", *, prose: Prose) -> None:
         claim_key("chapter", dataset)  # checks the dataset's name
         self.chapter = chapter
         self.dataset = dataset
+        self.prose = prose
         self.rows: list[dict[str, Any]] = []
 
-    def add(self, *, key: str, claim: str, quantity: str, paper: str, ours: Estimate | float, baseline: float,
-            verdict: str, note: str = "", std: float | None = None, n: int | None = None,
-            headline: bool = False, dataset: str | None = None) -> None:
-        """One claim. ``ours`` is an :class:`Estimate` (mean, sd, n) or a bare number, whose ``std``
-        and ``n`` are then given (``std`` and ``n`` also override an estimate's). ``headline``: the
-        claim is one of the book's headline claims, which the closing chapter summarises first (from its
-        primary row). ``dataset``: the dataset it was judged on, the builder's headline dataset by default;
-        the row is primary where it is that one."""
+    def add(
+        self,
+        *,
+        key: str,
+        ours: Estimate | float,
+        baseline: float,
+        verdict: str,
+        fill: Mapping[str, Any] | None = None,
+        template: str | None = None,
+        std: float | None = None,
+        n: int | None = None,
+        headline: bool = False,
+        dataset: str | None = None,
+    ) -> None:
+        """One claim, worded by its template ``claim.<template>`` (``template`` defaults to ``key``) filled
+        with ``fill``. ``ours`` is an :class:`Estimate` (mean, sd, n) or a bare number, whose ``std`` and
+        ``n`` are then given (``std`` and ``n`` also override an estimate's). ``headline``: one of the book's
+        headline claims. ``dataset``: the dataset it was judged on, the builder's headline dataset by
+        default; the row is primary where it is that one."""
+        words = self.prose.claim(template or key, **(fill or {}))
+        self._row(
+            key=key,
+            words=words,
+            ours=ours,
+            baseline=baseline,
+            verdict=verdict,
+            std=std,
+            n=n,
+            headline=headline,
+            dataset=dataset,
+        )
+
+    def not_tested(
+        self,
+        *,
+        key: str,
+        reason: str,
+        fill: Mapping[str, Any] | None = None,
+        template: str | None = None,
+        baseline: float = math.nan,
+        dataset: str | None = None,
+        headline: bool = False,
+    ) -> None:
+        """A claim the chapter could not judge here: its row has no value of ours (NaN, n = 0) and the
+        verdict "not tested"; its note is the ``not-tested.<reason>`` template, filled with ``fill``."""
+        fill = fill or {}
+        words = dataclasses.replace(
+            self.prose.claim(template or key, note=False, **fill),
+            note=self.prose.choose(NOT_TESTED_CHOICE, reason, **fill),
+        )
+        self._row(
+            key=key,
+            words=words,
+            ours=Estimate(math.nan, math.nan, 0),
+            baseline=baseline,
+            verdict="not tested",
+            headline=headline,
+            dataset=dataset,
+        )
+
+    def _row(
+        self,
+        *,
+        key: str,
+        words: ClaimWording,
+        ours: Estimate | float,
+        baseline: float,
+        verdict: str,
+        std: float | None = None,
+        n: int | None = None,
+        headline: bool,
+        dataset: str | None,
+    ) -> None:
         dataset = self.dataset if dataset is None else dataset
         full_key = claim_key(key, dataset)
         if any(row["key"] == full_key for row in self.rows):
             raise ValueError(f"claim key {full_key!r} is used twice in chapter {self.chapter!r}")
+        note = words.note
         if isinstance(ours, Estimate):
             mean, spread, count = ours.mean, ours.std, ours.n
             if ours.n_diverged:  # "2 of 8 seeds diverged": diverged runs are left out of the estimate
                 note = f"{note}; {ours.diverged_text}" if note else ours.diverged_text
         else:
             mean, spread, count = float(ours), math.nan, 0
-        self.rows.append(claim_row(self.chapter, claim, quantity, paper, mean, spread if std is None else std,
-                                   count if n is None else n, baseline, verdict, note, key=key, dataset=dataset,
-                                   primary=dataset == self.dataset, headline=headline))
-
-    def not_tested(self, *, key: str, claim: str, quantity: str, paper: str, baseline: float = math.nan, note: str,
-                   dataset: str | None = None, headline: bool = False) -> None:
-        """A claim the chapter could not judge here: its row has no value of ours (NaN, n = 0) and the
-        verdict "not tested"; ``note`` says why."""
-        self.add(key=key, claim=claim, quantity=quantity, paper=paper, ours=Estimate(math.nan, math.nan, 0),
-                 baseline=baseline, verdict="not tested", note=note, dataset=dataset, headline=headline)
+        self.rows.append(
+            claim_row(
+                self.chapter,
+                words.claim,
+                words.quantity,
+                words.paper,
+                mean,
+                spread if std is None else std,
+                count if n is None else n,
+                baseline,
+                verdict,
+                note,
+                key=key,
+                dataset=dataset,
+                primary=dataset == self.dataset,
+                headline=headline,
+            )
+        )
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows, columns=CLAIM_COLUMNS)
@@ -311,14 +410,24 @@ def verdict_list(claims: pd.DataFrame, intro: str) -> str:
     others: dict[str, list[str]] = {}
     for name, row in zip(names, claims.itertuples()):
         if not _primary(row):
-            others.setdefault(name, []).append(_PROSE.render("verdict-other-dataset", dataset=row.dataset,
-                                                             verdict=row.verdict, ours=ours_text(row)))
-    lines = [_PROSE.render("verdict-item", verdict=row.verdict, claim=row.claim, quantity=row.quantity,
-                           paper=row.paper, ours=ours_text(row), note=f"; {row.note}" if row.note else "",
-                           early=f"; {early_text(row)}" if early_text(row) else "",
-                           others=_PROSE.render("verdict-others", others="; ".join(others[name]))
-                           if name in others else "")
-             for name, row in zip(names, claims.itertuples()) if _primary(row)]
+            others.setdefault(name, []).append(
+                _PROSE.render("verdict-other-dataset", dataset=row.dataset, verdict=row.verdict, ours=ours_text(row))
+            )
+    lines = [
+        _PROSE.render(
+            "verdict-item",
+            verdict=row.verdict,
+            claim=row.claim,
+            quantity=row.quantity,
+            paper=row.paper,
+            ours=ours_text(row),
+            note=f"; {row.note}" if row.note else "",
+            early=f"; {early_text(row)}" if early_text(row) else "",
+            others=_PROSE.render("verdict-others", others="; ".join(others[name])) if name in others else "",
+        )
+        for name, row in zip(names, claims.itertuples())
+        if _primary(row)
+    ]
     return intro + "\n\n" + "\n".join(lines)
 
 
@@ -335,8 +444,13 @@ def with_early(claims: pd.DataFrame, early_claims: pd.DataFrame, steps: int) -> 
     if missing:
         raise KeyError(f"no early value for claim(s) {', '.join(missing)}")
     keys = claims["key"]
-    return claims.assign(early_mean=keys.map(early["ours_mean"]), early_sd=keys.map(early["ours_std"]),
-                         early_n=keys.map(early["n_seeds"]), early_step=steps, early_verdict=keys.map(early["verdict"]))
+    return claims.assign(
+        early_mean=keys.map(early["ours_mean"]),
+        early_sd=keys.map(early["ours_std"]),
+        early_n=keys.map(early["n_seeds"]),
+        early_step=steps,
+        early_verdict=keys.map(early["verdict"]),
+    )
 
 
 def changed_verdicts(claims: pd.DataFrame) -> pd.DataFrame:
@@ -351,15 +465,35 @@ def changed_verdicts_sentence(claims: pd.DataFrame, steps: int) -> str:
     changed = changed_verdicts(claims)
     if not len(changed):
         return _PROSE.choose("changed-verdicts", "none", steps=steps)
-    return _PROSE.choose("changed-verdicts", "some", steps=steps, changed="; ".join(
-        _PROSE.render("changed-verdict-item", claim=row.claim, quantity=row.quantity, early=row.early_verdict,
-                      final=row.verdict, dataset=f" on `{row.dataset}`" if getattr(row, "dataset", "") else "")
-        for row in changed.itertuples()))
+    return _PROSE.choose(
+        "changed-verdicts",
+        "some",
+        steps=steps,
+        changed="; ".join(
+            _PROSE.render(
+                "changed-verdict-item",
+                claim=row.claim,
+                quantity=row.quantity,
+                early=row.early_verdict,
+                final=row.verdict,
+                dataset=f" on `{row.dataset}`" if getattr(row, "dataset", "") else "",
+            )
+            for row in changed.itertuples()
+        ),
+    )
 
 
 #: The claims columns a chapter's table shows no column of its own for (the early value is shown as one text column).
-_HIDDEN_CLAIM_COLUMNS = ["chapter", "early_mean", "early_sd", "early_n", "early_step", "early_verdict", "headline",
-                         "primary"]
+_HIDDEN_CLAIM_COLUMNS = [
+    "chapter",
+    "early_mean",
+    "early_sd",
+    "early_n",
+    "early_step",
+    "early_verdict",
+    "headline",
+    "primary",
+]
 
 
 def claims_display(claims: pd.DataFrame):

@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from pathlib import Path
-
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -77,8 +76,12 @@ def publish(claims: pd.DataFrame, *, chapter: str, scale: str, overrides: dict |
     directory = claims_dir(scale)
     directory.mkdir(parents=True, exist_ok=True)
     records = [{k: _json_value(v) for k, v in row.items()} for row in claims.to_dict(orient="records")]
-    payload = {"chapter": chapter, "scale": scale, "overrides": {k: _json_value(v) for k, v in (overrides or {}).items()},
-               "claims": records}
+    payload = {
+        "chapter": chapter,
+        "scale": scale,
+        "overrides": {k: _json_value(v) for k, v in (overrides or {}).items()},
+        "claims": records,
+    }
     target = directory / f"{chapter}.json"
     partial = target.with_suffix(".json.partial")
     partial.write_text(json.dumps(payload, indent=1, default=str) + "\n")
@@ -95,7 +98,8 @@ def read(path: Path) -> dict:
     try:
         payload = json.loads(path.read_text())
         frame = pd.DataFrame(payload["claims"], columns=CLAIM_COLUMNS).astype(
-            {"ours_mean": float, "ours_std": float, "baseline": float})
+            {"ours_mean": float, "ours_std": float, "baseline": float}
+        )
         frame = frame.astype({"early_mean": float, "early_sd": float, "early_n": int, "early_step": "Int64"})
         frame["early_verdict"] = frame["early_verdict"].fillna("")
         frame["headline"] = frame["headline"].fillna(False).astype(bool)
@@ -123,7 +127,8 @@ def collect(scale: str, chapters: list[str] | None = None) -> pd.DataFrame:
         raise MissingClaims(
             f"no published claims table in {directory} for chapter(s): {', '.join(missing)}.\n"
             f"Each chapter publishes its table when executed (geocont.book.claims.publish); run:\n{commands}\n"
-            f"or build the whole book: python -m geocont.book build --scale {scale}")
+            f"or build the whole book: python -m geocont.book build --scale {scale}"
+        )
     frames = []
     for chapter in chapters:
         payload = read(directory / f"{chapter}.json")
@@ -217,16 +222,26 @@ def markdown_table(claims: pd.DataFrame, titles: dict[str, str] | None = None) -
         by_name = {name: rows[(names == name) & primary] for name in dict.fromkeys(names)}
         early = {name: early_text(row.iloc[0]) if len(row) else "" for name, row in by_name.items()}
         with_early = any(early.values())
-        lines = [f"**{{doc}}`{_cell(titles.get(chapter, chapter))} <{chapter}>`** ({produced})", "",
-                 "| claim | quantity | paper | ours (mean ± sd, n) | random baseline | verdict |"
-                 + (" earlier in training |" if with_early else "")
-                 + "".join(" " + _cell(_PROSE.render("dataset-column", dataset=d)) + " |" for d in others),
-                 "|---|---|---|---|---|---|" + ("---|" if with_early else "") + "---|" * len(others)]
+        lines = [
+            f"**{{doc}}`{_cell(titles.get(chapter, chapter))} <{chapter}>`** ({produced})",
+            "",
+            "| claim | quantity | paper | ours (mean ± sd, n) | random baseline | verdict |"
+            + (" earlier in training |" if with_early else "")
+            + "".join(" " + _cell(_PROSE.render("dataset-column", dataset=d)) + " |" for d in others),
+            "|---|---|---|---|---|---|" + ("---|" if with_early else "") + "---|" * len(others),
+        ]
         for name, mine in by_name.items():
             elsewhere = rows[(names == name) & ~primary]
             if len(mine):
                 row = mine.iloc[0]
-                cells = [row.claim, row.quantity, row.paper, _ours_cell(row), _number(row.baseline), f"**{row.verdict}**"]
+                cells = [
+                    row.claim,
+                    row.quantity,
+                    row.paper,
+                    _ours_cell(row),
+                    _number(row.baseline),
+                    f"**{row.verdict}**",
+                ]
             else:  # judged on other datasets only: no verdict of record
                 row = elsewhere.iloc[0]
                 cells = [row.claim, row.quantity, row.paper, "–", _number(row.baseline), "–"]
@@ -293,14 +308,22 @@ def headline_summary(claims: pd.DataFrame, titles: dict[str, str] | None = None)
     rows = headline_claims(claims)
     if rows.empty:
         return _PROSE.render("headline-none")
-    first = _PROSE.render("headline-counts", n=len(rows), chapters=listing(_link(c, titles) for c in dict.fromkeys(rows["chapter"])),
-                          counts=_counted(rows["verdict"].value_counts()))
+    first = _PROSE.render(
+        "headline-counts",
+        n=len(rows),
+        chapters=listing(_link(c, titles) for c in dict.fromkeys(rows["chapter"])),
+        counts=_counted(rows["verdict"].value_counts()),
+    )
     short = rows[rows["verdict"] != "reproduced"]
     if short.empty:
         return first + " " + _PROSE.render("headline-all-reproduced")
     order = {verdict: rank for rank, verdict in enumerate(VERDICTS)}
     short = short.sort_values("verdict", key=lambda v: v.map(order), kind="stable")
-    return first + " " + _PROSE.render("headline-short", short="; ".join(_ours_against_paper(r) for r in short.itertuples()))
+    return (
+        first
+        + " "
+        + _PROSE.render("headline-short", short="; ".join(_ours_against_paper(r) for r in short.itertuples()))
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -341,7 +364,11 @@ def at_a_glance(page: ClaimsPage):
     """The summary: a warning where chapters ran at other scales, the headline claims, the verdict counts."""
     from IPython.display import Markdown
 
-    parts = [_PROSE.render("mixed-scales", scale=page.scale, others=", ".join(page.other_scales))] if page.other_scales else []
+    parts = (
+        [_PROSE.render("mixed-scales", scale=page.scale, others=", ".join(page.other_scales))]
+        if page.other_scales
+        else []
+    )
     parts += [headline_summary(page.table, page.titles), counts_markdown(page.table, page.titles)]
     return Markdown("\n\n".join(parts))
 
@@ -354,8 +381,11 @@ def tables(page: ClaimsPage):
     intro = _PROSE.render("tables-intro", claims=len(primary_rows(page.table)), chapters=chapters)
     others = page.table[~page.table["primary"].astype(bool)]
     if len(others):
-        intro += " " + _PROSE.render("tables-other-datasets", rows=len(others),
-                                     datasets=listing(f"`{d}`" for d in dict.fromkeys(others["dataset"])))
+        intro += " " + _PROSE.render(
+            "tables-other-datasets",
+            rows=len(others),
+            datasets=listing(f"`{d}`" for d in dict.fromkeys(others["dataset"])),
+        )
     return Markdown(intro + "\n\n" + markdown_table(page.table, page.titles))
 
 
@@ -363,9 +393,17 @@ def details(page: ClaimsPage):
     """Both sides of each comparison (the claims' notes), in a dropdown."""
     from IPython.display import Markdown
 
-    lines = [_PROSE.render("details-item", claim=r.claim, quantity=r.quantity, note=r.note,
-                           dataset="" if r.primary else f", `{r.dataset}`")
-             for r in page.table.itertuples() if r.note]
+    lines = [
+        _PROSE.render(
+            "details-item",
+            claim=r.claim,
+            quantity=r.quantity,
+            note=r.note,
+            dataset="" if r.primary else f", `{r.dataset}`",
+        )
+        for r in page.table.itertuples()
+        if r.note
+    ]
     return Markdown("````{dropdown} " + _PROSE.render("details-title") + "\n" + "\n".join(lines) + "\n````")
 
 

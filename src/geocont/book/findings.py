@@ -59,12 +59,13 @@ def main_claims(snapshot: Path) -> pd.DataFrame:
 
 def findings_markdown(snapshot: Path) -> str:
     """The README's table: claim, chapter, the paper's value, ours (mean ± sd, n), the random baseline, verdict."""
-    lines = ["| claim | chapter | paper | ours (mean ± sd, n) | random | verdict |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| claim | chapter | paper | ours (mean ± sd, n) | random | verdict |", "|---|---|---|---|---|---|"]
     for row in main_claims(snapshot).itertuples():
         baseline = "–" if pd.isna(row.baseline) else f"{row.baseline:.2f}"
-        lines.append(f"| {_cell(row.claim)} | [{row.chapter}](book/{row.chapter}.ipynb) | {_cell(row.paper)} | "
-                     f"{_ours_cell(row)} | {baseline} | **{row.verdict}** |")
+        lines.append(
+            f"| {_cell(row.claim)} | [{row.chapter}](book/{row.chapter}.ipynb) | {_cell(row.paper)} | "
+            f"{_ours_cell(row)} | {baseline} | **{row.verdict}** |"
+        )
     return "\n".join(lines)
 
 

@@ -4,7 +4,8 @@ one line. Shared by the chapters (:mod:`geocont.book.chapter`) and the closing c
 from __future__ import annotations
 
 import types
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..scales import ParameterError
 
@@ -20,8 +21,11 @@ def notebook_parameters(namespace: Mapping[str, Any], parameters: Mapping[str, s
     (not a module, function, class, or one of IPython's names) is rejected with the valid names.
     """
     unknown = sorted(
-        name for name, value in namespace.items()
-        if name not in parameters and not name.startswith("_") and name not in _KERNEL_NAMES
+        name
+        for name, value in namespace.items()
+        if name not in parameters
+        and not name.startswith("_")
+        and name not in _KERNEL_NAMES
         and not isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type))
     )
     if unknown:
@@ -39,6 +43,7 @@ def one_line_parameter_errors() -> None:
         from IPython import get_ipython
     except ImportError:
         return
+
     def show(shell, kind, value, tb, tb_offset=None) -> list[str]:
         lines = [f"{kind.__name__}: {value}"]
         shell._showtraceback(kind, value, lines)  # the cell's error output (ename, evalue, these lines)

@@ -81,7 +81,9 @@ def toc_files(root: Path) -> list[str]:
 
 def chapters(root: Path) -> list[Path]:
     """The notebooks named in the table of contents."""
-    return [Path(name).with_suffix(".ipynb") for name in toc_files(root) if (root / name).with_suffix(".ipynb").exists()]
+    return [
+        Path(name).with_suffix(".ipynb") for name in toc_files(root) if (root / name).with_suffix(".ipynb").exists()
+    ]
 
 
 def repository_root(start: Path | None = None) -> Path:

@@ -13,6 +13,19 @@ whose name has a dot is one variant of a choice (``formation.never-formed``, ``f
 the chapter computes which variant applies (a finding, in its ``compute.py``) and its ``present.py``
 renders that one with :meth:`Prose.choose`. No decision is taken in a template or in ``present.py``:
 they word a finding, they do not make it.
+
+A claim's words are a template named ``claim.<name>`` (the claim's key, or the name its code gives for
+a family of keys), one part per line, each part the claims table's column it fills; a part runs on over
+the lines that follow it, joined with a space, and ``note`` may be left out::
+
+    ## claim.dose-monotone
+    claim: Breaking the symmetry keeps weight continuity: slope 0 (ReLU) above slope 1 (linear)
+    quantity: weight v1 |cos|: slope 0 minus slope 1
+    paper: higher (no number)
+    note: {slopes}
+
+A claim the chapter cannot judge keeps its claim, quantity and paper parts and takes its note (the
+reason) from a variant of the ``not-tested`` choice.
 """
 
 from __future__ import annotations
@@ -21,13 +34,21 @@ import functools
 import importlib.resources
 import re
 import string
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 #: The file of a chapter's templates, inside the chapter's package.
 PROSE_FILE = "prose.md"
 
 _HEADING = re.compile(r"^## +(\S+) *$")
+#: The choice whose variants word the claims (``claim.<name>``), and the parts of each, in the order of the
+#: claims table's columns; ``note`` may be left out.
+CLAIM_CHOICE = "claim"
+#: The choice whose variants word why a claim was not tested (``not-tested.<reason>``).
+NOT_TESTED_CHOICE = "not-tested"
+CLAIM_PARTS = ("claim", "quantity", "paper", "note")
+_REQUIRED_PARTS = CLAIM_PARTS[:3]
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 
 
@@ -61,7 +82,40 @@ def parse(text: str, source: str = "<text>") -> dict[str, str]:
             fields(template)
         except ValueError as error:
             raise ProseError(f"{source}: template {key!r} is not a valid format string: {error}") from None
+        if key.startswith(CLAIM_CHOICE + "."):
+            claim_parts(template, f"{source}: template {key!r}")
     return templates
+
+
+def claim_parts(template: str, source: str = "<claim>") -> dict[str, str]:
+    """``{part: text}`` of a claim template (see the module docstring): each ``part:`` line starts a part, the
+    lines after it run on; a template that does not start with a part or lacks a required one raises."""
+    parts: dict[str, str] = {}
+    current = None
+    for line in template.splitlines():
+        label, colon, rest = line.partition(":")
+        if colon and label in CLAIM_PARTS:
+            if label in parts:
+                raise ProseError(f"{source}: part {label!r} is given twice")
+            current, parts[label] = label, rest.strip()
+        elif current is None:
+            raise ProseError(f"{source}: a claim template starts with one of {', '.join(CLAIM_PARTS)}")
+        elif line.strip():
+            parts[current] = f"{parts[current]} {line.strip()}".strip()
+    missing = [part for part in _REQUIRED_PARTS if part not in parts]
+    if missing:
+        raise ProseError(f"{source}: a claim template needs {', '.join(missing)}")
+    return parts
+
+
+@dataclass(frozen=True)
+class ClaimWording:
+    """The words of one claims-table row."""
+
+    claim: str
+    quantity: str
+    paper: str
+    note: str = ""
 
 
 def fields(template: str) -> set[str]:
@@ -77,7 +131,7 @@ class Prose:
     templates: Mapping[str, str]
 
     @classmethod
-    def of(cls, package: str) -> "Prose":
+    def of(cls, package: str) -> Prose:
         """The templates of the chapter package ``package`` (e.g. ``geocont.chapters.condition2``)."""
         return _load(package)
 
@@ -95,13 +149,28 @@ class Prose:
         """The ``variant`` of the template ``choice`` (template ``choice.variant``), filled with ``values``."""
         return self.render(f"{choice}.{variant}", **values)
 
+    def claim(self, name: str, /, *, note: bool = True, **values: Any) -> ClaimWording:
+        """The words of claim ``name`` (template ``claim.<name>``) filled with ``values``; ``note=False``
+        leaves its note unfilled and empty (the row of a claim not tested gives its own)."""
+        template = f"{CLAIM_CHOICE}.{name}"
+        if template not in self.templates:
+            known = ", ".join(self.variants(CLAIM_CHOICE)) or "none"
+            raise ProseError(f"{self.source}: no claim {name!r}; claims: {known}")
+        parts = claim_parts(self.templates[template], f"{self.source}: template {template!r}")
+        if not note:
+            parts.pop("note", None)
+        missing = sorted(set().union(*(fields(text) for text in parts.values())) - set(values))
+        if missing:
+            raise ProseError(f"{self.source}: template {template!r} needs {', '.join(missing)}")
+        return ClaimWording(**{part: text.format(**values) for part, text in parts.items()})
+
     def variants(self, choice: str) -> list[str]:
         """The variants the file defines for ``choice``."""
         prefix = choice + "."
-        return [name[len(prefix):] for name in self.templates if name.startswith(prefix)]
+        return [name[len(prefix) :] for name in self.templates if name.startswith(prefix)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(package: str) -> Prose:
     resource = importlib.resources.files(package) / PROSE_FILE
     source = f"{package.replace('.', '/')}/{PROSE_FILE}"

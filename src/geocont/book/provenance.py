@@ -8,9 +8,10 @@ import os
 import platform
 import shlex
 import subprocess
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -41,7 +42,10 @@ def code_version() -> str:
     """``git describe`` of the working tree (with ``-dirty`` if it has changes), if available."""
     try:
         return subprocess.run(
-            ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, check=True,
+            ["git", "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            check=True,
             cwd=Path(__file__).resolve().parent,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
@@ -111,16 +115,21 @@ def trained_on(sources: list[RunSource]) -> str:
     machines: dict[str, list[Mapping[str, Any]]] = {}
     for run in sources:
         if run.provenance:
-            where = run.provenance.get("device") if run.provenance.get("device", "cpu") != "cpu" else (
-                f"{run.provenance.get('cpu_model', 'unknown CPU')} ({run.provenance.get('cpu_capability', '?')})")
+            where = (
+                run.provenance.get("device")
+                if run.provenance.get("device", "cpu") != "cpu"
+                else (f"{run.provenance.get('cpu_model', 'unknown CPU')} ({run.provenance.get('cpu_capability', '?')})")
+            )
             machines.setdefault(where, []).append(run.provenance)
     parts = []
     for where, records in sorted(machines.items(), key=lambda item: -len(item[1])):
         threads = sorted({record.get("threads") for record in records if record.get("threads")})
         seconds = [record["wall_seconds"] for record in records if record.get("wall_seconds") is not None]
-        parts.append(f"{where}: {len(records)} run{'s' if len(records) != 1 else ''}"
-                     + (f", {'/'.join(map(str, threads))} torch thread{'s' if threads != [1] else ''} each" if threads else "")
-                     + (f", {sum(seconds) / 60:,.0f} worker-minutes measured" if seconds else ""))
+        parts.append(
+            f"{where}: {len(records)} run{'s' if len(records) != 1 else ''}"
+            + (f", {'/'.join(map(str, threads))} torch thread{'s' if threads != [1] else ''} each" if threads else "")
+            + (f", {sum(seconds) / 60:,.0f} worker-minutes measured" if seconds else "")
+        )
     now = sum(run.source == "trained" for run in sources)
     unknown = sum(run.source != "trained" and not run.provenance for run in sources)
     if now:
@@ -133,16 +142,22 @@ def trained_on(sources: list[RunSource]) -> str:
 def _store_text() -> str:
     roots = store.store_roots()
     if not roots:
-        return "no results store is read" + (f" (`{store.STORE_ENV}={store.STORE_OFF}`)"
-                                             if store.store_setting() == store.STORE_OFF else "")
+        return "no results store is read" + (
+            f" (`{store.STORE_ENV}={store.STORE_OFF}`)" if store.store_setting() == store.STORE_OFF else ""
+        )
     checkout = store.checkout_root()
     texts = []
     for root in roots:
         shown = root.relative_to(checkout) if checkout and root.is_relative_to(checkout) else root
         revisions = store.revisions(root)
-        held = "; ".join(store.revision_text(dict(numerics_revision=r[0], training_code_hash=r[1]))
-                         + ("" if r[0] == cache.NUMERICS_REVISION else " (not this code's numerics revision)")
-                         for r in revisions) or "empty"
+        held = (
+            "; ".join(
+                store.revision_text(dict(numerics_revision=r[0], training_code_hash=r[1]))
+                + ("" if r[0] == cache.NUMERICS_REVISION else " (not this code's numerics revision)")
+                for r in revisions
+            )
+            or "empty"
+        )
         texts.append(f"`{shown}` ({held})")
     return "results store " + ", ".join(texts)
 
@@ -151,15 +166,18 @@ def runs_markdown(sources: list[RunSource]) -> tuple[str, str]:
     """The provenance row "runs" (how many runs came from where) and, where they came from more than one
     place, a collapsed list naming each run that did not come from the results store."""
     counts = {source: sum(run.source == source for run in sources) for source in SOURCES}
-    row = (f"{len(sources)} listed, as looked up when the chapter started (runs it chooses from their results "
-           "while it runs are not counted): "
-           + ", ".join(f"{counts[source]} {words}" for source, words in SOURCES.items())
-           + f"; {_store_text()}")
+    row = (
+        f"{len(sources)} listed, as looked up when the chapter started (runs it chooses from their results "
+        "while it runs are not counted): "
+        + ", ".join(f"{counts[source]} {words}" for source, words in SOURCES.items())
+        + f"; {_store_text()}"
+    )
     if counts["store"] == 0 or counts["store"] == len(sources):
         return row, ""
     lines = "\n".join(f"- `{run.name}` {run.label}: {SOURCES[run.source]}" for run in sources if run.source != "store")
-    return row, (f"````{{admonition}} The runs that did not come from the results store\n:class: dropdown\n\n"
-                 f"{lines}\n````\n\n")
+    return row, (
+        f"````{{admonition}} The runs that did not come from the results store\n:class: dropdown\n\n{lines}\n````\n\n"
+    )
 
 
 def rerun_commands(notebook: str, scale: str, overrides: dict | None = None) -> list[str]:
@@ -185,8 +203,17 @@ def rerun_box(notebook: str, scale: str, overrides: dict | None = None) -> str:
     )
 
 
-def provenance_markdown(*, notebook: str, scale: str, data: str, seeds, model: str, training: str,
-                        overrides: dict | None = None, runs: Iterable[Any] | None = None) -> str:
+def provenance_markdown(
+    *,
+    notebook: str,
+    scale: str,
+    data: str,
+    seeds,
+    model: str,
+    training: str,
+    overrides: dict | None = None,
+    runs: Iterable[Any] | None = None,
+) -> str:
     """A Markdown block stating what produced the chapter (with ``runs``, the chapter's run configurations:
     where they came from, :func:`run_sources`), then the "Re-run this chapter" box."""
     seeds = list(seeds)
@@ -201,10 +228,11 @@ def provenance_markdown(*, notebook: str, scale: str, data: str, seeds, model: s
         f"| model | {model} |\n"
         f"| training | {training} |\n"
         + (f"| runs | {runs_row} |\n" if runs_row else "")
-        + (f"| trained on | {trained_on(sources)} |\n" if sources else "") +
-        f"| rendered on | {hardware()} |\n"
+        + (f"| trained on | {trained_on(sources)} |\n" if sources else "")
+        + f"| rendered on | {hardware()} |\n"
         f"| executor | {executor_description()} (`--executor` of `python -m geocont.book`, or `$GEOCONT_EXECUTOR`) |\n"
         f"| software | torch {torch.__version__}, code {code_version()} |\n"
         f"| executed | {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M UTC} |\n\n"
-        + runs_list + rerun_box(notebook, scale, overrides)
+        + runs_list
+        + rerun_box(notebook, scale, overrides)
     )

@@ -22,9 +22,10 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -50,9 +51,24 @@ ANALYSES = "analyses"
 #: The metrics the chapters' claims and figures read (tests/test_store.py checks each is named in the chapters'
 #: code): ``verify`` prints the largest difference in each.
 CLAIM_METRICS = (
-    "weight_cos", "grad_cos", "cumgrad_cos", "weight_align", "weight_cumgrad_cos", "rel_update", "rel_update_spectral",
-    "turn", "co_rotation", "weight_gap", "grad_norm", "test_acc", "train_set_loss", "train_loss", "val_loss",
-    "trace_loss", "trace_weight_cos", "diverged",
+    "weight_cos",
+    "grad_cos",
+    "cumgrad_cos",
+    "weight_align",
+    "weight_cumgrad_cos",
+    "rel_update",
+    "rel_update_spectral",
+    "turn",
+    "co_rotation",
+    "weight_gap",
+    "grad_norm",
+    "test_acc",
+    "train_set_loss",
+    "train_loss",
+    "val_loss",
+    "trace_loss",
+    "trace_weight_cos",
+    "diverged",
 )
 
 #: On the platform a run was stored from (torch, CPU flags, threads) a retrained run's training must be
@@ -70,8 +86,17 @@ VERIFY_FALSE_ALARM = 0.01
 
 #: The metrics the forward and backward passes give directly (losses, accuracy, gradient and update norms,
 #: divergence), not a matrix decomposition: on the platform a run was stored from they must be bit-identical.
-TRAINING_METRICS = ("train_loss", "train_set_loss", "trace_loss", "val_loss", "test_loss", "test_acc", "grad_norm",
-                    "rel_update", "diverged")
+TRAINING_METRICS = (
+    "train_loss",
+    "train_set_loss",
+    "trace_loss",
+    "val_loss",
+    "test_loss",
+    "test_acc",
+    "grad_norm",
+    "rel_update",
+    "diverged",
+)
 
 #: The columns that identify one value of a run table.
 VALUE_INDEX = ["step", "group", "layer", "metric", "space", "direction"]
@@ -114,8 +139,11 @@ class BookStatus:
     @property
     def analyses_to_capture(self) -> list[str]:
         """The chapters whose analyses are not captured, or whose captured analyses the store lacks."""
-        return [chapter for chapter, names in self.analyses.items()
-                if names is None or any(name not in self.store.entries for name in names)]
+        return [
+            chapter
+            for chapter, names in self.analyses.items()
+            if names is None or any(name not in self.store.entries for name in names)
+        ]
 
     def ready_to_capture(self, chapter: str) -> bool:
         """Whether every run ``chapter`` reads is stored (and none is pending)."""
@@ -207,16 +235,27 @@ def missing_summary(status: BookStatus, workers: int) -> str:
         text += f", and {len(pending)} more pending (chosen from runs not all trained yet)"
     text += f"; predicted {_minutes(seconds)} of training on {workers} worker{'s' if workers > 1 else ''}"
     if calibration:
-        text += (" (scaled by the stored runs' measured times: "
-                 + ", ".join(f"{family} x{factor:.2f}" for family, factor in sorted(calibration.items())
-                             if "/" in family or family == "lm") + ")")
+        text += (
+            " (scaled by the stored runs' measured times: "
+            + ", ".join(
+                f"{family} x{factor:.2f}"
+                for family, factor in sorted(calibration.items())
+                if "/" in family or family == "lm"
+            )
+            + ")"
+        )
     if status.analyses_to_capture:
         text += f"; the analyses of {', '.join(status.analyses_to_capture)} to capture (each chapter executed once)"
     return text
 
 
-def print_status(scale: str, executor: str | None = None, out=sys.stdout, chapters: Sequence[str] | None = None,
-                 list_entries: bool = False) -> int:
+def print_status(
+    scale: str,
+    executor: str | None = None,
+    out=sys.stdout,
+    chapters: Sequence[str] | None = None,
+    list_entries: bool = False,
+) -> int:
     """``store status``: what the store holds and lacks (``list_entries``: every entry, one line each); 1 where
     it is refused (mixed revisions) or corrupt."""
     try:
@@ -229,9 +268,14 @@ def print_status(scale: str, executor: str | None = None, out=sys.stdout, chapte
         _print_entries(status.store, out)
     _print_corrupt(status.store, scale, out)
     _print_what_the_book_lacks(status, out)
-    print(("complete: every run of the book is stored" if status.complete else
-           f"incomplete: {missing_summary(status, _workers(executor))}: `python -m geocont.book store --scale {scale}`"),
-          file=out)
+    print(
+        (
+            "complete: every run of the book is stored"
+            if status.complete
+            else f"incomplete: {missing_summary(status, _workers(executor))}: `python -m geocont.book store --scale {scale}`"
+        ),
+        file=out,
+    )
     return 1 if status.store.corrupt or status.store.mixed else 0
 
 
@@ -242,9 +286,12 @@ def _print_holdings(st: store.StoreStatus, out) -> None:
     for revision, names in st.revisions.items():
         same = revision[0] == mine["numerics_revision"]
         this_code = " (this code)" if revision[1] == mine["training_code_hash"] else ""
-        print(f"  {store.revision_text(dict(numerics_revision=revision[0], training_code_hash=revision[1]))}: "
-              f"{len(names)} entries{this_code}" + ("" if same else " (NOT this code's numerics revision "
-                                                    f"{mine['numerics_revision']})"), file=out)
+        print(
+            f"  {store.revision_text(dict(numerics_revision=revision[0], training_code_hash=revision[1]))}: "
+            f"{len(names)} entries{this_code}"
+            + ("" if same else f" (NOT this code's numerics revision {mine['numerics_revision']})"),
+            file=out,
+        )
     for field in ("torch", "cpu_capability", "threads"):
         counts = Counter(str(entry.get("provenance", {}).get(field)) for entry in st.entries.values())
         if counts:
@@ -259,16 +306,22 @@ def _print_entries(st: store.StoreStatus, out) -> None:
     """One line per entry: its name, label, chapters, size, value precision and where and how long it trained."""
     for name, entry in st.entries.items():
         where = entry.get("provenance", {})
-        print(f"  entry: {name}  {entry.get('label', '')}  [{', '.join(entry.get('chapters', []))}]  "
-              f"{_size(sum(entry.get('sizes', {}).values()))}, {entry.get('values')}, trained in "
-              f"{where.get('wall_seconds')} s on {where.get('cpu_capability')} ({where.get('host')}, "
-              f"{where.get('finished')})", file=out)
+        print(
+            f"  entry: {name}  {entry.get('label', '')}  [{', '.join(entry.get('chapters', []))}]  "
+            f"{_size(sum(entry.get('sizes', {}).values()))}, {entry.get('values')}, trained in "
+            f"{where.get('wall_seconds')} s on {where.get('cpu_capability')} ({where.get('host')}, "
+            f"{where.get('finished')})",
+            file=out,
+        )
 
 
 def _print_corrupt(st: store.StoreStatus, scale: str, out) -> None:
     for name, why in st.corrupt.items():
-        print(f"  corrupt: {name}: {why}; `python -m geocont.book store --scale {scale}` retrains it where the book "
-              f"reads it (else remove it: `rm -r {st.root / name}`)", file=out)
+        print(
+            f"  corrupt: {name}: {why}; `python -m geocont.book store --scale {scale}` retrains it where the book "
+            f"reads it (else remove it: `rm -r {st.root / name}`)",
+            file=out,
+        )
 
 
 def _print_what_the_book_lacks(status: BookStatus, out) -> None:
@@ -276,12 +329,18 @@ def _print_what_the_book_lacks(status: BookStatus, out) -> None:
     analyses captured or still to capture."""
     outside = status.outside_book
     if outside:
-        print(f"  {len(outside)} entries are not in the book's run set (trained ahead for a design no preset reads yet, or left from an earlier one; `store status --entries` gives their labels): "
-              + ", ".join(outside[:10]) + (" ..." if len(outside) > 10 else ""), file=out)
+        print(
+            f"  {len(outside)} entries are not in the book's run set (trained ahead for a design no preset reads yet, or left from an earlier one; `store status --entries` gives their labels): "
+            + ", ".join(outside[:10])
+            + (" ..." if len(outside) > 10 else ""),
+            file=out,
+        )
     missing = status.missing
     for run in sorted(missing, key=lambda r: -r.seconds)[:30]:
-        print(f"  missing: {run.name}  {run.label}  [{', '.join(run.chapters)}]  ~{_minutes(status.seconds(run))}",
-              file=out)
+        print(
+            f"  missing: {run.name}  {run.label}  [{', '.join(run.chapters)}]  ~{_minutes(status.seconds(run))}",
+            file=out,
+        )
     if len(missing) > 30:
         print(f"  ... and {len(missing) - 30} more missing runs", file=out)
     for chapter, reason in status.run_set.pending_reason.items():
@@ -291,8 +350,11 @@ def _print_what_the_book_lacks(status: BookStatus, out) -> None:
         if chapter not in status.analyses_to_capture:
             print(f"  analyses of {chapter}: {len(names or ())} captured", file=out)
         else:
-            print(f"  analyses of {chapter}: to capture by executing it once"
-                  + ("" if status.ready_to_capture(chapter) else ", after the runs it reads are stored"), file=out)
+            print(
+                f"  analyses of {chapter}: to capture by executing it once"
+                + ("" if status.ready_to_capture(chapter) else ", after the runs it reads are stored"),
+                file=out,
+            )
 
 
 # --------------------------------------------------------------------------- fill
@@ -308,12 +370,21 @@ def _adoptable(run: BookRun) -> bool:
     """Whether the current run cache holds the run, trained at this code's numerics revision, with its
     provenance (the code hash that trained it recorded)."""
     provenance = (cache.manifest(run.kind, run.job.key_config()) or {}).get("run") or {}
-    return (provenance.get("numerics_revision") == store.NUMERICS_REVISION
-            and provenance.get("training_code_hash") is not None)
+    return (
+        provenance.get("numerics_revision") == store.NUMERICS_REVISION
+        and provenance.get("training_code_hash") is not None
+    )
 
 
-def copy_from_cache(root: Path, kind: str, config: dict[str, Any], *, label: str = "", chapters: Iterable[str] = (),
-                    keep_artifacts: Iterable[str] = ()) -> store.Written:
+def copy_from_cache(
+    root: Path,
+    kind: str,
+    config: dict[str, Any],
+    *,
+    label: str = "",
+    chapters: Iterable[str] = (),
+    keep_artifacts: Iterable[str] = (),
+) -> store.Written:
     """Write the run cache's entry of the key into the store at ``root`` (:func:`geocont.store.write_entry`) with
     the provenance the cache recorded where the run was computed; its artifacts in ``keep_artifacts`` are copied,
     its others listed as dropped. One-line :class:`geocont.store.StoreError` where the cache has no whole entry."""
@@ -321,7 +392,9 @@ def copy_from_cache(root: Path, kind: str, config: dict[str, Any], *, label: str
     table = cache.load(kind, config, warn=False, include_store=False)
     manifest = cache.manifest(kind, config)
     if table is None or manifest is None:
-        raise store.StoreError(f"run {kind}/{key} ({label}) has no readable entry in the run cache {cache.cache_root()}")
+        raise store.StoreError(
+            f"run {kind}/{key} ({label}) has no readable entry in the run cache {cache.cache_root()}"
+        )
     artifacts, keep = {}, set(keep_artifacts)
     for name in sorted(keep):
         path = cache.artifact_path(kind, config, name, include_store=False)
@@ -329,8 +402,17 @@ def copy_from_cache(root: Path, kind: str, config: dict[str, Any], *, label: str
             raise store.StoreError(f"run {kind}/{key} ({label}) has no readable {name} in the run cache")
         artifacts[name] = path
     dropped = sorted(set(manifest.get("files", {})) - {cache.TABLE} - keep)
-    return store.write_entry(root, kind, config, table, manifest.get("run") or {}, artifacts=artifacts,
-                             dropped=dropped, label=label, chapters=chapters)
+    return store.write_entry(
+        root,
+        kind,
+        config,
+        table,
+        manifest.get("run") or {},
+        artifacts=artifacts,
+        dropped=dropped,
+        label=label,
+        chapters=chapters,
+    )
 
 
 def _write(root: Path, run: BookRun) -> store.Written:
@@ -339,12 +421,19 @@ def _write(root: Path, run: BookRun) -> store.Written:
         from ..lm import MODEL_ARTIFACT
 
         keep = (MODEL_ARTIFACT,)
-    return copy_from_cache(root, run.kind, run.job.key_config(), label=run.label, chapters=run.chapters,
-                           keep_artifacts=keep)
+    return copy_from_cache(
+        root, run.kind, run.job.key_config(), label=run.label, chapters=run.chapters, keep_artifacts=keep
+    )
 
 
-def fill(scale: str, minutes: float | None = None, executor: str | None = None, out=sys.stdout,
-         chapters: Sequence[str] | None = None, execute_chapter: ExecuteChapter | None = None) -> int:
+def fill(
+    scale: str,
+    minutes: float | None = None,
+    executor: str | None = None,
+    out=sys.stdout,
+    chapters: Sequence[str] | None = None,
+    execute_chapter: ExecuteChapter | None = None,
+) -> int:
     """``store``: train the runs of the book at ``scale`` that its store lacks into the store, longest first,
     copying in the runs a run cache already holds (:class:`_Filling`; ``minutes``: none starts after that), then
     capture the analyses of each chapter whose runs are all stored by executing it with ``execute_chapter`` (the
@@ -355,8 +444,9 @@ def fill(scale: str, minutes: float | None = None, executor: str | None = None, 
     filling = _Filling(root, minutes=minutes, out=out)
     filling.store_missing_runs(scale, chapters=chapters, executor=executor)
     if not filling.failures:
-        filling.failures += capture_ready_analyses(root, scale, chapters=chapters, execute_chapter=execute_chapter,
-                                                   deadline=filling.deadline, out=out)
+        filling.failures += capture_ready_analyses(
+            root, scale, chapters=chapters, execute_chapter=execute_chapter, deadline=filling.deadline, out=out
+        )
     _print_fill_summary(root, scale, chapters=chapters, executor=executor, added=filling.stored, out=out)
     return 1 if filling.failures else 0
 
@@ -368,9 +458,11 @@ def _refuse_another_numerics_revision(root: Path) -> None:
     existing = store.status(root, verify_files=False)
     if not existing.current_numerics:
         held = ", ".join(map(str, store.numerics_revisions(existing.revisions)))
-        raise store.StoreError(f"the store {root} holds runs of numerics revision {held}, but this code is "
-                               f"revision {store.NUMERICS_REVISION}: runs trained now would mix revisions; restore "
-                               "that code, or move the store aside and retrain it")
+        raise store.StoreError(
+            f"the store {root} holds runs of numerics revision {held}, but this code is "
+            f"revision {store.NUMERICS_REVISION}: runs trained now would mix revisions; restore "
+            "that code, or move the store aside and retrain it"
+        )
 
 
 class _Filling:
@@ -410,10 +502,17 @@ class _Filling:
             corrupt = store.status(self.root).corrupt
             for run in run_set.runs:
                 if run.name in corrupt:
-                    print(f"replacing the corrupt entry {run.name} ({run.label}: {corrupt[run.name]})", file=self.out,
-                          flush=True)
-            missing = [run for run in run_set.runs if run.name in corrupt or not (
-                store.entry_folder(self.root, run.kind, run.job.key_config()) / store.ENTRY).exists()]
+                    print(
+                        f"replacing the corrupt entry {run.name} ({run.label}: {corrupt[run.name]})",
+                        file=self.out,
+                        flush=True,
+                    )
+            missing = [
+                run
+                for run in run_set.runs
+                if run.name in corrupt
+                or not (store.entry_folder(self.root, run.kind, run.job.key_config()) / store.ENTRY).exists()
+            ]
             missing = [run for run in missing if not (_adoptable(run) and self.put(run, "the staging cache"))]
         with store.environment(GEOCONT_CACHE_DIR=self.user_cache):
             return [run for run in missing if not (_adoptable(run) and self.put(run, "your run cache"))]
@@ -424,13 +523,22 @@ class _Filling:
         with self._in_staging():
             check_run_configs([run.job.argument for run in missing], executor)  # data, corpus, cache: one line
         predicted = predicted_wall_seconds([timing.seconds(run) for run in missing], _workers(executor))
-        print(f"training {len(missing)} runs into {self.root} (predicted {_minutes(predicted)})"
-              + (f"; none starts after {self.minutes:g} min" if self.minutes else ""), file=self.out, flush=True)
+        print(
+            f"training {len(missing)} runs into {self.root} (predicted {_minutes(predicted)})"
+            + (f"; none starts after {self.minutes:g} min" if self.minutes else ""),
+            file=self.out,
+            flush=True,
+        )
         with self._in_staging():
             try:
-                run_jobs([run.job for run in missing], executor, deadline=self.deadline,
-                         on_result=lambda job, _: self.put(by_name[store.entry_name(job.kind, job.key_config())],
-                                                           "this slice"))
+                run_jobs(
+                    [run.job for run in missing],
+                    executor,
+                    deadline=self.deadline,
+                    on_result=lambda job, _: self.put(
+                        by_name[store.entry_name(job.kind, job.key_config())], "this slice"
+                    ),
+                )
             except SweepFailed as error:
                 self.failures.append(str(error))
                 print(error, file=self.out, flush=True)
@@ -444,46 +552,67 @@ class _Filling:
             print(f"could not store {run.name} ({run.label}): {error}", file=self.out, flush=True)
             return False
         self.stored += 1
-        print(f"stored {run.name} ({run.label}, from {source}): {_size(sum(written.sizes.values()))}", file=self.out,
-              flush=True)
+        print(
+            f"stored {run.name} ({run.label}, from {source}): {_size(sum(written.sizes.values()))}",
+            file=self.out,
+            flush=True,
+        )
         return True
 
 
-def capture_ready_analyses(root: Path, scale: str, *, chapters: Sequence[str] | None,
-                           execute_chapter: ExecuteChapter | None, deadline: float | None, out=sys.stdout) -> list[str]:
+def capture_ready_analyses(
+    root: Path,
+    scale: str,
+    *,
+    chapters: Sequence[str] | None,
+    execute_chapter: ExecuteChapter | None,
+    deadline: float | None,
+    out=sys.stdout,
+) -> list[str]:
     """Capture the analyses of every chapter whose runs are all stored but whose analyses are not
     (:func:`capture_analyses`), none after ``deadline``, none without ``execute_chapter``; what failed, one line
     each."""
     failures = []
     status = book_status(scale, verify_files=False, chapters=chapters)
     for chapter in status.analyses_to_capture:
-        if (execute_chapter is not None and status.ready_to_capture(chapter)
-                and (deadline is None or time.time() < deadline)):
+        if (
+            execute_chapter is not None
+            and status.ready_to_capture(chapter)
+            and (deadline is None or time.time() < deadline)
+        ):
             try:
                 capture_analyses(root, scale, chapter=chapter, execute_chapter=execute_chapter, out=out)
             except (store.StoreError, OSError, RuntimeError) as error:  # papermill's failures are RuntimeErrors
                 failures.append(f"the analyses of {chapter}: {error}")
-                print(f"could not capture the analyses of {chapter}: {str(error).splitlines()[0]}", file=out,
-                      flush=True)
+                print(
+                    f"could not capture the analyses of {chapter}: {str(error).splitlines()[0]}", file=out, flush=True
+                )
     return failures
 
 
-def _print_fill_summary(root: Path, scale: str, *, chapters: Sequence[str] | None, executor: str | None, added: int,
-                        out) -> None:
+def _print_fill_summary(
+    root: Path, scale: str, *, chapters: Sequence[str] | None, executor: str | None, added: int, out
+) -> None:
     """How many of the book's runs the store now holds, how many were ``added``, and what is still to do."""
     status = book_status(scale, verify_files=False, chapters=chapters)
     wanted = len(status.run_set.runs)
-    print(f"results store {root}: {wanted - len(status.missing)} of {wanted} runs stored"
-          + (f" (of the chapters {', '.join(chapters)})" if chapters else "")
-          + f"; {len(status.store.entries)} entries in all ({_size(status.store.bytes)}); {added} added now",
-          file=out)
+    print(
+        f"results store {root}: {wanted - len(status.missing)} of {wanted} runs stored"
+        + (f" (of the chapters {', '.join(chapters)})" if chapters else "")
+        + f"; {len(status.store.entries)} entries in all ({_size(status.store.bytes)}); {added} added now",
+        file=out,
+    )
     if not status.complete:
-        print(f"still to do: {missing_summary(status, _workers(executor))}; continue with "
-              f"`python -m geocont.book store --scale {scale} [--minutes N]` (`store status` lists the runs)", file=out)
+        print(
+            f"still to do: {missing_summary(status, _workers(executor))}; continue with "
+            f"`python -m geocont.book store --scale {scale} [--minutes N]` (`store status` lists the runs)",
+            file=out,
+        )
 
 
-def capture_analyses(root: Path, scale: str, chapter: str, execute_chapter: ExecuteChapter,
-                     out=sys.stdout) -> list[str]:
+def capture_analyses(
+    root: Path, scale: str, chapter: str, execute_chapter: ExecuteChapter, out=sys.stdout
+) -> list[str]:
     """Execute ``chapter`` once at ``scale`` with ``execute_chapter(repository root, notebook, parameters,
     layout)`` (its runs read from the store, nothing trained), logging every entry
     it reads (``GEOCONT_READ_LOG``); copy each analysis among them (:data:`geocont.store.ANALYSIS_KINDS`) that the
@@ -496,10 +625,13 @@ def capture_analyses(root: Path, scale: str, chapter: str, execute_chapter: Exec
     with tempfile.TemporaryDirectory(prefix="geocont-capture-") as scratch:
         log = Path(scratch) / "reads.log"
         log.touch()
-        with store.environment(GEOCONT_CACHE_DIR=str(staging), **{store.STORE_ENV: str(root),
-                                                                   store.STORE_ONLY_ENV: "", cache.READ_LOG_ENV: str(log)}):
-            execute_chapter(repository_root(), Path("book") / f"{chapter}.ipynb", {"scale": scale},
-                            Layout(Path(scratch)))
+        with store.environment(
+            GEOCONT_CACHE_DIR=str(staging),
+            **{store.STORE_ENV: str(root), store.STORE_ONLY_ENV: "", cache.READ_LOG_ENV: str(log)},
+        ):
+            execute_chapter(
+                repository_root(), Path("book") / f"{chapter}.ipynb", {"scale": scale}, Layout(Path(scratch))
+            )
         read = list(dict.fromkeys(log.read_text().split()))
     names = [name for name in read if name.split("/")[0] in store.ANALYSIS_KINDS]
     with store.environment(GEOCONT_CACHE_DIR=str(staging)):
@@ -509,13 +641,20 @@ def capture_analyses(root: Path, scale: str, chapter: str, execute_chapter: Exec
                 continue
             config = cache.entry_config(kind, key)
             if config is None:
-                raise store.StoreError(f"analysis {name} of {chapter} was read, but not from the staging cache "
-                                       f"{staging}: it cannot be copied into the store")
+                raise store.StoreError(
+                    f"analysis {name} of {chapter} was read, but not from the staging cache "
+                    f"{staging}: it cannot be copied into the store"
+                )
             copy_from_cache(root, kind, config, label=f"analysis of {chapter}", chapters=(chapter,))
     path = analyses_path(root, chapter)
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = dict(chapter=chapter, scale=scale, entries=names, wall_seconds=round(time.perf_counter() - started, 1),
-                  **store.revision())
+    record = dict(
+        chapter=chapter,
+        scale=scale,
+        entries=names,
+        wall_seconds=round(time.perf_counter() - started, 1),
+        **store.revision(),
+    )
     partial = path.with_suffix(".partial")
     partial.write_text(json.dumps(record, indent=1) + "\n")
     partial.replace(path)
@@ -530,21 +669,32 @@ def differences(stored: pd.DataFrame, fresh: pd.DataFrame, float32: bool) -> pd.
     """Per metric, the largest absolute difference between two tables of one run where both values are finite
     (``fresh`` rounded to float32 first where the store holds float32), how many values differ in being NaN or
     infinite, and how many values only one table has."""
+
     def values(table: pd.DataFrame, dtype) -> pd.DataFrame:
         keys = table[VALUE_INDEX].astype({c: str for c in ("group", "metric", "space")})
         return keys.assign(value=table["value"].to_numpy().astype(dtype).astype(np.float64))
 
-    both = values(stored, np.float64).merge(values(fresh, np.float32 if float32 else np.float64), on=VALUE_INDEX,
-                                            how="outer", suffixes=("_stored", "_fresh"), indicator=True)
+    both = values(stored, np.float64).merge(
+        values(fresh, np.float32 if float32 else np.float64),
+        on=VALUE_INDEX,
+        how="outer",
+        suffixes=("_stored", "_fresh"),
+        indicator=True,
+    )
     rows = []
     for metric, group in both.groupby("metric", sort=True):
         matched = group[group["_merge"] == "both"]
         s, f = matched["value_stored"].to_numpy(), matched["value_fresh"].to_numpy()
         finite = np.isfinite(s) & np.isfinite(f)
         same_flag = (np.isnan(s) & np.isnan(f)) | (s == f)
-        rows.append(dict(metric=metric, max_abs_diff=float(np.max(np.abs(s[finite] - f[finite]))) if finite.any() else 0.0,
-                         flag_mismatches=int(np.sum(~finite & ~same_flag)),
-                         unmatched=int((group["_merge"] != "both").sum())))
+        rows.append(
+            dict(
+                metric=metric,
+                max_abs_diff=float(np.max(np.abs(s[finite] - f[finite]))) if finite.any() else 0.0,
+                flag_mismatches=int(np.sum(~finite & ~same_flag)),
+                unmatched=int((group["_merge"] != "both").sum()),
+            )
+        )
     return pd.DataFrame(rows, columns=["metric", "max_abs_diff", "flag_mismatches", "unmatched"])
 
 
@@ -587,8 +737,10 @@ def choose_sample(run_set: RunSet, stored: Iterable[str], sample: Sequence[str])
     for text in sample:
         matches = [run for run in runs if len(text) >= 6 and (run.key.startswith(text) or run.name.startswith(text))]
         if len(matches) != 1:
-            raise ParameterError(f"--sample {text!r} matches {len(matches)} stored runs; give default, all, or a key "
-                             "(kind/key or at least 6 characters of one) that `store status` lists")
+            raise ParameterError(
+                f"--sample {text!r} matches {len(matches)} stored runs; give default, all, or a key "
+                "(kind/key or at least 6 characters of one) that `store status` lists"
+            )
         chosen[matches[0].name] = matches[0]
     return list(chosen.values())
 
@@ -606,6 +758,7 @@ def final_means(table: pd.DataFrame) -> pd.Series:
 
 def seed_siblings(run_set: RunSet, run: BookRun, stored: Iterable[str]) -> list[BookRun]:
     """The stored runs of ``run``'s condition: its configuration but for the seed (``run`` among them)."""
+
     def without_seed(one: BookRun) -> dict[str, Any]:
         return {name: value for name, value in one.job.key_config().items() if name != "seed"}
 
@@ -625,8 +778,9 @@ def seed_finals(root: Path, siblings: Sequence[BookRun]) -> pd.DataFrame:
     return pd.concat(means, axis=1) if means else pd.DataFrame()
 
 
-def another_seed_test(seeds: pd.DataFrame, fresh: pd.DataFrame,
-                      false_alarm: float = VERIFY_FALSE_ALARM) -> pd.DataFrame:
+def another_seed_test(
+    seeds: pd.DataFrame, fresh: pd.DataFrame, false_alarm: float = VERIFY_FALSE_ALARM
+) -> pd.DataFrame:
     """Per claim-bearing quantity that at least two seeds and ``fresh`` have, how far ``fresh``'s final layer
     mean lies from the seeds' mean in prediction sds (``z`` = |x - mean| / (s sqrt(1 + 1/n)); inf where the seeds
     agree exactly and ``fresh`` does not), and the ``limit`` a new draw exceeds on any quantity with probability
@@ -647,8 +801,14 @@ def another_seed_test(seeds: pd.DataFrame, fresh: pd.DataFrame,
     return pd.DataFrame({"z": z, "limit": limit, "seeds": n})
 
 
-def verify(scale: str, sample: Sequence[str] = ("default",), executor: str | None = None, out=sys.stdout,
-           chapters: Sequence[str] | None = None, threads: int | None = None) -> int:
+def verify(
+    scale: str,
+    sample: Sequence[str] = ("default",),
+    executor: str | None = None,
+    out=sys.stdout,
+    chapters: Sequence[str] | None = None,
+    threads: int | None = None,
+) -> int:
     """``verify``: retrain ``sample`` (:func:`choose_sample`) with no store and an empty cache (``threads``:
     with that many torch threads per run, as another machine's kernels would), and print per run the largest
     difference from its store entry in every claim-bearing metric (:data:`CLAIM_METRICS`) and its verdict
@@ -662,9 +822,13 @@ def verify(scale: str, sample: Sequence[str] = ("default",), executor: str | Non
         executor = f"local:{max(1, (os.cpu_count() or 1) // threads)}"
     check_run_configs([run.job.argument for run in chosen], executor)  # data, corpus: one line before retraining
     seconds = predicted_wall_seconds([status.seconds(run) for run in chosen], _workers(executor))
-    print(f"verifying {len(chosen)} stored runs by retraining them"
-          + (f" with {threads} threads each" if threads else "") + f" (predicted {_minutes(seconds)})",
-          file=out, flush=True)
+    print(
+        f"verifying {len(chosen)} stored runs by retraining them"
+        + (f" with {threads} threads each" if threads else "")
+        + f" (predicted {_minutes(seconds)})",
+        file=out,
+        flush=True,
+    )
     fresh_tables, manifests = _retrain(chosen, executor, threads)
     failed = 0
     for run, fresh, manifest in zip(chosen, fresh_tables, manifests):
@@ -672,20 +836,25 @@ def verify(scale: str, sample: Sequence[str] = ("default",), executor: str | Non
     return 1 if failed else 0
 
 
-def _retrain(chosen: Sequence[BookRun], executor: str | None,
-             threads: int | None) -> tuple[list[pd.DataFrame], list[dict[str, Any] | None]]:
+def _retrain(
+    chosen: Sequence[BookRun], executor: str | None, threads: int | None
+) -> tuple[list[pd.DataFrame], list[dict[str, Any] | None]]:
     """The tables of ``chosen`` trained afresh (no store, an empty temporary cache, ``threads`` per run where
     given), and the manifest each run's cache entry recorded (where and how it was trained)."""
-    with tempfile.TemporaryDirectory(prefix="geocont-verify-") as scratch, store.environment(
-            GEOCONT_CACHE_DIR=scratch, GEOCONT_RUN_THREADS=str(threads) if threads else os.environ.get("GEOCONT_RUN_THREADS"),
-            **{store.STORE_ENV: store.STORE_OFF, store.STORE_ONLY_ENV: None}):
+    with (
+        tempfile.TemporaryDirectory(prefix="geocont-verify-") as scratch,
+        store.environment(
+            GEOCONT_CACHE_DIR=scratch,
+            GEOCONT_RUN_THREADS=str(threads) if threads else os.environ.get("GEOCONT_RUN_THREADS"),
+            **{store.STORE_ENV: store.STORE_OFF, store.STORE_ONLY_ENV: None},
+        ),
+    ):
         fresh_tables = run_jobs([run.job for run in chosen], executor)
         manifests = [cache.manifest(run.kind, run.job.key_config()) for run in chosen]  # keys with these threads
     return fresh_tables, manifests
 
 
-def _verify_run(status: BookStatus, run: BookRun, *, fresh: pd.DataFrame, manifest: dict[str, Any] | None,
-                out) -> bool:
+def _verify_run(status: BookStatus, run: BookRun, *, fresh: pd.DataFrame, manifest: dict[str, Any] | None, out) -> bool:
     """Print how the retrained ``run`` compares with its store entry; whether it passes."""
     root = status.store.root
     folder = store.entry_folder(root, run.kind, run.job.key_config())
@@ -700,9 +869,12 @@ def _verify_run(status: BookStatus, run: BookRun, *, fresh: pd.DataFrame, manife
     siblings = seed_siblings(status.run_set, run, status.store.entries)
     test = another_seed_test(seed_finals(root, siblings), fresh)
     verdict, ok = judge_retrained(table, test, same_platform=store.same_platform(where, mine), seeds=len(siblings))
-    print(f"{run.name} ({run.label}; {run.optimizer}; stored on {where.get('cpu_capability')}/torch "
-          f"{where.get('torch')}/{where.get('threads')} thread(s), retrained on {mine.get('cpu_capability')}/"
-          f"torch {mine.get('torch')}/{mine.get('threads')} thread(s)): {verdict}", file=out)
+    print(
+        f"{run.name} ({run.label}; {run.optimizer}; stored on {where.get('cpu_capability')}/torch "
+        f"{where.get('torch')}/{where.get('threads')} thread(s), retrained on {mine.get('cpu_capability')}/"
+        f"torch {mine.get('torch')}/{mine.get('threads')} thread(s)): {verdict}",
+        file=out,
+    )
     _print_differences(table, test, out)
     return ok
 
@@ -716,17 +888,25 @@ def judge_retrained(table: pd.DataFrame, test: pd.DataFrame, *, same_platform: b
     if unchanged(table):
         return ("bit-identical" if same_platform else "identical (on other kernels)"), True
     if same_platform and not unchanged(table[table["metric"].isin(TRAINING_METRICS)]):
-        return ("DIFFERS (a run retrained on the torch, CPU flags and threads it was stored from must "
-                "train bit-identically)"), False
-    prefix = ("training bit-identical, measurements not (the exact SVD's LAPACK kernels follow the CPU model, "
-              "which the flags do not pin); " if same_platform else "")
+        return (
+            "DIFFERS (a run retrained on the torch, CPU flags and threads it was stored from must "
+            "train bit-identically)"
+        ), False
+    prefix = (
+        "training bit-identical, measurements not (the exact SVD's LAPACK kernels follow the CPU model, "
+        "which the flags do not pin); "
+        if same_platform
+        else ""
+    )
     if not len(test):
         return prefix + f"not judged: {seeds} seed of its condition stored, none to judge it by", True
     ok = bool((test["z"] <= test["limit"]).all())
     worst = test.loc[(test["z"] / test["limit"]).idxmax()]
-    return prefix + (f"{'like' if ok else 'NOT LIKE'} another seed of its {seeds} stored: final "
-                     f"claim means at most {worst['z']:.2g} prediction sd from theirs (limit "
-                     f"{worst['limit']:.2g}, {len(test)} quantities, false alarm {VERIFY_FALSE_ALARM:g})"), ok
+    return prefix + (
+        f"{'like' if ok else 'NOT LIKE'} another seed of its {seeds} stored: final "
+        f"claim means at most {worst['z']:.2g} prediction sd from theirs (limit "
+        f"{worst['limit']:.2g}, {len(test)} quantities, false alarm {VERIFY_FALSE_ALARM:g})"
+    ), ok
 
 
 def _print_differences(table: pd.DataFrame, test: pd.DataFrame, out) -> None:
@@ -735,8 +915,12 @@ def _print_differences(table: pd.DataFrame, test: pd.DataFrame, out) -> None:
     by_metric = test["z"].groupby(level="metric").max() if len(test) else pd.Series(dtype=float)
     claim = table[table["metric"].isin(CLAIM_METRICS)]
     for row in claim.itertuples():
-        extra = "".join([f", {row.flag_mismatches} NaN/inf flags differ" if row.flag_mismatches else "",
-                         f", {row.unmatched} values in one table only" if row.unmatched else ""])
+        extra = "".join(
+            [
+                f", {row.flag_mismatches} NaN/inf flags differ" if row.flag_mismatches else "",
+                f", {row.unmatched} values in one table only" if row.unmatched else "",
+            ]
+        )
         units = by_metric.get(row.metric, np.nan)
         seeds = f"; final mean {units:.2g} prediction sd from the seeds'" if not np.isnan(units) else ""
         print(f"    {row.metric:22s} max |diff| {row.max_abs_diff:.3g}{seeds}{extra}", file=out)
@@ -787,8 +971,11 @@ def _same_text(a: str, b: str, tolerance: float) -> bool:
         return True
     if _NUMBER.sub("#", a) != _NUMBER.sub("#", b):
         return False
-    return all(close_numbers(float(x), float(y), tolerance) or abs(float(x) - float(y)) <= 1.0001 * max(
-        _last_place(x), _last_place(y)) for x, y in zip(_NUMBER.findall(a), _NUMBER.findall(b)))
+    return all(
+        close_numbers(float(x), float(y), tolerance)
+        or abs(float(x) - float(y)) <= 1.0001 * max(_last_place(x), _last_place(y))
+        for x, y in zip(_NUMBER.findall(a), _NUMBER.findall(b))
+    )
 
 
 def same_value(a: Any, b: Any, tolerance: float = CLAIM_TOLERANCE) -> bool:
@@ -802,8 +989,9 @@ def same_value(a: Any, b: Any, tolerance: float = CLAIM_TOLERANCE) -> bool:
     return type(a) is type(b) and a == b
 
 
-def compare_claims(published: Path, snapshot: Path, chapters: Sequence[str] | None = None,
-                   tolerance: float = CLAIM_TOLERANCE) -> list[str]:
+def compare_claims(
+    published: Path, snapshot: Path, chapters: Sequence[str] | None = None, tolerance: float = CLAIM_TOLERANCE
+) -> list[str]:
     """Every difference between the claims tables published in ``published`` and those in ``snapshot`` (of
     ``chapters`` alone, where given), one line each, starting with the chapter's name: a chapter or claim only one
     side has, a field whose value differs (:func:`same_value`); [] when they agree."""
@@ -812,7 +1000,7 @@ def compare_claims(published: Path, snapshot: Path, chapters: Sequence[str] | No
     if chapters is not None:
         names = [f"{chapter}.json" for chapter in chapters]
     for name in names:
-        chapter = name[:-len(".json")]
+        chapter = name[: -len(".json")]
         if not (snapshot / name).exists():
             lines.append(f"{chapter}: published, but not in the snapshot")
             continue
@@ -832,8 +1020,9 @@ def compare_claims(published: Path, snapshot: Path, chapters: Sequence[str] | No
                 a, b = old["claims"][key], new["claims"][key]
                 for column in sorted(set(a) | set(b)):
                     if not same_value(a.get(column), b.get(column), tolerance):
-                        lines.append(f"{chapter}: claim {key}: {column}: snapshot {a.get(column)!r} -> now "
-                                     f"{b.get(column)!r}")
+                        lines.append(
+                            f"{chapter}: claim {key}: {column}: snapshot {a.get(column)!r} -> now {b.get(column)!r}"
+                        )
     return lines
 
 

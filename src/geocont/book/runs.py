@@ -16,8 +16,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from .. import cache, store
 from ..config import LMRunConfig, MLPRunConfig
@@ -89,7 +90,9 @@ class RunSet:
         return [run for run in self.runs if chapter in run.chapters]
 
 
-def predicted_seconds(config: Any, mlp_step_seconds: float | None = None, lm_step_seconds: float | None = None) -> float:
+def predicted_seconds(
+    config: Any, mlp_step_seconds: float | None = None, lm_step_seconds: float | None = None
+) -> float:
     """Predicted wall seconds of one run on one one-thread worker of this project's machine: an MLP run
     at :data:`geocont.chapters.mlp_runs.CPU_SECONDS_PER_MLP_STEP` per step (``adam-rotated`` costs more,
     :func:`geocont.chapters.mlp_runs.predicted_run_seconds`), a language-model run at the 4-layer
@@ -134,9 +137,15 @@ def dependent_configs(name: str, settings: Any) -> tuple[list, list, str | None]
             choice, _ = choose(settings, executor="serial")
     except store.RunMissing:
         rates = module.SGD_LEARNING_RATES
-        return [], settings.sgd_configs(rates[-1]), (f"its SGD runs take the largest of the rates {list(rates)} "
-                                                     "whose probe runs do not diverge, and not every probe is "
-                                                     "trained yet")
+        return (
+            [],
+            settings.sgd_configs(rates[-1]),
+            (
+                f"its SGD runs take the largest of the rates {list(rates)} "
+                "whose probe runs do not diverge, and not every probe is "
+                "trained yet"
+            ),
+        )
     return (settings.sgd_configs(choice.lr) if choice.lr is not None else []), [], None
 
 
@@ -180,8 +189,9 @@ def book_run_set(scale: str, chapters: Iterable[str] | None = None) -> RunSet:
         for run in _unique(name, configs):
             if run.name in found:
                 earlier = found[run.name]
-                found[run.name] = dataclasses.replace(earlier, chapters=earlier.chapters + (name,),
-                                                      keep_weights=earlier.keep_weights or run.keep_weights)
+                found[run.name] = dataclasses.replace(
+                    earlier, chapters=earlier.chapters + (name,), keep_weights=earlier.keep_weights or run.keep_weights
+                )
             else:
                 found[run.name] = run
         for run in _unique(name, waiting):
@@ -194,4 +204,3 @@ def book_run_set(scale: str, chapters: Iterable[str] | None = None) -> RunSet:
     result.pending = [run for key, run in pending.items() if key not in found and wanted & set(run.chapters)]
     result.pending_reason = {name: reason for name, reason in result.pending_reason.items() if name in wanted}
     return result
-

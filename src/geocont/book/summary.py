@@ -39,7 +39,9 @@ def published_claims(claims_dir: Path, chapters: list[str]) -> tuple[pd.DataFram
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), missing
 
 
-def reproducibility_summary(claims_dir: Path, pages: Path, chapters: list[str], titles: dict[str, str] | None = None) -> str:
+def reproducibility_summary(
+    claims_dir: Path, pages: Path, chapters: list[str], titles: dict[str, str] | None = None
+) -> str:
     """The summary's Markdown; the headline figure is written to ``pages / FIGURE``."""
     claims, missing = published_claims(claims_dir, chapters)
     if claims.empty:
@@ -47,11 +49,17 @@ def reproducibility_summary(claims_dir: Path, pages: Path, chapters: list[str], 
     titles = titles if titles is not None else chapter_titles()
     rows = primary_rows(claims)
     draw_verdicts(rows, pages / FIGURE, titles)
-    parts = [_PROSE.render("summary-scope"),
-             _PROSE.render("summary-methodology", chapters=rows["chapter"].nunique(), claims=len(rows),
-                           scales=", ".join(f"`{s}`" for s in dict.fromkeys(claims["scale"]))),
-             results_markdown(rows, titles),
-             easy_and_difficult(rows)]
+    parts = [
+        _PROSE.render("summary-scope"),
+        _PROSE.render(
+            "summary-methodology",
+            chapters=rows["chapter"].nunique(),
+            claims=len(rows),
+            scales=", ".join(f"`{s}`" for s in dict.fromkeys(claims["scale"])),
+        ),
+        results_markdown(rows, titles),
+        easy_and_difficult(rows),
+    ]
     if missing:
         parts.append(_PROSE.render("summary-missing", chapters=", ".join(f"`{c}`" for c in missing)))
     return "\n\n".join(parts)
@@ -69,18 +77,30 @@ def results_markdown(rows: pd.DataFrame, titles: dict[str, str]) -> str:
     counted = ", ".join(f"**{n}** {verdict}" for verdict, n in counts.items())
     main = main_claim_rows(rows)
     table = ["| claim | paper | ours (mean ± sd, n) | verdict |", "|---|---|---|---|"]
-    table += [f"| {_cell(row.claim)} ({{doc}}`{_cell(short_title(titles.get(row.chapter, row.chapter)))} "
-              f"<{row.chapter}>`) | {_cell(row.paper)} | {_ours_cell(row)} | **{row.verdict}** |"
-              for row in main.itertuples()]
-    return _PROSE.render("summary-results", claims=len(rows), counted=counted, figure=FIGURE.as_posix(),
-                         main=len(main), table="\n".join(table))
+    table += [
+        f"| {_cell(row.claim)} ({{doc}}`{_cell(short_title(titles.get(row.chapter, row.chapter)))} "
+        f"<{row.chapter}>`) | {_cell(row.paper)} | {_ours_cell(row)} | **{row.verdict}** |"
+        for row in main.itertuples()
+    ]
+    return _PROSE.render(
+        "summary-results",
+        claims=len(rows),
+        counted=counted,
+        figure=FIGURE.as_posix(),
+        main=len(main),
+        table="\n".join(table),
+    )
 
 
 def main_claim_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """The rows of the paper's main claims (:data:`geocont.book.findings.MAIN_CLAIMS`) that this build published."""
     names = rows["key"].str.split("@").str[0]
     found = [rows[(rows["chapter"] == chapter) & (names == name)] for chapter, name in MAIN_CLAIMS]
-    return pd.concat([f.iloc[:1] for f in found if len(f)], ignore_index=True) if any(len(f) for f in found) else rows.iloc[:0]
+    return (
+        pd.concat([f.iloc[:1] for f in found if len(f)], ignore_index=True)
+        if any(len(f) for f in found)
+        else rows.iloc[:0]
+    )
 
 
 def easy_and_difficult(rows: pd.DataFrame) -> str:
@@ -88,16 +108,26 @@ def easy_and_difficult(rows: pd.DataFrame) -> str:
     main = main_claim_rows(rows)
     held = main[main["verdict"].isin(HELD)]
     short = main[~main["verdict"].isin(HELD)]
-    return _PROSE.render("summary-easy-difficult",
-                         held="; ".join(_cell(claim) for claim in held["claim"]) or _PROSE.render("summary-none"),
-                         short="; ".join(f"{_cell(row.claim)} (*{row.verdict}*: ours {_ours_cell(row)}, paper "
-                                         f"{_cell(row.paper)})" for row in short.itertuples())
-                         or _PROSE.render("summary-none"))
+    return _PROSE.render(
+        "summary-easy-difficult",
+        held="; ".join(_cell(claim) for claim in held["claim"]) or _PROSE.render("summary-none"),
+        short="; ".join(
+            f"{_cell(row.claim)} (*{row.verdict}*: ours {_ours_cell(row)}, paper {_cell(row.paper)})"
+            for row in short.itertuples()
+        )
+        or _PROSE.render("summary-none"),
+    )
 
 
 #: A colour per verdict, from held to not held and untested.
-VERDICT_COLOURS = {"reproduced": "#1b9e77", "partly reproduced": "#a6d96a", "inconclusive": "#969696",
-                   "not settled": "#fdae61", "not reproduced": "#d7301f", "not tested": "#d9d9d9"}
+VERDICT_COLOURS = {
+    "reproduced": "#1b9e77",
+    "partly reproduced": "#a6d96a",
+    "inconclusive": "#969696",
+    "not settled": "#fdae61",
+    "not reproduced": "#d7301f",
+    "not tested": "#d9d9d9",
+}
 
 
 def draw_verdicts(rows: pd.DataFrame, path: Path, titles: dict[str, str]) -> None:
@@ -112,8 +142,14 @@ def draw_verdicts(rows: pd.DataFrame, path: Path, titles: dict[str, str]) -> Non
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(counts) + 1.2))
     left = pd.Series(0, index=counts.index)
     for verdict in counts.columns:
-        ax.barh([short_title(titles.get(c, c)) for c in counts.index], counts[verdict], left=left,
-                color=VERDICT_COLOURS.get(verdict, "#999999"), edgecolor="white", label=verdict)
+        ax.barh(
+            [short_title(titles.get(c, c)) for c in counts.index],
+            counts[verdict],
+            left=left,
+            color=VERDICT_COLOURS.get(verdict, "#999999"),
+            edgecolor="white",
+            label=verdict,
+        )
         left = left + counts[verdict]
     ax.set_xlabel("claims (each chapter's verdicts of record)")
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, fontsize="small")

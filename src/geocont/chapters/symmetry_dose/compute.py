@@ -27,6 +27,7 @@ import pandas as pd
 
 from ... import metrics, paper
 from ...book.chapter import Chapter, ClaimsBuilder, on_dataset, with_early
+from ...book.prose import Prose
 from ...mlp import LEAKY_SLOPES
 from ...statistics import (
     Estimate,
@@ -54,6 +55,8 @@ CONDITIONS_COMPARED = DOSE_CONDITIONS + RADIAL_CONDITIONS
 #: The dose's two ends, which are the book's element-wise baseline and its linear net.
 RELU, LINEAR = DOSE[0.0], DOSE[1.0]
 TRACK = "res-radial-track"
+#: The chapter's words (``prose.md``): its claims and its computed sentences.
+PROSE = Prose.of(__package__)
 
 #: The transition rule, stated before any run was read. With W(s) the final weight v1 continuity (seed mean)
 #: at negative slope s and D = W(0) - W(1) the total drop, the transition is the shortest span of consecutive
@@ -411,103 +414,80 @@ def _linear_verdict(share: Estimate, expected: str) -> str:
 
 def dose_claims(table: pd.DataFrame, baseline: float) -> pd.DataFrame:
     """The claims of the chapter, from its run table: the dose's three, the radial nets' five."""
-    out = ClaimsBuilder(CHAPTER.name)
+    out = ClaimsBuilder(CHAPTER.name, prose=PROSE)
     add_dose_claims(out, dose_finding(table, baseline), baseline)
     add_radial_claims(out, radial_finding(table, baseline), baseline)
     return out.table()
+
+
+#: The verdict of ``dose-transition`` for each case of :class:`Transition`.
+_TRANSITION_VERDICTS = {"sharp": "reproduced", "gradual": "not reproduced"}
+#: The variant of the ``transition-where`` note for each case of :class:`Transition` (others: "unmeasured").
+_TRANSITION_WHERE = {"sharp": "located", "gradual": "located", "no-drop": "no-drop"}
 
 
 def add_dose_claims(out: ClaimsBuilder, dose: Dose, baseline: float) -> None:
     """The dose's three claims: weight v1 falls from slope 0 (ReLU) to slope 1 (linear), the fall is sharp (one
     interval of the grid holds most of it), and the smallest break keeps weight v1 above the linear net's."""
     relu, linear, small = dose.at(0.0), dose.at(1.0), dose.smallest_break
-    slopes = "; ".join(f"slope {p.slope:g} {p.weight}" for p in dose.points)
     out.add(
         key="dose-monotone",
-        claim="Breaking the symmetry keeps weight continuity: slope 0 (ReLU) above slope 1 (linear)",
-        quantity="weight v1 |cos|: slope 0 minus slope 1",
-        paper="higher (no number)",
         ours=difference(relu.weight, linear.weight),
         baseline=baseline,
         verdict=dose.drop_verdict,
-        note=slopes,
+        fill={"slopes": "; ".join(f"slope {p.slope:g} {p.weight}" for p in dose.points)},
     )
     found = dose.transition
-    where = (
-        f"transition {found.low:g} to {found.high:g} ({found.share:.0%} of the drop of {found.total:.2f})"
-        if found.case in ("sharp", "gradual")
-        else "no transition located: the total drop is not reproduced"
-        if found.case == "no-drop"
-        else "a slope of the grid has no value"
+    where = PROSE.choose(
+        "transition-where",
+        _TRANSITION_WHERE.get(found.case, "unmeasured"),
+        low=found.low,
+        high=found.high,
+        share=found.share,
+        total=found.total,
     )
-    verdict = {"sharp": "reproduced", "gradual": "not reproduced"}.get(found.case, "not tested")
     out.add(
         key="dose-transition",
-        claim=f"(ours) The transition is sharp: one interval of the slope grid holds more than "
-        f"{TRANSITION_SHARE:.0%} of weight v1's drop",
-        quantity="largest share of the slope-0-to-1 drop in one grid interval",
-        paper="not in the paper",
         ours=found.largest_share,
         baseline=math.nan,
-        verdict=verdict,
-        note=f"{where}; per interval {_intervals_text(found)}; sd: of each seed's own share",
+        verdict=_TRANSITION_VERDICTS.get(found.case, "not tested"),
+        fill={"rule_share": TRANSITION_SHARE, "where": where, "intervals": _intervals_text(found)},
         std=found.largest_share_sd,
         n=min(p.weight.n for p in dose.points),
     )
     out.add(
         key="dose-099-breaks",
-        claim=f"(ours) A {small.symmetry_break:.0%} break suffices: slope {small.slope:g} keeps weight v1 "
-        "above the linear net",
-        quantity=f"weight v1 |cos|: slope {small.slope:g} minus slope 1",
-        paper="not in the paper",
         ours=difference(small.weight, linear.weight),
         baseline=baseline,
         verdict=dose.small_break_verdict,
-        note=f"slope {small.slope:g} {small.weight}; res-none {linear.weight}",
+        fill={
+            "symmetry_break": small.symmetry_break,
+            "slope": small.slope,
+            "weight": small.weight,
+            "linear": linear.weight,
+        },
     )
 
 
-#: The radial nets' linearity claims: (key, condition, expected end, claim, the paper's premise).
+#: The radial nets' linearity claims: (key, condition, expected end).
 _RADIAL_LINEARITY_CLAIMS = (
-    (
-        "radial-ends-linear",
-        "res-radial",
-        "linear",
-        "(ours) The paper's radial net ends linear in practice",
-        "nonlinear (the paper's premise)",
-    ),
-    (
-        "radial-tau-ends-linear",
-        "res-radial-tau",
-        "linear",
-        "(ours) The radial net with tau fixed at initialisation ends linear in practice",
-        "not in the paper",
-    ),
-    (
-        "radial-track-stays-nonlinear",
-        TRACK,
-        "nonlinear",
-        "(ours) The radial net with tracked tau stays nonlinear",
-        "not in the paper",
-    ),
+    ("radial-ends-linear", "res-radial", "linear"),
+    ("radial-tau-ends-linear", "res-radial-tau", "linear"),
+    ("radial-track-stays-nonlinear", TRACK, "nonlinear"),
 )
 
 
 def _radial_linearity_claims(out: ClaimsBuilder, radial: Radial) -> None:
     """Which radial nets end linear in practice (the paper's, tau fixed at initialisation) and which stays
     nonlinear (tau tracked): the share of probe images within 1% of the identity at the end."""
-    rule = f"at least {NEAR_LINEAR_SHARE:g}% within 1% of the identity"
-    for key, condition, expected, claim, premise in _RADIAL_LINEARITY_CLAIMS:
+    for key, condition, expected in _RADIAL_LINEARITY_CLAIMS:
         net = radial.nets[condition]
         out.add(
             key=key,
-            claim=claim,
-            quantity=f"{condition}: % of probe images within 1% of the identity at the end (layer mean)",
-            paper=premise,
             ours=net.final,
             baseline=math.nan,
             verdict=_linear_verdict(net.final, expected),
-            note=f"ends linear when {rule}; at initialisation {net.initial}; weight v1 {net.weight}",
+            fill={"condition": condition, "share": NEAR_LINEAR_SHARE, "initial": net.initial, "weight": net.weight},
         )
 
 
@@ -517,23 +497,17 @@ def _radial_track_claims(out: ClaimsBuilder, radial: Radial, baseline: float) ->
     track = radial.track
     out.add(
         key="radial-track-weight-v1",
-        claim="A rotation-equivariant nonlinearity that stays nonlinear fails too",
-        quantity=f"{TRACK} weight v1 |cos|",
-        paper=f"~{paper.RADIAL_WEIGHT_V1} (Res+Radial)",
         ours=track.weight,
         baseline=baseline,
         verdict=radial.track_value,
-        note=f"near-linear share at the end {track.final}",
+        fill={"condition": TRACK, "paper": paper.RADIAL_WEIGHT_V1, "final": track.final},
     )
     out.add(
         key="relu-above-radial-track",
-        claim="The element-wise activation keeps what the nonlinear radial net loses",
-        quantity=f"res-relu minus {TRACK} weight v1",
-        paper="higher (no number)",
         ours=difference(radial.relu, track.weight),
         baseline=baseline,
         verdict=radial.relu_above_track,
-        note=f"res-relu {radial.relu}; {TRACK} {track.weight}",
+        fill={"condition": TRACK, "relu": radial.relu, "weight": track.weight},
     )
 
 

@@ -12,7 +12,7 @@ from IPython.display import Markdown
 from ... import paper, plotting
 from ...book.chapter import undefined_sentence
 from ...book.figures import show_figure
-from ...book.prose import Prose, listing
+from ...book.prose import listing
 from ...statistics import DIFFERENCE_MARGIN, final_per_run
 from .. import mlp_presentation
 from ..common import mlp_verdict
@@ -21,6 +21,7 @@ from .compute import (
     DOSE_CONDITIONS,
     LINEAR,
     NEAR_LINEAR_SHARE,
+    PROSE,
     RADIAL_CONDITIONS,
     RELU,
     TRACK,
@@ -31,9 +32,6 @@ from .compute import (
     radial_finding,
     run_summary,
 )
-
-#: The chapter's templates (``prose.md``).
-PROSE = Prose.of(__package__)
 
 #: The closing list: one bullet per claim, under the run's scale, seeds and data.
 verdict = mlp_verdict
