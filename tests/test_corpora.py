@@ -309,3 +309,36 @@ def test_offline_english_is_a_corpus_name():
     assert "offline-english" in text.CORPORA
     with pytest.raises(ValueError, match="not assembled from Debian packages"):
         corpora.corpus_sources("wikitext-103")
+
+
+def test_the_census_shares_each_splits_tokens_out_by_source_and_counts_epochs(sources, tmp_path, monkeypatch):
+    from geocont import corpus_census, sweeps
+    from geocont.lm import token_splits
+
+    monkeypatch.setenv("GEOCONT_CACHE_DIR", str(tmp_path / "cache"))
+    census = corpus_census.census_table("offline-english", 300).set_index("source")
+    documents = corpora.offline_english_documents()
+    per_source = census.drop(index=corpus_census.TOTAL)
+    assert list(per_source.index) == ["kjv", "python-docs", "perl-docs", "austen"]
+    assert per_source.loc["python-docs", ["package", "licence", "documents"]].tolist() == [
+        "python3.11-doc",
+        "PSF-2.0",
+        61,
+    ]
+    assert per_source["documents"].sum() == len(documents) == census.loc["total", "documents"]
+    assert per_source["validation_documents"].sum() == sum(corpora.is_validation(d.id) for d in documents)
+    token_splits.cache_clear()
+    splits = token_splits("offline-english", 300)
+    assert census.loc["total", ["train_tokens", "validation_tokens"]].tolist() == [
+        len(splits.train),
+        len(splits.validation),
+    ]
+    # a split is its documents' tokens and two newline tokens between each two
+    train_documents = len(documents) - census.loc["total", "validation_documents"]
+    assert len(splits.train) == per_source["train_tokens"].sum() + 2 * (train_documents - 1)
+    table = census.reset_index()
+    assert corpus_census.epochs(table, 3 * len(splits.train)) == 3.0
+    assert sweeps.run_job(corpus_census.census_job("offline-english", 300)).equals(table)  # the cached analysis
+    with pytest.raises(ValueError, match="no census of corpus 'wikitext-103'"):
+        corpus_census.census_job("wikitext-103", 300)
+    token_splits.cache_clear()
