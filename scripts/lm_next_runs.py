@@ -2,7 +2,8 @@
 
 The next `cpu` run set trains on the `offline-english` corpus (12.4M training tokens at the cpu tokenizer) for
 16,000 steps of 2,048 tokens (2.65 epochs), with 16 log-spaced and 24 evenly spaced snapshots and one at the
-early horizon, step 4,000 (:data:`NEXT_CPU`). The cpu preset switches to it once these runs are stored; until then
+early horizon, step 4,000 (:data:`NEXT_CPU`); the memorisation control is ``silu`` trained the same way on
+``kjv``. The cpu preset switches to it once these runs are stored; until then
 they sit in the store beside the current runs (`store status` lists them as not in the book's run set) and are
 written exactly as `python -m geocont.book store` writes a run (the reference `silu` runs with their weights).
 
@@ -30,8 +31,11 @@ NEXT_CPU = {
     "n_late_snapshots": 24,
     "depth_seeds": (0,),
     "long_factor": 1,
+    "control_corpus": "kjv",
+    "control_seeds": (0,),
 }
-#: The set, most valuable first: the main variants' three seeds, then the single-seed variants.
+#: The set, most valuable first: the main variants' three seeds, the single-seed variants, then the memorisation
+#: control (``silu`` on ``kjv``, trained as the others).
 NEXT_RUNS = (
     "silu:0",
     "none:0",
@@ -42,6 +46,7 @@ NEXT_RUNS = (
     "relu:0",
     "silu, linear attention:0",
     "silu, 8 layers:0",
+    "silu, kjv:0",
 )
 
 

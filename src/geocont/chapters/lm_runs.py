@@ -15,6 +15,7 @@ from typing import Any
 from ..book.chapter import seeds_text
 from ..config import LMRunConfig, OptimizerConfig, TransformerShape, check_integer
 from ..scales import SCALES, ParameterError, parse_seeds
+from ..text import check_corpus_name
 
 #: Transformer sizes per scale. ``paper``: 8 layers, d = 512, SwiGLU width 1376, and an
 #: 8192-token BPE vocabulary (untied embeddings): about 33.7M parameters, the paper's
@@ -159,6 +160,9 @@ class LMChapterSettings:
     reference: str = REFERENCE
     #: the longer reference run trains ``long_factor`` times ``steps`` (0 or 1: no longer run)
     long_factor: int = 1
+    #: the memorisation control: the reference variant trained as the others are, on this corpus (None: not run)
+    control_corpus: str | None = None
+    control_seeds: tuple[int, ...] = (0,)
 
     @property
     def early_step(self) -> int:
@@ -190,9 +194,25 @@ class LMChapterSettings:
             ]
         }
 
+    @property
+    def control_label(self) -> str:
+        return f"{self.reference}, {self.control_corpus}"
+
+    def control_configs(self) -> dict[str, list[LMRunConfig]]:
+        """``{control_label: [config per control seed]}``: the reference variant as :meth:`configs` trains it
+        (steps and snapshots alike), on ``control_corpus`` (with that corpus's own tokenizer); empty where no
+        control corpus is set."""
+        if not self.control_corpus or not self.control_seeds:
+            return {}
+        activation, attention = LM_VARIANTS[self.reference]
+        shape = dataclasses.replace(self.base.shape, mlp_activation=activation, attention=attention)
+        base = self.base.replace(shape=shape, corpus=self.control_corpus)
+        return {self.control_label: [base.replace(seed=s) for s in self.control_seeds]}
+
     def all_configs(self) -> dict[str, list[LMRunConfig]]:
-        """Every run the chapter trains: :meth:`configs`, then the longer run (:meth:`long_configs`)."""
-        return {**self.configs(), **self.long_configs()}
+        """Every run the chapter trains: :meth:`configs`, the longer run (:meth:`long_configs`), then the
+        memorisation control (:meth:`control_configs`)."""
+        return {**self.configs(), **self.long_configs(), **self.control_configs()}
 
     def configs(self) -> dict[str, list[LMRunConfig]]:
         """``{variant label: [config per seed]}``, the deeper model last (where it has seeds)."""
@@ -214,10 +234,18 @@ def build_settings(scale: str, values: dict[str, Any]) -> LMChapterSettings:
     """The settings from a preset's values (:data:`LM_PRESETS`, any of them replaced): every
     :class:`LMRunConfig` field, the :data:`SHAPE_FIELDS`, ``seeds``, ``variants`` (labels of
     :data:`LM_VARIANTS`), ``lr``, ``early_step``, ``other_seeds``, ``depth_layers``,
-    ``depth_seeds``, ``pretrained``, ``reference`` (default :data:`REFERENCE`) and ``long_factor``
-    (default 1: none); a bad value raises ``ValueError``."""
+    ``depth_seeds``, ``pretrained``, ``reference`` (default :data:`REFERENCE`), ``long_factor``
+    (default 1: none), ``control_corpus`` (default None: none) and ``control_seeds`` (default (0,)); a bad
+    value raises ``ValueError``."""
     values = dict(values)
     long_factor = check_integer("long_factor", values.pop("long_factor", 1), minimum=0)
+    control_corpus = values.pop("control_corpus", None)
+    control_corpus = None if control_corpus in (None, "", "none") else str(control_corpus)
+    control_seeds = optional_seeds(values.pop("control_seeds", (0,)), "control_seeds")
+    if control_corpus is not None:
+        check_corpus_name(control_corpus)
+        if control_corpus == values.get("corpus"):
+            raise ValueError(f"control_corpus must differ from corpus ({control_corpus!r}); None runs no control")
     seeds = parse_seeds(values.pop("seeds"))
     labels = list(values.pop("variants"))
     unknown_variants = [v for v in labels if v not in LM_VARIANTS]
@@ -253,6 +281,8 @@ def build_settings(scale: str, values: dict[str, Any]) -> LMChapterSettings:
         pretrained=None if pretrained in (None, "none") else str(pretrained),
         reference=reference,
         long_factor=long_factor,
+        control_corpus=control_corpus,
+        control_seeds=control_seeds,
     )
 
 
@@ -286,6 +316,12 @@ def scale_rows(settings: LMChapterSettings) -> list[tuple[str, str]]:
             ),
         ),
         (
+            "transformer: memorisation control (corpus, seeds)",
+            f"`{settings.control_label}`: `{settings.control_corpus}`, {seeds_text(settings.control_seeds)}"
+            if settings.control_configs()
+            else "not run",
+        ),
+        (
             "transformer: longer reference run (steps, seed)",
             f"{settings.long_factor} × {base.steps} = {settings.long_factor * base.steps}, seed {settings.seeds[0]}"
             if settings.long_configs()
@@ -302,7 +338,7 @@ def run_configs(settings: LMChapterSettings) -> list[LMRunConfig]:
 def reference_settings(scale: str, seeds: Any) -> LMChapterSettings:
     """The settings of the reference variant alone at ``scale``'s preset, with ``seeds``: the trained
     models the compression and pretrained-continuity chapters analyse."""
-    return build_settings(scale, {**lm_preset(scale), "variants": (REFERENCE,), "seeds": seeds})
+    return build_settings(scale, {**lm_preset(scale), "variants": (REFERENCE,), "seeds": seeds, "control_corpus": None})
 
 
 def reference_configs(scale: str, seeds: Any) -> list[LMRunConfig]:

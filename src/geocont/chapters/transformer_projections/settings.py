@@ -21,7 +21,9 @@ PARAMETERS: dict[str, str] = {
     "depth_layers": "layers of the deeper silu model (same width)",
     "depth_seeds": "seeds of the deeper model (0 or [] runs none)",
     "long_factor": "the longer silu run: this many times steps, first seed, read at steps too (0 or 1 runs none)",
-    "corpus": "kjv (offline) | wikitext-103 (needs a network or a HF cache)",
+    "corpus": "offline-english or kjv (offline) | wikitext-103 (needs a network or a HF cache)",
+    "control_corpus": 'the memorisation control: silu on this corpus, trained as the others ("none": not run)',
+    "control_seeds": "seeds of the memorisation control",
     "n_layers": "transformer blocks",
     "d_model": "residual-stream width",
     "batch_size": "sequences per step",
@@ -36,6 +38,11 @@ PARAMETERS: dict[str, str] = {
 #: It asks whether Up and O were still rising at the chapter's horizon. ``paper``: none, since
 #: 4 × 20,000 steps of the 34M model would more than double the chapter's device time (set 4 to run it).
 LONG_FACTOR = {"smoke": 4, "cpu": 4, "paper": 1}
+
+#: The memorisation control per scale: the reference variant on a second corpus, small enough that a run
+#: sees it many times, trained exactly as the others (None: not run). It asks whether what the chapter reads
+#: needs the model to memorise its text. ``smoke`` and ``paper`` run none.
+CONTROL_CORPUS = {"smoke": None, "cpu": None, "paper": None}
 
 
 def describe(settings: LMChapterSettings) -> dict[str, Any]:
@@ -63,7 +70,13 @@ def describe(settings: LMChapterSettings) -> dict[str, Any]:
 CHAPTER = Chapter(
     name="transformer_projections",
     parameters=PARAMETERS,
-    presets=presets(lm_runs.lm_preset, {scale: dict(long_factor=f) for scale, f in LONG_FACTOR.items()}),
+    presets=presets(
+        lm_runs.lm_preset,
+        {
+            scale: dict(long_factor=LONG_FACTOR[scale], control_corpus=CONTROL_CORPUS[scale], control_seeds=(0,))
+            for scale in LONG_FACTOR
+        },
+    ),
     build=lm_runs.build_settings,
     describe=describe,
     runs=lm_runs.run_configs,
