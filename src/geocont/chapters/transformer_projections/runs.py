@@ -35,8 +35,8 @@ def projection_finals(table: pd.DataFrame, metric: str = "weight_cos", direction
 @dataclass
 class Results:
     """The run table of every variant and seed, its final per-projection values, the projections'
-    dimensions, the pretrained checkpoint's analyzer table (None where it was not analysed), and the
-    longer reference run's table (``long``; None where it was not run)."""
+    dimensions, the pretrained checkpoint's analyzer table (None where it was not analysed), the longer reference
+    run's table (``long``) and the memorisation control's (``control``; each None where it was not run)."""
 
     settings: LMChapterSettings
     table: pd.DataFrame
@@ -45,6 +45,7 @@ class Results:
     pretrained: pd.DataFrame | None = None
     pretrained_status: str = ""
     long: pd.DataFrame | None = None
+    control: pd.DataFrame | None = None
 
     @property
     def variants(self) -> list[str]:
@@ -68,15 +69,24 @@ class Results:
 
 
 def run(settings: LMChapterSettings) -> Results:
-    """Train (or load from the cache) every variant and seed and the longer run (one sweep); analyse the
-    pretrained checkpoint."""
+    """Train (or load from the cache) every variant and seed, the longer run and the memorisation control (one
+    sweep); analyse the pretrained checkpoint."""
     table = run_lm_sweep(settings.all_configs())
     is_long = table["condition"] == settings.long_label
+    is_control = table["condition"] == settings.control_label
     long = _observed(table[is_long]) if settings.long_configs() else None
-    table = _observed(table[~is_long])
+    control = _observed(table[is_control]) if settings.control_configs() else None
+    table = _observed(table[~is_long & ~is_control])
     pretrained, status = _pretrained_table(settings)
     return Results(
-        settings, table, projection_finals(table), projection_dims(settings.base.shape), pretrained, status, long
+        settings,
+        table,
+        projection_finals(table),
+        projection_dims(settings.base.shape),
+        pretrained,
+        status,
+        long=long,
+        control=control,
     )
 
 
