@@ -250,13 +250,10 @@ def comparison_claims(results: Results, builder: ClaimsBuilder) -> None:
         fall = weight_v1_fall(table, "res-none")
         builder.add(
             key="linear-rise-then-fall",
-            claim="Weight continuity first forms, then is lost",
-            quantity="res-none weight v1: peak minus final",
-            paper="rise, then collapse",
             ours=fall.drop,
             baseline=results.baseline,
             verdict=fall.verdict,
-            note=f"peak {fall.peak}, final {fall.final}",
+            fill={"peak": fall.peak, "final": fall.final},
             **where,
         )
 
@@ -267,33 +264,26 @@ def linear_claims(results: Results, table: pd.DataFrame, builder: ClaimsBuilder,
     gradient = weight_v1(table, "res-none", "grad_cos")
     builder.add(
         key="linear-weight-v1",
-        claim="A linear residual net has low weight continuity",
-        quantity="Res+None weight v1 |cos|",
-        paper=f"{PAPER_LINEAR_WEIGHT}",
         ours=none,
         baseline=results.baseline,
         verdict=verdict_for_value(none, PAPER_LINEAR_WEIGHT),
+        fill={"paper": PAPER_LINEAR_WEIGHT},
         **where,
     )
     builder.add(
         key="linear-gradient-v1",
-        claim="... yet high gradient continuity",
-        quantity="Res+None gradient v1 |cos|",
-        paper=f"{PAPER_LINEAR_GRADIENT}",
         ours=gradient,
         baseline=results.baseline,
         verdict=verdict_for_value(gradient, PAPER_LINEAR_GRADIENT),
+        fill={"paper": PAPER_LINEAR_GRADIENT},
         **where,
     )
     builder.add(
         key="relu-above-linear",
-        claim="An element-wise activation keeps weight continuity",
-        quantity="res-relu minus res-none weight v1",
-        paper="higher (no number)",
         ours=difference(relu, none),
         baseline=results.baseline,
         verdict=verdict_for_difference(relu, none),
-        note=f"res-relu {relu}; res-none {none}",
+        fill={"relu": relu, "none": none},
         **where,
     )
 
@@ -303,23 +293,18 @@ def radial_claims(results: Results, table: pd.DataFrame, builder: ClaimsBuilder,
     radial, relu = weight_v1(table, "res-radial-tau"), weight_v1(table, "res-relu")
     builder.add(
         key="radial-tau-low",
-        claim="A rotation-equivariant nonlinearity fails too",
-        quantity="res-radial-tau weight v1 |cos|",
-        paper=f"~{paper.RADIAL_WEIGHT_V1}",
         ours=radial,
         baseline=results.baseline,
         verdict=verdict_for_value(radial, paper.RADIAL_WEIGHT_V1),
+        fill={"paper": paper.RADIAL_WEIGHT_V1},
         **where,
     )
     builder.add(
         key="relu-above-radial-tau",
-        claim="Symmetry breaking, not nonlinearity, keeps continuity",
-        quantity="res-relu minus res-radial-tau weight v1",
-        paper="higher (no number)",
         ours=difference(relu, radial),
         baseline=results.baseline,
         verdict=verdict_for_difference(relu, radial),
-        note=f"res-relu {relu}; res-radial-tau {radial}",
+        fill={"relu": relu, "radial": radial},
         **where,
     )
 
@@ -330,23 +315,18 @@ def no_residual_claims(results: Results, table: pd.DataFrame, builder: ClaimsBui
     gradient, weight = weight_v1(table, "nores-relu", "grad_cos"), weight_v1(table, "nores-relu")
     builder.add(
         key="nores-gradient-v1",
-        claim="Without residuals, gradient continuity is at random level",
-        quantity="NoRes gradient v1 |cos|",
-        paper=f"~{paper.NORES_GRADIENT}",
         ours=gradient,
         baseline=results.baseline,
         verdict=verdict_at_random_level(gradient, results.baseline, random_sd),
+        fill={"paper": paper.NORES_GRADIENT},
         **where,
     )
     builder.add(
         key="nores-weight-v1",
-        claim="Without residuals, weight continuity does not develop",
-        quantity="NoRes weight v1 |cos|",
-        paper="random level",
         ours=weight,
         baseline=results.baseline,
         verdict=verdict_at_random_level(weight, results.baseline, random_sd),
-        note=f"gradient v1 {gradient}",
+        fill={"gradient": gradient},
         **where,
     )
 

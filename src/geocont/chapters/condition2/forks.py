@@ -43,6 +43,7 @@ from ...statistics import (
     without_runs,
 )
 from ...tables import diverged_runs, select
+from .formatting import PROSE
 
 #: The rates each fork trains at after the switch (the base rate 1e-3 among them, run again with the balances).
 FORK_RATES = (1e-4, 3e-4, 1e-3, 2e-3)
@@ -295,117 +296,121 @@ def _rate_slug(rate: float) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
-def fork_claims(found: ForkFindings | None, builder: ClaimsBuilder, tag: str, baseline: float) -> None:
+def fork_claims(found: ForkFindings | None, builder: ClaimsBuilder, headline: str, baseline: float) -> None:
     """The forks' claims into ``builder`` (none where no fork ran): per rate, whether the linear net falls after the
     switch; the rate tests (the equal-summed-rate comparison, the fall per step against the rate, the baseline at
-    every rate); the balance tests (against the rate, where continuity falls, the linear net beside the baseline)."""
+    every rate); the balance tests (against the rate, where continuity falls, the linear net beside the baseline).
+    ``headline``: the dataset the forks ran on."""
     if found is None:
         return
-    per_rate_claims(found, builder, tag, baseline)
-    rate_claims(found, builder, tag, baseline)
-    balance_claims(found, builder, tag)
-
-
-#: What every fork claim names as the paper's: it is our test of the paper's mechanism.
-OUR_TEST = "drift (our test)"
+    per_rate_claims(found, builder, headline, baseline)
+    rate_claims(found, builder, headline, baseline)
+    balance_claims(found, builder, headline)
 
 
 def _per_rate(found: ForkFindings, condition: str, field: str) -> str:
-    return "; ".join(f"lr {rate:g}: {getattr(found.fork(condition, rate), field)}" for rate in found.rates)
+    """``condition``'s ``field`` at every rate (``fork-value`` each)."""
+    return "; ".join(
+        PROSE.render("fork-value", rate=rate, value=getattr(found.fork(condition, rate), field)) for rate in found.rates
+    )
 
 
-def per_rate_claims(found: ForkFindings, builder: ClaimsBuilder, tag: str, baseline: float) -> None:
+def per_rate_claims(found: ForkFindings, builder: ClaimsBuilder, headline: str, baseline: float) -> None:
     """Per rate: whether the linear net loses continuity after the switch."""
     for rate in found.rates:
         fork = found.fork("res-none", rate)
         relu = found.fork("res-relu", rate)
         builder.add(
             key=f"fork-lr-{_rate_slug(rate)}-falls",
-            claim=f"From the formed state at lr {rate:g}, the linear net loses continuity",
-            quantity=f"res-none weight v1: switch minus end {tag}",
-            paper=OUR_TEST,
+            template="fork-lr-falls",
             ours=difference(fork.at_switch, fork.at_end),
             baseline=baseline,
             verdict=verdict_for_difference(fork.at_switch, fork.at_end),
-            note=f"switch {fork.at_switch}, end {fork.at_end}; res-relu switch {relu.at_switch}, end {relu.at_end}",
+            fill={
+                "rate": rate,
+                "headline": headline,
+                "switch": fork.at_switch,
+                "end": fork.at_end,
+                "relu_switch": relu.at_switch,
+                "relu_end": relu.at_end,
+            },
         )
 
 
-def rate_claims(found: ForkFindings, builder: ClaimsBuilder, tag: str, baseline: float) -> None:
+def rate_claims(found: ForkFindings, builder: ClaimsBuilder, headline: str, baseline: float) -> None:
     """How continuity follows the rate: equal loss per summed rate, a fall per step growing with the rate, the
     baseline holding at every rate."""
     builder.add(
         key="fork-equal-distance",
-        claim="After the switch the linear net loses the same continuity per unit of summed learning rate at every rate",
-        quantity=f"res-none weight v1 at equal summed rate: farthest fork minus the lr {found.reference_rate:g} fork {tag}",
-        paper=OUR_TEST,
         ours=found.largest_equal_distance_gap(),
         baseline=baseline,
         verdict=found.equal_distance_verdict(),
-        note=_per_rate(found, "res-none", "at_equal_distance"),
+        fill={
+            "reference": found.reference_rate,
+            "headline": headline,
+            "per_rate": _per_rate(found, "res-none", "at_equal_distance"),
+        },
     )
     grows, verdict = found.fall_grows_with_rate()
     builder.add(
         key="fork-fall-grows-with-rate",
-        claim="The linear net's fall per step grows with the rate",
-        quantity=f"res-none weight v1 lost per 1,000 steps after the switch, lr {max(found.rates):g} minus "
-        f"lr {min(found.rates):g} {tag}",
-        paper=OUR_TEST,
         ours=grows,
         baseline=math.nan,
         verdict=verdict,
-        note=_per_rate(found, "res-none", "fall_per_kstep"),
+        fill={
+            "high": max(found.rates),
+            "low": min(found.rates),
+            "headline": headline,
+            "per_rate": _per_rate(found, "res-none", "fall_per_kstep"),
+        },
     )
     worst, verdict = found.relu_holds()
     builder.add(
         key="fork-relu-holds",
-        claim="The baseline keeps its continuity at every rate",
-        quantity=f"res-relu weight v1: switch minus end, the rate it fell most at (lr {worst.rate:g}) {tag}",
-        paper=OUR_TEST,
         ours=difference(worst.at_switch, worst.at_end),
         baseline=baseline,
         verdict=verdict,
-        note=_per_rate(found, "res-relu", "at_end"),
+        fill={"worst": worst.rate, "headline": headline, "per_rate": _per_rate(found, "res-relu", "at_end")},
     )
 
 
-def balance_claims(found: ForkFindings, builder: ClaimsBuilder, tag: str) -> None:
+def balance_claims(found: ForkFindings, builder: ClaimsBuilder, headline: str) -> None:
     """The conserved balance: it moves with the rate, where continuity falls, and more in the linear net than the
     baseline's moves along its own symmetry."""
     grows, verdict = found.balance_grows_with_rate()
     builder.add(
         key="balance-moves-with-rate",
-        claim="The balance the linear net's symmetry conserves moves more at a larger rate",
-        quantity=f"res-none pair-balance motion at the end, lr {max(found.rates):g} minus lr {min(found.rates):g} {tag}",
-        paper=OUR_TEST,
         ours=grows,
         baseline=0.0,
         verdict=verdict,
-        note=_per_rate(found, "res-none", "pair_balance"),
+        fill={
+            "high": max(found.rates),
+            "low": min(found.rates),
+            "headline": headline,
+            "per_rate": _per_rate(found, "res-none", "pair_balance"),
+        },
     )
     rho, reference = found.balance_fall, found.reference_rate
     builder.add(
         key="balance-moves-where-continuity-falls",
-        claim="The linear net's balance moves where its continuity falls",
-        quantity=f"Spearman rho(pair-balance growth, weight v1 loss), per pair and interval "
-        f"after the switch, lr {reference:g} {tag}",
-        paper=OUR_TEST,
         ours=rho.rho,
         baseline=0.0,
         verdict=found.balance_fall_verdict(),
         std=math.nan,
         n=rho.n,
-        note=str(rho),
+        fill={"reference": reference, "headline": headline, "rho": rho},
     )
     none, relu = found.fork("res-none", reference), found.fork("res-relu", reference)
     builder.add(
         key="balance-res-none-vs-res-relu",
-        claim="The linear net moves along its symmetry more than the baseline along its own",
-        quantity=f"pair-balance motion of res-none minus unit-balance motion of "
-        f"res-relu at the end, lr {reference:g} {tag}",
-        paper="(not in the paper)",
         ours=difference(none.pair_balance, relu.unit_balance),
         baseline=0.0,
         verdict=verdict_for_difference(none.pair_balance, relu.unit_balance),
-        note=f"res-none pair {none.pair_balance}, unit {none.unit_balance}; res-relu unit {relu.unit_balance}",
+        fill={
+            "reference": reference,
+            "headline": headline,
+            "pair": none.pair_balance,
+            "unit": none.unit_balance,
+            "relu_unit": relu.unit_balance,
+        },
     )

@@ -1,4 +1,6 @@
-"""The Condition-2 chapter's prose and the formats of its numbers, shared by its figures and sentences."""
+"""The Condition-2 chapter's prose and the formats of its numbers, shared by its figures and sentences; its claims
+(:mod:`.claim_table`, :mod:`.comparison`, :mod:`.forks`) take their words from the same prose. No figure library is
+imported here, so the modules that compute may import it."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import pandas as pd
 
 from ...book.prose import Prose
 
+#: The chapter's words (``prose.md``): its claims and its computed sentences.
 PROSE = Prose.of(__package__)
 
 
