@@ -233,7 +233,7 @@ def test_verdict_groups_each_checkpoints_claims_by_verdict():
 def test_each_checkpoints_depth_figure_states_its_predicted_projections_and_v():
     (finding,) = chapter.checkpoint_findings(results_of({"good": paper_pattern()}))
     assert (finding.name, finding.slug, finding.description, finding.layout) == ("good", "good", "good", "llama")
-    assert [(p.projection, p.space) for p in finding.predicted] == [(p, s) for p, s, _ in PROJECTION_PREDICTIONS]
+    assert [(p.projection, p.space) for p in finding.predicted] == list(PROJECTION_PREDICTIONS)
     down = finding.predicted[-1]
     assert (down.estimate.mean, down.estimate.n, down.baseline) == (pytest.approx(0.9), 4, BASELINE)
     assert finding.v_input.mean == pytest.approx(0.1) and finding.v_output.mean == pytest.approx(0.1)

@@ -138,7 +138,7 @@ def test_the_other_chapters_analyse_this_chapters_reference_runs():
 
 #: The smoke shape's projection dimensions: d = 32, SwiGLU width 88.
 DIMS = projection_dims(lm_runs.LM_SHAPES["smoke"])
-PREDICTED = {(p, s) for p, s, _ in chapter.PROJECTION_PREDICTIONS}
+PREDICTED = set(chapter.PROJECTION_PREDICTIONS)
 
 
 def _table(high: float, ablated: float) -> pd.DataFrame:

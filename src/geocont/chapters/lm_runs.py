@@ -115,14 +115,16 @@ LM_PRESETS: dict[str, dict[str, Any]] = {
 }
 assert set(LM_PRESETS) == set(SCALES)
 
-#: The paper's projection-specific prediction: (projection, space, why) that should be continuous.
+#: The paper's projection-specific prediction: (projection, space) that should be continuous. Why each should
+#: (what the projection reads or writes) is worded in the prose of the chapters that test it
+#: (``prediction.<projection>`` in their ``prose.md``).
 PROJECTION_PREDICTIONS = [
-    ("q_proj", "input", "reads the residual stream, followed by the softmax"),
-    ("k_proj", "input", "reads the residual stream, followed by the softmax"),
-    ("gate_proj", "input", "reads the residual stream, followed by the MLP activation"),
-    ("up_proj", "input", "reads the residual stream, multiplied by the activated gate"),
-    ("o_proj", "output", "writes to the residual stream after attention"),
-    ("down_proj", "output", "writes to the residual stream after the MLP nonlinearity"),
+    ("q_proj", "input"),
+    ("k_proj", "input"),
+    ("gate_proj", "input"),
+    ("up_proj", "input"),
+    ("o_proj", "output"),
+    ("down_proj", "output"),
 ]
 
 

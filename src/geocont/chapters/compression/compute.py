@@ -3,7 +3,7 @@ each question (the chapter package reads its names from here):
 
 * :mod:`.settings`: the paper's guideline and what the chapter runs (``CHAPTER``);
 * :mod:`.measurements`: the sharing, pruning and grouping experiments and their summaries (``run``, ``Results``);
-* :mod:`.verdicts`: the claims table (``claims``);
+* :mod:`.verdicts`: the claims table (``claims``) and the chapter's words (``PROSE``, its ``prose.md``);
 * :mod:`.findings`: what the computed sentences state."""
 
 from .findings import (
@@ -38,6 +38,7 @@ from .measurements import (
 from .settings import CHAPTER, GUIDELINE, OURS, CompressionSettings, build_settings, describe
 from .verdicts import (
     GROUPING_MARGIN,
+    PROSE,
     SHARING_MARGIN,
     add_grouping_claim,
     add_pruning_claim,
@@ -70,6 +71,7 @@ __all__ = [
     "compression_claims",
     "GROUPING_MARGIN",
     "model_key",
+    "PROSE",
     "sharing_key",
     "SHARING_MARGIN",
     "advantage_findings",

@@ -17,12 +17,12 @@ from IPython.display import Markdown
 from ... import plotting
 from ...book.chapter import verdict_list
 from ...book.figures import show_figure
-from ...book.prose import Prose
 from ...plotting import BASELINE_STYLE
 from ...sharing import SHARINGS
 from ..common import short_projection
 from .compute import (
     GUIDELINE,
+    PROSE,
     Results,
     advantage_findings,
     budget_equality,
@@ -35,8 +35,6 @@ from .compute import (
     scheme_counts,
     spread_case,
 )
-
-PROSE = Prose.of(__package__)
 
 
 def evaluated_note(results: Results) -> Markdown:

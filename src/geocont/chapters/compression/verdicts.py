@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...book.chapter import ClaimsBuilder
+from ...book.prose import Prose
 from ...layouts import PROJECTIONS
 from ...statistics import (
     Estimate,
@@ -19,6 +20,9 @@ from ...statistics import (
 from ..common import short_projection
 from .measurements import Results, grouping_penalty
 from .settings import CHAPTER, GUIDELINE, OURS
+
+#: The chapter's words (``prose.md``): its claims and its computed sentences.
+PROSE = Prose.of(__package__)
 
 #: The sharing claims' margin: an advantage of one space over the other (in nats/token) counts when it is larger.
 SHARING_MARGIN = 0.10
@@ -52,25 +56,23 @@ def compression_claims(
     """The chapter's claims, per model (in the order of ``pruning``): the sharing guideline per
     projection, pruning against continuity (also without block 0), adjacent against distant groups; ``dataset``:
     the held-out text every loss is measured on."""
-    out = ClaimsBuilder(CHAPTER.name, dataset=dataset)
+    out = ClaimsBuilder(CHAPTER.name, dataset=dataset, prose=PROSE)
     for model, frame in pruning.groupby("model", sort=False):
         spread = "seeds" if model == OURS else "budgets"
         add_sharing_claims(
             out, advantage[advantage["model"] == model], model, spread, paired=paired[paired["model"] == model]
         )
-        pooled = (
-            f"pooled over {frame['seed'].nunique()} seeds x {frame['layer'].nunique()} blocks"
-            if model == OURS
-            else f"{frame['layer'].nunique()} blocks"
+        pooled = PROSE.choose(
+            "pruning-pooled", model_key(model), seeds=frame["seed"].nunique(), blocks=frame["layer"].nunique()
         )
-        add_pruning_claim(out, f"{model_key(model)}-pruning", correlations[model], model, note=pooled)
+        add_pruning_claim(out, f"{model_key(model)}-pruning", correlations[model], model, pooled=pooled)
         if f"{model}, without block 0" in correlations:
             add_pruning_claim(
                 out,
                 f"{model_key(model)}-pruning-without-block-0",
                 correlations[f"{model}, without block 0"],
-                model + " (without block 0)",
-                note="block 0 left out: it has one neighbour and the largest pruning cost",
+                model,
+                template="pruning-without-block-0",
             )
         add_grouping_claim(out, grouping[grouping["model"] == model], model, spread)
     return out.table()
@@ -94,20 +96,16 @@ def _guideline_sign(projection: str) -> int:
 def _sharing_details(*, projection: str, spread: str, per_budget: pd.Series, paired: pd.DataFrame | None) -> str:
     """A sharing claim's note: the spread and the advantage per budget, and with ``paired`` each budget's gap in
     nats with its window standard error."""
-    details = (
-        f"spread over {spread}; per budget"
-        + (" (seed mean)" if spread == "seeds" else "")
-        + ": "
-        + ", ".join(f"{b:g}: {v:+.2f}" for b, v in per_budget.items())
-    )
+    parts = [
+        PROSE.choose("sharing-spread", spread, per_budget=", ".join(f"{b:g}: {v:+.2f}" for b, v in per_budget.items()))
+    ]
     if paired is not None:
         gaps = paired[paired["projection"] == projection].groupby("budget")[["difference", "difference_se"]].mean()
         sign = _guideline_sign(projection) if GUIDELINE[projection] else 1
         other, space = ("output", "input") if sign > 0 else ("input", "output")
-        details += f"; ΔL({other}) − ΔL({space}) in nats/token ± window s.e.: " + ", ".join(
-            f"{b:g}: {sign * r.difference:+.2g} ± {r.difference_se:.1g}" for b, r in gaps.iterrows()
-        )
-    return details
+        gaps_text = ", ".join(f"{b:g}: {sign * r.difference:+.2g} ± {r.difference_se:.1g}" for b, r in gaps.iterrows())
+        parts.append(PROSE.render("sharing-paired", other=other, space=space, gaps=gaps_text))
+    return "; ".join(parts)
 
 
 def _sharing_claim(out: ClaimsBuilder, *, model: str, projection: str, value: Estimate, details: str) -> None:
@@ -117,25 +115,26 @@ def _sharing_claim(out: ClaimsBuilder, *, model: str, projection: str, value: Es
     if space is None:
         out.add(
             key=key,
-            claim=f"{model}: V has no clearly better sharing space",
-            quantity="v_proj advantage of input- over output-space sharing",
-            paper="neither (no number)",
+            template="share-neither",
             ours=value,
             baseline=0.0,
             verdict=verdict_for_value(value, 0.0, SHARING_MARGIN),
-            note=details,
+            fill={"model": model, "details": details},
         )
         return
-    other = "output" if space == "input" else "input"
     out.add(
         key=key,
-        claim=f"{model}: {projection} is cheaper to share in the {space} space",
-        quantity=f"{projection} advantage of {space}- over {other}-space sharing, equal parameters",
-        paper=f"{space} space cheaper",
+        template="share-guided",
         ours=value,
         baseline=0.0,
         verdict=verdict_for_difference(value, known(0.0), margin=SHARING_MARGIN),
-        note=details,
+        fill={
+            "model": model,
+            "projection": projection,
+            "space": space,
+            "other": "output" if space == "input" else "input",
+            "details": details,
+        },
     )
 
 
@@ -175,28 +174,33 @@ def add_grouping_claim(out: ClaimsBuilder, grouping: pd.DataFrame, model: str, s
     cases = penalty.groupby(["projection", "sharing"]).ngroups
     out.add(
         key=f"{model_key(model)}-adjacent-sharing",
-        claim=f"{model}: continuity grounds sharing: adjacent layers share a basis better than distant ones",
-        quantity="relative increase in reconstruction error, distant vs adjacent groups",
-        paper="adjacent better (implied)",
+        template="adjacent-sharing",
         ours=value,
         baseline=0.0,
         verdict=verdict_for_difference(value, known(0.0), GROUPING_MARGIN),
-        note=f"spread over {'seeds' if spread == 'seeds' else 'projections x spaces'}; distant worse in "
-        f"{worse} of {cases} projection x space cases; margin 10%",
+        fill={
+            "model": model,
+            "spread": PROSE.choose("grouping-spread", spread),
+            "worse": worse,
+            "cases": cases,
+            "margin": GROUPING_MARGIN,
+        },
     )
 
 
-def add_pruning_claim(out: ClaimsBuilder, key: str, correlation: RankCorrelation, model: str, note: str = "") -> None:
-    """Is pruning a block cheaper where adjacent-layer continuity is higher?"""
+def add_pruning_claim(
+    out: ClaimsBuilder, key: str, correlation: RankCorrelation, model: str, *, template: str = "pruning", **fill: str
+) -> None:
+    """Is pruning a block cheaper where adjacent-layer continuity is higher? ``template``: the claim's words
+    (``claim.pruning``, or ``claim.pruning-without-block-0``), ``fill``: the values its note takes beyond the
+    correlation (``pooled`` for ``claim.pruning``)."""
     out.add(
         key=key,
-        claim=f"{model}: pruning costs less where continuity is higher",
-        quantity="Spearman ρ(loss increase, block continuity)",
-        paper="negative (implied)",
+        template=template,
         ours=correlation.rho,
         baseline=0.0,
         verdict=verdict_for_interval(correlation.low, correlation.high, expected_sign=-1),
-        note=f"{correlation}; ours_std = 95% bootstrap CI width / 3.92" + (f"; {note}" if note else ""),
+        fill={"model": model, "correlation": correlation, **fill},
         std=(correlation.high - correlation.low) / (2 * 1.96),
         n=correlation.n,
     )

@@ -6,7 +6,8 @@ answer each question (the chapter package reads its names from here):
 * :mod:`.quantization`: what GGUF quantization does to the metric;
 * :mod:`.output_gains`: what Gemma-3's post-norm gains do to output continuity;
 * :mod:`.large_models`: the large checkpoints found here, and their cost;
-* :mod:`.verdicts`: the claims table (``claims``) and the claims by verdict;
+* :mod:`.verdicts`: the claims table (``claims``), the claims by verdict, and the chapter's words (``PROSE``, its
+  ``prose.md``);
 * :mod:`.findings`: what the computed sentences state."""
 
 from .analyses import PairEstimate, Results, gemma, layer_pair_estimate, llama_like, run
@@ -45,6 +46,7 @@ from .settings import (
 )
 from .verdicts import (
     CLAIMS_DATASET,
+    PROSE,
     VERDICT_GROUPS,
     CheckpointVerdicts,
     GainFinding,
@@ -89,6 +91,7 @@ __all__ = [
     "claims",
     "CLAIMS_DATASET",
     "GainFinding",
+    "PROSE",
     "verdict_finding",
     "VERDICT_GROUPS",
     "verdict_tally",

@@ -80,7 +80,7 @@ def checkpoint_findings(results: Results) -> tuple[CheckpointFinding, ...]:
     for name, table in results.tables.items():
         predicted = tuple(
             PredictedContinuity(projection, space, *layer_pair_estimate(table, projection, space))
-            for projection, space, _ in PROJECTION_PREDICTIONS
+            for projection, space in PROJECTION_PREDICTIONS
             if projection in set(table.projection)
         )
         findings.append(
@@ -152,7 +152,7 @@ def quantization_finding(results: Results) -> QuantizationFinding:
     """:class:`QuantizationFinding` of ``results``."""
     changes = quantization_changes(quantization_shifts(results.effects), results.settings.quantize)
     seed_means = trained_seed_means(results)
-    predicted_space = {p: s for p, s, _ in PROJECTION_PREDICTIONS} | {"v_proj": "input"}
+    predicted_space = dict(PROJECTION_PREDICTIONS) | {"v_proj": "input"}
     spread = {
         p: seed_means[(seed_means.projection == p) & (seed_means.space == predicted_space[p])]["mean"].std()
         for p in PROJECTIONS

@@ -15,12 +15,12 @@ from IPython.display import Markdown, display
 
 from ...analyzer import summary
 from ...book.figures import show_figure
-from ...book.prose import Prose
 from ...layouts import PROJECTIONS
 from ...metrics import vector_name
 from ...plotting import plot_depth_continuity, projection_colours
 from ...statistics import estimate
 from .compute import (
+    PROSE,
     LargeModelCost,
     PretrainedChapterSettings,
     Results,
@@ -35,8 +35,6 @@ from .compute import (
     verdict_finding,
     verdict_tally,
 )
-
-PROSE = Prose.of(__package__)
 
 
 def _describe(name: str, table: pd.DataFrame) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ...book.chapter import ClaimsBuilder, claim
+from ...book.prose import Prose
 from ...metrics import vector_name
 from ...statistics import V_LOW_MARGIN, Estimate, difference, known, verdict_for_difference, verdict_v_low
 from ..common import short_projection, slug
@@ -23,6 +24,9 @@ from .quantization import (
     quantization_verdict,
 )
 from .settings import CHAPTER
+
+#: The chapter's words (``prose.md``): its claims and its computed sentences.
+PROSE = Prose.of(__package__)
 
 #: What the chapter's claims are judged on: the weights of the checkpoints (each named in its claim's key), no data.
 CLAIMS_DATASET = "checkpoints"
@@ -51,13 +55,11 @@ def _post_norm_claims(out: ClaimsBuilder, tables: dict[str, pd.DataFrame]) -> No
         l, _ = layer_pair_estimate(tables[llama[0]], projection, "output")
         out.add(
             key=f"gemma-post-norm-{short_projection(projection)}-u1",
-            claim=f"(ours) Gemma-3's post-norms weaken {projection} output-space continuity",
-            quantity=f"{projection} u1: {llama[0]} minus {gemma_models[0]}",
-            paper="predicted by the mechanism (our reading)",
+            template="gemma-post-norm",
             ours=difference(l, g),
             baseline=baseline,
             verdict=verdict_for_difference(l, g),
-            note=f"{llama[0]} {l}, {gemma_models[0]} {g}",
+            fill={"projection": projection, "llama": llama[0], "gemma": gemma_models[0], "llama_u1": l, "gemma_u1": g},
         )
 
 
@@ -66,13 +68,11 @@ def _gain_claims(out: ClaimsBuilder, gains: dict[tuple[str, str], tuple[Estimate
     for (model, projection), (gained, control) in gains.items():
         out.add(
             key=f"{slug(model)}-{short_projection(projection)}-gain-scaled-u1",
-            claim=f"(ours) {model}: {projection} writes into the stream more continuously than its gains alone explain",
-            quantity=f"{projection} u1 of diag(g) W minus the gain-only control diag(g) G",
-            paper="not in the paper",
+            template="gain-scaled",
             ours=difference(gained, control),
             baseline=control.mean,
             verdict=verdict_for_difference(gained, control),
-            note=f"diag(g) W {gained}, diag(g) G {control} (spread over layer pairs); baseline column: the control",
+            fill={"model": model, "projection": projection, "gained": gained, "control": control},
         )
 
 
@@ -81,13 +81,11 @@ def _quantization_claims(out: ClaimsBuilder, quantization: dict[str, Quantizatio
     for fmt, change in quantization.items():
         out.add(
             key=f"quantization-{slug(fmt)}",
-            claim=f"(ours) {fmt} quantization moves v1/u1 |cos| by less than {QUANTIZATION_LIMIT:g}",
-            quantity=f"largest |change| over matrices, pairs, seeds ({fmt})",
-            paper="not in the paper",
+            template="quantization",
             ours=change.worst,
             baseline=0.0,
             verdict=quantization_verdict(change.worst),
-            note=f"mean change {change.typical:.4f}",
+            fill={"format": fmt, "limit": QUANTIZATION_LIMIT, "typical": change.typical},
             n=n_trained,
         )
 
@@ -98,10 +96,9 @@ def _large_claims(out: ClaimsBuilder, large_status: Sequence[dict[str, str]]) ->
         if status["status"] != "analysed":
             out.not_tested(
                 key=f"large-{slug(status['model'])}",
-                claim=f"The pattern holds in {status['model']}",
-                quantity="v1/u1 |cos| per projection",
-                paper="holds (to 70B)",
-                note="checkpoint not available here",
+                template="large-model",
+                reason="not-available",
+                fill={"model": status["model"]},
             )
 
 
@@ -119,7 +116,7 @@ def chapter_claims(
     ``gains``: :func:`gain_estimates`; ``quantization``: :func:`quantization_changes`;
     ``large_status``: the large checkpoints looked for; ``n_trained``: trained models quantized.
     """
-    out = ClaimsBuilder(CHAPTER.name, dataset=CLAIMS_DATASET)
+    out = ClaimsBuilder(CHAPTER.name, dataset=CLAIMS_DATASET, prose=PROSE)
     for label, table in {**tables, **large_tables}.items():
         _checkpoint_claims(out, label, table)
     _post_norm_claims(out, tables)
@@ -129,21 +126,23 @@ def chapter_claims(
     return out.table()
 
 
-def _checkpoint_claim_specs(label: str, table: pd.DataFrame) -> list[tuple[str, str, str, str, str]]:
-    """The claims one checkpoint supports, in order: (key, short claim, projection, space, why);
-    ``why`` is empty for the "V is low" claims."""
+def _checkpoint_claim_specs(label: str, table: pd.DataFrame) -> list[tuple[str, str, str, bool]]:
+    """The claims one checkpoint supports, in order: (key, projection, space, predicted); ``predicted`` is
+    False for the "V is low" claims."""
     present, prefix = set(table["projection"]), slug(label)
     specs = [
-        (f"{prefix}-{short_projection(p)}-{vector_name(s)}", f"{p} has {s}-space continuity", p, s, why)
-        for p, s, why in PROJECTION_PREDICTIONS
+        (f"{prefix}-{short_projection(p)}-{vector_name(s)}", p, s, True)
+        for p, s in PROJECTION_PREDICTIONS
         if p in present
     ]
     if "v_proj" in present:
-        specs += [
-            (f"{prefix}-v-low-{vector_name(s)}", f"V has low {s}-space continuity", "v_proj", s, "")
-            for s in ("input", "output")
-        ]
+        specs += [(f"{prefix}-v-low-{vector_name(s)}", "v_proj", s, False) for s in ("input", "output")]
     return specs
+
+
+def _short_claim(projection: str, space: str, predicted: bool) -> str:
+    """A checkpoint claim's short name, without the checkpoint (``q_proj has input-space continuity``)."""
+    return PROSE.choose("short-claim", "predicted" if predicted else "v-low", projection=projection, space=space)
 
 
 def _checkpoint_claims(out: ClaimsBuilder, label: str, table: pd.DataFrame) -> None:
@@ -155,36 +154,32 @@ def _checkpoint_claims(out: ClaimsBuilder, label: str, table: pd.DataFrame) -> N
     :func:`_checkpoint_claim_specs`).
     """
     reproduced: dict[str, list[tuple[str, Estimate]]] = {"input": [], "output": []}
-    for key, short, projection, space, why in _checkpoint_claim_specs(label, table):
+    for key, projection, space, predicted in _checkpoint_claim_specs(label, table):
         ours, baseline = layer_pair_estimate(table, projection, space)
-        vector = vector_name(space)
-        if why:
+        fill = {
+            "label": label,
+            "short": _short_claim(projection, space, predicted),
+            "projection": projection,
+            "vector": vector_name(space),
+        }
+        if predicted:
             verdict = verdict_for_difference(ours, known(baseline))
             if verdict == "reproduced":
                 reproduced[space].append((projection, ours))
-            out.add(
-                key=key,
-                claim=f"{label}: {short} ({why})",
-                quantity=f"{projection} {vector} |cos|, mean over layer pairs",
-                paper="high",
-                ours=ours,
-                baseline=baseline,
-                verdict=verdict,
-                note="spread and n over adjacent layer pairs",
-            )
+            fill["why"] = PROSE.choose("prediction", projection)
+            out.add(key=key, template="checkpoint-continuity", ours=ours, baseline=baseline, verdict=verdict, fill=fill)
             continue
-        names = ", ".join(name for name, _ in reproduced[space]) or "none"
         out.add(
             key=key,
-            claim=f"{label}: {short}",
-            quantity=f"v_proj {vector} |cos|: within {V_LOW_MARGIN:g} of random and below the "
-            f"reproduced projections of its space",
-            paper="low",
+            template="checkpoint-v-low",
             ours=ours,
             baseline=baseline,
             verdict=verdict_v_low(ours, baseline, [e for _, e in reproduced[space]]),
-            note=f"spread and n over adjacent layer pairs; projections of its space whose continuity is "
-            f"reproduced: {names}",
+            fill=fill
+            | {
+                "margin": V_LOW_MARGIN,
+                "reproduced": ", ".join(n for n, _ in reproduced[space]) or PROSE.render("none"),
+            },
         )
 
 
@@ -230,7 +225,10 @@ def verdict_finding(results: Results, claims: pd.DataFrame) -> VerdictFinding:
     """:class:`VerdictFinding` of ``results`` and its claims table."""
     checkpoints = []
     for label, table in {**results.tables, **results.large_tables}.items():
-        verdicts = [(claim(claims, key)["verdict"], short) for key, short, *_ in _checkpoint_claim_specs(label, table)]
+        verdicts = [
+            (claim(claims, key)["verdict"], _short_claim(projection, space, predicted))
+            for key, projection, space, predicted in _checkpoint_claim_specs(label, table)
+        ]
         checkpoints.append(
             CheckpointVerdicts(
                 label, tuple((v, tuple(short for got, short in verdicts if got == v)) for v in VERDICT_GROUPS)

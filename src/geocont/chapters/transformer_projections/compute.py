@@ -5,7 +5,8 @@ that answer each question (the chapter package reads its names from here):
 * :mod:`.budget`: what the runs cost at ``cpu`` against the book's budget;
 * :mod:`.runs`: the runs trained, the pretrained checkpoint analysed, per-projection values (``run``, ``Results``);
 * :mod:`.settledness`: where the claims are judged (the horizon rule) and when each holds;
-* :mod:`.up_o_gap`: the Up/O gap's explanations and the claims that test them;
+* :mod:`.up_o_gap`: the Up/O gap's explanations and the claims that test them, and the chapter's words
+  (``PROSE``, its ``prose.md``);
 * :mod:`.verdicts`: the claims table (``claims``);
 * :mod:`.findings`: what the computed sentences state."""
 
@@ -67,6 +68,7 @@ from .settledness import (
 )
 from .up_o_gap import (
     GAP_EXPLANATIONS,
+    PROSE,
     RISING,
     UP_GATE,
     UP_O_QUANTITIES,
@@ -135,6 +137,7 @@ __all__ = [
     "ExplanationVerdict",
     "gap_claims",
     "GAP_EXPLANATIONS",
+    "PROSE",
     "long_run_finding",
     "LongRunFinding",
     "RISING",

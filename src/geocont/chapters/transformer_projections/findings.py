@@ -97,7 +97,7 @@ def gap_finding(results: Results) -> GapFinding:
     reference = results.reference
     continuity, gaps = continuity[continuity.condition == reference], gaps[gaps.condition == reference]
     moved = []
-    for projection, space, _ in PROJECTION_PREDICTIONS:
+    for projection, space in PROJECTION_PREDICTIONS:
         frame = continuity[(continuity.group == projection) & (continuity.space == space)]
         before, after = estimate(at_step(frame, early_step)["value"]), estimate(at_final_step(frame)["value"])
         if math.isnan(before.mean) or abs(after.mean - before.mean) <= DIFFERENCE_MARGIN:

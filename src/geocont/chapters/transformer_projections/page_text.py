@@ -8,19 +8,17 @@ import pandas as pd
 from IPython.display import Markdown
 
 from ...book.chapter import changed_verdicts_sentence, undefined_sentence, verdict_list
-from ...book.prose import Prose
 from ...book.provenance import measured_cost, run_sources
 from ...metrics import vector_name
 from ..lm_runs import LMChapterSettings
 from .compute import (
     CHAPTER,
+    PROSE,
     Results,
     RunCount,
     budget_finding,
     softmax_finding,
 )
-
-PROSE = Prose.of(__package__)
 
 
 def runs_text(runs: tuple[RunCount, ...]) -> str:

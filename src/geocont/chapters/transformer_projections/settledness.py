@@ -16,7 +16,7 @@ from .runs import Results, projection_values
 #: The claims judged on one projection's continuity in one space, V's two included: ``{key: (projection, space)}``.
 #: The horizon watches these quantities; the claims' notes, the lost continuities and the pretrained
 #: comparison read them.
-CLAIM_QUANTITIES = {f"{short_projection(p)}-{s}-continuity": (p, s) for p, s, _ in PROJECTION_PREDICTIONS} | {
+CLAIM_QUANTITIES = {f"{short_projection(p)}-{s}-continuity": (p, s) for p, s in PROJECTION_PREDICTIONS} | {
     "v-low-input": ("v_proj", "input"),
     "v-low-output": ("v_proj", "output"),
 }

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ...book.chapter import ClaimsBuilder, claim, concat_claims, has_claim
+from ...book.prose import Prose
 from ...metrics import random_abs_cos, vector_name
 from ...statistics import Estimate, at_final_step, at_step, estimate, known, verdict_for_difference
 from ...tables import RUN_KEYS
@@ -15,6 +16,8 @@ from .. import lm_runs
 from .runs import Results
 from .settings import CHAPTER
 
+#: The chapter's words (``prose.md``): its claims and its computed sentences.
+PROSE = Prose.of(__package__)
 #: The within-layer comparison of Up with Gate (they read the same input): the recorder's group of
 #: ``cross_cos`` rows (direction 1, space input: v1, output: u1; one row per layer).
 UP_GATE = "up~gate"
@@ -99,34 +102,37 @@ def up_o_claims(
 ) -> pd.DataFrame:
     """The Up/O claims a run table judges at its last step: Up against Gate in the same layer (v1 and
     u1, against random), and the σ²-weighted alignment beside v1 (Up) and u1 (O)."""
-    est, out = up_o_estimates(table, reference), ClaimsBuilder(CHAPTER.name)
-    missing = "" if cross_cos_recorded(table) else "cross_cos not recorded in these runs (their tables predate it)"
+    est, out = up_o_estimates(table, reference), ClaimsBuilder(CHAPTER.name, prose=PROSE)
+    cross_cos = PROSE.choose("cross-cos-note", "recorded" if cross_cos_recorded(table) else "not-recorded")
     for key, name, vector in (("up-gate-shared-v1", "up-gate-v1", "v1"), ("up-gate-shared-u1", "up-gate-u1", "u1")):
         base = up_o_baseline(name, dims)
         out.add(
             key=key,
-            claim=f"(ours) Within a layer, Up's {vector} is Gate's {vector} (they read the same input)",
-            quantity=f"|cos| of {vector}(up_proj_l), {vector}(gate_proj_l), mean over layers ({reference})",
-            paper="implied (Up anchored by the gated product)",
+            template="up-gate-shared",
             ours=est[name],
             baseline=base,
             verdict=verdict_for_difference(est[name], known(base)),
-            note=missing,
+            fill={"vector": vector, "reference": reference, "cross_cos": cross_cos},
         )
     for key, projection, align, leading in (
         ("up-align-vs-v1", "up_proj", "up-align", "up-v1"),
         ("o-align-vs-v1", "o_proj", "o-align", "o-u1"),
     ):
-        space, vector = UP_O_QUANTITIES[leading][2], vector_name(UP_O_QUANTITIES[leading][2])
+        space = UP_O_QUANTITIES[leading][2]
         out.add(
             key=key,
-            claim=f"(ours) {projection}'s {space}-space continuity lies beyond its leading direction",
-            quantity=f"{projection} σ²-weighted alignment ({space}) above its {vector} |cos| ({reference})",
-            paper="not stated",
+            template="align-vs-leading",
             ours=est[align],
             baseline=up_o_baseline(align, dims),
             verdict=verdict_for_difference(est[align], est[leading]),
-            note=f"{vector} |cos| {est[leading]} (random {up_o_baseline(leading, dims):.3f}; the alignment's: 0)",
+            fill={
+                "projection": projection,
+                "space": space,
+                "vector": vector_name(space),
+                "reference": reference,
+                "leading": est[leading],
+                "leading_base": up_o_baseline(leading, dims),
+            },
         )
     return out.table()
 
@@ -192,19 +198,25 @@ def long_run_finding(results: Results) -> LongRunFinding | None:
 def rising_claims(results: Results) -> pd.DataFrame:
     """``up-still-rising`` and ``o-still-rising`` from the longer run (:func:`long_run_finding`); none
     where it was not run. They have no early value."""
-    finding, out = long_run_finding(results), ClaimsBuilder(CHAPTER.name)
+    finding, out = long_run_finding(results), ClaimsBuilder(CHAPTER.name, prose=PROSE)
     for item in finding.items if finding else ():
         projection, space = UP_O_QUANTITIES[item.quantity][1:3]
         out.add(
             key=item.key,
-            claim=f"(ours) {projection}'s {space}-space continuity was still rising at step {finding.horizon:,}",
-            quantity=f"{projection} {vector_name(space)} |cos| at step {finding.end:,} above step "
-            f"{finding.horizon:,} ({finding.label}, seed {finding.seed})",
-            paper="not stated",
+            template="still-rising",
             ours=item.at_end,
             baseline=item.baseline,
             verdict=item.verdict,
-            note=f"at step {finding.horizon:,}: {item.at_horizon}",
+            fill={
+                "projection": projection,
+                "space": space,
+                "vector": vector_name(space),
+                "horizon": finding.horizon,
+                "end": finding.end,
+                "label": finding.label,
+                "seed": finding.seed,
+                "at_horizon": item.at_horizon,
+            },
         )
     return out.table()
 

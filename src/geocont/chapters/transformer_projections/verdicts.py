@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -12,6 +13,7 @@ from ...metrics import random_abs_cos, vector_name
 from ...statistics import (
     V_LOW_MARGIN,
     Estimate,
+    Horizon,
     Settledness,
     difference,
     holds_when,
@@ -26,7 +28,7 @@ from ..lm_runs import PROJECTION_PREDICTIONS
 from .runs import Results, projection_finals, variant_estimate
 from .settings import CHAPTER
 from .settledness import CLAIM_QUANTITIES, horizon, quantity_name
-from .up_o_gap import rising_claims, up_o_claims
+from .up_o_gap import PROSE, rising_claims, up_o_claims
 
 #: Keys of the linear-attention claims (our direct test of the paper's Q/K claim).
 SOFTMAX_KEYS = ("softmax-anchors-q", "softmax-anchors-k")
@@ -50,26 +52,31 @@ def claims(results: Results) -> pd.DataFrame:
         ignore_index=True,
     )
     table = concat_claims(with_early(table, early, results.settings.early_step), rising_claims(results))
-    notes, verdicts = [], []
-    for row in table.itertuples():
-        parts, verdict = [], row.verdict
-        if row.key in CLAIM_QUANTITIES:  # the keys name no dataset yet: on_dataset names it below
-            found = judged.quantities[quantity_name(*CLAIM_QUANTITIES[row.key])]
-            if not found.settled:
-                parts.append(f"not settled at step {judged.step:,}: by the rule {row.verdict}")
-                verdict = "not settled"
-            parts.append(_changes_text(found))
-        if row.early_verdict:
-            parts.insert(0, f"holds {holds_when(row.early_verdict, verdict)}")
-        notes.append("; ".join(([row.note] if row.note else []) + parts))
-        verdicts.append(verdict)
-    return on_dataset(table.assign(note=notes, verdict=verdicts), results.settings.base.corpus)
+    judged_rows = [_horizon_note(row, judged) for row in table.itertuples()]
+    table = table.assign(note=[note for note, _ in judged_rows], verdict=[verdict for _, verdict in judged_rows])
+    return on_dataset(table, results.settings.base.corpus)
+
+
+def _horizon_note(row: Any, judged: Horizon) -> tuple[str, str]:
+    """A claim's note and verdict where it is judged: a claim on one projection's continuity whose quantity is
+    still moving in some seed is "not settled"; its note adds its rule's verdict then, the quantity's change over
+    the last third, seed by seed, and (where the claim has an early value) when it holds."""
+    parts, verdict = [], row.verdict
+    if row.key in CLAIM_QUANTITIES:  # the keys name no dataset yet: on_dataset names it below
+        found = judged.quantities[quantity_name(*CLAIM_QUANTITIES[row.key])]
+        if not found.settled:
+            parts.append(PROSE.render("note-not-settled", step=judged.step, verdict=row.verdict))
+            verdict = "not settled"
+        parts.append(_changes_text(found))
+    if row.early_verdict:
+        parts.insert(0, PROSE.render("note-holds", when=holds_when(row.early_verdict, verdict)))
+    return "; ".join(([row.note] if row.note else []) + parts), verdict
 
 
 def _changes_text(found: Settledness) -> str:
     """A quantity's change over the last third, the seed mean and each seed's, for a claim's note."""
     seeds = ", ".join(f"{value:+.2f}" for value in found.changes)
-    return f"change over the last third {found.trend.mean:+.2f} (per seed: {seeds})"
+    return PROSE.render("note-changes", mean=found.trend.mean, seeds=seeds)
 
 
 def transformer_claims(
@@ -86,7 +93,7 @@ def transformer_claims(
     None: never) was not run.
     """
     finals = projection_finals(table)
-    out = ClaimsBuilder(CHAPTER.name)
+    out = ClaimsBuilder(CHAPTER.name, prose=PROSE)
     projection_claims(out, finals, dims, reference=reference)
     variants = set(table["condition"])
     if no_activation in variants:
@@ -103,7 +110,7 @@ def projection_claims(
     continuous in the space it predicts, above its random baseline; then V low in both spaces, near random and
     below the projections of that space whose continuity is reproduced."""
     reproduced: dict[str, list[tuple[str, Estimate]]] = {"input": [], "output": []}
-    for projection, space, why in PROJECTION_PREDICTIONS:
+    for projection, space in PROJECTION_PREDICTIONS:
         ours = variant_estimate(finals, reference, projection, space)
         base = known(random_abs_cos(dims[projection][space]))
         verdict = verdict_for_difference(ours, base)
@@ -111,27 +118,33 @@ def projection_claims(
             reproduced[space].append((projection, ours))
         out.add(
             key=f"{short_projection(projection)}-{space}-continuity",
-            claim=f"{projection} has {space}-space continuity ({why})",
-            quantity=f"{projection} {vector_name(space)} |cos| ({reference})",
-            paper="high",
+            template="projection-continuity",
             ours=ours,
             baseline=base.mean,
             verdict=verdict,
+            fill={
+                "projection": projection,
+                "space": space,
+                "vector": vector_name(space),
+                "reference": reference,
+                "why": PROSE.choose("prediction", projection),
+            },
         )
     for space in ("input", "output"):
         v = variant_estimate(finals, reference, "v_proj", space)
         random_level = random_abs_cos(dims["v_proj"][space])
-        names = ", ".join(name for name, _ in reproduced[space]) or "none"
         out.add(
             key=f"v-low-{space}",
-            claim=f"V has low {space}-space continuity (no adjacent nonlinearity)",
-            quantity=f"v_proj {vector_name(space)} |cos|: within {V_LOW_MARGIN:g} of random and below the "
-            f"reproduced projections of its space",
-            paper="low",
+            template="v-low",
             ours=v,
             baseline=random_level,
             verdict=verdict_v_low(v, random_level, [e for _, e in reproduced[space]]),
-            note=f"projections of its space whose continuity is reproduced: {names}",
+            fill={
+                "space": space,
+                "vector": vector_name(space),
+                "margin": V_LOW_MARGIN,
+                "reproduced": ", ".join(name for name, _ in reproduced[space]) or PROSE.render("none"),
+            },
         )
 
 
@@ -144,13 +157,17 @@ def activation_ablation_claims(
         without = variant_estimate(finals, ablated, projection, "input")
         out.add(
             key=f"activation-lowers-{short_projection(projection)}",
-            claim=f"Removing the MLP activation lowers {projection} input continuity",
-            quantity=f"{projection} v1: {reference} minus {ablated}",
-            paper="drops",
+            template="activation-lowers",
             ours=difference(with_act, without),
             baseline=random_abs_cos(dims[projection]["input"]),
             verdict=verdict_for_difference(with_act, without),
-            note=f"{reference} {with_act}, {ablated} {without}",
+            fill={
+                "projection": projection,
+                "reference": reference,
+                "ablated": ablated,
+                "with_activation": with_act,
+                "without": without,
+            },
         )
 
 
@@ -163,13 +180,11 @@ def softmax_ablation_claims(
         lin = variant_estimate(finals, ablated, projection, "input")
         out.add(
             key=key,
-            claim=f"(ours) Without the softmax, {projection} input continuity drops",
-            quantity=f"{projection} v1: softmax minus linear attention",
-            paper="implied, not tested",
+            template="softmax-anchors",
             ours=difference(soft, lin),
             baseline=random_abs_cos(dims[projection]["input"]),
             verdict=verdict_for_difference(soft, lin),
-            note=f"softmax {soft}, linear {lin}",
+            fill={"projection": projection, "softmax": soft, "linear": lin},
         )
 
 
