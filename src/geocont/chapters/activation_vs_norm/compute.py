@@ -9,6 +9,7 @@ import pandas as pd
 
 from ... import metrics
 from ...book.chapter import Chapter, ClaimsBuilder, claim, has_claim, with_early
+from ...book.prose import Prose
 from ...statistics import Estimate, closer_to, difference, estimate, final_estimate, up_to_step, verdict_for_difference
 from ...tables import RUN_KEYS, select
 from ...training import run_sweep
@@ -17,6 +18,8 @@ from ..mlp_runs import MLPChapterSettings
 
 #: The conditions the chapter compares (the ``conditions`` parameter replaces them).
 CONDITIONS_COMPARED = ("res-relu", "res-ln", "res-ln-relu", "res-none", "res-rms", "res-rms-relu")
+#: The chapter's words (``prose.md``): its claims and its computed sentences.
+PROSE = Prose.of(__package__)
 
 
 def describe(settings: MLPChapterSettings) -> dict[str, Any]:
@@ -133,24 +136,18 @@ def _concentration_claims(
     relu, ln, both = (per_condition("concentration", c) for c in ("res-relu", "res-ln", "res-ln-relu"))
     out.add(
         key="activation-concentrates-v1",
-        claim="The activation concentrates continuity in the leading direction",
-        quantity=f"v1 minus mean of v2..v{k}: res-relu minus res-ln",
-        paper="res-relu more concentrated",
         ours=difference(relu, ln),
         baseline=baseline,
         verdict=verdict_for_difference(relu, ln),
-        note=f"res-relu {relu}, res-ln {ln}",
+        fill={"k": k, "relu": relu, "ln": ln},
     )
     ln_rest, relu_rest = per_condition("rest", "res-ln"), per_condition("rest", "res-relu")
     out.add(
         key="layernorm-spreads",
-        claim="LayerNorm spreads continuity over several directions",
-        quantity=f"mean |cos| of v2..v{k}: res-ln minus res-relu",
-        paper="res-ln higher",
         ours=difference(ln_rest, relu_rest),
         baseline=baseline,
         verdict=verdict_for_difference(ln_rest, relu_rest),
-        note=f"res-ln {ln_rest}, res-relu {relu_rest}",
+        fill={"k": k, "ln": ln_rest, "relu": relu_rest},
     )
     return relu, ln, both
 
@@ -159,13 +156,10 @@ def _symmetry_claim(out: ClaimsBuilder, *, ln_align: Estimate, none_align: Estim
     """LayerNorm breaks the symmetry: its whole-spectrum alignment above the linear control's."""
     out.add(
         key="layernorm-breaks-symmetry",
-        claim="LayerNorm breaks the symmetry: whole-spectrum alignment above the linear control",
-        quantity="sigma^2-alignment (input): res-ln minus res-none",
-        paper="res-ln higher",
         ours=difference(ln_align, none_align),
         baseline=0.0,
         verdict=verdict_for_difference(ln_align, none_align),
-        note=f"res-ln {ln_align}, res-none {none_align}",
+        fill={"ln": ln_align, "none": none_align},
     )
 
 
@@ -176,13 +170,10 @@ def _dominance_claim(
     relu, ln, both = concentrations
     out.add(
         key="activation-dominates",
-        claim="With both, the activation's v1-concentrated mode dominates",
-        quantity="concentration of res-ln-relu: nearer res-relu than res-ln",
-        paper="nearer res-relu",
         ours=both,
         baseline=baseline,
         verdict=closer_to(both, relu, ln),
-        note=f"res-ln-relu {both}, res-relu {relu}, res-ln {ln}",
+        fill={"both": both, "relu": relu, "ln": ln},
     )
 
 
@@ -190,13 +181,10 @@ def _centring_claim(out: ClaimsBuilder, *, ln_align: Estimate, rms_align: Estima
     """(ours) Centring, not rescaling, breaks the symmetry: LayerNorm's alignment above RMSNorm's."""
     out.add(
         key="centring-breaks-symmetry",
-        claim="(ours) Centring, not rescaling, is what breaks the symmetry",
-        quantity="sigma^2-alignment (input): res-ln minus res-rms",
-        paper="not in the paper",
         ours=difference(ln_align, rms_align),
         baseline=0.0,
         verdict=verdict_for_difference(ln_align, rms_align),
-        note=f"res-ln {ln_align}, res-rms {rms_align}, res-none {none_align}",
+        fill={"ln": ln_align, "rms": rms_align, "none": none_align},
     )
 
 
@@ -208,7 +196,7 @@ def norm_claims(table: pd.DataFrame, baseline: float, *, dataset: str) -> pd.Dat
         return final_estimate(table, "weight_align", "input", 0, condition=condition)
 
     k = int(table.loc[table["metric"] == "weight_cos", "direction"].max())
-    out = ClaimsBuilder(CHAPTER.name, dataset=dataset)
+    out = ClaimsBuilder(CHAPTER.name, dataset=dataset, prose=PROSE)
     concentrations = _concentration_claims(out, shape=shape, baseline=baseline, k=k)
     ln_align, none_align = align("res-ln"), align("res-none")
     _symmetry_claim(out, ln_align=ln_align, none_align=none_align)

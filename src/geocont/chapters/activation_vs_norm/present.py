@@ -15,14 +15,10 @@ from IPython.display import Markdown
 from ... import plotting
 from ...book.chapter import undefined_sentence
 from ...book.figures import show_figure
-from ...book.prose import Prose
 from ...plotting import draw_baseline, palette
 from .. import mlp_presentation
 from ..common import mlp_verdict
-from .compute import Results, centring_finding, condition_shapes, run_summary
-
-#: The chapter's templates (``prose.md``).
-PROSE = Prose.of(__package__)
+from .compute import PROSE, Results, centring_finding, condition_shapes, run_summary
 
 #: The closing list: one bullet per claim, under the run's scale, seeds and data.
 verdict = mlp_verdict

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ... import instability, metrics, paper
 from ...book.chapter import Chapter, ClaimsBuilder, with_early
+from ...book.prose import Prose
 from ...mlp import CONDITIONS
 from ...statistics import (
     DIFFERENCE_MARGIN,
@@ -47,6 +48,8 @@ CONDITIONS_COMPARED = ("res-relu", "res-gelu", "res-silu", "nores-relu", "res-no
 #: the design and why a running mean outside the gradient could not serve), so that the block stays
 #: ``act(W h + b)`` with one activation swapped.
 MEAN_CONTROL_CONDITIONS = ("nores-relu-batch-centred", "res-relu-batch-centred")
+#: The chapter's words (``prose.md``): its claims and its computed sentences.
+PROSE = Prose.of(__package__)
 
 
 def describe(settings: MLPChapterSettings) -> dict[str, Any]:
@@ -159,7 +162,7 @@ def claims(results: Results) -> pd.DataFrame:
 def condition_claims(results: Results) -> pd.DataFrame:
     """The claims of Conditions 1 and 2: those of the data conditions on every dataset of the data control (the
     chapter's own dataset is the verdict of record), the others on the chapter's own dataset."""
-    out = ClaimsBuilder(CHAPTER.name, dataset=results.headline)
+    out = ClaimsBuilder(CHAPTER.name, dataset=results.headline, prose=PROSE)
     for dataset, data in results.data.items():
         data_control_claims(results, out, dataset, data)
     output_space_claim(results, out)
@@ -201,23 +204,18 @@ def _nores_claims(results: Results, out: ClaimsBuilder, *, dataset: str, data: p
     nores_weight = _final(results, "weight_cos", "input", "nores-relu", data)
     out.add(
         key="nores-gradient-v1",
-        claim="Without residuals, gradient continuity falls to random level",
-        quantity="NoRes gradient v1 |cos|",
-        paper=f"~{paper.NORES_GRADIENT}",
         ours=nores_grad,
         baseline=results.baseline,
         verdict=_at_random(results, nores_grad),
+        fill={"paper": paper.NORES_GRADIENT},
         dataset=dataset,
     )
     out.add(
         key="nores-weight-v1",
-        claim="Without residuals, weight continuity does not develop",
-        quantity="NoRes weight v1 |cos|",
-        paper="random level",
         ours=nores_weight,
         baseline=results.baseline,
         verdict=_at_random(results, nores_weight),
-        note=f"gradient v1 {nores_grad}",
+        fill={"gradient": nores_grad},
         dataset=dataset,
     )
 
@@ -229,34 +227,28 @@ def _linear_claims(results: Results, out: ClaimsBuilder, *, dataset: str, data: 
     none_weight = _final(results, "weight_cos", "input", "res-none", data)
     out.add(
         key="linear-gradient-v1",
-        claim="A linear residual net has high gradient continuity",
-        quantity="Res+None gradient v1 |cos|",
-        paper=f"{paper.LINEAR_GRADIENT_V1}",
         ours=none_grad,
         baseline=results.baseline,
         verdict=verdict_for_value(none_grad, paper.LINEAR_GRADIENT_V1),
+        fill={"paper": paper.LINEAR_GRADIENT_V1},
         dataset=dataset,
     )
     out.add(
         key="linear-weight-v1",
-        claim="... but low weight continuity (rotation drift)",
-        quantity="Res+None weight v1 |cos|",
-        paper=f"{paper.LINEAR_WEIGHT_V1}",
         ours=none_weight,
         baseline=results.baseline,
         verdict=verdict_for_value(none_weight, paper.LINEAR_WEIGHT_V1),
+        fill={"paper": paper.LINEAR_WEIGHT_V1},
         dataset=dataset,
     )
     fall = fall_from_peak(data, condition="res-none")
     out.add(
         key="res-none-rise-then-collapse",
-        claim="Weight continuity first forms, then is lost to rotation drift",
-        quantity="res-none weight v1: peak minus final",
-        paper="rise, then collapse",
+        template="rise-then-collapse",
         ours=fall.drop,
         baseline=results.baseline,
         verdict=fall.verdict,
-        note=f"peak {fall.peak}, final {fall.final}",
+        fill={"condition": "res-none", "peak": fall.peak, "final": fall.final},
         dataset=dataset,
     )
 
@@ -277,12 +269,10 @@ def output_space_claim(results: Results, out: ClaimsBuilder) -> None:
     nores_grad_u1 = _final(results, "grad_cos", "output", "nores-relu")
     out.add(
         key="nores-gradient-u1",
-        claim="Without residuals, gradient continuity falls to random level",
-        quantity="NoRes gradient u1 |cos|",
-        paper=f"~{paper.NORES_GRADIENT}",
         ours=nores_grad_u1,
         baseline=results.baseline,
         verdict=_at_random(results, nores_grad_u1),
+        fill={"paper": paper.NORES_GRADIENT},
     )
 
 
@@ -294,12 +284,10 @@ def activation_claims(results: Results, out: ClaimsBuilder) -> None:
     radial_weight = _final(results, "weight_cos", "input", "res-radial")
     out.add(
         key="radial-weight-v1",
-        claim="A rotation-equivariant nonlinearity fails too",
-        quantity="Res+Radial weight v1 |cos|",
-        paper=f"~{paper.RADIAL_WEIGHT_V1}",
         ours=radial_weight,
         baseline=baseline,
         verdict=verdict_for_value(radial_weight, paper.RADIAL_WEIGHT_V1),
+        fill={"paper": paper.RADIAL_WEIGHT_V1},
     )
     for condition in ("res-relu", "res-gelu", "res-silu"):
         if condition not in set(table["condition"]):
@@ -307,24 +295,20 @@ def activation_claims(results: Results, out: ClaimsBuilder) -> None:
         ours = _final(results, "weight_cos", "input", condition)
         out.add(
             key=f"{condition}-above-linear",
-            claim="Element-wise activations keep weight continuity",
-            quantity=f"{condition} minus Res+None weight v1",
-            paper="higher (no number)",
+            template="above-linear",
             ours=difference(ours, none_weight),
             baseline=baseline,
             verdict=verdict_for_difference(ours, none_weight),
-            note=f"{condition} {ours}; res-none {none_weight}",
+            fill={"condition": condition, "weight": ours, "linear": none_weight},
         )
     fall = fall_from_peak(table, condition="res-radial", optimizer=table["optimizer"].iloc[0])
     out.add(
         key="res-radial-rise-then-collapse",
-        claim="Weight continuity first forms, then is lost to rotation drift",
-        quantity="res-radial weight v1: peak minus final",
-        paper="rise, then collapse",
+        template="rise-then-collapse",
         ours=fall.drop,
         baseline=baseline,
         verdict=fall.verdict,
-        note=f"peak {fall.peak}, final {fall.final}",
+        fill={"condition": "res-radial", "peak": fall.peak, "final": fall.final},
     )
 
 
@@ -336,26 +320,22 @@ def optimizer_claims(results: Results, out: ClaimsBuilder) -> None:
     random_level = known(baseline)
     relu = {o: _final(results, "weight_cos", "input", "res-relu", robustness, o) for o in optimizers}
     none = {o: _final(results, "weight_cos", "input", "res-none", robustness, o) for o in optimizers}
-    details = "; ".join(f"{o}: res-relu {relu[o]}, res-none {none[o]}" for o in optimizers)
+    details = "; ".join(
+        PROSE.render("optimizer-finals-item", optimizer=o, relu=relu[o], none=none[o]) for o in optimizers
+    )
     out.add(
         key="continuity-every-optimizer",
-        claim="Continuity is not an optimizer artefact (Adam, SGD, Adam in random per-layer frames)",
-        quantity="lowest res-relu weight v1 over optimizers",
-        paper="present under every optimizer",
         ours=min(relu.values(), key=lambda e: e.mean),
         baseline=baseline,
         verdict=weakest(verdict_for_difference(relu[o], random_level) for o in optimizers),
-        note=details,
+        fill={"optimizers": details},
     )
     out.add(
         key="symmetry-breaking-every-optimizer",
-        claim="Symmetry breaking matters under every optimizer",
-        quantity="smallest (res-relu minus res-none) weight v1 over optimizers",
-        paper="res-relu higher",
         ours=min((difference(relu[o], none[o]) for o in optimizers), key=lambda e: e.mean),
         baseline=baseline,
         verdict=weakest(verdict_for_difference(relu[o], none[o]) for o in optimizers),
-        note=details,
+        fill={"optimizers": details},
     )
 
 
@@ -368,42 +348,38 @@ def mean_direction_claims(results: Results, out: ClaimsBuilder) -> None:
     random_level = known(results.baseline)
     out.add(
         key="nores-v1-follows-input-mean",
-        claim="NoRes: each layer's v1 follows the mean of its input (our hypothesis)",
-        quantity="NoRes |cos(v1(W_l), mean input of layer l)|",
-        paper="(not in the paper)",
         ours=found.follows["nores-relu"],
         baseline=results.baseline,
         verdict=verdict_for_difference(found.follows["nores-relu"], random_level),
-        note=f"res-relu {found.follows['res-relu']}",
+        fill={"relu": found.follows["res-relu"]},
     )
     centred = found.weight[NORES_CENTRED]
     out.add(
         key="nores-centred-weight-v1",
-        claim="Without residuals and without the shared mean, weight continuity does not develop",
-        quantity="NoRes (batch-centred ReLU) weight v1 |cos|",
-        paper="random level",
         ours=centred,
         baseline=results.baseline,
         verdict=verdict_at_random_level(centred, results.baseline, results.random_sd),
-        note=f"NoRes with ReLU {found.weight['nores-relu']}; final training-set loss: centred "
-        f"{found.loss[NORES_CENTRED]}, plain {found.loss['nores-relu']}",
+        fill={
+            "plain": found.weight["nores-relu"],
+            "centred_loss": found.loss[NORES_CENTRED],
+            "plain_loss": found.loss["nores-relu"],
+        },
     )
-    relu, relu_centred = found.weight["res-relu"], found.weight[RES_CENTRED]
-    share = (
-        f"; share of res-relu's rise above random that the mean explains: {found.relu_share:.0%}"
-        if not math.isnan(found.relu_share)
-        else ""
-    )
+    relu_centred = found.weight[RES_CENTRED]
     out.add(
         key="res-relu-centred-keeps",
-        claim="Residual + ReLU keeps weight continuity without the shared mean (our test)",
-        quantity="res-relu (batch-centred) weight v1 |cos| minus random",
-        paper="(not in the paper)",
         ours=difference(relu_centred, random_level),
         baseline=results.baseline,
         verdict=verdict_for_difference(relu_centred, random_level),
-        note=f"res-relu {relu}; centred {relu_centred}{share}; final training-set loss: centred "
-        f"{found.loss[RES_CENTRED]}, plain {found.loss['res-relu']}",
+        fill={
+            "plain": found.weight["res-relu"],
+            "centred": relu_centred,
+            "share": PROSE.choose(
+                "centred-share", "undefined" if math.isnan(found.relu_share) else "measured", share=found.relu_share
+            ),
+            "centred_loss": found.loss[RES_CENTRED],
+            "plain_loss": found.loss["res-relu"],
+        },
     )
 
 

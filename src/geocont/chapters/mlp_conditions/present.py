@@ -13,7 +13,7 @@ from IPython.display import Markdown
 from ... import instability, paper, plotting
 from ...book.chapter import claim, undefined_sentence
 from ...book.figures import show_figure
-from ...book.prose import Prose, listing
+from ...book.prose import listing
 from ...statistics import (
     Estimate,
     change_over_last,
@@ -31,6 +31,7 @@ from .compute import (
     MEAN_PAIRS,
     NEAR_LINEAR_SHARE,
     NORES_CENTRED,
+    PROSE,
     RADIAL_NEAR_IDENTITY_NORM,
     RES_CENTRED,
     Results,
@@ -39,8 +40,6 @@ from .compute import (
     optimizer_finding,
     radial_linearity,
 )
-
-PROSE = Prose.of(__package__)
 
 #: The closing list: one bullet per claim, under the run's scale, seeds and data.
 verdict = mlp_verdict

@@ -4,7 +4,7 @@ each question (the chapter package reads its names from here):
 * :mod:`.settings`: which conditions and sweeps the chapter runs (``CHAPTER``);
 * :mod:`.events`: when, in one run, the update overtakes the initial weights, when continuity rises, how fast v1 turns;
 * :mod:`.runs`: the three sweeps trained and their events (``run``, ``Results``);
-* :mod:`.verdicts`: the claims table (``claims``);
+* :mod:`.verdicts`: the claims table (``claims``), worded from the chapter's ``prose.md`` (``PROSE``);
 * :mod:`.findings`: what the computed prose states."""
 
 from .events import (
@@ -13,6 +13,7 @@ from .events import (
     DRIFT_WINDOW_START,
     NORMS,
     RISE_BEFORE_CROSSING_TOLERANCE_LOG10,
+    Order,
     drift,
     order_estimate,
     transfer_events,
@@ -55,7 +56,15 @@ from .settings import (
     describe,
     sweep_configs,
 )
-from .verdicts import claims, drift_claims, init_scale_claims, optimizer_order_claims, timeline_claims, transfer_claims
+from .verdicts import (
+    PROSE,
+    claims,
+    drift_claims,
+    init_scale_claims,
+    optimizer_order_claims,
+    timeline_claims,
+    transfer_claims,
+)
 
 __all__ = [
     "CHAPTER",
@@ -70,10 +79,12 @@ __all__ = [
     "drift",
     "DRIFT_WINDOW_START",
     "NORMS",
+    "Order",
     "order_estimate",
     "RISE_BEFORE_CROSSING_TOLERANCE_LOG10",
     "transfer_events",
     "verdict_for_order",
+    "PROSE",
     "Results",
     "run",
     "TIMELINE_METRICS",

@@ -212,7 +212,7 @@ def weights_follow(results: Results, claims: pd.DataFrame) -> WeightsFollow:
     """The reference condition's rise, crossings and order verdicts."""
     ref = results.events[results.events["condition"] == results.reference]
     never = int(ref["crossing_step"].isna().sum())
-    verdicts = {norm: claim(claims, f"order-{key}")["verdict"] for _, norm, key in NORMS}
+    verdicts = {key: claim(claims, f"order-{key}")["verdict"] for _, key in NORMS}
     return WeightsFollow(
         case="never-crossed" if never else "crossed",
         reference=results.reference,
@@ -222,7 +222,7 @@ def weights_follow(results: Results, claims: pd.DataFrame) -> WeightsFollow:
         spectral_crossing_step=estimate(ref["spectral_crossing_step"]),
         never_crossed=never,
         runs=len(ref),
-        frobenius_verdict=verdicts["Frobenius"],
+        frobenius_verdict=verdicts["frobenius"],
         spectral_verdict=verdicts["spectral"],
     )
 

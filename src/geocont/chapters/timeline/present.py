@@ -13,13 +13,13 @@ from IPython.display import Markdown
 from ... import metrics, plotting
 from ...book.chapter import undefined_sentence
 from ...book.figures import show_figure
-from ...book.prose import Prose
 from ...plotting import draw_baseline
 from ...statistics import per_run, turn_rates
 from ..common import mlp_verdict
 from .compute import (
     CROSSING_LEVEL,
     CROSSINGS,
+    PROSE,
     EventStep,
     Results,
     TransferSummary,
@@ -33,9 +33,6 @@ from .compute import (
     step_zero,
     weights_follow,
 )
-
-#: The chapter's templates (``prose.md``).
-PROSE = Prose.of(__package__)
 
 #: The closing list: one bullet per claim, under the run's scale, seeds and data.
 verdict = mlp_verdict

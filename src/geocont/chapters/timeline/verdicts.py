@@ -1,5 +1,5 @@
 """The timeline chapter's claims: each of the paper's claims on the transfer, judged at the end of training and
-after ``early_steps``, one function per family of claims."""
+after ``early_steps``, one function per family of claims, worded from the chapter's ``prose.md``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 import pandas as pd
 
 from ...book.chapter import ClaimsBuilder, with_early
+from ...book.prose import Prose
 from ...statistics import (
     Estimate,
     difference,
@@ -23,6 +24,9 @@ from ..common import slug
 from .events import DRIFT_WINDOW_START, NORMS, drift, order_estimate, transfer_events, verdict_for_order
 from .runs import Results
 from .settings import CHAPTER, DRIFT_CONDITIONS, NO_RESIDUAL
+
+#: The chapter's words (``prose.md``): its claims and its computed sentences.
+PROSE = Prose.of(__package__)
 
 
 def claims(results: Results) -> pd.DataFrame:
@@ -61,7 +65,7 @@ def timeline_claims(
     under each robustness optimizer. The step-0 claim compares ``reference`` with
     ``no_residual``, its counterpart without residual connections.
     """
-    out = ClaimsBuilder(CHAPTER.name, dataset=dataset)
+    out = ClaimsBuilder(CHAPTER.name, dataset=dataset, prose=PROSE)
     events = transfer_events(conditions)
     transfer_claims(out, events, baseline, reference=reference, no_residual=no_residual)
     init_scale_claims(out, transfer_events(init_sweep))
@@ -85,76 +89,62 @@ def transfer_claims(
     nores = _condition_estimate(events, no_residual, "grad_v1_step0")
     out.add(
         key="step0-gradient-coherence",
-        claim="Gradient coherence across layers exists at initialisation, before any update",
-        quantity=f"{reference} minus {no_residual} gradient v1 |cos| at step 0",
-        paper="present at init (no number)",
         ours=difference(res, nores),
         baseline=baseline,
         verdict=verdict_for_difference(res, nores),
-        note=f"{reference} {res}; {no_residual} {nores}",
+        fill={"reference": reference, "no_residual": no_residual, "res": res, "nores": nores},
     )
     relu_events = events[events["condition"] == reference]
-    for crossing, norm, key in NORMS:
-        order, note = order_estimate(relu_events, crossing)
+    for crossing, key in NORMS:
+        order = order_estimate(relu_events, crossing)
         out.add(
             key=f"order-{key}",
-            claim="Weight continuity forms once the cumulative update dominates the initial weights",
-            quantity=f"{reference} log10(rise step / crossing step), {norm} norm",
-            paper="rise after ‖ΔW‖ > ‖W(0)‖",
-            ours=order,
+            template="order",
+            ours=order.order,
             baseline=math.nan,
             verdict=verdict_for_order(relu_events, crossing),
-            note=note,
+            fill={"reference": reference, "norm": PROSE.choose("norm", key), **vars(order)},
         )
     aligned = _condition_estimate(events, reference, "weight_cumgrad_final")
     out.add(
         key="weight-cumgrad-alignment",
-        claim="... and the weights align with the cumulative gradient",
-        quantity=f"{reference} final |cos(v1(W), v1(ΣdL/dW))|",
-        paper="aligned (no number)",
         ours=aligned,
         baseline=baseline,
         verdict=verdict_for_difference(aligned, known(baseline)),
+        fill={"reference": reference},
     )
 
 
 def init_scale_claims(out: ClaimsBuilder, sweep: pd.DataFrame) -> None:
     """Across the init-scale sweep (its events, ``sweep``): a smaller initialisation moves the crossing and
     the rise earlier, and the rise follows the crossing (both norms); a run that never crossed ranks last."""
-    never_crossed = int(sweep["crossing_step"].isna().sum())
     crossing_rank = sweep["crossing_step"].fillna(math.inf)  # never crossed = later than any crossing
-    for values, label, key, left_out in (
-        (crossing_rank, "crossing", "crossing", f"{never_crossed} runs never crossed (ranked last)"),
-        (
-            sweep["rise_step"],
-            "continuity rise",
-            "rise",
-            f"{int(sweep['rise_step'].isna().sum())} runs without a rise (left out)",
-        ),
+    for key, values, left_out in (
+        ("init-moves-crossing", crossing_rank, int(sweep["crossing_step"].isna().sum())),
+        ("init-moves-rise", sweep["rise_step"], int(sweep["rise_step"].isna().sum())),
     ):
         correlation = rank_correlation(sweep["init_scale"], values)
         out.add(
-            key=f"init-moves-{key}",
-            claim=f"A smaller initialisation moves the {label} earlier",
-            quantity=f"Spearman ρ(init scale, {label} step)",
-            paper="earlier (no number)",
+            key=key,
             ours=correlation.rho,
             baseline=math.nan,
             verdict=verdict_for_correlation(correlation, +1),
-            note=f"{correlation}; {left_out}",
+            fill={"correlation": correlation, "left_out": left_out},
             n=correlation.n,
         )
-    for crossing, norm, key in NORMS:
+    for crossing, key in NORMS:
         together = rank_correlation(sweep[crossing].fillna(math.inf), sweep["rise_step"])
         out.add(
             key=f"init-rise-follows-{key}",
-            claim="Across initialisations the rise follows the crossing",
-            quantity=f"Spearman ρ(crossing step, rise step), {norm} norm",
-            paper="follows (no number)",
+            template="init-rise-follows",
             ours=together.rho,
             baseline=math.nan,
             verdict=verdict_for_correlation(together, +1),
-            note=f"{together}; never crossed (ranked last): {int(sweep[crossing].isna().sum())}",
+            fill={
+                "norm": PROSE.choose("norm", key),
+                "correlation": together,
+                "never_crossed": int(sweep[crossing].isna().sum()),
+            },
             n=together.n,
         )
 
@@ -172,38 +162,32 @@ def drift_claims(
         if condition not in set(conditions["condition"]):
             continue
         rate = estimate(turn[turn["condition"] == condition]["value"])
+        names = {"condition": condition, "reference": reference}
         out.add(
             key=f"{condition}-late-drift",
-            claim="Without symmetry breaking, v1 keeps drifting",
-            quantity=f"{condition} minus {reference} v1 turn rate after {DRIFT_WINDOW_START:.0%} of training "
-            "(degrees per 1,000 steps)",
-            paper="drift",
+            template="late-drift",
             ours=difference(rate, relu_turn),
             baseline=math.nan,
             verdict=verdict_for_difference(rate, relu_turn, margin=1.0),
-            note=f"{condition} {rate}°; {reference} {relu_turn}°",
+            fill={**names, "window": DRIFT_WINDOW_START, "rate": rate, "reference_rate": relu_turn},
         )
         decoupled = _condition_estimate(events, condition, "weight_cumgrad_final")
         out.add(
             key=f"{condition}-decoupled",
-            claim="... which decouples the weights from the cumulative gradient",
-            quantity=f"{reference} minus {condition} final weight/cum.-gradient v1 |cos|",
-            paper="lower without",
+            template="decoupled",
             ours=difference(aligned, decoupled),
             baseline=baseline,
             verdict=verdict_for_difference(aligned, decoupled),
-            note=f"{reference} {aligned}; {condition} {decoupled}",
+            fill={**names, "aligned": decoupled, "reference_aligned": aligned},
         )
     co = drift(conditions, "co_rotation")
     none_co = estimate(co[co["condition"] == "res-none"]["value"])
     out.add(
         key="linear-independent-rotation",
-        claim="In a linear residual net each layer rotates independently",
-        quantity=f"res-none co-rotation of adjacent v1 after {DRIFT_WINDOW_START:.0%} of training (signed cos)",
-        paper="independent (≈ 0)",
         ours=none_co,
         baseline=baseline,
         verdict=verdict_for_value(none_co, 0.0),
+        fill={"window": DRIFT_WINDOW_START},
     )
 
 
@@ -211,15 +195,18 @@ def optimizer_order_claims(out: ClaimsBuilder, optimizer_events: pd.DataFrame) -
     """The order (rise after the crossing, both norms) under each optimizer of the robustness sweep."""
     for optimizer in optimizer_events["optimizer"].unique():
         runs = optimizer_events[optimizer_events["optimizer"] == optimizer]
-        for crossing, norm, key in NORMS:
-            order, note = order_estimate(runs, crossing)
+        for crossing, key in NORMS:
+            order = order_estimate(runs, crossing)
             out.add(
                 key=f"optimizer-{slug(optimizer)}-order-{key}",
-                claim="The order holds under other optimizers",
-                quantity=f"{optimizer}: log10(rise step / crossing step), {norm} norm",
-                paper="holds",
-                ours=order,
+                template="optimizer-order",
+                ours=order.order,
                 baseline=math.nan,
                 verdict=verdict_for_order(runs, crossing),
-                note=f"step-0 gradient v1 {estimate(runs['grad_v1_step0'])}; {note}",
+                fill={
+                    "optimizer": optimizer,
+                    "norm": PROSE.choose("norm", key),
+                    "gradient": estimate(runs["grad_v1_step0"]),
+                    **vars(order),
+                },
             )
