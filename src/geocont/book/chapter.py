@@ -293,11 +293,12 @@ class ClaimsBuilder:
         headline: bool = False,
     ) -> None:
         """A claim the chapter could not judge here: its row has no value of ours (NaN, n = 0) and the
-        verdict "not tested"; its note is the ``not-tested.<reason>`` template, filled with ``fill``."""
+        verdict "not tested"; its note is the ``not-tested.<reason>`` template, filled with ``fill`` (its lines
+        joined with a space, as a claim's parts are)."""
         fill = fill or {}
         words = dataclasses.replace(
             self.prose.claim(template or key, note=False, **fill),
-            note=self.prose.choose(NOT_TESTED_CHOICE, reason, **fill),
+            note=" ".join(self.prose.choose(NOT_TESTED_CHOICE, reason, **fill).split("\n")),
         )
         self._row(
             key=key,
