@@ -74,3 +74,55 @@ def test_memorised_needs_every_seed_and_not_memorised_none():
         "not-memorised",
         "mixed",
     ]
+
+
+def test_the_statement_reads_each_projection_and_the_figure_draws_both_corpora(monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from geocont.chapters.transformer_projections import corpus_and_control
+
+    shown = []
+    monkeypatch.setattr(corpus_and_control, "show_figure", lambda fig, name, caption: shown.append((name, fig)))
+    ruled = results(main=(0.01, 0.3, 0.0), control=(0.4, 0.4, 0.5))
+    ruled.dims = {"o_proj": {"output": 128}, "down_proj": {"output": 128}}
+    text = corpus_and_control.control_statement(ruled).data
+    assert text.count("\n- **") == 2 and "- **O:" in text and "- **Down:" in text  # one reading per projection
+    corpus_and_control.control_figure(ruled)
+    ((name, fig),) = shown
+    assert name == "lm-control" and len(fig.axes) == 3
+    labels = {line.get_label() for line in fig.axes[0].get_lines()}
+    assert {"silu", "silu, kjv"} <= labels
+    unruled = results(main=(0.3, 0.3, 0.0), control=None)
+    corpus_and_control.control_figure(unruled)
+    assert len(shown) == 1 and "- **" not in corpus_and_control.control_statement(unruled).data
+
+
+def test_the_corpus_display_gives_each_sources_share_and_every_runs_epochs():
+    from geocont.chapters.transformer_projections import corpus_and_control
+
+    census = pd.DataFrame(
+        [
+            ["kjv", "bible-kjv-text", "public domain", 90, 5, 700, 3000, 100],
+            ["austen", "r-cran-janeaustenr", "public domain", 10, 1, 300, 1000, 50],
+            ["total", "", "", 100, 6, 1000, 4002, 150],
+        ],
+        columns=[
+            "source",
+            "package",
+            "licence",
+            "documents",
+            "validation_documents",
+            "words",
+            "train_tokens",
+            "validation_tokens",
+        ],
+    )
+    ruled = results(main=(0.3, 0.3, 0.0), control=(0.4, 0.4, 0.5))
+    ruled.census = {"offline-english": census}
+    rows = corpus_and_control.census_rows(census)
+    assert rows["share"].tolist() == ["75.0%", "25.0%", ""] and rows["documents"][0] == "90 (5 held out)"
+    sentence, table = corpus_and_control.corpus_display(ruled)
+    # smoke preset: 1,200 steps of 4 sequences of 64 tokens = 307,200 tokens over 4,002: 76.76 epochs
+    assert "`silu` 307,200 tokens, **76.76**" in sentence.data and "`silu, kjv`" not in sentence.data
+    assert "r-cran-janeaustenr" in table.data

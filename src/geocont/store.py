@@ -45,10 +45,10 @@ STORE_OFF = "off"
 #: ``python -m geocont.book store`` trains them into the store.
 STORED_KINDS = ("mlp", "lm")
 
-#: The cache kinds of analyses of trained and pretrained models (weight sharing and pruning, the checkpoint
-#: analyzer): no run set lists them; ``store`` captures the ones a chapter reads by executing it once
+#: The cache kinds of analyses of trained and pretrained models and of corpora (weight sharing and pruning, the
+#: checkpoint analyzer, a corpus's census of tokens by source): no run set lists them; ``store`` captures the ones a chapter reads by executing it once
 #: (:func:`geocont.book.results.capture_analyses`), so that the book renders without computing them.
-ANALYSIS_KINDS = ("sharing", "pretrained")
+ANALYSIS_KINDS = ("sharing", "pretrained", "census")
 
 #: The kinds strict mode never computes.
 STRICT_KINDS = STORED_KINDS + ANALYSIS_KINDS

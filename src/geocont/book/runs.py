@@ -30,9 +30,9 @@ from ..sweeps import Job
 WEIGHTS_READ_BY = ("compression", "pretrained_continuity")
 
 #: The chapters that compute analyses (:data:`geocont.store.ANALYSIS_KINDS`: weight sharing and pruning, the
-#: checkpoint analyzer) from trained or pretrained models: ``store`` captures them once every run such a chapter
+#: checkpoint analyzer, a corpus's census) from trained or pretrained models and corpora: ``store`` captures them once every run such a chapter
 #: reads is stored (:func:`geocont.book.results.capture_analyses`).
-ANALYSES_READ_BY = ("compression", "pretrained_continuity")
+ANALYSES_READ_BY = ("compression", "pretrained_continuity", "transformer_projections")
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ that answer each question (the chapter package reads its names from here):
 * :mod:`.budget`: what the runs cost at ``cpu`` against the book's budget;
 * :mod:`.runs`: the runs trained, the pretrained checkpoint analysed, per-projection values (``run``, ``Results``);
 * :mod:`.settledness`: where the claims are judged (the horizon rule) and when each holds;
+* :mod:`.control_run`: what the memorisation control says of O's and Down's late rise;
 * :mod:`.up_o_gap`: the Up/O gap's explanations and the claims that test them, and the chapter's words
   (``PROSE``, its ``prose.md``);
 * :mod:`.verdicts`: the claims table (``claims``);
@@ -23,6 +24,7 @@ from .budget import (
     run_counts,
     run_seconds,
 )
+from .control_run import CONTROLLED, ControlReading, CorpusReading, control_readings
 from .findings import (
     ClaimValue,
     DepthComparison,
@@ -102,6 +104,10 @@ from .verdicts import (
 
 __all__ = [
     "PROJECTION_PREDICTIONS",
+    "CONTROLLED",
+    "ControlReading",
+    "CorpusReading",
+    "control_readings",
     "CHAPTER",
     "describe",
     "LONG_FACTOR",

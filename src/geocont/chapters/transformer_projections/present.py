@@ -1,11 +1,19 @@
 """transformer_projections: what the chapter shows, read by the notebook through the package:
 :mod:`.page_text` (the cost, the runs, the closing verdicts), :mod:`.training_figures` (loss, continuity over
-training, depth, ablations), :mod:`.horizon_figures` (where claims are judged) and :mod:`.up_o_figures` (the Up/O
+training, depth, ablations), :mod:`.horizon_figures` (where claims are judged), :mod:`.corpus_and_control` (the corpus's
+sources and epochs, the memorisation control) and :mod:`.up_o_figures` (the Up/O
 gap and its explanations).
 """
 
 from __future__ import annotations
 
+from .corpus_and_control import (  # noqa: F401
+    census_rows,
+    control_figure,
+    control_statement,
+    corpus_display,
+    epochs_items,
+)
 from .horizon_figures import (  # noqa: F401
     DISPLAY_COLUMNS,
     holds_statement,

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
 from ...analyzer import analyze
+from ...corpus_census import CENSUS_CORPORA, census_job
 from ...lm import run_lm_sweep
 from ...pretrained import ModelNotAvailable
 from ...statistics import Estimate, at_final_step, change_over_last_per_run, estimate
+from ...sweeps import run_job
 from ...tables import RUN_KEYS
 from ...transformer import projection_dims
 from ..lm_runs import LMChapterSettings
@@ -36,7 +38,8 @@ def projection_finals(table: pd.DataFrame, metric: str = "weight_cos", direction
 class Results:
     """The run table of every variant and seed, its final per-projection values, the projections'
     dimensions, the pretrained checkpoint's analyzer table (None where it was not analysed), the longer reference
-    run's table (``long``) and the memorisation control's (``control``; each None where it was not run)."""
+    run's table (``long``), the memorisation control's (``control``; each None where it was not run), and the
+    census of each offline corpus the runs read (``census``: corpus -> :func:`geocont.corpus_census.census_table`)."""
 
     settings: LMChapterSettings
     table: pd.DataFrame
@@ -46,6 +49,7 @@ class Results:
     pretrained_status: str = ""
     long: pd.DataFrame | None = None
     control: pd.DataFrame | None = None
+    census: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     @property
     def variants(self) -> list[str]:
@@ -70,7 +74,7 @@ class Results:
 
 def run(settings: LMChapterSettings) -> Results:
     """Train (or load from the cache) every variant and seed, the longer run and the memorisation control (one
-    sweep); analyse the pretrained checkpoint."""
+    sweep); analyse the pretrained checkpoint; count each offline corpus's tokens by source."""
     table = run_lm_sweep(settings.all_configs())
     is_long = table["condition"] == settings.long_label
     is_control = table["condition"] == settings.control_label
@@ -78,6 +82,12 @@ def run(settings: LMChapterSettings) -> Results:
     control = _observed(table[is_control]) if settings.control_configs() else None
     table = _observed(table[~is_long & ~is_control])
     pretrained, status = _pretrained_table(settings)
+    corpora = dict.fromkeys(c.corpus for configs in settings.all_configs().values() for c in configs)
+    census = {
+        corpus: run_job(census_job(corpus, settings.base.shape.vocab_size))
+        for corpus in corpora
+        if corpus in CENSUS_CORPORA
+    }
     return Results(
         settings,
         table,
@@ -87,6 +97,7 @@ def run(settings: LMChapterSettings) -> Results:
         status,
         long=long,
         control=control,
+        census=census,
     )
 
 
