@@ -12,7 +12,7 @@ A new chapter ``<name>`` needs:
   ``__getattr__ = chapter_attribute(__name__)``), ``compute.py`` (``CHAPTER``, a
   :class:`geocont.book.chapter.Chapter`; ``run(settings)``; ``claims(results)``; the findings its
   prose words), ``present.py`` (figures, and the findings worded) and ``prose.md`` (the templates of
-  its computed prose, :mod:`geocont.book.prose`).
+  its computed prose and the words of its claims, ``## claim.<key>``, :mod:`geocont.book.prose`).
 
 An MLP chapter takes its parameters, presets and settings from :mod:`.mlp_runs`::
 
