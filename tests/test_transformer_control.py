@@ -122,6 +122,7 @@ def test_the_corpus_display_gives_each_sources_share_and_every_runs_epochs():
     ruled.census = {"offline-english": census}
     rows = corpus_and_control.census_rows(census)
     assert rows["share"].tolist() == ["75.0%", "25.0%", ""] and rows["documents"][0] == "90 (5 held out)"
+    assert rows["training tokens"].tolist() == ["3,000", "1,000", "4,002"]
     sentence, table = corpus_and_control.corpus_display(ruled)
     # smoke preset: 1,200 steps of 4 sequences of 64 tokens = 307,200 tokens over 4,002: 76.76 epochs
     assert "`silu` 307,200 tokens, **76.76**" in sentence.data and "`silu, kjv`" not in sentence.data

@@ -19,6 +19,12 @@ from .compute import Results, projection_values
 from .control_run import CONTROLLED, control_readings
 from .page_text import PROSE, mark_early, symlog_steps
 
+#: The census table's style: small type, so that its eight columns fit the page.
+_SMALL = [
+    {"selector": "td", "props": "font-size: 0.85em; padding: 0.2em 0.5em"},
+    {"selector": "th", "props": "font-size: 0.85em; padding: 0.2em 0.5em; vertical-align: bottom"},
+]
+
 
 def census_rows(census: pd.DataFrame) -> pd.DataFrame:
     """A census as the page shows it: one row per source, its share of the training tokens, and the total."""
@@ -31,7 +37,17 @@ def census_rows(census: pd.DataFrame) -> pd.DataFrame:
         validation_tokens=census["validation_tokens"].map("{:,}".format),
         share=[f"{s:.1%}" for s in share] + [""],
     )
-    return shown[["source", "package", "licence", "documents", "words", "train_tokens", "share", "validation_tokens"]]
+    columns = {
+        "source": "source",
+        "package": "Debian package",
+        "licence": "licence",
+        "documents": "documents",
+        "words": "words",
+        "train_tokens": "training tokens",
+        "share": "share",
+        "validation_tokens": "validation tokens",
+    }
+    return shown[list(columns)].rename(columns=columns)
 
 
 def epochs_items(results: Results, corpus: str) -> str:
@@ -61,7 +77,8 @@ def corpus_display(results: Results) -> list[Markdown | HTML]:
             tokens=train_tokens(census),
             epochs=epochs_items(results, corpus),
         )
-        parts += [Markdown(sentence), HTML(census_rows(census).style.hide(axis="index").to_html())]
+        table = census_rows(census).style.hide(axis="index").set_table_styles(_SMALL)
+        parts += [Markdown(sentence), HTML(table.to_html())]
     return parts
 
 
