@@ -6,6 +6,7 @@ import pytest
 
 from geocont.chapters import lm_runs
 from geocont.chapters.transformer_projections import control_run
+from geocont.corpus_census import COLUMNS
 from geocont.chapters.transformer_projections.runs import Results
 
 STEPS = (100, 400, 800, 1200)
@@ -107,16 +108,7 @@ def test_the_corpus_display_gives_each_sources_share_and_every_runs_epochs():
             ["austen", "r-cran-janeaustenr", "public domain", 10, 1, 300, 1000, 50],
             ["total", "", "", 100, 6, 1000, 4002, 150],
         ],
-        columns=[
-            "source",
-            "package",
-            "licence",
-            "documents",
-            "validation_documents",
-            "words",
-            "train_tokens",
-            "validation_tokens",
-        ],
+        columns=list(COLUMNS),
     )
     ruled = results(main=(0.3, 0.3, 0.0), control=(0.4, 0.4, 0.5))
     ruled.census = {"offline-english": census}
