@@ -6,8 +6,8 @@ import pytest
 
 from geocont.chapters import lm_runs
 from geocont.chapters.transformer_projections import control_run
-from geocont.corpus_census import COLUMNS
 from geocont.chapters.transformer_projections.runs import Results
+from geocont.corpus_census import COLUMNS
 
 STEPS = (100, 400, 800, 1200)
 
