@@ -232,6 +232,18 @@ class LMChapterSettings:
         return out
 
 
+def _control(values: dict[str, Any]) -> tuple[str | None, tuple[int, ...]]:
+    """The memorisation control's corpus (None: not run) and seeds, popped from ``values`` and checked."""
+    corpus = values.pop("control_corpus", None)
+    corpus = None if corpus in (None, "", "none") else str(corpus)
+    seeds = optional_seeds(values.pop("control_seeds", (0,)), "control_seeds")
+    if corpus is not None:
+        check_corpus_name(corpus)
+        if corpus == values.get("corpus"):
+            raise ValueError(f"control_corpus must differ from corpus ({corpus!r}); None runs no control")
+    return corpus, seeds
+
+
 def build_settings(scale: str, values: dict[str, Any]) -> LMChapterSettings:
     """The settings from a preset's values (:data:`LM_PRESETS`, any of them replaced): every
     :class:`LMRunConfig` field, the :data:`SHAPE_FIELDS`, ``seeds``, ``variants`` (labels of
@@ -241,13 +253,7 @@ def build_settings(scale: str, values: dict[str, Any]) -> LMChapterSettings:
     value raises ``ValueError``."""
     values = dict(values)
     long_factor = check_integer("long_factor", values.pop("long_factor", 1), minimum=0)
-    control_corpus = values.pop("control_corpus", None)
-    control_corpus = None if control_corpus in (None, "", "none") else str(control_corpus)
-    control_seeds = optional_seeds(values.pop("control_seeds", (0,)), "control_seeds")
-    if control_corpus is not None:
-        check_corpus_name(control_corpus)
-        if control_corpus == values.get("corpus"):
-            raise ValueError(f"control_corpus must differ from corpus ({control_corpus!r}); None runs no control")
+    control_corpus, control_seeds = _control(values)
     seeds = parse_seeds(values.pop("seeds"))
     labels = list(values.pop("variants"))
     unknown_variants = [v for v in labels if v not in LM_VARIANTS]
