@@ -37,6 +37,11 @@ COLUMNS = (
 TOTAL = "total"
 
 
+def _check_census_corpus(corpus: str) -> None:
+    if corpus not in CENSUS_CORPORA:
+        raise ValueError(f"no census of corpus {corpus!r}: its sources are known for {', '.join(CENSUS_CORPORA)}")
+
+
 def documents_with_split(corpus: str) -> Iterator[tuple[Document, bool]]:
     """Each document of ``corpus`` and whether it is held out for validation, in the corpus's order."""
     if corpus == OFFLINE_ENGLISH:
@@ -47,7 +52,7 @@ def documents_with_split(corpus: str) -> Iterator[tuple[Document, bool]]:
         for index, document in enumerate(source_documents(bible)):
             yield document, index % VALIDATION_EVERY == VALIDATION_EVERY - 1
     else:
-        raise ValueError(f"no census of corpus {corpus!r}: its sources are known for {', '.join(CENSUS_CORPORA)}")
+        _check_census_corpus(corpus)
 
 
 def census_table(corpus: str, vocab_size: int) -> pd.DataFrame:
@@ -86,8 +91,7 @@ def compute_census(argument: tuple[str, int]) -> pd.DataFrame:
 
 def census_job(corpus: str, vocab_size: int) -> sweeps.Job:
     """The cached analysis of ``corpus``'s census at ``vocab_size`` tokens."""
-    if corpus not in CENSUS_CORPORA:
-        raise ValueError(f"no census of corpus {corpus!r}: its sources are known for {', '.join(CENSUS_CORPORA)}")
+    _check_census_corpus(corpus)
     return sweeps.Job(
         CENSUS_KIND,
         {"corpus": corpus, "vocab_size": vocab_size},
