@@ -80,15 +80,18 @@ def test_the_longer_run_is_the_first_reference_seed_read_at_the_horizon_too():
         chapter.CHAPTER.configure("smoke", long_factor=-1)
 
 
-def test_the_longer_run_is_costed_and_turned_off_by_the_cheaper_design():
-    settings, off = chapter.CHAPTER.configure("cpu"), chapter.CHAPTER.configure("cpu", long_factor=0)
-    assert chapter.run_counts(settings)[-1] == chapter.RunCount("silu, 4× steps", 1)
-    long = settings.long_configs()["silu, 4× steps"][0]
-    assert long.steps == 16000 and chapter.run_seconds(long) == pytest.approx(16000 * chapter.CPU_SECONDS_PER_STEP[4])
-    assert chapter.predicted_minutes(settings) > chapter.predicted_minutes(off)
-    finding = chapter.budget_finding(off)
-    assert finding.cut == ("silu, 4× steps",) and finding.long_steps == 0
-    assert "-p long_factor 0" in chapter.budget_finding(settings).rerun_flags
+def test_a_longer_run_is_costed_where_asked_and_the_cpu_preset_runs_the_memorisation_control_instead():
+    settings, longer = chapter.CHAPTER.configure("cpu"), chapter.CHAPTER.configure("cpu", long_factor=4)
+    assert chapter.run_counts(settings)[-1] == chapter.RunCount("silu, kjv", 1)  # the memorisation control
+    assert settings.long_configs() == {} and chapter.budget_finding(settings).long_steps == 0
+    long = longer.long_configs()["silu, 4× steps"][0]
+    assert long.steps == 64000 and chapter.run_seconds(long) == pytest.approx(64000 * chapter.CPU_SECONDS_PER_STEP[4])
+    assert chapter.predicted_minutes(longer) > chapter.predicted_minutes(settings)
+    assert chapter.budget_finding(longer).long_steps == 64000
+    without_control = chapter.budget_finding(chapter.CHAPTER.configure("cpu", control_corpus="none"))
+    assert without_control.cut == ("silu, kjv",)
+    flags = chapter.budget_finding(settings).rerun_flags
+    assert "-p long_factor 0" in flags and "-p control_corpus none" in flags and "-p steps 4000" in flags
 
 
 def test_the_cpu_preset_resolves_the_last_third_of_training():
@@ -280,8 +283,9 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     table = _long_table()
     results = chapter.Results(settings, table, chapter.projection_finals(table), DIMS)
     claims = by_name(chapter.claims(results))
-    assert list(claims.index) == KEYS + UP_O_KEYS
+    assert list(claims.index) == KEYS + UP_O_KEYS + RISING_KEYS
     assert (claims.loc[UP_O_KEYS[:2], "verdict"] == "not tested").all()  # a table without cross_cos
+    assert claims.loc["up-still-rising", "verdict"] == "not reproduced"  # Up fell 0.80 -> 0.15 after step 4
     assert claims.loc["up-gate-shared-v1", "note"].startswith("cross_cos not recorded")
     up = claims.loc["up-input-continuity"]
     assert up.verdict == "not reproduced"
@@ -456,8 +460,15 @@ def test_the_up_o_claims_have_known_verdicts_on_a_synthetic_table():
     up = claims.loc["up-still-rising"]
     assert (up.ours_mean, up.n_seeds, up.baseline) == (pytest.approx(0.39), 1, pytest.approx(random_abs_cos(32)))
     assert up.note == "at step 16: 0.14 (1 seed)"
-    long = chapter.long_run_finding(results)
-    assert (long.label, long.seed, long.factor, long.horizon, long.end) == ("silu, 4× steps", 0, 4, 16, 64)
+    long = chapter.rising_finding(results)
+    assert (long.source, long.label, long.seeds, long.factor, long.horizon, long.end) == (
+        "longer-run",
+        "silu, 4× steps",
+        (0,),
+        4,
+        16,
+        64,
+    )
     assert long.items[0].reference.mean == pytest.approx(long.items[0].at_horizon.mean)  # the same weights
     explanations = {e.key: e.case for e in chapter.explanation_verdicts(chapter.gap_claims(results))}
     assert explanations == {"not-settled": "mixed", "gate-shared": "kept", "spread": "kept"}
@@ -469,17 +480,30 @@ def test_the_up_o_claims_have_known_verdicts_on_a_synthetic_table():
     assert "0.80 ± 0.01 at step 16" in chapter.up_o_caption(results)
 
 
-def test_the_up_o_section_completes_without_cross_cos_or_the_longer_run():
+def test_without_the_longer_run_the_runs_themselves_say_whether_up_and_o_were_still_rising():
     results = _up_o_results(cross=False, long=False)
-    assert chapter.up_o_finding(results).up_gate is None and chapter.long_run_finding(results) is None
+    assert chapter.up_o_finding(results).up_gate is None
+    rising = chapter.rising_finding(results)  # from the early horizon (step 4) to the end (16), every seed
+    assert (rising.source, rising.seeds, rising.factor, rising.horizon, rising.end) == (
+        "same-runs",
+        (0, 1, 2),
+        4,
+        4,
+        16,
+    )
+    assert rising.runs == "silu, 3 seeds" and rising.items[0].reference is None
     claims = chapter.gap_claims(results).set_index("key")
-    assert list(claims.index) == UP_O_KEYS
+    assert list(claims.index) == UP_O_KEYS + RISING_KEYS
     assert list(claims.loc[UP_O_KEYS[:2], "verdict"]) == ["not tested"] * 2
     assert claims.loc["up-align-vs-v1", "verdict"] == "reproduced"  # recorded for every projection
+    up, o = claims.loc["up-still-rising"], claims.loc["o-still-rising"]
+    assert (up.ours_mean, up.n_seeds, up.verdict) == (pytest.approx(0.15), 3, "reproduced")  # 0.0375 -> 0.15
+    assert (o.ours_mean, o.verdict) == (pytest.approx(0.07), "partly reproduced")  # 0.0175 -> 0.07: +0.05
     explanations = {e.key: e.case for e in chapter.explanation_verdicts(claims.reset_index())}
-    assert explanations == {"not-settled": "not-tested", "gate-shared": "not-tested", "spread": "kept"}
+    assert explanations == {"not-settled": "mixed", "gate-shared": "not-tested", "spread": "kept"}
+    assert "from step 4 to step 16" in chapter.gap_statement(results).data
     off = _up_o_results(settings=chapter.CHAPTER.configure("smoke", pretrained="none", long_factor=0))
-    assert chapter.long_run_finding(off) is None  # turned off: a cached long table is not read
+    assert chapter.rising_finding(off).source == "same-runs"  # turned off: a cached long table is not read
 
 
 def test_the_full_claims_table_judges_the_longer_run_without_an_early_value():

@@ -10,7 +10,7 @@ from ...config import LMRunConfig
 from ...sweeps import predicted_wall_seconds
 from .. import lm_runs
 from ..lm_runs import LM_VARIANTS, MAIN_VARIANTS, LMChapterSettings
-from .settings import CHAPTER, LONG_FACTOR
+from .settings import CHAPTER, CONTROL_CORPUS, LONG_FACTOR
 
 #: Measured cost of one training step of the ``cpu`` shape (batch 16 x 128 tokens) at one torch
 #: thread on this project's 2-core machine, by layer count, in seconds, the other core idle:
@@ -29,12 +29,28 @@ CPU_BUDGET_MINUTES = 40
 #: The full design at ``cpu`` (the ``cpu`` preset runs all of it; :func:`.present.budget_note` says what it
 #: costs and what a cheaper re-run leaves out).
 FULL_CPU_DESIGN = dict(
-    seeds=(0, 1, 2), other_seeds=(0,), variants=tuple(LM_VARIANTS), depth_seeds=(0,), long_factor=LONG_FACTOR["cpu"]
+    seeds=(0, 1, 2),
+    other_seeds=(0,),
+    variants=tuple(LM_VARIANTS),
+    depth_seeds=(0,),
+    long_factor=LONG_FACTOR["cpu"],
+    control_corpus=CONTROL_CORPUS["cpu"],
+    control_seeds=(0,),
 )
 
 
-#: A re-run that fits the budget: two seeds of ``silu`` and ``none``, no other variant, no deeper or longer model.
-BUDGET_CPU_DESIGN = dict(seeds=(0, 1), other_seeds=(), variants=MAIN_VARIANTS, depth_seeds=(), long_factor=0)
+#: A re-run that fits the budget: two seeds of ``silu`` and ``none`` trained to a quarter of the horizon, no other
+#: variant, no deeper or longer model and no memorisation control (its claims are judged at its own last step).
+BUDGET_CPU_DESIGN = dict(
+    seeds=(0, 1),
+    other_seeds=(),
+    variants=MAIN_VARIANTS,
+    depth_seeds=(),
+    long_factor=0,
+    control_corpus="none",
+    steps=4000,
+    early_step=1000,
+)
 
 
 def run_seconds(config: LMRunConfig) -> float:
@@ -97,6 +113,7 @@ class BudgetFinding:
     cheap_runs: tuple[RunCount, ...] = ()
     cheap_minutes: float = math.nan
     cheap_seeds: int = 0
+    cheap_steps: int = 0
     rerun_flags: str = ""
     cut: tuple[str, ...] = ()
 
@@ -139,6 +156,7 @@ def budget_finding(settings: LMChapterSettings) -> BudgetFinding:
         cheap_runs=run_counts(cheap),
         cheap_minutes=predicted_minutes(cheap),
         cheap_seeds=len(cheap.seeds),
+        cheap_steps=cheap.base.steps,
         rerun_flags=flags,
         cut=cut,
     )

@@ -67,6 +67,7 @@ def budget_note(settings: LMChapterSettings) -> Markdown:
                 cheap_runs=runs_text(finding.cheap_runs),
                 cheap_minutes=finding.cheap_minutes,
                 cheap_seeds=finding.cheap_seeds,
+                cheap_steps=finding.cheap_steps,
             )
         )
     if finding.cut:

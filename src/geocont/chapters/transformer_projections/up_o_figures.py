@@ -19,8 +19,8 @@ from .compute import (
     depth_finding,
     explanation_verdicts,
     gap_claims,
-    long_run_finding,
     pretrained_finding,
+    rising_finding,
     up_o_baseline,
     up_o_finding,
     up_o_values,
@@ -96,7 +96,8 @@ def up_o_figure(results: Results) -> None:
     space's random baseline; the longer run (one seed) dashed where it was run."""
     values = up_o_values(results.table)
     values = values[values["condition"] == results.reference].assign(kind=lambda f: f["quantity"].map(UP_O_KINDS))
-    long = None if results.long is None else up_o_values(results.long)
+    rising = rising_finding(results)
+    long = up_o_values(results.long) if rising and rising.source == "longer-run" else None
     kinds = list(dict.fromkeys(UP_O_KINDS.values()))
     colours = plotting.palette(kinds)
     fig, axes = plt.subplots(1, len(UP_O_PANELS), figsize=(16, 4.8), sharey=True)
@@ -122,7 +123,8 @@ def up_o_figure(results: Results) -> None:
 def up_o_caption(results: Results) -> str:
     """The Up/O figure's caption: its key, Up against Gate (or that it was not recorded), and the
     σ²-alignment beside v1 / u1 (:func:`.compute.up_o_finding`)."""
-    finding, long = up_o_finding(results), long_run_finding(results)
+    finding, rising = up_o_finding(results), rising_finding(results)
+    long = rising if rising and rising.source == "longer-run" else None
     align = {q.name: q for q in finding.align}
     if finding.up_gate is None:
         up_gate = PROSE.choose("up-gate", "not-recorded")
@@ -143,7 +145,7 @@ def up_o_caption(results: Results) -> str:
     key = PROSE.choose(
         "up-o-long-key",
         "not-run" if long is None else "run",
-        **({} if long is None else dict(label=long.label, seed=long.seed, horizon=long.horizon)),
+        **({} if long is None else dict(label=long.label, seed=long.seeds[0], horizon=long.horizon)),
     )
     return PROSE.render(
         "up-o-caption",
@@ -164,34 +166,36 @@ def up_o_caption(results: Results) -> str:
 
 
 def gap_statement(results: Results) -> Markdown:
-    """Whether Up and O were still rising (the longer run), and each explanation of the Up/O gap kept or
-    dropped by the claims it predicts (:func:`.compute.explanation_verdicts` of :func:`.compute.gap_claims`)."""
-    settings, long = results.settings, long_run_finding(results)
-    if long is None:
-        rising = PROSE.choose("long-run", "not-run", factor=settings.long_factor, horizon=settings.base.steps)
+    """Whether Up and O were still rising at a shorter horizon (:func:`.compute.rising_finding`), and each
+    explanation of the Up/O gap kept or dropped by the claims it predicts (:func:`.compute.explanation_verdicts` of
+    :func:`.compute.gap_claims`)."""
+    finding = rising_finding(results)
+    if finding is None:
+        rising = PROSE.choose("long-run", "not-run", reference=results.reference)
     else:
         items = "; ".join(
-            PROSE.render(
+            PROSE.choose(
                 "long-run-item",
+                finding.source,
                 projection=short_projection(UP_O_QUANTITIES[i.quantity][1]),
                 vector=vector_name(UP_O_QUANTITIES[i.quantity][2]),
                 at_horizon=i.at_horizon,
                 at_end=i.at_end,
                 verdict=i.verdict,
                 reference_label=results.reference,
-                horizon=long.horizon,
+                horizon=finding.horizon,
                 reference=i.reference,
             )
-            for i in long.items
+            for i in finding.items
         )
         rising = PROSE.choose(
             "long-run",
-            "run",
-            factor=long.factor,
-            label=long.label,
-            seed=long.seed,
-            horizon=long.horizon,
-            end=long.end,
+            finding.source,
+            factor=finding.factor,
+            label=finding.label,
+            runs=finding.runs,
+            horizon=finding.horizon,
+            end=finding.end,
             items=items,
         )
     explanations = "\n".join(

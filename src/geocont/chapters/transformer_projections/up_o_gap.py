@@ -36,7 +36,7 @@ UP_O_QUANTITIES = {
 }
 
 
-#: The quantities the longer run follows: Up's and O's predicted continuity.
+#: The quantities whose rise past a shorter horizon tests "the runs are too short": Up's and O's predicted continuity.
 RISING = {"up-still-rising": "up-v1", "o-still-rising": "o-u1"}
 
 
@@ -44,8 +44,8 @@ RISING = {"up-still-rising": "up-v1", "o-still-rising": "o-u1"}
 #: any of their numbers was read (the notebook states them too):
 #:
 #: * ``not-settled`` (the chapter's earlier, untested reading: the pretrained model is trained far
-#:   longer): Up and O were still rising at the chapter's horizon, so the longer run (same seed) ends
-#:   clearly above its own value there (``up-still-rising``, ``o-still-rising``);
+#:   longer): Up and O were still rising at a shorter horizon, so a run trained on past it ends clearly above
+#:   its own value there (``up-still-rising``, ``o-still-rising``; :func:`rising_finding` says which runs);
 #: * ``gate-shared`` (the paper's mechanism for Up, the product with the activated Gate): Up's
 #:   continuity is carried by the direction it shares with Gate, so within a layer Up's v1 is Gate's v1
 #:   well above random (``up-gate-shared-v1``), and Up's structure across layers lies beyond its own
@@ -139,66 +139,92 @@ def up_o_claims(
 
 @dataclass(frozen=True)
 class StillRising:
-    """One quantity of the longer run (one seed) at the chapter's horizon and at its own end, the reference
-    run of the same seed at the horizon (the same weights: a check), and the verdict "rises"
-    (:func:`geocont.statistics.verdict_for_difference`, end above horizon)."""
+    """One quantity at the shorter horizon and at the end, the verdict "rises"
+    (:func:`geocont.statistics.verdict_for_difference`, end above the shorter horizon), and for a longer run the
+    reference run of the same seed at that horizon (the same weights: a check; None for the runs themselves)."""
 
     key: str
     quantity: str
     at_horizon: Estimate
     at_end: Estimate
-    reference: Estimate
+    reference: Estimate | None
     baseline: float
     verdict: str
 
 
 @dataclass(frozen=True)
-class LongRunFinding:
-    """The longer reference run: its label, seed, the chapter's horizon and its own end, and Up's and O's
-    continuity there (:data:`RISING`)."""
+class RisingFinding:
+    """Whether Up and O were still rising at a shorter horizon (:data:`RISING`), read off ``source``:
+    "longer-run" (the longer reference run, one seed, from the chapter's horizon to its own end) or "same-runs"
+    (the reference variant's own seeds, from the early horizon to the chapter's horizon). ``factor``: end over
+    horizon."""
 
+    source: str
     label: str
-    seed: int
+    seeds: tuple[int, ...]
     factor: int
     horizon: int
     end: int
     items: tuple[StillRising, ...]
 
+    @property
+    def runs(self) -> str:
+        """The runs read, as the claims name them (``"silu, 4× steps, seed 0"``, ``"silu, 3 seeds"``)."""
+        if len(self.seeds) == 1:
+            return f"{self.label}, seed {self.seeds[0]}"
+        return f"{self.label}, {len(self.seeds)} seeds"
 
-def long_run_finding(results: Results) -> LongRunFinding | None:
-    """Whether Up and O were still rising at the chapter's horizon, read off the longer run; None where
-    it was not run."""
+
+def _still_rising(key: str, name: str, *, frame: pd.DataFrame, horizon: int, baseline: float, reference=None):
+    at_horizon, at_end = estimate(at_step(frame, horizon)["value"]), estimate(at_final_step(frame)["value"])
+    return StillRising(key, name, at_horizon, at_end, reference, baseline, verdict_for_difference(at_end, at_horizon))
+
+
+def rising_finding(results: Results) -> RisingFinding | None:
+    """Whether Up and O were still rising at a shorter horizon: where the longer run was run, from the
+    chapter's horizon to that run's end; else in the reference variant's own runs, from the early horizon to the
+    chapter's horizon (None where the table has no run of the reference variant)."""
     settings = results.settings
-    if results.long is None or not settings.long_configs():
-        return None
-    horizon, seed = settings.base.steps, settings.seeds[0]
-    long = up_o_values(results.long)
     own = up_o_values(results.table)
-    own = at_step(own[(own["condition"] == results.reference) & (own["seed"] == seed)], horizon)
-    items = []
-    for key, name in RISING.items():
-        frame = long[long["quantity"] == name]
-        at_horizon, at_end = estimate(at_step(frame, horizon)["value"]), estimate(at_final_step(frame)["value"])
-        items.append(
-            StillRising(
+    own = own[own["condition"] == results.reference]
+    if results.long is not None and settings.long_configs():
+        horizon, seed = settings.base.steps, settings.seeds[0]
+        long = up_o_values(results.long)
+        check = at_step(own[own["seed"] == seed], horizon)
+        items = tuple(
+            _still_rising(
                 key,
                 name,
-                at_horizon,
-                at_end,
-                estimate(own.loc[own["quantity"] == name, "value"]),
-                up_o_baseline(name, results.dims),
-                verdict_for_difference(at_end, at_horizon),
+                frame=long[long["quantity"] == name],
+                horizon=horizon,
+                baseline=up_o_baseline(name, results.dims),
+                reference=estimate(check.loc[check["quantity"] == name, "value"]),
             )
+            for key, name in RISING.items()
         )
-    return LongRunFinding(
-        settings.long_label, seed, settings.long_factor, horizon, int(long["step"].max()), tuple(items)
+        end = int(long["step"].max())
+        return RisingFinding("longer-run", settings.long_label, (seed,), end // horizon, horizon, end, items)
+    horizon, end = settings.early_step, settings.base.steps
+    if own.empty:
+        return None
+    items = tuple(
+        _still_rising(
+            key,
+            name,
+            frame=own[own["quantity"] == name],
+            horizon=horizon,
+            baseline=up_o_baseline(name, results.dims),
+        )
+        for key, name in RISING.items()
     )
+    seeds = tuple(sorted(int(s) for s in own["seed"].unique()))
+    return RisingFinding("same-runs", results.reference, seeds, end // horizon, horizon, end, items)
 
 
 def rising_claims(results: Results) -> pd.DataFrame:
-    """``up-still-rising`` and ``o-still-rising`` from the longer run (:func:`long_run_finding`); none
-    where it was not run. They have no early value."""
-    finding, out = long_run_finding(results), ClaimsBuilder(CHAPTER.name, prose=PROSE)
+    """``up-still-rising`` and ``o-still-rising`` (:func:`rising_finding`); none where nothing reads them. They
+    have no early value."""
+    finding, out = rising_finding(results), ClaimsBuilder(CHAPTER.name, prose=PROSE)
     for item in finding.items if finding else ():
         projection, space = UP_O_QUANTITIES[item.quantity][1:3]
         out.add(
@@ -213,8 +239,7 @@ def rising_claims(results: Results) -> pd.DataFrame:
                 "vector": vector_name(space),
                 "horizon": finding.horizon,
                 "end": finding.end,
-                "label": finding.label,
-                "seed": finding.seed,
+                "runs": finding.runs,
                 "at_horizon": item.at_horizon,
             },
         )
