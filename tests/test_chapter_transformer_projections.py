@@ -212,7 +212,7 @@ def test_claims_are_not_reproduced_without_continuity_and_the_softmax_note_says_
     v_keys = ["v-low-input", "v-low-output"]
     assert (claims.drop(index=v_keys)["verdict"] == "not reproduced").all(), claims["verdict"]
     assert (claims.loc[v_keys, "verdict"] == "not tested").all()  # no projection of V's space is reproduced
-    assert claims.loc["v-low-input", "note"].endswith("reproduced: none")
+    assert claims.loc["v-low-input", "note"].endswith("reproduced and settled: none")
     finding = chapter.softmax_finding(claims.reset_index())
     assert finding.case == "not-supported"
     assert finding.evidence == tuple(claims.loc[list(chapter.SOFTMAX_KEYS), "note"].str.split("; ").str[0])
@@ -221,6 +221,20 @@ def test_claims_are_not_reproduced_without_continuity_and_the_softmax_note_says_
     only_silu = chapter.transformer_claims(_table(high=0.8, ablated=0.15).query("condition == 'silu'"), DIMS)
     assert list(only_silu["key"]) == KEYS[:8] and chapter.softmax_finding(only_silu).case == "not-run"
     assert chapter.softmax_note(only_silu) is None
+
+
+def test_v_is_compared_only_with_projections_whose_continuity_is_reproduced_and_settled():
+    table = _table(high=0.8, ablated=0.15)
+    settled = chapter.transformer_claims(table, DIMS).set_index("key")
+    assert settled.loc["v-low-output", "verdict"] == "reproduced"
+    assert settled.loc["v-low-output", "note"].endswith("reproduced and settled: o_proj, down_proj")
+    moving = {("o_proj", "output"), ("down_proj", "output")}  # high, but still moving where judged
+    claims = chapter.transformer_claims(table, DIMS, unsettled=moving).set_index("key")
+    assert claims.loc["v-low-output", "verdict"] == "not tested" and claims.loc["v-low-output", "note"].endswith(
+        ": none"
+    )
+    assert claims.loc["v-low-input", "verdict"] == "reproduced"  # its space's comparators all settled
+    assert claims.loc["o-output-continuity", "verdict"] == "reproduced"  # "not settled" is claims()'s to say
 
 
 def _long_table() -> pd.DataFrame:

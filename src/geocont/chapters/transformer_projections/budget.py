@@ -16,9 +16,10 @@ from .settings import CHAPTER, CONTROL_CORPUS, LONG_FACTOR
 #: thread on this project's 2-core machine, by layer count, in seconds, the other core idle:
 #: 4 layers 0.189 s (``python benchmarks/bench_lm_recording.py --steps 200``), 8 layers 0.338 s
 #: (``--steps 120 --n-layers 8``). Recording (28 snapshots, each with the validation loss, 0.37 s
-#: and 0.62 s per snapshot) adds 1.3-1.4% at the ``cpu`` schedule. In the chapter's sweep (2
-#: workers) a 4-layer run took 12.5-13 min, 0.19 s per step with recording.
-#: :func:`.present.budget_note` predicts the chapter's cold time from them.
+#: and 0.62 s per snapshot) adds about 1% at the ``cpu`` schedule. A 16,000-step 4-layer run with recording took
+#: 3,335 s (0.21 s per step) on a worker whose neighbour trained too, and up to 6,437 s where the machine was
+#: shared with more work. :func:`.page_text.budget_note` predicts the chapter's cold time from them and gives what
+#: the stored runs took beside it.
 CPU_SECONDS_PER_STEP = {4: 0.189, 8: 0.338}
 
 
@@ -26,7 +27,7 @@ CPU_SECONDS_PER_STEP = {4: 0.189, 8: 0.338}
 CPU_BUDGET_MINUTES = 40
 
 
-#: The full design at ``cpu`` (the ``cpu`` preset runs all of it; :func:`.present.budget_note` says what it
+#: The full design at ``cpu`` (the ``cpu`` preset runs all of it; :func:`.page_text.budget_note` says what it
 #: costs and what a cheaper re-run leaves out).
 FULL_CPU_DESIGN = dict(
     seeds=(0, 1, 2),

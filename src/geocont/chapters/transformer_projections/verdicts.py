@@ -43,8 +43,16 @@ def claims(results: Results) -> pd.DataFrame:
     reference, dims = results.reference, results.dims
     judged = horizon(results)
     at_horizon = up_to_step(results.table, judged.step)
+    unsettled = {
+        CLAIM_QUANTITIES[key]
+        for key in CLAIM_QUANTITIES
+        if not judged.quantities[quantity_name(*CLAIM_QUANTITIES[key])].settled
+    }
     table = pd.concat(
-        [transformer_claims(at_horizon, dims, reference=reference), up_o_claims(at_horizon, dims, reference)],
+        [
+            transformer_claims(at_horizon, dims, reference=reference, unsettled=unsettled),
+            up_o_claims(at_horizon, dims, reference),
+        ],
         ignore_index=True,
     )
     early = pd.concat(
@@ -68,7 +76,7 @@ def _horizon_note(row: Any, judged: Horizon) -> tuple[str, str]:
             parts.append(PROSE.render("note-not-settled", step=judged.step, verdict=row.verdict))
             verdict = "not settled"
         parts.append(_changes_text(found))
-    if row.early_verdict:
+    if row.early_verdict and verdict != "not settled":  # the not-settled part says when it holds
         parts.insert(0, PROSE.render("note-holds", when=holds_when(row.early_verdict, verdict)))
     return "; ".join(([row.note] if row.note else []) + parts), verdict
 
@@ -85,16 +93,18 @@ def transformer_claims(
     reference: str = lm_runs.REFERENCE,
     no_activation: str | None = "none",
     linear_attention: str | None = "silu, linear attention",
+    unsettled: set[tuple[str, str]] = frozenset(),
 ) -> pd.DataFrame:
     """Claims table of a run table, judged at each run's last step.
 
     ``dims`` gives each projection's input/output dimension (for the random baselines). The
     ablation claims are left out where their variant (``no_activation``, ``linear_attention``;
-    None: never) was not run.
+    None: never) was not run. ``unsettled``: the (projection, space) quantities still moving there, whose
+    claims V is not compared with (:func:`projection_claims`).
     """
     finals = projection_finals(table)
     out = ClaimsBuilder(CHAPTER.name, prose=PROSE)
-    projection_claims(out, finals, dims, reference=reference)
+    projection_claims(out, finals, dims, reference=reference, unsettled=unsettled)
     variants = set(table["condition"])
     if no_activation in variants:
         activation_ablation_claims(out, finals, dims, reference=reference, ablated=no_activation)
@@ -104,17 +114,23 @@ def transformer_claims(
 
 
 def projection_claims(
-    out: ClaimsBuilder, finals: pd.DataFrame, dims: dict[str, dict[str, int]], *, reference: str
+    out: ClaimsBuilder,
+    finals: pd.DataFrame,
+    dims: dict[str, dict[str, int]],
+    *,
+    reference: str,
+    unsettled: set[tuple[str, str]] = frozenset(),
 ) -> None:
     """The paper's pattern in the ``reference`` variant (``finals``: :func:`projection_finals`): each projection
     continuous in the space it predicts, above its random baseline; then V low in both spaces, near random and
-    below the projections of that space whose continuity is reproduced."""
+    below the projections of that space whose continuity is reproduced and settled (not in ``unsettled``: a claim
+    still moving reads "not settled", not reproduced)."""
     reproduced: dict[str, list[tuple[str, Estimate]]] = {"input": [], "output": []}
     for projection, space in PROJECTION_PREDICTIONS:
         ours = variant_estimate(finals, reference, projection, space)
         base = known(random_abs_cos(dims[projection][space]))
         verdict = verdict_for_difference(ours, base)
-        if verdict == "reproduced":
+        if verdict == "reproduced" and (projection, space) not in unsettled:
             reproduced[space].append((projection, ours))
         out.add(
             key=f"{short_projection(projection)}-{space}-continuity",
