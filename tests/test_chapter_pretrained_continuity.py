@@ -84,13 +84,23 @@ def test_the_papers_pattern_is_reproduced_and_its_absence_is_not():
     assert good["ours_mean"] == pytest.approx(0.9) and good["n_seeds"] == 4 and good["baseline"] == BASELINE
 
 
+def test_every_checkpoint_claim_says_its_weights_are_final():
+    claims = claims_of({"m": paper_pattern()})
+    assert len(claims) and claims["note"].str.contains("settled: a released checkpoint's final weights").all()
+
+
 def test_v_is_low_is_judged_on_v_and_the_reproduced_projections_never_on_another_ones_failure():
     table = paper_pattern()
     table.loc[(table.projection == "up_proj") & table.v1_cos.notna(), "v1_cos"] = 0.08  # up at V's level
     claims = claims_of({"m": table})
     assert verdict(claims, "m-up-v1") == "not reproduced"
     assert verdict(claims, "m-v-low-v1") == "reproduced"  # up's failure is not counted again as V's
-    assert by_name(claims).loc["m-v-low-v1", "note"].endswith("reproduced: q_proj, k_proj, gate_proj")
+    assert (
+        by_name(claims)
+        .loc["m-v-low-v1", "note"]
+        .split("; settled")[0]
+        .endswith("reproduced: q_proj, k_proj, gate_proj")
+    )
     table.loc[(table.projection == "v_proj") & table.u1_cos.notna(), "u1_cos"] = 0.6  # V well above random
     assert verdict(claims_of({"m": table}), "m-v-low-u1") == "partly reproduced"  # below O and Down, not near random
 
