@@ -787,6 +787,10 @@ def test_an_analysing_chapter_is_captured_once_its_runs_are_stored_and_then_read
         assert cache.cached("sharing", {"analysis": 1}, lambda: pytest.fail("computed")).equals(
             cache.load("sharing", {"analysis": 1})
         )
+    assert status.analysed_runs["compression"] == [run_set.runs[0].name]
+    changed = runs.RunSet("smoke", [book_run(job(2.0), chapters=("compression",))])  # the chapter's preset changed
+    monkeypatch.setattr(results, "book_run_set", lambda scale, chapters=None: changed)
+    assert results.book_status("smoke").analyses_to_capture == ["compression"]  # captured on another run
 
 
 def test_predictions_are_scaled_by_the_measured_times_of_the_stored_runs(store_root, monkeypatch):

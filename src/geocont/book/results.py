@@ -13,6 +13,7 @@ CONTRIBUTING.md ("The results store's commands") says what each does.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -125,11 +126,13 @@ def _size(nbytes: float) -> str:
 @dataclass
 class BookStatus:
     """The book's run set at a scale checked against its store, and each analysing chapter's captured analyses
-    (``analyses``: chapter -> the entry names it read, None where not captured)."""
+    (``analyses``: chapter -> the entry names it read, None where not captured; ``analysed_runs``: chapter -> the
+    runs it read then, None where not recorded)."""
 
     run_set: RunSet
     store: store.StoreStatus
     analyses: dict[str, list[str] | None]
+    analysed_runs: dict[str, list[str] | None] = dataclasses.field(default_factory=dict)
 
     @property
     def missing(self) -> list[BookRun]:
@@ -138,12 +141,18 @@ class BookStatus:
 
     @property
     def analyses_to_capture(self) -> list[str]:
-        """The chapters whose analyses are not captured, or whose captured analyses the store lacks."""
+        """The chapters whose analyses are not captured, whose captured analyses the store lacks, or which were
+        captured on other runs than the chapter's runs now (its preset changed since, or the record predates it)."""
         return [
             chapter
             for chapter, names in self.analyses.items()
-            if names is None or any(name not in self.store.entries for name in names)
+            if names is None or any(name not in self.store.entries for name in names) or self._stale(chapter)
         ]
+
+    def _stale(self, chapter: str) -> bool:
+        """Whether a run ``chapter`` reads now was not read when its analyses were captured."""
+        read = self.analysed_runs.get(chapter)
+        return read is None or any(run.name not in read for run in self.run_set.runs if chapter in run.chapters)
 
     def ready_to_capture(self, chapter: str) -> bool:
         """Whether every run ``chapter`` reads is stored (and none is pending)."""
@@ -207,6 +216,14 @@ def captured_analyses(root: Path, chapter: str) -> list[str] | None:
         return None
 
 
+def captured_runs(root: Path, chapter: str) -> list[str] | None:
+    """The stored runs (``kind/key``) ``chapter`` read when its analyses were captured, or None (not recorded)."""
+    try:
+        return list(json.loads(analyses_path(root, chapter).read_text())["runs"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def _analysing(chapters: Sequence[str] | None) -> list[str]:
     return [name for name in ANALYSES_READ_BY if chapters is None or name in chapters]
 
@@ -219,8 +236,9 @@ def book_status(scale: str, verify_files: bool = True, chapters: Sequence[str] |
         store.check_revisions(root)
         run_set = book_run_set(scale, chapters)
     analyses = {name: captured_analyses(root, name) for name in _analysing(chapters)}
+    analysed_runs = {name: captured_runs(root, name) for name in analyses}
     wanted = [run.name for run in run_set.runs] + [name for names in analyses.values() for name in names or ()]
-    return BookStatus(run_set, store.status(root, wanted, verify_files=verify_files), analyses)
+    return BookStatus(run_set, store.status(root, wanted, verify_files=verify_files), analyses, analysed_runs)
 
 
 def missing_summary(status: BookStatus, workers: int) -> str:
@@ -634,6 +652,7 @@ def capture_analyses(
             )
         read = list(dict.fromkeys(log.read_text().split()))
     names = [name for name in read if name.split("/")[0] in store.ANALYSIS_KINDS]
+    runs = sorted(name for name in read if name.split("/")[0] not in store.ANALYSIS_KINDS)
     with store.environment(GEOCONT_CACHE_DIR=str(staging)):
         for name in names:
             kind, key = name.split("/")
@@ -652,6 +671,7 @@ def capture_analyses(
         chapter=chapter,
         scale=scale,
         entries=names,
+        runs=runs,
         wall_seconds=round(time.perf_counter() - started, 1),
         **store.revision(),
     )
