@@ -346,6 +346,21 @@ def _fake_run_set(monkeypatch, jobs):
     return run_set
 
 
+def test_prune_removes_only_the_entries_the_book_no_longer_reads(store_root, monkeypatch):
+    kept, old = computed_entry(1.0), computed_entry(2.0)
+    for one in (kept, old):
+        results.copy_from_cache(store_root, "mlp", one.key_config())
+    _fake_run_set(monkeypatch, [kept])
+    kept_name, old_name = (store.entry_name("mlp", one.key_config()) for one in (kept, old))
+    out = io.StringIO()
+    assert results.prune("smoke", dry_run=True, out=out) == 0
+    assert f"to remove: {old_name}" in out.getvalue() and kept_name not in out.getvalue()
+    assert (store_root / old_name).exists()  # a dry run removes nothing
+    assert results.prune("smoke", out=io.StringIO()) == 0
+    assert not (store_root / old_name).exists() and (store_root / kept_name / store.ENTRY).exists()
+    assert results.book_status("smoke").complete
+
+
 def test_a_slice_stops_starting_runs_at_its_deadline_and_keeps_what_finished(store_root, monkeypatch):
     jobs = [job(value, slow_table, cost=10 - value) for value in (1.0, 2.0, 3.0)]
     _fake_run_set(monkeypatch, jobs)
@@ -775,6 +790,8 @@ def test_an_analysing_chapter_is_captured_once_its_runs_are_stored_and_then_read
     status = results.book_status("smoke")
     assert status.analyses_to_capture == ["compression"] and not status.ready_to_capture("compression")
     assert not status.complete and "the analyses of compression to capture" in results.missing_summary(status, 2)
+    refused = io.StringIO()
+    assert results.prune("smoke", out=refused) == 1 and "to capture first" in refused.getvalue()
     out = io.StringIO()
     assert results.fill("smoke", executor="serial", out=out, execute_chapter=execute) == 0
     assert executed == [("compression.ipynb", {"scale": "smoke"})] and "captured 1 analyses" in out.getvalue()

@@ -491,8 +491,15 @@ def _add_build_command(sub) -> None:
 
 def _add_store_commands(sub) -> None:
     """``store`` (and ``store status``), ``verify`` and ``check``: the results store's commands."""
-    store_command = sub.add_parser("store", help="train the runs the results store lacks into it (or: store status)")
-    store_command.add_argument("action", nargs="?", choices=("status",), help="status: what the store holds and lacks")
+    store_command = sub.add_parser(
+        "store", help="train the runs the results store lacks into it (or: store status, store prune)"
+    )
+    store_command.add_argument(
+        "action",
+        nargs="?",
+        choices=("status", "prune"),
+        help="status: what the store holds and lacks; prune: remove the entries the book no longer reads",
+    )
     store_command.add_argument("--scale", default=DEFAULT_SCALE, help="the book's scale (default: %(default)s)")
     store_command.add_argument(
         "--minutes",
@@ -502,6 +509,7 @@ def _add_store_commands(sub) -> None:
     )
     store_command.add_argument("--executor", help=EXECUTOR_HELP)
     store_command.add_argument("--entries", action="store_true", help="status: list every entry")
+    store_command.add_argument("--dry-run", action="store_true", help="prune: only list what it would remove")
     store_command.add_argument(
         "--chapters",
         nargs="+",
@@ -626,6 +634,8 @@ def _store_command(args: argparse.Namespace) -> int:
         print(store_line(args), flush=True)
     if args.command == "store" and args.action == "status":
         return results.print_status(args.scale, args.executor, chapters=args.chapters, list_entries=args.entries)
+    if args.command == "store" and args.action == "prune":
+        return results.prune(args.scale, dry_run=args.dry_run)
     if args.command == "store":
         return results.fill(args.scale, args.minutes, args.executor, chapters=args.chapters, execute_chapter=execute)
     if args.command == "verify":

@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -680,6 +681,36 @@ def capture_analyses(
     partial.replace(path)
     print(f"captured {len(names)} analyses of {chapter} in {_minutes(record['wall_seconds'])}", file=out, flush=True)
     return names
+
+
+# --------------------------------------------------------------------------- prune
+
+
+def prune(scale: str, *, dry_run: bool = False, out=sys.stdout) -> int:
+    """``store prune``: remove the stored entries that no run of the book and no captured analysis reads (left from
+    an earlier design, :attr:`BookStatus.outside_book`); ``dry_run``: only list them. Refused (1) while a chapter's
+    analyses are still to capture, since an entry they will read would look unused."""
+    status = book_status(scale, verify_files=False)
+    if status.analyses_to_capture:
+        print(
+            f"error: the analyses of {', '.join(status.analyses_to_capture)} are to capture first "
+            f"(`python -m geocont.book store --scale {scale}`): an entry they read would look unused",
+            file=out,
+        )
+        return 1
+    names, total = status.outside_book, 0
+    for name in names:
+        entry = status.store.entries.get(name, {})
+        size = sum(f.stat().st_size for f in (status.store.root / name).rglob("*") if f.is_file())
+        total += size
+        print(f"  {'to remove' if dry_run else 'removed'}: {name}  {entry.get('label', '')}  {_size(size)}", file=out)
+        if not dry_run:
+            shutil.rmtree(status.store.root / name)
+    verb = "would free" if dry_run else "freed"
+    print(f"{len(names)} entries outside the book's run set; {verb} {_size(total)}", file=out)
+    if names and not dry_run:
+        print(f"commit the removal: git add -A {status.store.root}", file=out)
+    return 0
 
 
 # --------------------------------------------------------------------------- verify
