@@ -127,8 +127,8 @@ def _size(nbytes: float) -> str:
 @dataclass
 class BookStatus:
     """The book's run set at a scale checked against its store, and each analysing chapter's captured analyses
-    (``analyses``: chapter -> the entry names it read, None where not captured; ``analysed_runs``: chapter -> the
-    runs it read then, None where not recorded)."""
+    (``analyses``: chapter -> the entry names it read, None where not captured; ``analysed_runs``: chapter -> its
+    runs then, None where not recorded)."""
 
     run_set: RunSet
     store: store.StoreStatus
@@ -151,7 +151,7 @@ class BookStatus:
         ]
 
     def _stale(self, chapter: str) -> bool:
-        """Whether a run ``chapter`` reads now was not read when its analyses were captured."""
+        """Whether a run ``chapter`` reads now was not among its runs when its analyses were captured."""
         read = self.analysed_runs.get(chapter)
         return read is None or any(run.name not in read for run in self.run_set.runs if chapter in run.chapters)
 
@@ -218,7 +218,7 @@ def captured_analyses(root: Path, chapter: str) -> list[str] | None:
 
 
 def captured_runs(root: Path, chapter: str) -> list[str] | None:
-    """The stored runs (``kind/key``) ``chapter`` read when its analyses were captured, or None (not recorded)."""
+    """The runs (``kind/key``) of ``chapter``'s run set when its analyses were captured, or None (not recorded)."""
     try:
         return list(json.loads(analyses_path(root, chapter).read_text())["runs"])
     except (OSError, ValueError, KeyError):
@@ -653,7 +653,8 @@ def capture_analyses(
             )
         read = list(dict.fromkeys(log.read_text().split()))
     names = [name for name in read if name.split("/")[0] in store.ANALYSIS_KINDS]
-    runs = sorted(name for name in read if name.split("/")[0] not in store.ANALYSIS_KINDS)
+    with store.environment(**{store.STORE_ENV: str(root)}):
+        runs = sorted(run.name for run in book_run_set(scale, [chapter]).runs)
     with store.environment(GEOCONT_CACHE_DIR=str(staging)):
         for name in names:
             kind, key = name.split("/")
