@@ -300,6 +300,8 @@ def test_claims_note_the_early_value_the_late_change_and_when_they_hold():
     assert list(claims.index) == KEYS + UP_O_KEYS + RISING_KEYS
     assert (claims.loc[UP_O_KEYS[:2], "verdict"] == "not tested").all()  # a table without cross_cos
     assert claims.loc["up-still-rising", "verdict"] == "not reproduced"  # Up fell 0.80 -> 0.15 after step 4
+    ablation = claims.loc["activation-lowers-gate"]  # both variants' Gate settled by step 10
+    assert ablation.verdict == "reproduced" and "none gate v1: change over the last third +0.00" in ablation.note
     assert claims.loc["up-gate-shared-v1", "note"].startswith("cross_cos not recorded")
     up = claims.loc["up-input-continuity"]
     assert up.verdict == "not reproduced"
@@ -526,7 +528,10 @@ def test_the_full_claims_table_judges_the_longer_run_without_an_early_value():
     assert list(claims.index)[-6:] == UP_O_KEYS + RISING_KEYS
     assert claims.loc["up-gate-shared-v1", "early_verdict"] == "partly reproduced"  # 0.20 at step 4, random 0.14
     assert (claims.loc[RISING_KEYS, "early_verdict"] == "").all()
-    assert "holds" not in claims.loc["up-still-rising", "note"] and "holds" in claims.loc["up-gate-shared-v1", "note"]
+    assert "holds" not in claims.loc["up-still-rising", "note"]
+    assert "settledness not judged" in claims.loc["up-still-rising", "note"]  # it reads the change itself
+    shared = claims.loc["up-gate-shared-v1"]  # 0.2 at step 4, 0.8 at 16: it moved in every seed
+    assert shared.verdict == "not settled" and "per seed: +0.60, +0.60, +0.60" in shared.note
     keys = [k for _, ks in chapter.holds_finding(results, claims.reset_index()).groups for k in ks]
     assert not set(RISING_KEYS) & set(keys)
     assert "`up-still-rising` reproduced" in chapter.lost_sentence(results, claims.reset_index())

@@ -175,9 +175,17 @@ class RisingFinding:
         return f"{self.label}, {len(self.seeds)} seeds"
 
 
-def _still_rising(key: str, name: str, *, frame: pd.DataFrame, horizon: int, baseline: float, reference=None):
-    at_horizon, at_end = estimate(at_step(frame, horizon)["value"]), estimate(at_final_step(frame)["value"])
-    return StillRising(key, name, at_horizon, at_end, reference, baseline, verdict_for_difference(at_end, at_horizon))
+def _rising_items(values: pd.DataFrame, *, horizon: int, dims, check: pd.DataFrame | None = None):
+    """:class:`StillRising` of each :data:`RISING` quantity in ``values`` (per run and step), from ``horizon`` to
+    the last step; ``check``: the reference run's values at ``horizon`` (a longer run's check), else None."""
+    items = []
+    for key, name in RISING.items():
+        frame = values[values["quantity"] == name]
+        at_horizon, at_end = estimate(at_step(frame, horizon)["value"]), estimate(at_final_step(frame)["value"])
+        reference = None if check is None else estimate(check.loc[check["quantity"] == name, "value"])
+        verdict = verdict_for_difference(at_end, at_horizon)
+        items.append(StillRising(key, name, at_horizon, at_end, reference, up_o_baseline(name, dims), verdict))
+    return tuple(items)
 
 
 def rising_finding(results: Results) -> RisingFinding | None:
@@ -191,32 +199,13 @@ def rising_finding(results: Results) -> RisingFinding | None:
         horizon, seed = settings.base.steps, settings.seeds[0]
         long = up_o_values(results.long)
         check = at_step(own[own["seed"] == seed], horizon)
-        items = tuple(
-            _still_rising(
-                key,
-                name,
-                frame=long[long["quantity"] == name],
-                horizon=horizon,
-                baseline=up_o_baseline(name, results.dims),
-                reference=estimate(check.loc[check["quantity"] == name, "value"]),
-            )
-            for key, name in RISING.items()
-        )
+        items = _rising_items(long, horizon=horizon, dims=results.dims, check=check)
         end = int(long["step"].max())
         return RisingFinding("longer-run", settings.long_label, (seed,), end // horizon, horizon, end, items)
     horizon, end = settings.early_step, settings.base.steps
     if own.empty:
         return None
-    items = tuple(
-        _still_rising(
-            key,
-            name,
-            frame=own[own["quantity"] == name],
-            horizon=horizon,
-            baseline=up_o_baseline(name, results.dims),
-        )
-        for key, name in RISING.items()
-    )
+    items = _rising_items(own, horizon=horizon, dims=results.dims)
     seeds = tuple(sorted(int(s) for s in own["seed"].unique()))
     return RisingFinding("same-runs", results.reference, seeds, end // horizon, horizon, end, items)
 

@@ -18,6 +18,7 @@ from ...statistics import (
     difference,
     holds_when,
     known,
+    settledness,
     up_to_step,
     verdict_for_difference,
     verdict_v_low,
@@ -25,10 +26,10 @@ from ...statistics import (
 from .. import lm_runs
 from ..common import short_projection
 from ..lm_runs import PROJECTION_PREDICTIONS
-from .runs import Results, projection_finals, variant_estimate
+from .runs import Results, projection_finals, projection_values, variant_estimate
 from .settings import CHAPTER
 from .settledness import CLAIM_QUANTITIES, horizon, quantity_name
-from .up_o_gap import PROSE, rising_claims, up_o_claims
+from .up_o_gap import PROSE, RISING, rising_claims, up_o_claims, up_o_values
 
 #: Keys of the linear-attention claims (our direct test of the paper's Q/K claim).
 SOFTMAX_KEYS = ("softmax-anchors-q", "softmax-anchors-k")
@@ -60,15 +61,67 @@ def claims(results: Results) -> pd.DataFrame:
         ignore_index=True,
     )
     table = concat_claims(with_early(table, early, results.settings.early_step), rising_claims(results))
-    judged_rows = [_horizon_note(row, judged) for row in table.itertuples()]
+    others = other_settledness(results, judged.step)
+    judged_rows = [_horizon_note(row, judged, others.get(row.key)) for row in table.itertuples()]
     table = table.assign(note=[note for note, _ in judged_rows], verdict=[verdict for _, verdict in judged_rows])
     return on_dataset(table, results.settings.base.corpus)
 
 
-def _horizon_note(row: Any, judged: Horizon) -> tuple[str, str]:
-    """A claim's note and verdict where it is judged: a claim on one projection's continuity whose quantity is
-    still moving in some seed is "not settled"; its note adds its rule's verdict then, the quantity's change over
-    the last third, seed by seed, and (where the claim has an early value) when it holds."""
+#: The claims that read other quantities than one projection's continuity in ``silu``: each quantity as
+#: ``(variant or None for the reference, source, projection or Up/O quantity, space)``; source "projection" reads
+#: :func:`projection_values`, "up-o" :func:`.up_o_gap.up_o_values`. The still-rising claims read a change itself
+#: and are not judged for settledness.
+OTHER_QUANTITIES = {
+    "activation-lowers-gate": (
+        (None, "projection", "gate_proj", "input"),
+        ("none", "projection", "gate_proj", "input"),
+    ),
+    "activation-lowers-up": ((None, "projection", "up_proj", "input"), ("none", "projection", "up_proj", "input")),
+    "softmax-anchors-q": (
+        (None, "projection", "q_proj", "input"),
+        ("silu, linear attention", "projection", "q_proj", "input"),
+    ),
+    "softmax-anchors-k": (
+        (None, "projection", "k_proj", "input"),
+        ("silu, linear attention", "projection", "k_proj", "input"),
+    ),
+    "up-gate-shared-v1": ((None, "up-o", "up-gate-v1", ""),),
+    "up-gate-shared-u1": ((None, "up-o", "up-gate-u1", ""),),
+    "up-align-vs-v1": ((None, "up-o", "up-align", ""), (None, "up-o", "up-v1", "")),
+    "o-align-vs-v1": ((None, "up-o", "o-align", ""), (None, "up-o", "o-u1", "")),
+}
+
+
+def other_settledness(results: Results, step: int) -> dict[str, tuple[tuple[str, Settledness], ...]]:
+    """For each claim of :data:`OTHER_QUANTITIES`, each quantity it reads (named ``"<variant> <quantity>"``) and its
+    :func:`geocont.statistics.settledness` at ``step``; a quantity of a variant not run is left out."""
+    values = {"projection": projection_values(results.table), "up-o": up_o_values(results.table)}
+    found = {}
+    for key, quantities in OTHER_QUANTITIES.items():
+        judged = []
+        for variant, source, name, space in quantities:
+            variant = variant or results.reference
+            frame = values[source][values[source]["condition"] == variant]
+            if source == "projection":
+                frame = frame[(frame["group"] == name) & (frame["space"] == space)]
+            else:
+                frame = frame[frame["quantity"] == name]
+            if len(frame):
+                label = f"{variant} {short_projection(name)} {vector_name(space)}" if space else f"{variant} {name}"
+                judged.append(
+                    (label, settledness(frame.drop(columns=["group", "space", "quantity"], errors="ignore"), step))
+                )
+        found[key] = tuple(judged)
+    return found
+
+
+def _horizon_note(
+    row: Any, judged: Horizon, others: tuple[tuple[str, Settledness], ...] | None = None
+) -> tuple[str, str]:
+    """A claim's note and verdict where it is judged: a claim whose quantity (one projection's continuity, or any
+    of ``others``: :func:`other_settledness`) is still moving in some seed is "not settled"; its note adds its
+    rule's verdict then, the quantity's change over the last third, seed by seed, and (where the claim has an
+    early value) when it holds."""
     parts, verdict = [], row.verdict
     if row.key in CLAIM_QUANTITIES:  # the keys name no dataset yet: on_dataset names it below
         found = judged.quantities[quantity_name(*CLAIM_QUANTITIES[row.key])]
@@ -76,6 +129,13 @@ def _horizon_note(row: Any, judged: Horizon) -> tuple[str, str]:
             parts.append(PROSE.render("note-not-settled", step=judged.step, verdict=row.verdict))
             verdict = "not settled"
         parts.append(_changes_text(found))
+    elif others:
+        if not all(found.settled for _, found in others):
+            parts.append(PROSE.render("note-not-settled", step=judged.step, verdict=row.verdict))
+            verdict = "not settled"
+        parts += [PROSE.render("note-named-changes", name=name, changes=_changes_text(found)) for name, found in others]
+    elif row.key in RISING:
+        parts.append(PROSE.render("note-reads-a-change"))
     if row.early_verdict and verdict != "not settled":  # the not-settled part says when it holds
         parts.insert(0, PROSE.render("note-holds", when=holds_when(row.early_verdict, verdict)))
     return "; ".join(([row.note] if row.note else []) + parts), verdict
