@@ -496,6 +496,12 @@ def test_the_up_o_claims_have_known_verdicts_on_a_synthetic_table():
     assert "0.80 ± 0.01 at step 16" in chapter.up_o_caption(results)
 
 
+def test_an_explanation_whose_prediction_still_moves_is_not_decided():
+    assert chapter.explanation_case(["not reproduced", "not settled"]) == "not-settled"
+    assert chapter.explanation_case(["not tested", "not settled"]) == "not-tested"
+    assert chapter.explanation_case(["reproduced", "not reproduced"]) == "mixed"
+
+
 def test_without_the_longer_run_the_runs_themselves_say_whether_up_and_o_were_still_rising():
     results = _up_o_results(cross=False, long=False)
     assert chapter.up_o_finding(results).up_gate is None

@@ -54,7 +54,8 @@ RISING = {"up-still-rising": "up-v1", "o-still-rising": "o-u1"}
 #:   one, so their σ²-weighted alignment exceeds their v1 / u1 |cos| (``up-align-vs-v1``, ``o-align-vs-v1``).
 #:
 #: The rule (:func:`explanation_case`): kept where every predicted claim is reproduced, dropped where
-#: none is even partly reproduced, not tested where one could not be judged, else mixed.
+#: none is even partly reproduced, not tested where one could not be judged, undecided where one's quantity still
+#: moves, else mixed.
 GAP_EXPLANATIONS = {
     "not-settled": ("up-still-rising", "o-still-rising"),
     "gate-shared": ("up-gate-shared-v1", "up-align-vs-v1"),
@@ -241,9 +242,12 @@ def gap_claims(results: Results) -> pd.DataFrame:
 
 
 def explanation_case(verdicts: list[str]) -> str:
-    """kept (every claim reproduced), dropped (none even partly), not-tested (one not judged), or mixed."""
+    """kept (every claim reproduced), dropped (none even partly), not-tested (one not judged), not-settled (one's
+    quantity still moves where it is judged, so the data cannot decide yet), or mixed."""
     if "not tested" in verdicts:
         return "not-tested"
+    if "not settled" in verdicts:
+        return "not-settled"
     if all(v == "reproduced" for v in verdicts):
         return "kept"
     return "dropped" if all(v == "not reproduced" for v in verdicts) else "mixed"
