@@ -490,6 +490,10 @@ def test_the_up_o_claims_have_known_verdicts_on_a_synthetic_table():
     assert explanations == {"not-settled": "mixed", "gate-shared": "kept", "spread": "kept"}
     statement = chapter.gap_statement(results).data  # renders
     assert "0.14 (1 seed) → 0.39 (1 seed)" in statement
+    # the statement reads the claims as the chapter judges them: the alignments still rise over the last third
+    judged = {e.key: e.case for e in chapter.explanation_verdicts(chapter.claims(results))}
+    assert judged == {"not-settled": "mixed", "gate-shared": "not-settled", "spread": "not-settled"}
+    assert statement.count("not decided yet") == 2
     finding = chapter.up_o_finding(results)
     assert [q.name for q in finding.up_gate] == ["up-gate-v1", "up-gate-u1"]
     assert finding.up_gate[0].early.mean == pytest.approx(0.2)  # step 4 of 16

@@ -16,9 +16,9 @@ from ..common import short_projection
 from .compute import (
     UP_O_QUANTITIES,
     Results,
+    claims,
     depth_finding,
     explanation_verdicts,
-    gap_claims,
     pretrained_finding,
     rising_finding,
     up_o_baseline,
@@ -167,8 +167,8 @@ def up_o_caption(results: Results) -> str:
 
 def gap_statement(results: Results) -> Markdown:
     """Whether Up and O were still rising at a shorter horizon (:func:`.compute.rising_finding`), and each
-    explanation of the Up/O gap kept or dropped by the claims it predicts (:func:`.compute.explanation_verdicts` of
-    :func:`.compute.gap_claims`)."""
+    explanation of the Up/O gap kept or dropped by the claims it predicts as the chapter judges them
+    (:func:`.compute.explanation_verdicts` of :func:`.compute.claims`: a claim still moving reads not settled)."""
     finding = rising_finding(results)
     if finding is None:
         rising = PROSE.choose("long-run", "not-run", reference=results.reference)
@@ -205,7 +205,7 @@ def gap_statement(results: Results) -> Markdown:
             case=PROSE.choose("explanation-case", e.case),
             verdicts=verdicts_text(e.verdicts),
         )
-        for e in explanation_verdicts(gap_claims(results))
+        for e in explanation_verdicts(claims(results))
     )
     return Markdown(rising + "\n\n" + PROSE.render("gap-statement", items=explanations))
 
