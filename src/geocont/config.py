@@ -364,11 +364,26 @@ class TransformerShape:
         return min(self.d_model, self.n_kv_heads * (self.d_model // self.n_heads), self.ffn_dim)
 
 
+#: Where a language model's Adam moments for the residual stream live: its standard basis, or a random frame.
+RESIDUAL_FRAMES = ("standard", "rotated")
+
+#: Whether a language model's RMSNorm gains are trained or frozen at 1.
+NORM_GAINS = ("trained", "frozen")
+
+
 @dataclass(frozen=True)
 class LMRunConfig(RunConfig):
     """Everything that determines one language-model training run (its cache key)."""
 
-    ADDED_FIELDS = {"n_late_snapshots": 0, "snapshot_steps": (), "precision": "fp32", "fused_optimizer": False}
+    ADDED_FIELDS = {
+        "n_late_snapshots": 0,
+        "snapshot_steps": (),
+        "precision": "fp32",
+        "fused_optimizer": False,
+        "residual_frame": "standard",
+        "norm_gains": "trained",
+        "record_channel": False,
+    }
 
     shape: TransformerShape = TransformerShape()
     corpus: str = "kjv"
@@ -391,6 +406,13 @@ class LMRunConfig(RunConfig):
     #: False: torch's default loop, the runs cached before fusing. Part of the identity, because the
     #: two differ by float rounding, which a long run amplifies to a seed-like difference.
     fused_optimizer: bool = True
+    #: one of :data:`RESIDUAL_FRAMES`: ``rotated`` keeps Adam's moments for the residual stream's axis in a fixed
+    #: random orthonormal frame (:class:`geocont.optimizers.ResidualFrameAdam`)
+    residual_frame: str = "standard"
+    #: one of :data:`NORM_GAINS`: ``frozen`` holds every RMSNorm gain at 1 (not trained)
+    norm_gains: str = "trained"
+    #: record the residual channel at every snapshot (:mod:`geocont.channel`)
+    record_channel: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.shape, TransformerShape):
@@ -398,8 +420,14 @@ class LMRunConfig(RunConfig):
         check_corpus_name(self.corpus)
         check_precision(self.precision)
         check_flag("fused_optimizer", self.fused_optimizer)
+        check_flag("record_channel", self.record_channel)
+        for name, choices in (("residual_frame", RESIDUAL_FRAMES), ("norm_gains", NORM_GAINS)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid choices: {', '.join(choices)}")
         if not isinstance(self.optimizer, OptimizerConfig):
             raise TypeError("optimizer must be an OptimizerConfig")
+        if self.residual_frame == "rotated" and self.optimizer.name not in ("adam", "adamw"):
+            raise ValueError(f"residual_frame 'rotated' rotates Adam's moments; optimizer {self.optimizer.name!r} has none")
         if self.optimizer.name == "adam-rotated":
             raise ValueError("adam-rotated frames the MLP's hidden matrices; it is not defined for language-model runs")
         normalise(self, integers=("batch_size", "steps", "n_directions", "eval_windows"))

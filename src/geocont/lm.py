@@ -22,7 +22,9 @@ from .config import LMRunConfig
 from .recorder import ContinuityRecorder
 from .tables import rows_to_frame
 from .text import encode, load_corpus, train_tokenizer
-from .training import make_optimizer, precision_context, resolve_device, train_with_recording
+from .channel import model_channel
+from .optimizers import ResidualFrameAdam, residual_frame
+from .training import fused_supported, make_optimizer, precision_context, resolve_device, train_with_recording
 from .transformer import build_llama, projection_groups
 
 
@@ -73,7 +75,7 @@ def train_lm(config: LMRunConfig, progress: bool = True, record: bool = True) ->
     groups = projection_groups(model)
     cross_pairs = {name: pair for name, pair in CROSS_PAIRS.items() if set(pair) <= set(groups)}
     recorder = ContinuityRecorder(groups, config.schedule(), n_directions=config.n_directions, cross_pairs=cross_pairs)
-    optimizer = make_optimizer(model.parameters(), config.optimizer, fused=None if config.fused_optimizer else False)
+    optimizer = lm_optimizer(model, config)
 
     def compute_loss(step: int) -> torch.Tensor:
         starts = torch.randint(0, len(train_ids) - length - 1, (config.batch_size,), generator=sampler)
@@ -88,6 +90,10 @@ def train_lm(config: LMRunConfig, progress: bool = True, record: bool = True) ->
         model.train()
         return {"val_loss": sum(losses) / len(losses)}
 
+    def record_channel(step: int) -> None:
+        for name, layer, metric, value in model_channel(model):
+            recorder.record(step, metric, value, group=name, layer=layer)
+
     shape = config.shape
     train_with_recording(
         compute_loss=compute_loss,
@@ -95,10 +101,50 @@ def train_lm(config: LMRunConfig, progress: bool = True, record: bool = True) ->
         recorder=recorder if record else None,
         total_steps=config.steps,
         evaluate=evaluate,
+        probe=record_channel if config.record_channel else None,
         progress=progress,
         description=f"{shape.mlp_activation}/{shape.attention} seed={config.seed}",
     )
     return TrainedLM(rows_to_frame(recorder.rows), model.eval().cpu())
+
+
+def norm_gains(model) -> list[torch.nn.Parameter]:
+    """Every RMSNorm gain of a Llama model (each layer's two, then the final norm's)."""
+    layers = model.model.layers
+    return [g for layer in layers for g in (layer.input_layernorm.weight, layer.post_attention_layernorm.weight)] + [
+        model.model.norm.weight
+    ]
+
+
+def lm_optimizer(model: LlamaForCausalLM, config: LMRunConfig) -> torch.optim.Optimizer:
+    """The run's optimizer: ``config.optimizer`` over the trained parameters (the RMSNorm gains left at 1 and out
+    where ``norm_gains`` is ``frozen``), with Adam's moments for the residual stream in a random frame where
+    ``residual_frame`` is ``rotated`` (:class:`geocont.optimizers.ResidualFrameAdam`: the embedding, Q, K, V,
+    Gate, Up and the head read the stream, O and Down write it)."""
+    if config.norm_gains == "frozen":
+        for gain in norm_gains(model):
+            gain.requires_grad_(False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    fused = None if config.fused_optimizer else False
+    if config.residual_frame == "standard":
+        return make_optimizer(params, config.optimizer, fused=fused)
+    groups = projection_groups(model)
+    readers = [model.model.embed_tokens.weight, model.lm_head.weight]
+    readers += [w for name in ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj") for w in groups[name]]
+    writers = [w for name in ("o_proj", "down_proj") for w in groups[name]]
+    options = config.optimizer
+    return ResidualFrameAdam(
+        params,
+        frame=residual_frame(config.shape.d_model, config.seed),
+        readers=readers,
+        writers=writers,
+        inner=torch.optim.AdamW if options.name == "adamw" else torch.optim.Adam,
+        lr=options.lr,
+        betas=(options.beta1, options.beta2),
+        eps=options.eps,
+        weight_decay=options.weight_decay,
+        fused=fused_supported(params) if fused is None else fused,
+    )
 
 
 #: File name of the trained weights stored beside a language-model run table.

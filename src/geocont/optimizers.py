@@ -111,3 +111,80 @@ class FrameAdam(torch.optim.Optimizer):
                 if "left" in state and state["stand_in"].grad is not None:
                     param.add_(state["left"] @ state["stand_in"] @ state["right"].T)
         return loss
+
+
+#: Mixed into the seed of the residual stream's frame (:func:`residual_frame`), apart from the per-layer frames.
+RESIDUAL_STREAM = 0x2E5D
+
+
+def residual_frame(d_model: int, seed: int) -> torch.Tensor:
+    """The fixed random orthonormal frame ``R`` ([d, d], float64) of a language model's residual stream, from ``seed``."""
+    return random_orthogonal(d_model, np.random.default_rng([FRAME_STREAM, RESIDUAL_STREAM, seed]))
+
+
+class ResidualFrameAdam(torch.optim.Optimizer):
+    """Adam (or AdamW) whose moments for the residual stream's axis live in one fixed rotated frame ``R``.
+
+    Every matrix that reads the stream (``readers``: its input axis, the second one, is the stream's) is optimised
+    as ``P = W R``, every matrix that writes it (``writers``: its first axis) as ``P = R^T W``; the other parameters
+    (RMSNorm gains, biases) as they are. ``P`` is the tensor the inner ``torch.optim`` optimizer updates (its
+    gradient is ``g R`` or ``R^T g``); after each step ``W`` is set from it (``P R^T`` or ``R P``), so the weights
+    never accumulate the rounding of a back-and-forth rotation. With ``R`` the identity every product is exact and
+    the steps are the inner optimizer's bit for bit; with a random ``R`` Adam's per-coordinate normaliser no longer
+    singles out the stream's standard basis (Elhage et al. 2023). ``inner`` is ``torch.optim.Adam`` or
+    ``torch.optim.AdamW``; ``options`` go to it unchanged (``lr``, ``betas``, ``eps``, ``weight_decay``, ``fused``).
+    """
+
+    def __init__(
+        self,
+        params: Iterable[nn.Parameter],
+        *,
+        frame: torch.Tensor,
+        readers: Sequence[nn.Parameter],
+        writers: Sequence[nn.Parameter],
+        inner: type[torch.optim.Optimizer] = torch.optim.Adam,
+        **options,
+    ):
+        params = list(params)
+        super().__init__(params, dict(lr=options.get("lr", 1e-3)))
+        owned = {id(p) for p in params}
+        side = frame.shape[0]
+        self.sides: dict[int, str] = {}
+        for matrices, name, axis in ((readers, "reader", 1), (writers, "writer", 0)):
+            for matrix in matrices:
+                if id(matrix) not in owned:
+                    raise ValueError(f"every {name} must be one of the optimizer's parameters")
+                if matrix.dim() != 2 or matrix.shape[axis] != side:
+                    raise ValueError(
+                        f"a {name}'s axis {axis} must be the residual stream's ({side}); got shape {tuple(matrix.shape)}"
+                    )
+                self.sides[id(matrix)] = name
+        self.frame = frame.to(params[0])
+        self.shadows: dict[int, torch.Tensor] = {
+            id(p): self._into_frame(p.detach(), self.sides[id(p)]).clone() for p in params if id(p) in self.sides
+        }
+        self.inner = inner([self.shadows.get(id(p), p) for p in params], **options)
+
+    def _into_frame(self, tensor: torch.Tensor, side: str) -> torch.Tensor:
+        return tensor @ self.frame if side == "reader" else self.frame.T @ tensor
+
+    def _out_of_frame(self, tensor: torch.Tensor, side: str) -> torch.Tensor:
+        return tensor @ self.frame.T if side == "reader" else self.frame @ tensor
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self.inner.param_groups[0]["lr"] = self.param_groups[0]["lr"]
+        for param in self.param_groups[0]["params"]:
+            shadow = self.shadows.get(id(param))
+            if shadow is not None:
+                shadow.grad = None if param.grad is None else self._into_frame(param.grad, self.sides[id(param)])
+        self.inner.step()
+        for param in self.param_groups[0]["params"]:
+            shadow = self.shadows.get(id(param))
+            if shadow is not None:
+                param.copy_(self._out_of_frame(shadow, self.sides[id(param)]))
+        return loss
