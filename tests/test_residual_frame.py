@@ -86,9 +86,7 @@ def test_a_step_in_the_rotated_frame_commutes_with_turning_the_residual_basis():
             train(model, optimizer)
             paths.append(model)
         expected = rotated_copy(paths[0], rotation)
-        results[name] = max(
-            float((p - q).abs().max()) for p, q in zip(expected.parameters(), paths[1].parameters())
-        )
+        results[name] = max(float((p - q).abs().max()) for p, q in zip(expected.parameters(), paths[1].parameters()))
     # transformers' Llama normalises (RMSNorm) and takes the softmax in float32 even in a float64 model, so the two
     # functions agree to float32 rounding, which Adam's normaliser lifts on near-zero gradient entries (~3e-6 here);
     # a step that does not commute moves the weights by the learning rate's order (~6e-2 for plain Adam)
@@ -112,8 +110,7 @@ def test_the_run_config_builds_the_frame_and_the_frozen_gains():
 
 def test_the_new_fields_leave_every_earlier_run_key_as_it_was():
     assert config().to_dict() == {
-        k: v
-        for k, v in config(residual_frame="standard", norm_gains="trained", record_channel=False).to_dict().items()
+        k: v for k, v in config(residual_frame="standard", norm_gains="trained", record_channel=False).to_dict().items()
     }
     assert "residual_frame" not in config().to_dict()
     assert config(residual_frame="rotated").to_dict()["residual_frame"] == "rotated"

@@ -427,7 +427,9 @@ class LMRunConfig(RunConfig):
         if not isinstance(self.optimizer, OptimizerConfig):
             raise TypeError("optimizer must be an OptimizerConfig")
         if self.residual_frame == "rotated" and self.optimizer.name not in ("adam", "adamw"):
-            raise ValueError(f"residual_frame 'rotated' rotates Adam's moments; optimizer {self.optimizer.name!r} has none")
+            raise ValueError(
+                f"residual_frame 'rotated' rotates Adam's moments; optimizer {self.optimizer.name!r} has none"
+            )
         if self.optimizer.name == "adam-rotated":
             raise ValueError("adam-rotated frames the MLP's hidden matrices; it is not defined for language-model runs")
         normalise(self, integers=("batch_size", "steps", "n_directions", "eval_windows"))

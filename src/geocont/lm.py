@@ -18,12 +18,12 @@ from safetensors.torch import load_file, save_file
 from transformers import LlamaForCausalLM
 
 from . import cache, sweeps
+from .channel import model_channel
 from .config import LMRunConfig
+from .optimizers import ResidualFrameAdam, residual_frame
 from .recorder import ContinuityRecorder
 from .tables import rows_to_frame
 from .text import encode, load_corpus, train_tokenizer
-from .channel import model_channel
-from .optimizers import ResidualFrameAdam, residual_frame
 from .training import fused_supported, make_optimizer, precision_context, resolve_device, train_with_recording
 from .transformer import build_llama, projection_groups
 

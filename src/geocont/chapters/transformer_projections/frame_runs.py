@@ -8,8 +8,8 @@ holds every RMSNorm gain at 1; every one records the residual channel at every s
 
 from __future__ import annotations
 
-from ..lm_runs import LMChapterSettings
 from ...config import LMRunConfig
+from ..lm_runs import LMChapterSettings
 
 #: The set: label -> (variant, the switches, seeds at ``cpu``), most valuable first.
 FRAME_RUNS: dict[str, tuple[str, dict, tuple[int, ...]]] = {
