@@ -11,7 +11,7 @@ from geocont.chapters import compression as chapter
 from geocont.chapters import lm_runs
 from geocont.layouts import PROJECTIONS
 from geocont.scales import ParameterError
-from geocont.statistics import RankCorrelation
+from geocont.statistics import DepthCorrelation, RankCorrelation
 
 
 def test_the_chapter_compresses_the_transformer_chapters_reference_runs():
@@ -126,11 +126,16 @@ def _pruning(model: str, seeds) -> pd.DataFrame:
     )
 
 
+def _depth(partial: RankCorrelation) -> DepthCorrelation:
+    """A correlation across 5 depth positions whose depth-partialled part (the one a verdict reads) is ``partial``."""
+    return DepthCorrelation(raw=partial, partial=partial, without_edges=partial, n=5, block=2)
+
+
 def _claims(follows_guideline: bool, distant_error: float, rho_interval: tuple[float, float]) -> pd.DataFrame:
     models = {"tiny-pretrained": [-1], chapter.OURS: [0, 1, 2]}
     summary = pd.concat([_summary(m, s, follows_guideline) for m, s in models.items()], ignore_index=True)
-    correlation = RankCorrelation(sum(rho_interval) / 2, *rho_interval, n=5)
-    correlations = {name: correlation for m in models for name in (m, f"{m}, without block 0")}
+    correlation = _depth(RankCorrelation(sum(rho_interval) / 2, *rho_interval, n=5))
+    correlations = {m: correlation for m in models}
     return chapter.compression_claims(
         chapter.input_advantage(summary, by=("model", "seed")),
         pd.DataFrame(columns=["model", "seed", "projection", "budget", "difference", "difference_se"]),
@@ -145,7 +150,7 @@ EXPECTED_KEYS = [
     f"{m}-{claim}"
     for m in ("pretrained", "ours")
     for claim in [f"share-{p.replace('_proj', '')}" for p in PROJECTIONS]
-    + ["pruning", "pruning-without-block-0", "adjacent-sharing"]
+    + ["pruning", "adjacent-sharing"]
 ]
 
 
@@ -162,7 +167,7 @@ def test_claims_are_not_reproduced_when_the_other_space_wins():
     guided = [k for k in claims.index if "-share-" in k and not k.endswith("-share-v")]
     assert (claims.loc[guided, "verdict"] == "not reproduced").all()
     assert (claims.loc[["ours-share-v", "pretrained-share-v"], "verdict"] == "reproduced").all()  # still a tie
-    assert (claims.loc[["ours-pruning", "pretrained-pruning-without-block-0"], "verdict"] == "not reproduced").all()
+    assert (claims.loc[["ours-pruning", "pretrained-pruning"], "verdict"] == "not reproduced").all()
     assert (claims.loc[["ours-adjacent-sharing", "pretrained-adjacent-sharing"], "verdict"] == "not reproduced").all()
 
 
@@ -178,7 +183,7 @@ def _results(follows_guideline: bool = True, distant_error: float = 0.8) -> "cha
     summary = pd.concat([_summary(m, s, follows_guideline) for m, s in models.items()], ignore_index=True).assign(
         rank=2, dense_parameters=20
     )
-    correlation = RankCorrelation(-0.7, -0.9, -0.5, n=5)
+    correlation = _depth(RankCorrelation(-0.7, -0.9, -0.5, n=5))
     settings = chapter.CHAPTER.configure("smoke", projections=list(PROJECTIONS), budgets=[0.25, 0.5])
     return chapter.Results(
         settings,
@@ -188,7 +193,7 @@ def _results(follows_guideline: bool = True, distant_error: float = 0.8) -> "cha
         summary,
         chapter.input_advantage(summary, by=("model", "seed")),
         pd.DataFrame(columns=["model", "seed", "projection", "budget", "difference", "difference_se"]),
-        {name: correlation for m in models for name in (m, f"{m}, without block 0")},
+        {m: correlation for m in models},
     )
 
 

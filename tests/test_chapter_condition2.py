@@ -850,7 +850,32 @@ def test_the_seed_groups_and_the_answer_are_computed_then_worded():
     assert all(f"**{e.name}: {e.verdict}.**" in answer for e in condition2.explanations(results))
 
 
-def test_the_drift_verdict_is_a_claim_whose_number_is_the_share_of_decisive_tests_for_drift(new_metrics):
-    row = by_name(condition2.claims(full_results())).loc["rotation-drift"]
+def test_the_drift_verdict_is_a_claim_whose_number_is_the_count_of_tallied_tests_for_drift(new_metrics):
+    results = full_results()
+    row = by_name(condition2.claims(results)).loc["rotation-drift"]
     # every test of the synthetic chapter reads what drift predicts, and neither alternative is supported
-    assert (row.ours_mean, row.baseline, row.verdict, row.n_seeds) == (1.0, 0.5, "reproduced", 3)
+    tallied = {**condition2.motion_readings(results), **condition2.drift_readings(results)}
+    assert "lr 3e-4 long" not in tallied  # it cannot read against drift: shown, not tallied
+    assert (row.ours_mean, row.verdict, row.n_seeds, row.n_unit) == (
+        len(tallied),
+        "reproduced",
+        len(tallied),
+        "tallied tests",
+    )
+    assert math.isnan(row.baseline)
+    table = condition2.drift_groupings_table(results)
+    assert list(table["verdict"]) == ["supported", "supported"]
+
+
+def test_a_drift_verdict_that_changes_with_the_grouping_reads_inconclusive(new_metrics, monkeypatch):
+    from geocont.chapters.condition2 import mechanism
+
+    def grouped(results, grouping):  # of record: motion votes neither; the other grouping: both vote for
+        if grouping == next(iter(condition2.DRIFT_GROUPINGS)):
+            return {"function-preserving motion": "neither"}, {"a": "for", "b": "for", "c": "for"}
+        return {"function-preserving motion": "neither", "b": "for", "c": "for"}, {"a": "for"}
+
+    monkeypatch.setattr(mechanism, "grouped_readings", grouped)
+    drift = next(e for e in condition2.explanations(full_results()) if e.name == "rotation drift")
+    assert list(drift.numbers["groupings"].values()) == ["inconclusive", "supported"]
+    assert drift.verdict == "inconclusive" and drift.numbers["changes_with_grouping"]

@@ -123,7 +123,7 @@ def test_markdown_table_links_each_chapter_and_escapes_pipes(claims_dir):
     text = claims.markdown_table(claims.collect("cpu", chapters=["first"]), titles={"first": "The first chapter"})
     assert "{doc}`The first chapter <first>`" in text
     assert "weight v1 \\|cos\\|" in text
-    assert "0.90 ± 0.02 (n = 3)" in text and "0.30 (n = 3)" in text
+    assert "0.90 ± 0.02 (n = 3 seeds)" in text and "0.30 (n = 3 seeds)" in text
 
 
 def test_the_closing_chapter_is_last_in_the_book_and_not_a_claim_chapter():

@@ -114,3 +114,30 @@ def test_a_fall_set_by_the_steps_and_a_falling_baseline_read_against_drift():
 def test_without_forks_there_are_no_findings_and_no_readings():
     assert forks.fork_findings({}, STEPS) is None and forks.fork_readings(None) == {}
     assert forks.fork_findings({1e-3: pd.DataFrame()}, STEPS) is None
+
+
+def test_every_tallied_fork_and_balance_test_can_read_both_for_and_against_drift():
+    """The two synthetic worlds above: every test the drift tally counts reads "for" in one and "against" in the
+    other (a test that could only ever read one way would decide nothing)."""
+    worlds = [
+        dict(none_loss_per_unit_lr=0.6, relu_fall=0.0, balance_per_unit_lr=0.5),
+        dict(none_loss_per_unit_lr=0.6e-3, relu_fall=0.5, balance_per_unit_lr=0.0),
+    ]
+    readings = []
+    for world in worlds:
+        scale = world["none_loss_per_unit_lr"]
+        tables = {
+            rate: _fork_table(rate, **{**world, "none_loss_per_unit_lr": scale / (rate if scale < 0.1 else 1)})
+            for rate in forks.FORK_RATES
+        }
+        found = forks.fork_findings(tables, STEPS)
+        readings.append({**forks.fork_readings(found), **forks.balance_readings(found)})
+    for test in readings[0]:
+        if test == "balance moves where continuity falls":  # a zero balance has no rank correlation: not tested
+            assert readings[0][test] == "for"
+            continue
+        assert {readings[0][test], readings[1][test]} == {"for", "against"}, test
+
+
+def test_the_fork_fall_margin_is_the_books_margin_lost_after_the_switch():
+    assert forks.fall_rate_margin(STEPS) == pytest.approx(1000 * 0.10 / (STEPS - forks.fork_switch(STEPS)))

@@ -47,7 +47,7 @@ def sweep() -> pd.DataFrame:
 def test_diverged_runs_lists_each_with_its_step_and_last_loss():
     runs = diverged_runs(sweep())
     assert runs.to_dict("records") == [
-        dict(condition="res-none", optimizer="adam", init_scale=1.0, seed=2, step=15, last_loss=2.31)
+        dict(condition="res-none", optimizer="adam", init_scale=1.0, seed=2, step=15, last_loss=2.31, status="diverged")
     ]
     assert diverged_runs(run_table("res-relu", 0, 0.8)).empty
 
@@ -56,7 +56,7 @@ def test_final_estimates_leave_diverged_runs_out_and_count_them():
     table = sweep()
     none = final_estimate(table, "weight_cos", "input", 1, condition="res-none")
     assert none.n == 2 and none.n_diverged == 1 and math.isclose(none.mean, 0.31)  # not the diverged run's 0.9 path
-    assert str(none).endswith("(1 of 3 seeds diverged)")
+    assert str(none).endswith("(1 of 3 seeds left out: res-none seed 2 diverged at step 15)")
     relu = final_estimate(table, "weight_cos", "input", 1, condition="res-relu")
     assert relu.n == 3 and relu.n_diverged == 0 and "diverged" not in str(relu)
     assert change_over_last(table, "weight_cos", "input", 1, condition="res-none").n_diverged == 1
@@ -76,7 +76,12 @@ def test_a_run_counts_as_diverged_from_its_divergence_step_on():
 def test_every_seed_diverged_gives_no_number_and_says_so():
     table = pd.concat([run_table("res-none", s, 0.5, 5) for s in range(2)], ignore_index=True)
     none = final_estimate(table, "weight_cos", "input", 1)
-    assert math.isnan(none.mean) and none.n == 0 and str(none) == "n/a (2 of 2 seeds diverged)"
+    assert (
+        math.isnan(none.mean)
+        and none.n == 0
+        and str(none)
+        == "n/a (2 of 2 seeds left out: res-none seed 0 diverged at step 5; res-none seed 1 diverged at step 5)"
+    )
 
 
 def test_claims_notes_say_how_many_seeds_diverged():
@@ -96,7 +101,10 @@ def test_claims_notes_say_how_many_seeds_diverged():
         verdict="reproduced",
     )
     claims = builder.table().set_index("key")
-    assert claims.loc["linear", "note"] == "1 of 3 seeds diverged" and claims.loc["linear", "n_seeds"] == 2
+    assert (
+        claims.loc["linear", "note"] == "1 of 3 seeds left out: res-none seed 2 diverged at step 15"
+        and claims.loc["linear", "n_seeds"] == 2
+    )
     assert claims.loc["relu", "note"] == "n"
 
 
@@ -109,7 +117,9 @@ def test_figures_mark_a_diverged_run_at_its_divergence_step():
     plt.close(fig)
     fig, ax = plt.subplots()
     plotting.plot_final_by(table, "weight_cos", "input", 1, x="condition", hue="condition", ax=ax)
-    assert any("diverged, left out: res-none, adam, 1.0 seed 2 (step 15)" in t.get_text() for t in ax.texts)
+    assert any(
+        "did not train, left out: res-none, adam, 1.0 seed 2 (diverged at step 15)" in t.get_text() for t in ax.texts
+    )
     plt.close(fig)
 
 
@@ -157,6 +167,6 @@ def test_the_chapter_completes_when_the_sgd_control_diverges(monkeypatch):
     chapter.verdict(results, claims)
     plt.close("all")
     note = claim(claims, "symmetry-breaking-every-optimizer")["note"]
-    assert "sgd(momentum=0.9): res-relu n/a (1 of 1 seed diverged)" in note
+    assert "sgd(momentum=0.9): res-relu n/a (1 of 1 seed left out: res-relu seed 0 diverged at step" in note
     assert "diverged" not in claim(claims, "linear-weight-v1")["note"]  # the Adam runs did not diverge
     assert summary.shape[0] == 4

@@ -20,10 +20,10 @@ def test_the_readme_findings_table_is_generated_from_the_committed_snapshot():
 def test_the_table_reads_each_main_claim_s_verdict_of_record(tmp_path):
     snapshot = tmp_path / "snapshot"
     shutil.copytree(findings.snapshot_dir(repository_root()), snapshot)
-    path = snapshot / "condition2.json"
+    path = snapshot / "mlp_conditions.json"
     payload = json.loads(path.read_text())
     row = next(row for row in payload["claims"] if row["key"] == "linear-weight-v1@fashion-mnist")
-    row.update(ours_mean=0.5, ours_std=0.25, verdict="not reproduced")
+    row.update(ours_mean=0.5, ours_std=0.25, n_seeds=3, verdict="not reproduced")
     path.write_text(json.dumps(payload))
     table = findings.main_claims(snapshot)
     assert len(table) == len(findings.MAIN_CLAIMS)
@@ -33,7 +33,7 @@ def test_the_table_reads_each_main_claim_s_verdict_of_record(tmp_path):
     readme.write_text(f"intro\n{findings.START}\nold\n{findings.END}\nrest\n")
     assert findings.write(readme, snapshot) and not findings.write(readme, snapshot)
     assert readme.read_text().startswith("intro\n") and readme.read_text().endswith("\nrest\n")
-    assert "| 0.50 ± 0.25 (n = 3) |" in findings.readme_block(readme.read_text())
+    assert "| 0.50 ± 0.25 (n = 3 seeds) |" in findings.readme_block(readme.read_text())
 
 
 def test_a_main_claim_missing_from_the_snapshot_is_named(tmp_path):

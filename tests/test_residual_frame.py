@@ -86,7 +86,9 @@ def test_a_step_in_the_rotated_frame_commutes_with_turning_the_residual_basis():
             train(model, optimizer)
             paths.append(model)
         expected = rotated_copy(paths[0], rotation)
-        results[name] = max(float((p - q).abs().max()) for p, q in zip(expected.parameters(), paths[1].parameters()))
+        results[name] = max(
+            float((p - q).detach().abs().max()) for p, q in zip(expected.parameters(), paths[1].parameters())
+        )
     # transformers' Llama normalises (RMSNorm) and takes the softmax in float32 even in a float64 model, so the two
     # functions agree to float32 rounding, which Adam's normaliser lifts on near-zero gradient entries (~3e-6 here);
     # a step that does not commute moves the weights by the learning rate's order (~6e-2 for plain Adam)

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 from helpers import synthetic, timeline_run
@@ -76,7 +77,7 @@ def test_change_over_last_third_and_when_a_claim_holds():
     ]
     frame = pd.DataFrame(rows)
     change = statistics.change_over_last_per_run(frame, 1 / 3, keys=["group"])
-    assert set(change["start"]) == {2000}  # the last snapshot at or before 2/3 of 3000 steps
+    assert set(change["start"]) == {2000}  # the first snapshot at or after 2/3 of 3000 steps
     assert change["value"].tolist() == pytest.approx([-0.1] * 4)
     assert not statistics.settled(statistics.estimate(change["value"]))
     assert statistics.settled(statistics.Estimate(0.03, 0.01, 2))
@@ -91,10 +92,10 @@ def test_change_over_last_third_and_when_a_claim_holds():
 def test_up_to_step_and_change_over_last_third():
     table = timeline_run("a", 0, 1.0, [0, 1, 2, 3, 4, 5], [0.1, 0.5, 0.9, 0.6, 0.3, 0.3])  # steps 0, 1, 3, 10, 30, 100
     assert sorted(statistics.up_to_step(table, 10)["step"].unique()) == [0, 1, 3, 10]
-    # the last third starts after step 66: the value at step 30 (0.3) to the end (0.3)
-    assert statistics.change_over_last(table, "weight_cos", "input", 1).mean == pytest.approx(0.0)
-    # over the last 95%: from step 3 (0.9) to the end
-    assert statistics.change_over_last(table, "weight_cos", "input", 1, fraction=0.95).mean == pytest.approx(-0.6)
+    # the last third starts at step 67: it holds only the last snapshot, so no movement can be measured
+    assert math.isnan(statistics.change_over_last(table, "weight_cos", "input", 1).mean)
+    # over the last 95%: from step 10 (0.6), the first snapshot at or after step 5, to the end
+    assert statistics.change_over_last(table, "weight_cos", "input", 1, fraction=0.95).mean == pytest.approx(-0.3)
     early = statistics.up_to_step(table, 10)
     assert statistics.final_estimate(early, "weight_cos", "input", 1).mean == pytest.approx(0.6)
 
@@ -135,36 +136,44 @@ def test_the_random_levels_spread_is_that_of_a_pair_mean_of_random_abs_cos():
         statistics.random_level_sd(32, 0)
 
 
-def test_the_random_level_is_judged_against_its_own_spread_not_a_tolerance_of_0_10():
+def test_the_random_level_is_an_equivalence_test_whose_every_verdict_can_come_out():
     E = statistics.Estimate
-    baseline, spread = 0.0499, statistics.random_level_sd(256, 3)  # ~0.022
-    # three times the random level: a value tolerance of 0.10 would call it reproduced, the random level's spread does not
+    baseline, margin = 0.0499, statistics.random_level_margin(256)
+    assert margin == pytest.approx(statistics.random_level_sd(256, 1)) and 0.03 < margin < 0.04
+    # the interval: mean +- t(0.975, 2) x sd / sqrt(3) = 0.07 +- 4.303 x 0.005 / 1.732
+    assert statistics.mean_interval(E(0.07, 0.005, 3)) == pytest.approx((0.057579, 0.082421), abs=1e-6)
+    # whole interval inside the margin: reproduced; wholly outside: not reproduced; straddling: inconclusive
+    assert statistics.verdict_at_random_level(E(0.07, 0.005, 3), baseline, margin) == "reproduced"
+    assert statistics.verdict_at_random_level(E(0.15, 0.005, 3), baseline, margin) == "not reproduced"
+    assert statistics.verdict_at_random_level(E(0.10, 0.041, 3), baseline, margin) == "inconclusive"
+    assert statistics.verdict_at_random_level(E(0.0, 0.002, 3), 0.05, 0.01) == "not reproduced"  # below it, too
+    # three times the random level passes a value tolerance of 0.10, never this rule
     assert statistics.verdict_for_value(E(0.145, 0.01, 3), baseline) == "reproduced"
-    assert statistics.verdict_at_random_level(E(0.145, 0.01, 3), baseline, spread) == "partly reproduced"
-    assert statistics.verdict_for_value(E(0.28, 0.01, 3), baseline) == "partly reproduced"
-    assert statistics.verdict_at_random_level(E(0.28, 0.01, 3), baseline, spread) == "not reproduced"
-    # at the random level within its noise
-    assert statistics.verdict_at_random_level(E(0.07, 0.01, 3), baseline, spread) == "reproduced"
-    # the band: k x sqrt(baseline_sd^2 + seed_sd^2 / n), 3 x sqrt(0.0217^2 + 0.03^2 / 3)
-    band = statistics.random_level_band(E(0.07, 0.03, 3), spread)
-    assert band == pytest.approx(0.083329, abs=1e-6)
-    assert statistics.verdict_at_random_level(E(baseline + 0.99 * band, 0.03, 3), baseline, spread) == "reproduced"
-    assert (
-        statistics.verdict_at_random_level(E(baseline + 1.01 * band, 0.03, 3), baseline, spread) == "partly reproduced"
-    )
-    assert statistics.verdict_at_random_level(E(baseline + 2.6 * band, 0.03, 3), baseline, spread) == "not reproduced"
-    # one seed: its spread is the floor, so its band is wide (one seed cannot tell 0.05 from 0.15)
-    one = statistics.random_level_band(E(0.1, math.nan, 1), spread)
-    assert one == pytest.approx(0.163535, abs=1e-6)  # 3 x sqrt(0.0217^2 + 0.05^2)
-    # ... and so a single seed within it confirms nothing: 0.19 is not "at the random level" on one seed
-    assert statistics.verdict_at_random_level(E(0.19, math.nan, 1), baseline, spread) == "inconclusive"
-    assert statistics.verdict_at_random_level(E(baseline, math.nan, 1), baseline, spread) == "inconclusive"
-    assert (
-        statistics.verdict_at_random_level(E(baseline + 2.6 * one, math.nan, 1), baseline, spread) == "not reproduced"
-    )
-    assert statistics.verdict_at_random_level(E(math.nan, math.nan, 0), baseline, spread) == "not tested"
-    with pytest.raises(ValueError, match="baseline_sd"):
+    assert statistics.verdict_at_random_level(E(0.145, 0.01, 3), baseline, margin) == "not reproduced"
+    # one seed: its assumed spread (0.05) makes an interval wider than the band, so it never confirms the level
+    assert statistics.verdict_at_random_level(E(baseline, math.nan, 1), baseline, margin) == "inconclusive"
+    assert statistics.verdict_at_random_level(E(0.40, math.nan, 1), baseline, margin) == "not reproduced"
+    assert statistics.verdict_at_random_level(statistics.known(0.06), baseline, margin) == "reproduced"
+    assert statistics.verdict_at_random_level(E(math.nan, math.nan, 0), baseline, margin) == "not tested"
+    with pytest.raises(ValueError, match="margin"):
         statistics.verdict_at_random_level(E(0.07, 0.01, 3), baseline, math.nan)
+
+
+def test_more_seed_noise_never_turns_an_estimate_into_the_random_level():
+    """A property over 5,000 random estimates: adding seed noise never makes "reproduced" of another verdict."""
+    E = statistics.Estimate
+    baseline, margin = 0.05, statistics.random_level_margin(256)
+    rng = np.random.default_rng(0)
+    seen = set()
+    for mean, sd, extra, n in zip(
+        rng.uniform(0, 0.3, 5000), rng.uniform(0, 0.1, 5000), rng.uniform(0, 0.2, 5000), rng.integers(2, 9, 5000)
+    ):
+        quiet = statistics.verdict_at_random_level(E(mean, sd, int(n)), baseline, margin)
+        noisy = statistics.verdict_at_random_level(E(mean, sd + extra, int(n)), baseline, margin)
+        seen.add(quiet)
+        assert noisy != "reproduced" or quiet == "reproduced"
+        assert quiet != "inconclusive" or noisy == "inconclusive"
+    assert seen == {"reproduced", "inconclusive", "not reproduced"}
 
 
 def _noisy_flat_runs(level=0.5, noise=0.05, snapshots=60, seeds=8) -> pd.DataFrame:
@@ -272,16 +281,18 @@ def test_the_judging_horizon_is_the_first_settled_snapshot_before_memorising_or_
     from geocont.statistics import judging_horizon
 
     rising_then_flat = _per_run({0: [0.1, 0.3, 0.5, 0.6, 0.6, 0.6, 0.6], 1: [0.1, 0.3, 0.5, 0.6, 0.6, 0.6, 0.6]}, STEPS)
-    late_riser = _per_run({0: [0.1, 0.1, 0.1, 0.1, 0.1, 0.3, 0.5], 1: [0.1, 0.1, 0.1, 0.1, 0.1, 0.3, 0.5]}, STEPS)
+    late_riser = _per_run({0: [0.1, 0.1, 0.1, 0.2, 0.3, 0.4, 0.5], 1: [0.1, 0.1, 0.1, 0.2, 0.3, 0.4, 0.5]}, STEPS)
     falling_val = _per_run({0: [3.0, 2.5, 2.2, 2.1, 2.05, 2.0, 1.99], 1: [3.0, 2.5, 2.2, 2.1, 2.05, 2.0, 1.99]}, STEPS)
     horizon = judging_horizon({"a": rising_then_flat}, falling_val, STEPS)
-    assert (horizon.step, horizon.settled, horizon.memorising_after) == (500, True, None)
+    # the last third of 400 steps starts at the first snapshot at or after step 267: 300, where it is flat
+    assert (horizon.step, horizon.settled, horizon.memorising_after) == (400, True, None)
     flat = _per_run({0: [0.1] * 7, 1: [0.1] * 7}, STEPS)
-    assert judging_horizon({"a": flat}, None, STEPS).step == 100  # nothing moves: settled at the first snapshot
+    # nothing moves: settled at the first snapshot whose last third holds two snapshots (100 and 200 hold one)
+    assert judging_horizon({"a": flat}, None, STEPS).step == 300
     assert judging_horizon({"a": flat}, None, STEPS, not_before=400).step == 400  # but not before the floor
     horizon = judging_horizon({"a": rising_then_flat, "b": late_riser}, falling_val, STEPS)
     assert (horizon.step, horizon.settled, horizon.moving()) == (600, False, ["b"])
-    assert horizon.quantities["b"].trend.mean == pytest.approx(0.4)
+    assert horizon.quantities["b"].trend.mean == pytest.approx(0.2)  # from step 400, the first at or after 400
     rising_val = _per_run({0: [3.0, 2.5, 2.2, 2.1, 2.2, 2.3, 2.4], 1: [3.0, 2.5, 2.2, 2.1, 2.1, 2.1, 2.1]}, STEPS)
     horizon = judging_horizon({"a": rising_then_flat}, rising_val, STEPS)  # seed 0 memorises after step 300
     assert (horizon.step, horizon.settled, horizon.memorising_after) == (300, False, 300)
@@ -301,3 +312,80 @@ def test_v_is_judged_low_on_its_own_numbers_and_the_reproduced_projections_alone
     from geocont.statistics import Estimate, verdict_v_low
 
     assert verdict_v_low(Estimate(*v), 0.05, [Estimate(*o) for o in others]) == verdict
+
+
+def test_continued_moves_each_final_value_on_by_its_last_third_change():
+    table = timeline_run("a", 0, 1.0, [0, 1, 2, 3, 4, 5], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], steps=[0, 30, 60, 70, 80, 90])
+    moved = statistics.continued(table)
+    # the last third of 90 steps starts at 60 (0.3): the final 0.6 moves on by 0.3
+    assert statistics.final_estimate(moved, "weight_cos", "input", 1).mean == pytest.approx(0.9)
+    assert statistics.estimate_at_step(moved, 60, "weight_cos", "input", 1).mean == pytest.approx(0.3)
+    assert statistics.movement_could_change("reproduced", "not reproduced")
+    assert not statistics.movement_could_change("reproduced", "reproduced")
+    assert not statistics.movement_could_change("not tested", "reproduced")
+
+
+def test_a_near_random_quantity_is_judged_settled_against_its_own_noise():
+    assert statistics.near_random_tolerance(128, 3) == pytest.approx(
+        2 * math.sqrt(2) * statistics.random_level_sd(128, 3)
+    )
+    assert 0.08 < statistics.near_random_tolerance(128, 3) < 0.09
+    assert statistics.near_random_tolerance(4096, 30) == statistics.SETTLED_TOLERANCE
+
+
+def test_every_verdict_rule_can_return_each_of_its_verdicts():
+    """A rule that cannot fail (or cannot pass) decides nothing: each rule, fed the cases below, returns every verdict
+    it documents."""
+    E, S = statistics.Estimate, statistics
+    corr = S.RankCorrelation
+    cases = {
+        "value": ({S.verdict_for_value(E(m, 0.01, 3), 0.5) for m in (0.55, 0.7, 0.9, math.nan)}),
+        "random level": {
+            S.verdict_at_random_level(E(m, sd, 3), 0.05, 0.038) for m, sd in ((0.05, 0.002), (0.3, 0.01), (0.09, 0.04))
+        }
+        | {S.verdict_at_random_level(E(math.nan, math.nan, 0), 0.05, 0.038)},
+        "difference": {S.verdict_for_difference(E(m, 0.01, 3), E(0.2, 0.01, 3)) for m in (0.5, 0.27, 0.2, math.nan)},
+        "interval": {S.verdict_for_interval(lo, hi, +1) for lo, hi in ((0.1, 0.3), (-0.3, -0.1), (-0.1, 0.1))}
+        | {S.verdict_for_interval(math.nan, math.nan, +1)},
+        "closer": {S.closer_to(E(v, 0.01, 3), E(0.9, 0.01, 3), E(0.1, 0.01, 3)) for v in (0.85, 0.15, 0.5, math.nan)},
+        "correlation": {
+            S.verdict_for_correlation(corr(*c, 10), +1)
+            for c in ((0.5, 0.2, 0.8), (0.2, -0.1, 0.5), (-0.5, -0.8, -0.2), (math.nan,) * 3)
+        },
+        "v low": {
+            S.verdict_v_low(E(v, 0.01, 3), 0.05, others)
+            for v, others in (
+                (0.06, [E(0.6, 0.01, 3)]),
+                (0.3, [E(0.6, 0.01, 3)]),
+                (0.06, [E(0.1, 0.01, 3)]),
+                (0.5, [E(0.5, 0.01, 3)]),
+                (0.06, []),
+            )
+        },
+    }
+    every = {"reproduced", "not reproduced", "not tested"}
+    assert cases["value"] == every | {"partly reproduced"}
+    assert cases["random level"] == every | {"inconclusive"}
+    assert cases["difference"] == every | {"partly reproduced"}
+    assert cases["interval"] == every | {"inconclusive"}
+    assert cases["closer"] == every | {"inconclusive"}
+    assert cases["correlation"] == every | {"partly reproduced"}
+    assert cases["v low"] == every | {"partly reproduced"}
+
+
+def test_a_correlation_carried_by_depth_vanishes_when_depth_is_partialled_out():
+    rng = np.random.default_rng(0)
+    depth = np.arange(30)
+    x, y = -depth + 3 * rng.standard_normal(30), depth + 3 * rng.standard_normal(30)  # related only through depth
+    found = statistics.depth_correlation(x, y, depth, n_boot=400)
+    assert found.raw.rho < -0.8 and found.raw.high < 0  # the raw correlation is strong and "significant"
+    assert abs(found.partial.rho) < 0.4 and found.partial.low < 0 < found.partial.high
+    assert (found.n, found.block) == (30, 5)
+    related = statistics.depth_correlation(x, -x + rng.standard_normal(30), depth, n_boot=400)
+    assert related.partial.high < 0 and related.partial.low <= related.partial.rho <= related.partial.high
+    # seeds at one depth are averaged first: 3 seeds x 4 positions are 4 units, too few for a partial correlation
+    few = statistics.depth_correlation(np.tile(x[:4], 3), np.tile(y[:4], 3), np.tile(depth[:4], 3), n_boot=50)
+    assert few.n == 4 and math.isnan(few.partial.rho)
+    assert statistics.circular_block_indices(5, 2, np.random.default_rng(1)).tolist() in (
+        [[a % 5, (a + 1) % 5, b % 5, (b + 1) % 5, c % 5] for a in range(5) for b in range(5) for c in range(5)]
+    )

@@ -21,7 +21,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+import pandas as pd
 import torch
+
+from .metrics import top_singular_triplets
 
 #: The projections whose leading vector in the residual stream is the input one (they read the stream).
 READERS = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
@@ -53,9 +56,10 @@ def concentration(vector: torch.Tensor) -> tuple[float, int, float]:
 
 
 def leading_vectors(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(u1, v1)`` of an [out, in] matrix, in float64 (signs arbitrary)."""
-    u, _, vh = torch.linalg.svd(matrix.detach().double(), full_matrices=False)
-    return u[:, 0], vh[0]
+    """``(u1, v1)`` of an [out, in] matrix (signs arbitrary): :func:`geocont.metrics.top_singular_triplets`, the
+    book's own singular-vector routine (exact for small matrices, converged subspace iteration for large ones)."""
+    found = top_singular_triplets(matrix.detach().float(), 1)
+    return found.u.reshape(-1).double(), found.v.reshape(-1).double()
 
 
 def _gain_ratio(gains: torch.Tensor | None, index: int) -> float:
@@ -114,3 +118,69 @@ def model_channel(model) -> list[tuple[str, int, str, float]]:
         mlp_gains=[layer.post_attention_layernorm.weight for layer in layers],
         final_gain=model.model.norm.weight,
     )
+
+
+#: The pre-norm gains' tensor names per checkpoint naming (``{layer}`` filled): the attention norm, the MLP norm and
+#: the final norm. A naming not listed (BERT's post-norms) gives no gains.
+NORM_NAMES = {
+    "gguf": ("blk.{layer}.attn_norm.weight", "blk.{layer}.ffn_norm.weight", "output_norm.weight"),
+    "llama": (
+        "model.layers.{layer}.input_layernorm.weight",
+        "model.layers.{layer}.post_attention_layernorm.weight",
+        "model.norm.weight",
+    ),
+    "gemma3": (
+        "model.layers.{layer}.input_layernorm.weight",
+        "model.layers.{layer}.pre_feedforward_layernorm.weight",
+        "model.norm.weight",
+    ),
+}
+
+
+def checkpoint_channel(source, layout: str | None = None) -> pd.DataFrame:
+    """:func:`channel_rows` of a checkpoint (a path, an offline model's name, a Hugging Face id: as
+    :func:`geocont.analyzer.analyze` takes), one row per (projection, layer, metric), columns ``projection``, ``layer``,
+    ``metric``, ``value``; the pre-norm gains where its naming has them (:data:`NORM_NAMES`), else NaN."""
+    from .analyzer import _open_with_layout
+
+    src, chosen = _open_with_layout(source, layout)
+    matrices = chosen.matrices(src)
+    n_layers = min(len(refs) for refs in matrices.values())
+    names = src.names()
+    family = "gguf" if chosen.name.endswith("gguf") else chosen.name
+    gains: dict[str, object] = {}
+    if family in NORM_NAMES:
+        attention, mlp, final = NORM_NAMES[family]
+        offset = chosen.gain_offset
+        wanted = {"attention": attention, "mlp": mlp}
+        for key, template in wanted.items():
+            tensors = [template.format(layer=layer) for layer in range(n_layers)]
+            if all(name in names for name in tensors):
+                gains[key] = [src.read(name).float() + offset for name in tensors]
+        if final in names:
+            gains["final"] = src.read(final).float() + offset
+    rows = channel_rows(
+        {projection: [ref.load(src) for ref in refs[:n_layers]] for projection, refs in matrices.items()},
+        attention_gains=gains.get("attention"),
+        mlp_gains=gains.get("mlp"),
+        final_gain=gains.get("final"),
+    )
+    return pd.DataFrame(rows, columns=["projection", "layer", "metric", "value"])
+
+
+def channel_summary(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per projection: the mean, min and max over layers of each channel metric, and ``same_index``: the share of
+    layers whose top coordinate is the projection's most common one (1.0: one coordinate in every layer)."""
+    table = rows.pivot_table(index=["projection", "layer"], columns="metric", values="value", dropna=False).reset_index()
+    out = []
+    for projection, mine in table.groupby("projection", sort=False):
+        index = mine["channel_index"].astype(int)
+        row = {"projection": projection, "layers": len(mine), "top_coordinate": int(index.mode().iloc[0])}
+        row["same_index"] = float((index == row["top_coordinate"]).mean())
+        for metric in ("channel_share", "channel_pr", "channel_gain", "ones_cos"):
+            if metric in mine and mine[metric].notna().any():
+                row[f"{metric}_mean"] = float(mine[metric].mean())
+                row[f"{metric}_min"] = float(mine[metric].min())
+                row[f"{metric}_max"] = float(mine[metric].max())
+        out.append(row)
+    return pd.DataFrame(out).set_index("projection")

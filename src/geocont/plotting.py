@@ -157,35 +157,39 @@ def plot_over_training(
     return ax
 
 
-#: How a diverged run is drawn: an x at the step where its loss became non-finite.
+#: How a run that did not train is drawn: an x at the step where its loss became non-finite (diverged), or where it
+#: exploded (:mod:`geocont.validity`; its curve is cut there).
 DIVERGED_STYLE = dict(marker="x", s=70, linewidths=2, zorder=5)
 
 
 def mark_diverged(ax: plt.Axes, table: pd.DataFrame, frame: pd.DataFrame, hue: str, colours: dict) -> None:
-    """An x per diverged run of ``table`` at its divergence step, at its last value in ``frame`` (rows
+    """An x per run of ``table`` that diverged or exploded, at that step, at its last value in ``frame`` (rows
     as :func:`per_run` gives; the bottom of the axes if it has none), in its ``hue`` colour."""
     runs = diverged_runs(table)
-    labelled = False
+    labelled = set()
     for run in runs.itertuples(index=False):
-        keys = {k: getattr(run, k) for k in runs.columns if k not in ("step", "last_loss") and k in frame.columns}
+        keys = {
+            k: getattr(run, k) for k in runs.columns if k not in ("step", "last_loss", "status") and k in frame.columns
+        }
         mine = frame
         for column, value in keys.items():
             mine = mine[mine[column] == value]
         mine = mine[mine["step"] < run.step].dropna(subset=["value"])
         y = float(mine.sort_values("step")["value"].iloc[-1]) if len(mine) else ax.get_ylim()[0]
         colour = colours.get(keys.get(hue), "black") if hue in keys else "black"
-        ax.scatter([run.step], [y], color=colour, label=None if labelled else "diverged (x: step)", **DIVERGED_STYLE)
-        labelled = True
+        label = f"{run.status} (x: step)"
+        ax.scatter([run.step], [y], color=colour, label=None if label in labelled else label, **DIVERGED_STYLE)
+        labelled.add(label)
 
 
 def note_diverged(ax: plt.Axes, table: pd.DataFrame) -> None:
-    """A line inside the axes naming the diverged runs that final values leave out."""
+    """A line inside the axes naming the runs that diverged or exploded, which final values leave out."""
     runs = diverged_runs(table)
     if runs.empty:
         return
     names = [
-        ", ".join(str(v) for k, v in run._asdict().items() if k not in ("step", "last_loss", "seed"))
-        + f" seed {run.seed} (step {run.step:,})"
+        ", ".join(str(v) for k, v in run._asdict().items() if k not in ("step", "last_loss", "seed", "status"))
+        + f" seed {run.seed} ({run.status} at step {run.step:,})"
         if "seed" in runs.columns
         else f"step {run.step:,}"
         for run in runs.itertuples(index=False)
@@ -193,7 +197,7 @@ def note_diverged(ax: plt.Axes, table: pd.DataFrame) -> None:
     ax.text(
         0.01,
         0.99,
-        f"x diverged, left out: {'; '.join(names)}",
+        f"x did not train, left out: {'; '.join(names)}",
         transform=ax.transAxes,
         va="top",
         fontsize="x-small",

@@ -30,6 +30,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from . import cache, ray_probe, store
+from .validity import cut_exploded
 
 EXECUTORS = ("serial", "local", "local:N", "ray", "ray:ADDRESS")
 #: The environment variable that chooses the executor when no ``executor`` argument is given.
@@ -486,7 +487,8 @@ def run_jobs(
     One progress bar advances as runs finish; a failed run is reported as soon as it
     fails (with its configuration) and :class:`SweepFailed` is raised after the others.
 
-    ``deadline`` (a ``time.time()`` value): no run starts after it, the runs are started longest
+    Every table is returned as claims read it (:func:`geocont.validity.cut_exploded`: an exploded run ends at its
+    event); ``on_result`` sees the table as trained. ``deadline`` (a ``time.time()`` value): no run starts after it, the runs are started longest
     first, and the table of a run not started is None. ``on_result(job, table)`` is called in
     this process as each computed run lands (it must not raise).
     """
@@ -502,7 +504,7 @@ def run_jobs(
         _execute(spec, sweep.pending, threads=threads, report=sweep.report, deadline=deadline)
     if sweep.failures:
         raise SweepFailed(sweep.failures, len(sweep.pending), sweep.cached)
-    return sweep.tables  # type: ignore[return-value]
+    return [None if table is None else cut_exploded(table) for table in sweep.tables]
 
 
 def _refuse_inside_a_worker_import() -> None:
@@ -652,22 +654,25 @@ def announce_claims(jobs: Sequence[Job]) -> list[str]:
 
 
 def run_job(job: Job, progress: bool = True) -> pd.DataFrame:
-    """One job in this process (the cached single-run functions, e.g. ``run_mlp``).
+    """One job in this process (the cached single-run functions, e.g. ``run_mlp``), its table as claims read it
+    (:func:`geocont.validity.cut_exploded`).
 
     Same thread count and cache key as in a sweep; ``progress`` is the job's own concern
     (its ``compute`` decides whether to show a bar). Exceptions propagate unchanged.
     """
     table = job.load()
     if table is not None:
-        return table
+        return cut_exploded(table)
     store.forbid_training(job.kind, job.key_config(), job.label, cache_dir=cache.cache_root())
     with pinned_threads():
-        return cache.cached(
-            job.kind,
-            job.key_config(),
-            lambda: job.compute(job.argument),
-            job.require_metrics,
-            require_artifacts=job.require_artifacts,
+        return cut_exploded(
+            cache.cached(
+                job.kind,
+                job.key_config(),
+                lambda: job.compute(job.argument),
+                job.require_metrics,
+                require_artifacts=job.require_artifacts,
+            )
         )
 
 

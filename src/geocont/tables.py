@@ -68,6 +68,8 @@ METRICS: dict[str, str] = {
     "trace_weight_cos": "|cos| of adjacent layers' leading singular vectors at a trace point (recorder.DenseTrace)",
     "diverged": "the step at which the loss became NaN or infinite (training stopped there); value: the last "
     "finite minibatch loss",
+    "exploded": "the step k at which the training loss exploded (validity.explosion_step); the rows from k on are "
+    "cut from the table claims read; value: the run's last finite loss",
 }
 
 #: The metric of the one row a diverged run ends with: ``step`` is the step whose minibatch loss was
@@ -75,6 +77,10 @@ METRICS: dict[str, str] = {
 #: ``model``, layer :data:`MODEL_LAYER`, no space or direction. The rows before it are the run's
 #: record up to the divergence.
 DIVERGED = "diverged"
+#: The metric of the one row an exploded run's table ends with as claims read it (:func:`geocont.validity.cut_exploded`):
+#: ``step`` is where its final instability event began, ``value`` its last finite loss; the rows from that step on
+#: are cut. Readers treat it as a :data:`DIVERGED` run whose end is that step.
+EXPLODED = "exploded"
 #: Former metric names -> their names now; tables recorded under a former name (in a run cache)
 #: are read with :func:`current_metric_names`.
 METRIC_ALIASES: dict[str, str] = {"v1_turn": "turn"}
@@ -87,7 +93,8 @@ Row = tuple[int, str, int, str, str, int, float]
 #: ``key`` is the claim's stable name within its chapter and the dataset it was judged on,
 #: ``<claim>@<dataset>`` (:func:`claim_key`; prose and tests look claims up by it); ``dataset``: the
 #: dataset (a corpus or model for the non-MLP chapters) the claim was judged on, "" where the chapter
-#: names none (then the key is the claim's name alone). ``primary``: this row is the claim's verdict of
+#: names none (then the key is the claim's name alone). ``n_seeds`` counts the independent units the estimate
+#: rests on, and ``n_unit`` names them (``seeds``, ``layer pairs``, ``depth positions``, ``tallied tests``...). ``primary``: this row is the claim's verdict of
 #: record, the one on its chapter's headline dataset (the closing chapter counts only these; the
 #: claim's rows on other datasets stand beside it).
 #: ``early_mean``, ``early_sd``, ``early_n``, ``early_step`` and ``early_verdict``: the same claim
@@ -103,6 +110,7 @@ CLAIM_COLUMNS = [
     "ours_mean",
     "ours_std",
     "n_seeds",
+    "n_unit",
     "baseline",
     "verdict",
     "note",
@@ -120,13 +128,16 @@ VERDICTS = ("reproduced", "partly reproduced", "inconclusive", "not reproduced",
 
 
 def diverged_runs(table: pd.DataFrame) -> pd.DataFrame:
-    """The runs of a run or sweep table that diverged: one row each, with the run's key columns
-    (those of :data:`RUN_KEYS` it has), ``step`` (where the loss became non-finite) and ``last_loss``
-    (the last finite minibatch loss). Empty (with those columns) where none diverged."""
+    """The runs of a run or sweep table that did not train (:mod:`geocont.validity`): one row each, with the run's
+    key columns (those of :data:`RUN_KEYS` it has), ``step`` (where the loss became non-finite, or where it
+    exploded), ``last_loss`` (the last finite loss) and ``status`` (``diverged`` or ``exploded``). Empty (with those
+    columns) where every run trained."""
     keys = [key for key in RUN_KEYS if key in table.columns]
-    rows = table[table["metric"] == DIVERGED] if "metric" in table.columns else table.iloc[:0]
-    out = rows[keys + ["step", "value"]].rename(columns={"value": "last_loss"}).reset_index(drop=True)
-    return out.astype({"step": int})
+    rows = table[table["metric"].isin([DIVERGED, EXPLODED])] if "metric" in table.columns else table.iloc[:0]
+    out = rows[keys + ["step", "value", "metric"]].rename(columns={"value": "last_loss", "metric": "status"})
+    out = out.reset_index(drop=True).astype({"step": int})
+    out["status"] = out["status"].astype(str)
+    return out
 
 
 def make_row(step: int, group: str, layer: int, metric: str, space: str, direction: int, value: float) -> Row:
@@ -219,6 +230,7 @@ def claim_row(
     early_step: int | None = None,
     early_verdict: str = "",
     headline: bool = False,
+    n_unit: str = "seeds",
 ) -> dict[str, Any]:
     """One claims-table row; ``verdict`` must be one of :data:`VERDICTS`, ``key`` a stable
     lower-case name (letters, digits, ``-``), with ``dataset`` unique within the chapter (the row's
@@ -237,6 +249,7 @@ def claim_row(
         ours_mean=ours_mean,
         ours_std=ours_std,
         n_seeds=n_seeds,
+        n_unit=n_unit,
         baseline=baseline,
         verdict=verdict,
         note=note,

@@ -239,14 +239,29 @@ class ClaimsBuilder:
     judged on it unless :meth:`add` names another, and a claim's row on it is the claim's verdict of record
     (``primary``). A row's key is :func:`claim_key` of the claim's name and its dataset
     (``linear-weight-v1@mnist-10k``). A chapter that names no dataset ("", the default) keeps the plain
-    names as keys, every row primary.
+    names as keys, every row primary. ``not_counted``: claims another chapter owns, or variants of a claim of
+    record (never primary, so that the closing chapter counts each claim once).
     """
 
-    def __init__(self, chapter: str, dataset: str = "", *, prose: Prose) -> None:
+    def __init__(
+        self,
+        chapter: str,
+        dataset: str = "",
+        *,
+        prose: Prose,
+        not_counted: Mapping[str, str] | None = None,
+        unit: str = "seeds",
+    ) -> None:
         claim_key("chapter", dataset)  # checks the dataset's name
         self.chapter = chapter
         self.dataset = dataset
         self.prose = prose
+        #: ``{claim name: why it is not counted}``: claims this chapter shows that another chapter owns (judged there
+        #: on the same runs by the same rule), or variants of a claim of record; their rows are never primary, and
+        #: their notes say why
+        self.not_counted = dict(not_counted or {})
+        #: what a claim's ``n`` counts unless :meth:`add` names another unit
+        self.unit = unit
         self.rows: list[dict[str, Any]] = []
 
     def add(
@@ -262,12 +277,14 @@ class ClaimsBuilder:
         n: int | None = None,
         headline: bool = False,
         dataset: str | None = None,
+        unit: str | None = None,
     ) -> None:
         """One claim, worded by its template ``claim.<template>`` (``template`` defaults to ``key``) filled
         with ``fill``. ``ours`` is an :class:`Estimate` (mean, sd, n) or a bare number, whose ``std`` and
         ``n`` are then given (``std`` and ``n`` also override an estimate's). ``headline``: one of the book's
         headline claims. ``dataset``: the dataset it was judged on, the builder's headline dataset by
-        default; the row is primary where it is that one."""
+        default; the row is primary where it is that one. ``unit``: what ``n`` counts (the builder's unit by
+        default)."""
         words = self.prose.claim(template or key, **(fill or {}))
         self._row(
             key=key,
@@ -279,6 +296,7 @@ class ClaimsBuilder:
             n=n,
             headline=headline,
             dataset=dataset,
+            unit=unit,
         )
 
     def not_tested(
@@ -322,12 +340,16 @@ class ClaimsBuilder:
         n: int | None = None,
         headline: bool,
         dataset: str | None,
+        unit: str | None = None,
     ) -> None:
         dataset = self.dataset if dataset is None else dataset
         full_key = claim_key(key, dataset)
         if any(row["key"] == full_key for row in self.rows):
             raise ValueError(f"claim key {full_key!r} is used twice in chapter {self.chapter!r}")
         note = words.note
+        if key in self.not_counted:
+            why = f"not counted: {self.not_counted[key]}"
+            note = f"{why}; {note}" if note else why
         if isinstance(ours, Estimate):
             mean, spread, count = ours.mean, ours.std, ours.n
             if ours.n_diverged:  # "2 of 8 seeds diverged": diverged runs are left out of the estimate
@@ -348,8 +370,9 @@ class ClaimsBuilder:
                 note,
                 key=key,
                 dataset=dataset,
-                primary=dataset == self.dataset,
+                primary=dataset == self.dataset and key not in self.not_counted,
                 headline=headline,
+                n_unit=unit or self.unit,
             )
         )
 

@@ -106,6 +106,7 @@ def read(path: Path) -> dict:
         # a table from before the dataset and primary columns: its datasets are unknown, every row primary
         frame["dataset"] = [("" if _missing(d) else str(d)) for d in frame["dataset"]]
         frame["primary"] = [(True if _missing(p) else bool(p)) for p in frame["primary"]]
+        frame["n_unit"] = [("seeds" if _missing(u) else str(u)) for u in frame["n_unit"]]
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise MissingClaims(f"cannot read the claims table {path}: {error}; re-run its chapter") from error
     _check(frame, payload["chapter"])
@@ -191,7 +192,9 @@ def _ours_cell(row) -> str:
     ours = _number(row.ours_mean)
     if not _missing(row.ours_std):
         ours += f" ± {row.ours_std:.2f}"
-    return ours + f" (n = {row.n_seeds})"
+    unit = getattr(row, "n_unit", "seeds")
+    unit = "seeds" if _missing(unit) else unit
+    return ours + f" (n = {row.n_seeds} {unit})"
 
 
 def primary_rows(claims: pd.DataFrame) -> pd.DataFrame:
@@ -217,7 +220,8 @@ def markdown_table(claims: pd.DataFrame, titles: dict[str, str] | None = None) -
         if headline_dataset(rows):
             produced += "; " + _PROSE.render("table-dataset", dataset=headline_dataset(rows))
         names = rows["key"].map(lambda k: split_claim_key(k)[0])
-        primary = rows["primary"].astype(bool)
+        # a row on the headline dataset that is not primary is shown but not counted (another chapter owns it)
+        primary = rows["primary"].astype(bool) | (rows["dataset"] == headline_dataset(rows))
         others = list(dict.fromkeys(rows.loc[~primary, "dataset"]))
         by_name = {name: rows[(names == name) & primary] for name in dict.fromkeys(names)}
         early = {name: early_text(row.iloc[0]) if len(row) else "" for name, row in by_name.items()}
@@ -240,7 +244,7 @@ def markdown_table(claims: pd.DataFrame, titles: dict[str, str] | None = None) -
                     row.paper,
                     _ours_cell(row),
                     _number(row.baseline),
-                    f"**{row.verdict}**",
+                    f"**{row.verdict}**" if row.primary else _PROSE.render("not-counted", verdict=row.verdict),
                 ]
             else:  # judged on other datasets only: no verdict of record
                 row = elsewhere.iloc[0]

@@ -22,7 +22,7 @@ from ...sharing import (
     sharing_job,
     trained_subject,
 )
-from ...statistics import RankCorrelation, rank_correlation
+from ...statistics import DepthCorrelation, depth_correlation
 from .. import lm_runs
 from .settings import OURS, CompressionSettings
 
@@ -92,18 +92,17 @@ def grouping_penalty(grouping: pd.DataFrame) -> pd.DataFrame:
     return wide
 
 
-def block_correlations(pruning: pd.DataFrame, n_boot: int) -> dict[str, RankCorrelation]:
-    """Per model: Spearman's rho between a block's pruning cost and its continuity (blocks of
-    every seed pooled), and the same without block 0 where at least 3 other blocks remain."""
+def block_correlations(pruning: pd.DataFrame, n_boot: int) -> dict[str, DepthCorrelation]:
+    """Per model: Spearman's rho between a block's pruning cost and its continuity across depth positions (seeds
+    averaged per position), read with the dependence between neighbouring blocks
+    (:func:`geocont.statistics.depth_correlation`: a circular block bootstrap, depth partialled out, and the edge
+    blocks left out)."""
     correlations = {}
     for model, frame in pruning.groupby("model", sort=False):
-        per_layer = frame.groupby(["seed", "layer"])[["loss_increase", "continuity"]].mean()
-        correlations[model] = rank_correlation(per_layer["loss_increase"], per_layer["continuity"], n_boot)
-        interior = per_layer[per_layer.index.get_level_values("layer") > 0]
-        if len(interior) >= 3:
-            correlations[f"{model}, without block 0"] = rank_correlation(
-                interior["loss_increase"], interior["continuity"], n_boot
-            )
+        per_layer = frame.groupby(["seed", "layer"])[["loss_increase", "continuity"]].mean().reset_index()
+        correlations[model] = depth_correlation(
+            per_layer["loss_increase"], per_layer["continuity"], per_layer["layer"], n_boot
+        )
     return correlations
 
 
@@ -118,7 +117,7 @@ class Results:
     summary: pd.DataFrame  # sharing_summary over windows, by model and seed
     advantage: pd.DataFrame  # input_advantage, by model and seed
     paired: pd.DataFrame  # paired_difference, by model and seed
-    correlations: dict[str, RankCorrelation]
+    correlations: dict[str, DepthCorrelation]
 
     @property
     def models(self) -> list[str]:

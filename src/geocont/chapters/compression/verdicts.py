@@ -9,8 +9,8 @@ from ...book.chapter import ClaimsBuilder
 from ...book.prose import Prose
 from ...layouts import PROJECTIONS
 from ...statistics import (
+    DepthCorrelation,
     Estimate,
-    RankCorrelation,
     estimate,
     known,
     verdict_for_difference,
@@ -49,7 +49,7 @@ def compression_claims(
     paired: pd.DataFrame,
     pruning: pd.DataFrame,
     grouping: pd.DataFrame,
-    correlations: dict[str, RankCorrelation],
+    correlations: dict[str, DepthCorrelation],
     *,
     dataset: str,
 ) -> pd.DataFrame:
@@ -66,14 +66,6 @@ def compression_claims(
             "pruning-pooled", model_key(model), seeds=frame["seed"].nunique(), blocks=frame["layer"].nunique()
         )
         add_pruning_claim(out, f"{model_key(model)}-pruning", correlations[model], model, pooled=pooled)
-        if f"{model}, without block 0" in correlations:
-            add_pruning_claim(
-                out,
-                f"{model_key(model)}-pruning-without-block-0",
-                correlations[f"{model}, without block 0"],
-                model,
-                template="pruning-without-block-0",
-            )
         add_grouping_claim(out, grouping[grouping["model"] == model], model, spread)
     return out.table()
 
@@ -189,18 +181,21 @@ def add_grouping_claim(out: ClaimsBuilder, grouping: pd.DataFrame, model: str, s
 
 
 def add_pruning_claim(
-    out: ClaimsBuilder, key: str, correlation: RankCorrelation, model: str, *, template: str = "pruning", **fill: str
+    out: ClaimsBuilder, key: str, correlation: DepthCorrelation, model: str, *, template: str = "pruning", **fill: str
 ) -> None:
-    """Is pruning a block cheaper where adjacent-layer continuity is higher? ``template``: the claim's words
-    (``claim.pruning``, or ``claim.pruning-without-block-0``), ``fill``: the values its note takes beyond the
-    correlation (``pooled`` for ``claim.pruning``)."""
+    """Is pruning a block cheaper where adjacent-layer continuity is higher, at equal depth? Judged on the rank
+    correlation with depth partialled out, by its circular-block-bootstrap interval
+    (:func:`geocont.statistics.depth_correlation`); the raw and edge-free correlations stand in the note; ``n`` is
+    the number of depth positions."""
+    partial = correlation.partial
     out.add(
         key=key,
         template=template,
-        ours=correlation.rho,
+        ours=partial.rho,
         baseline=0.0,
-        verdict=verdict_for_interval(correlation.low, correlation.high, expected_sign=-1),
+        verdict=verdict_for_interval(partial.low, partial.high, expected_sign=-1),
         fill={"model": model, "correlation": correlation, **fill},
-        std=(correlation.high - correlation.low) / (2 * 1.96),
+        std=(partial.high - partial.low) / (2 * 1.96),
         n=correlation.n,
+        unit="depth positions",
     )

@@ -10,7 +10,7 @@ import pandas as pd
 from ...book.chapter import ClaimsBuilder
 from ...statistics import difference
 from .comparison import comparison_claims
-from .drift_tests import BATCH_TESTS, VERDICT_OF_DRIFT, drift_tests_found, forks_found
+from .drift_tests import BATCH_TESTS, NOT_TALLIED, VERDICT_OF_DRIFT, counts, drift_tests_found, forks_found
 from .forks import fork_claims
 from .formatting import PROSE
 from .mechanism import explanations
@@ -19,11 +19,30 @@ from .runs import Results
 from .settings import CHAPTER, DRIFT_TESTS
 from .spikes import SPIKE_CLAIM, spike_calibration
 
+#: The claims this chapter shows but does not count: those the residual-condition chapter (mlp_conditions) owns
+#: and judges on the same runs by the same rule (its names for them: ``nores-*``, ``linear-*``,
+#: ``res-none-rise-then-collapse``, ``res-relu-above-linear``), and its Res+Radial variant, whose paper number is
+#: judged there on the paper's Res+Radial (``radial-weight-v1``).
+NOT_COUNTED = {
+    **{
+        name: "judged in mlp_conditions on the same runs"
+        for name in (
+            "linear-weight-v1",
+            "linear-gradient-v1",
+            "nores-gradient-v1",
+            "nores-weight-v1",
+            "linear-rise-then-fall",
+            "relu-above-linear",
+        )
+    },
+    "radial-tau-low": "a variant of Res+Radial (res-radial-tau); the paper's Res+Radial is judged in mlp_conditions",
+}
+
 
 def claims(results: Results) -> pd.DataFrame:
     """The chapter's claims: Condition 2 on every dataset (the headline dataset's the verdicts of record), then the
     direct tests of drift on the headline dataset and the verdict on drift."""
-    builder = ClaimsBuilder(CHAPTER.name, dataset=results.settings.headline, prose=PROSE)
+    builder = ClaimsBuilder(CHAPTER.name, dataset=results.settings.headline, prose=PROSE, not_counted=NOT_COUNTED)
     comparison_claims(results, builder)
     drift_claims(results, builder)
     drift_verdict_claim(results, builder)
@@ -156,7 +175,7 @@ def equal_distance_claim(results: Results, builder: ClaimsBuilder, headline: str
             reason="not-run",
             fill={
                 "headline": headline,
-                "paper": PROSE.choose("equal-distance-paper", "not-run"),
+                "paper": PROSE.choose("equal-distance-paper", "our-test"),
                 "test": "lr 3e-4 long",
             },
             baseline=results.baseline,
@@ -169,7 +188,7 @@ def equal_distance_claim(results: Results, builder: ClaimsBuilder, headline: str
         verdict=equal.verdict,
         fill={
             "headline": headline,
-            "paper": PROSE.choose("equal-distance-paper", "base-run", mean=equal.base_final.mean),
+            "paper": PROSE.choose("equal-distance-paper", "our-test"),
             "base": equal.base_final,
             "at_base_steps": equal.at_base_steps,
             "still_rising": equal.still_rising,
@@ -191,7 +210,7 @@ def batch_dose_claim(results: Results, builder: ClaimsBuilder, headline: str) ->
     builder.add(
         key=key,
         ours=difference(dose.finals[largest], dose.finals[smallest]),
-        baseline=results.baseline,
+        baseline=math.nan,  # a difference of two measured conditions: no random level in the verdict
         verdict=dose.verdict,
         fill={
             "headline": headline,
@@ -231,26 +250,34 @@ _CLAIM_OF_EXPLANATION = {
 
 
 def drift_verdict_claim(results: Results, builder: ClaimsBuilder) -> None:
-    """The explanation's verdict on rotation drift (:func:`.mechanism.explanations`) as a claim: its number is the
-    share of the tests that read for drift among those that read for or against it (a coin's 0.5 beside it); it adds
-    no test."""
+    """The explanation's verdict on rotation drift (:func:`.mechanism.explanations`) as a claim: its number is how
+    many tallied tests read for drift, of ``n`` tallied tests (the counts each way in its quantity, each grouping's
+    verdict in its note; no coin beside it: the tests share runs and are not exchangeable); it adds no test."""
     drift = next(found for found in explanations(results) if found.name == "rotation drift")
     readings = {**drift.numbers["motions"], **drift.numbers["readings"]}
-    votes = list(readings.values())
-    decisive = votes.count("for") + votes.count("against")
+    tallied = counts(readings)
     instability, memorisation = drift.numbers["alternatives"]
     builder.add(
         key="rotation-drift",
-        ours=votes.count("for") / decisive if decisive else math.nan,
-        baseline=0.5,
+        ours=float(tallied["for"]) if readings else math.nan,
+        baseline=math.nan,
         verdict=_CLAIM_OF_EXPLANATION[drift.verdict],
-        n=len(results.settings.seeds),
+        n=len(readings),
+        unit="tallied tests",
         fill={
             "headline": results.settings.headline,
             "motion_vote": drift.numbers["motion_vote"],
             "tests_vote": drift.numbers["tests_vote"],
+            "n_for": tallied["for"],
+            "n_against": tallied["against"],
+            "n_neither": tallied["neither"],
             "instability": instability,
             "memorisation": memorisation,
             "readings": "; ".join(PROSE.render("drift-vote", name=name, vote=vote) for name, vote in readings.items()),
+            "groupings": "; ".join(
+                PROSE.render("grouping-verdict", grouping=grouping, verdict=verdict)
+                for grouping, verdict in drift.numbers["groupings"].items()
+            ),
+            "not_tallied": "; ".join(f"{name} ({why})" for name, why in NOT_TALLIED.items()),
         },
     )

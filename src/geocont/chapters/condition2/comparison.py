@@ -21,12 +21,12 @@ from ...statistics import (
     formed,
     peak_and_final,
     peaks_per_seed,
-    random_level_sd,
+    random_level_margin,
     verdict_at_random_level,
     verdict_for_difference,
     verdict_for_value,
 )
-from ...tables import diverged_runs, select
+from ...tables import diverged_runs
 from .runs import Results
 
 #: Seeds' final values are called bimodal when the largest gap between consecutive sorted values
@@ -146,7 +146,7 @@ def seed_values(results: Results) -> pd.DataFrame:
         ]
         rows += [
             dict(condition=condition, optimizer=optimizer, seed=int(r.seed), value=math.nan, diverged=True)
-            for r in select(table, "diverged").itertuples()
+            for r in diverged_runs(table).itertuples()
         ]
     return (
         pd.DataFrame(rows)
@@ -281,7 +281,7 @@ def linear_claims(results: Results, table: pd.DataFrame, builder: ClaimsBuilder,
     builder.add(
         key="relu-above-linear",
         ours=difference(relu, none),
-        baseline=results.baseline,
+        baseline=math.nan,  # a difference of two measured conditions: no random level in the verdict
         verdict=verdict_for_difference(relu, none),
         fill={"relu": relu, "none": none},
         **where,
@@ -302,7 +302,7 @@ def radial_claims(results: Results, table: pd.DataFrame, builder: ClaimsBuilder,
     builder.add(
         key="relu-above-radial-tau",
         ours=difference(relu, radial),
-        baseline=results.baseline,
+        baseline=math.nan,  # a difference of two measured conditions: no random level in the verdict
         verdict=verdict_for_difference(relu, radial),
         fill={"relu": relu, "radial": radial},
         **where,
@@ -311,13 +311,13 @@ def radial_claims(results: Results, table: pd.DataFrame, builder: ClaimsBuilder,
 
 def no_residual_claims(results: Results, table: pd.DataFrame, builder: ClaimsBuilder, where: dict[str, Any]) -> None:
     """Without residuals: gradient and weight continuity at the random level, on one dataset."""
-    random_sd = random_level_sd(results.settings.base.width, results.settings.base.depth - 1)
+    margin = random_level_margin(results.settings.base.width)
     gradient, weight = weight_v1(table, "nores-relu", "grad_cos"), weight_v1(table, "nores-relu")
     builder.add(
         key="nores-gradient-v1",
         ours=gradient,
         baseline=results.baseline,
-        verdict=verdict_at_random_level(gradient, results.baseline, random_sd),
+        verdict=verdict_at_random_level(gradient, results.baseline, margin),
         fill={"paper": paper.NORES_GRADIENT},
         **where,
     )
@@ -325,7 +325,7 @@ def no_residual_claims(results: Results, table: pd.DataFrame, builder: ClaimsBui
         key="nores-weight-v1",
         ours=weight,
         baseline=results.baseline,
-        verdict=verdict_at_random_level(weight, results.baseline, random_sd),
+        verdict=verdict_at_random_level(weight, results.baseline, margin),
         fill={"gradient": gradient},
         **where,
     )

@@ -40,6 +40,8 @@ from .comparison import (  # noqa: F401
 )
 from .drift_tests import (  # noqa: F401
     BATCH_TESTS,
+    DRIFT_GROUPINGS,
+    NOT_TALLIED,
     STILL_RISING_SHARE,
     BatchDose,
     CosineCourse,
@@ -54,6 +56,7 @@ from .drift_tests import (  # noqa: F401
     equal_distance,
     fall_rates,
     forks_found,
+    grouped_readings,
     motion_readings,
     rate_margin,
     step_test,

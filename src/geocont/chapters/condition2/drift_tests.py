@@ -273,15 +273,55 @@ def tally(readings: dict[str, str]) -> str:
     )
 
 
+#: Tests shown beside the tally but not counted in it, with why: a tallied test must be able to read both "for" and
+#: "against" drift.
+NOT_TALLIED = {
+    "lr 3e-4 long": "a long run at a lower rate that ends higher is what both drift (a net turn growing as lr x "
+    "sqrt(steps)) and an equilibrium set by the gradient noise predict, so it can read for drift or neither, never "
+    "against",
+}
+
+
 def drift_readings(results: Results) -> dict[str, str]:
-    """Every learning-rate and batch test of drift that ran and applies, with what it says: the step tests, the
-    equal-distance and batch tests, and the forks. Where the forks ran, the lr step-up does not count: at lr 3e-4 the linear net is still forming its
-    frame at the switch, so there is no formed frame to lose faster (the forks test that from a formed state)."""
+    """Every learning-rate and batch test of drift that ran, applies and can read both ways, with what it says: the
+    step tests, the batch test, and the forks (:data:`NOT_TALLIED` are left out). Where the forks ran, the lr step-up
+    does not count: at lr 3e-4 the linear net is still forming its frame at the switch, so there is no formed frame to
+    lose faster (the forks test that from a formed state)."""
     readings = drift_tests_found(results).readings()
     forks = fork_readings(forks_found(results))
     if forks:
         readings.pop("lr step-up", None)
-    return {**readings, **forks}
+    return {name: reading for name, reading in {**readings, **forks}.items() if name not in NOT_TALLIED}
+
+
+#: The groupings of drift's tests into its two votes that the book has used: each names the tests of the motion
+#: vote (motion along the symmetry); every other test votes with the learning-rate and batch tests. The first is the
+#: verdict of record: the grouping the code had before the forks' numbers were read; the second is the one adopted
+#: after they were read. A verdict that changes with the grouping is "inconclusive".
+DRIFT_GROUPINGS = {
+    "before the forks were read (of record)": ("function-preserving motion",),
+    "balance with motion (adopted after the forks were read)": (
+        "function-preserving motion",
+        "balance moves with the rate",
+        "balance moves where continuity falls",
+    ),
+}
+
+
+def grouped_readings(results: Results, grouping: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(motion readings, learning-rate and batch readings) under one of :data:`DRIFT_GROUPINGS`."""
+    every = {**motion_readings(results), **drift_readings(results)}
+    motion = DRIFT_GROUPINGS[grouping]
+    return (
+        {name: reading for name, reading in every.items() if name in motion},
+        {name: reading for name, reading in every.items() if name not in motion},
+    )
+
+
+def counts(readings: dict[str, str]) -> dict[str, int]:
+    """How many readings say "for", "against" and "neither"."""
+    votes = list(readings.values())
+    return {side: votes.count(side) for side in ("for", "against", "neither")}
 
 
 def drift_tests_found(results: Results) -> DriftTests:

@@ -12,7 +12,7 @@ import pandas as pd
 from ... import instability
 from ...statistics import Estimate, verdict_for_difference
 from .comparison import comparison_rows, intervention_rows, weight_v1
-from .drift_tests import drift_readings, motion_readings, tally
+from .drift_tests import DRIFT_GROUPINGS, grouped_readings, tally
 from .motion_and_spectrum import function_preserving_motion
 from .runs import Results
 
@@ -138,22 +138,37 @@ def memorisation_explanation(results: Results, split: FallSplit) -> Explanation:
     )
 
 
+def drift_vote(motions: dict[str, str], readings: dict[str, str], alternatives: tuple[str, str]) -> str:
+    """The drift rule on one grouping of its tests (:func:`drift_explanation`)."""
+    votes = (tally(motions), tally(readings))
+    if not motions and not readings:
+        return "not tested"
+    if votes == ("for", "for") and "supported" not in alternatives:
+        return "supported"
+    if "against" in votes and "for" not in votes:
+        return "not supported"
+    return "inconclusive"
+
+
 def drift_explanation(results: Results, split: FallSplit, alternatives: tuple[str, str]) -> Explanation:
     """Rotation drift rests on two groups of positive tests, each group a vote "for", "against" or "neither"
     (:func:`.drift_tests.tally`: more "for" than "against", the reverse, else neither): motion along the symmetry
     (:func:`.drift_tests.motion_readings`: the logits' function-preserving motion and the conserved balance) and how
     continuity follows the learning rate and batch (:func:`.drift_tests.drift_readings`). It is supported when both
     vote "for" and neither alternative (instability, memorisation) is supported; not supported when one votes
-    "against" and none "for"; not tested when no test of either group could be read; inconclusive otherwise."""
-    motions, readings = motion_readings(results), drift_readings(results)
+    "against" and none "for"; not tested when no test of either group could be read; inconclusive otherwise. The
+    verdict of record is that of the first of :data:`.drift_tests.DRIFT_GROUPINGS`; where another grouping the book
+    has used gives another verdict, it is "inconclusive" (``groupings`` holds each grouping's)."""
+    by_grouping = {}
+    for grouping in DRIFT_GROUPINGS:
+        motions, readings = grouped_readings(results, grouping)
+        by_grouping[grouping] = (motions, readings, drift_vote(motions, readings, alternatives))
+    record = next(iter(DRIFT_GROUPINGS))
+    motions, readings, verdict = by_grouping[record]
     votes = (tally(motions), tally(readings))
-    if not motions and not readings:
-        verdict = "not tested"
-    elif votes == ("for", "for") and "supported" not in alternatives:
-        verdict = "supported"
-    elif "against" in votes and "for" not in votes:
-        verdict = "not supported"
-    else:
+    grouping_verdicts = {grouping: found[2] for grouping, found in by_grouping.items()}
+    changes_with_grouping = len(set(grouping_verdicts.values())) > 1
+    if changes_with_grouping:
         verdict = "inconclusive"
     rows = split.rows
     return Explanation(
@@ -165,6 +180,8 @@ def drift_explanation(results: Results, split: FallSplit, alternatives: tuple[st
             motions=motions,
             readings=readings,
             tests_vote=votes[1],
+            groupings=grouping_verdicts,
+            changes_with_grouping=changes_with_grouping,
             alternatives=alternatives,
             none_rate=float(rows.loc[("adam", "res-none"), "drift_rate"]),
             none_rate_sd=float(rows.loc[("adam", "res-none"), "drift_rate_sd"]),

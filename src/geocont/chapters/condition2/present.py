@@ -39,6 +39,7 @@ from .formatting import (  # noqa: F401
 )
 from .seeds_and_answer import (  # noqa: F401
     answer,
+    drift_groupings_table,
     evidence,
     formation_sentence,
     seeds_figure,

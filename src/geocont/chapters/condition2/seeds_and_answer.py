@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
+
 from ...statistics import DIFFERENCE_MARGIN
 from .compute import (
     BIMODAL_GAP,
@@ -21,7 +23,9 @@ from .compute import (
     shared_axes,
     weight_decay_prediction,
 )
+from .drift_tests import DRIFT_GROUPINGS, counts, grouped_readings, tally
 from .formatting import PROSE, condition_colours, fmt
+from .mechanism import drift_vote
 
 
 def _seeds_plot(ax, finite) -> None:
@@ -280,3 +284,30 @@ def answer(results: Results):
             )
         )
     return Markdown("\n".join(lines))
+
+
+def drift_groupings_table(results: Results) -> pd.DataFrame:
+    """The drift verdict's sensitivity to how its tests are grouped: per grouping the book has used
+    (:data:`.drift_tests.DRIFT_GROUPINGS`, the verdict of record first), each group's tests, counts and vote, and
+    the explanation's verdict under it."""
+    drift = next(found for found in explanations(results) if found.name == "rotation drift")
+    alternatives = drift.numbers["alternatives"]
+    rows = []
+    for grouping in DRIFT_GROUPINGS:
+        motions, readings = grouped_readings(results, grouping)
+        rows.append(
+            {
+                "grouping": grouping,
+                "motion tests (for/against/neither)": _counted(motions),
+                "motion vote": tally(motions),
+                "lr and batch tests (for/against/neither)": _counted(readings),
+                "lr and batch vote": tally(readings),
+                "verdict": drift_vote(motions, readings, alternatives),
+            }
+        )
+    return pd.DataFrame(rows).set_index("grouping")
+
+
+def _counted(readings: dict[str, str]) -> str:
+    found = counts(readings)
+    return f"{found['for']}/{found['against']}/{found['neither']}"

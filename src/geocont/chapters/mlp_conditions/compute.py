@@ -22,7 +22,7 @@ from ...statistics import (
     fall_from_peak,
     final_estimate,
     known,
-    random_level_sd,
+    random_level_margin,
     up_to_step,
     verdict_at_random_level,
     verdict_for_difference,
@@ -114,9 +114,9 @@ class Results:
         return self.settings.base.dataset
 
     @property
-    def random_sd(self) -> float:
-        """The random level's own spread: the sd of a layer-pair mean of |cos| of random unit vectors."""
-        return random_level_sd(self.settings.base.width, self.settings.base.depth - 1)
+    def random_margin(self) -> float:
+        """The equivalence margin of "at the random level" at the hidden width (:func:`random_level_margin`)."""
+        return random_level_margin(self.settings.base.width)
 
 
 def run(settings: MLPChapterSettings) -> Results:
@@ -195,7 +195,7 @@ def _final(
 
 def _at_random(results: Results, ours: Estimate) -> str:
     """Whether ``ours`` is at the random level (:func:`geocont.statistics.verdict_at_random_level`)."""
-    return verdict_at_random_level(ours, results.baseline, results.random_sd)
+    return verdict_at_random_level(ours, results.baseline, results.random_margin)
 
 
 def _nores_claims(results: Results, out: ClaimsBuilder, *, dataset: str, data: pd.DataFrame) -> None:
@@ -297,7 +297,7 @@ def activation_claims(results: Results, out: ClaimsBuilder) -> None:
             key=f"{condition}-above-linear",
             template="above-linear",
             ours=difference(ours, none_weight),
-            baseline=baseline,
+            baseline=math.nan,  # a difference of two measured conditions: no random level in the verdict
             verdict=verdict_for_difference(ours, none_weight),
             fill={"condition": condition, "weight": ours, "linear": none_weight},
         )
@@ -358,7 +358,7 @@ def mean_direction_claims(results: Results, out: ClaimsBuilder) -> None:
         key="nores-centred-weight-v1",
         ours=centred,
         baseline=results.baseline,
-        verdict=verdict_at_random_level(centred, results.baseline, results.random_sd),
+        verdict=verdict_at_random_level(centred, results.baseline, results.random_margin),
         fill={
             "plain": found.weight["nores-relu"],
             "centred_loss": found.loss[NORES_CENTRED],

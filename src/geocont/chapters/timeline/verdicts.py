@@ -90,7 +90,7 @@ def transfer_claims(
     out.add(
         key="step0-gradient-coherence",
         ours=difference(res, nores),
-        baseline=baseline,
+        baseline=math.nan,  # a difference of two measured conditions: no random level in the verdict
         verdict=verdict_for_difference(res, nores),
         fill={"reference": reference, "no_residual": no_residual, "res": res, "nores": nores},
     )
@@ -131,6 +131,7 @@ def init_scale_claims(out: ClaimsBuilder, sweep: pd.DataFrame) -> None:
             verdict=verdict_for_correlation(correlation, +1),
             fill={"correlation": correlation, "left_out": left_out},
             n=correlation.n,
+            unit="runs",
         )
     for crossing, key in NORMS:
         together = rank_correlation(sweep[crossing].fillna(math.inf), sweep["rise_step"])
@@ -146,6 +147,7 @@ def init_scale_claims(out: ClaimsBuilder, sweep: pd.DataFrame) -> None:
                 "never_crossed": int(sweep[crossing].isna().sum()),
             },
             n=together.n,
+            unit="runs",
         )
 
 
@@ -176,7 +178,7 @@ def drift_claims(
             key=f"{condition}-decoupled",
             template="decoupled",
             ours=difference(aligned, decoupled),
-            baseline=baseline,
+            baseline=math.nan,  # a difference of two measured conditions: no random level in the verdict
             verdict=verdict_for_difference(aligned, decoupled),
             fill={**names, "aligned": decoupled, "reference_aligned": aligned},
         )

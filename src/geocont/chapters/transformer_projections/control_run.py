@@ -9,6 +9,9 @@ at most that, **fall** where every seed fell by more than it, and are **mixed** 
 where its validation loss ends more than ``VALIDATION_RISE`` above its minimum. The rise **needs memorisation**
 where the control rises and memorised while the chapter's runs neither rise nor memorised; it **comes without
 memorisation** where the chapter's runs rise and none memorised; otherwise the two runs cannot decide it.
+
+The control **counts** only where its own reading can change that conclusion (:func:`control_counts`): where the
+chapter's runs alone decide it (they rise and none memorised), the control is shown beside them, not counted.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ class ControlReading:
     main: CorpusReading
     control: CorpusReading
     case: str
+    #: whether the control's own reading decided the case (:func:`control_counts`)
+    counted: bool = True
 
 
 def movement(rises: tuple[float, ...], tolerance: float = SETTLED_TOLERANCE) -> str:
@@ -102,6 +107,24 @@ def decide(main: CorpusReading, control: CorpusReading) -> str:
     return "undecided"
 
 
+#: Every reading a corpus can give: (movement, memorised).
+POSSIBLE_READINGS = tuple(
+    (movement_, memorised_)
+    for movement_ in ("rises", "holds", "falls", "mixed")
+    for memorised_ in ("memorised", "not-memorised", "mixed")
+)
+
+
+def control_counts(main: CorpusReading) -> bool:
+    """Whether some reading of the control would change :func:`decide` for these main runs (else the control is
+    shown, not counted)."""
+    cases = {
+        decide(main, CorpusReading("control", (), movement_, (), memorised_))
+        for movement_, memorised_ in POSSIBLE_READINGS
+    }
+    return len(cases) > 1
+
+
 def control_readings(results: Results) -> tuple[ControlReading, ...]:
     """What the memorisation control says of each of :data:`CONTROLLED` (empty where no control was run)."""
     if results.control is None or results.control.empty:
@@ -112,5 +135,5 @@ def control_readings(results: Results) -> tuple[ControlReading, ...]:
     for projection, space in CONTROLLED:
         main = corpus_reading(mine, projection, space, settings.early_step, settings.base.corpus)
         control = corpus_reading(results.control, projection, space, settings.early_step, settings.control_corpus)
-        readings.append(ControlReading(projection, space, main, control, decide(main, control)))
+        readings.append(ControlReading(projection, space, main, control, decide(main, control), control_counts(main)))
     return tuple(readings)

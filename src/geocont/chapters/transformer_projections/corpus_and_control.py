@@ -157,6 +157,7 @@ def control_statement(results: Results) -> Markdown:
             control_movement=reading.control.movement,
             control_loss=seeds(reading.control.loss_rises),
             control_memorised=reading.control.memorised,
+            counted=PROSE.choose("control-counted", "yes" if reading.counted else "no"),
         )
         for reading in readings
     ]

@@ -7,7 +7,16 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ...statistics import SETTLED_TOLERANCE, Estimate, Horizon, holds_when, judging_horizon, per_run
+from ...metrics import random_abs_cos
+from ...statistics import (
+    SETTLED_TOLERANCE,
+    Estimate,
+    Horizon,
+    holds_when,
+    judging_horizon,
+    near_random_tolerance,
+    per_run,
+)
 from ...tables import split_claim_key
 from ..common import short_projection
 from ..lm_runs import PROJECTION_PREDICTIONS
@@ -44,7 +53,24 @@ def horizon(results: Results) -> Horizon:
         val_loss if len(val_loss) else None,
         sorted(values["step"].unique()),
         not_before=results.settings.early_step,
+        tolerance=tolerances(results, quantities),
     )
+
+
+def tolerances(results: Results, quantities: dict[str, pd.DataFrame]) -> dict[str, float]:
+    """Each quantity's settledness tolerance: :func:`geocont.statistics.near_random_tolerance` at its space's
+    dimension and the model's layer pairs where its seed mean at the last snapshot lies within that tolerance of its
+    random level (its movement would be its own noise), else :data:`geocont.statistics.SETTLED_TOLERANCE`."""
+    names = {quantity_name(p, s): (p, s) for p, s in CLAIM_QUANTITIES.values()}
+    pairs = results.settings.base.shape.n_layers - 1
+    found = {}
+    for name, frame in quantities.items():
+        projection, space = names[name]
+        d = results.dims[projection][space]
+        wide = near_random_tolerance(d, pairs)
+        final = frame[frame["step"] == frame["step"].max()]["value"].mean() if len(frame) else float("nan")
+        found[name] = wide if abs(final - random_abs_cos(d)) <= wide else SETTLED_TOLERANCE
+    return found
 
 
 @dataclass(frozen=True)
@@ -74,6 +100,12 @@ class SettledFinding:
     memorising_after: int | None
 
 
+def _third_start(results: Results, step: int) -> int:
+    """The first snapshot at or after two thirds of ``step``: where the last third up to ``step`` starts."""
+    steps = sorted(int(s) for s in results.table["step"].unique() if s * 3 >= 2 * step)
+    return steps[0] if steps else step
+
+
 def settled_finding(results: Results) -> SettledFinding:
     """Which quantities were still moving, seed by seed, where the claims are judged (reference variant)."""
     judged = horizon(results)
@@ -85,10 +117,10 @@ def settled_finding(results: Results) -> SettledFinding:
     return SettledFinding(
         "settled" if judged.settled else "moving",
         results.reference,
-        int(judged.step * 2 / 3),
+        _third_start(results, judged.step),
         judged.step,
         results.settings.base.steps,
-        SETTLED_TOLERANCE,
+        max(found.tolerance for found in judged.quantities.values()),
         moving,
         judged.memorising_after,
     )

@@ -3,6 +3,7 @@ the quantities and claims that test each, and which the claims keep."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -10,7 +11,7 @@ import pandas as pd
 from ...book.chapter import ClaimsBuilder, claim, concat_claims, has_claim
 from ...book.prose import Prose
 from ...metrics import random_abs_cos, vector_name
-from ...statistics import Estimate, at_final_step, at_step, estimate, known, verdict_for_difference
+from ...statistics import Estimate, at_final_step, at_step, difference, estimate, known, verdict_for_difference
 from ...tables import RUN_KEYS
 from .. import lm_runs
 from .runs import Results
@@ -120,13 +121,17 @@ def up_o_claims(
         ("o-align-vs-v1", "o_proj", "o-align", "o-u1"),
     ):
         space = UP_O_QUANTITIES[leading][2]
+        # each quantity above its own random level (the alignment's is 0, the |cos|'s E|cos| at its dimension)
+        align_excess = difference(est[align], known(up_o_baseline(align, dims)))
+        leading_excess = difference(est[leading], known(up_o_baseline(leading, dims)))
         out.add(
             key=key,
             template="align-vs-leading",
-            ours=est[align],
-            baseline=up_o_baseline(align, dims),
-            verdict=verdict_for_difference(est[align], est[leading]),
+            ours=difference(align_excess, leading_excess),
+            baseline=math.nan,
+            verdict=verdict_for_difference(align_excess, leading_excess),
             fill={
+                "align": est[align],
                 "projection": projection,
                 "space": space,
                 "vector": vector_name(space),

@@ -3,21 +3,27 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ...book.chapter import ClaimsBuilder, claim, concat_claims, has_claim, on_dataset, with_early
 from ...metrics import random_abs_cos, vector_name
 from ...statistics import (
+    SETTLED_TOLERANCE,
     V_LOW_MARGIN,
     Estimate,
     Horizon,
     Settledness,
+    continued,
     difference,
     holds_when,
     known,
+    movement_could_change,
+    near_random_tolerance,
     settledness,
     up_to_step,
     verdict_for_difference,
@@ -44,11 +50,13 @@ def claims(results: Results) -> pd.DataFrame:
     reference, dims = results.reference, results.dims
     judged = horizon(results)
     at_horizon = up_to_step(results.table, judged.step)
-    unsettled = {
-        CLAIM_QUANTITIES[key]
-        for key in CLAIM_QUANTITIES
-        if not judged.quantities[quantity_name(*CLAIM_QUANTITIES[key])].settled
-    }
+    continued_verdicts = _continued_verdicts(at_horizon, dims, reference)
+    unsettled = set()
+    for key, quantity in CLAIM_QUANTITIES.items():
+        if not judged.quantities[quantity_name(*quantity)].settled:
+            now = transformer_claims(at_horizon, dims, reference=reference).set_index("key")["verdict"]
+            if movement_could_change(now[key], continued_verdicts[key]):
+                unsettled.add(quantity)
     table = pd.concat(
         [
             transformer_claims(at_horizon, dims, reference=reference, unsettled=unsettled),
@@ -62,7 +70,9 @@ def claims(results: Results) -> pd.DataFrame:
     )
     table = concat_claims(with_early(table, early, results.settings.early_step), rising_claims(results))
     others = other_settledness(results, judged.step)
-    judged_rows = [_horizon_note(row, judged, others.get(row.key)) for row in table.itertuples()]
+    judged_rows = [
+        _horizon_note(row, judged, others.get(row.key), continued_verdicts.get(row.key)) for row in table.itertuples()
+    ]
     table = table.assign(note=[note for note, _ in judged_rows], verdict=[verdict for _, verdict in judged_rows])
     return on_dataset(table, results.settings.base.corpus)
 
@@ -108,31 +118,71 @@ def other_settledness(results: Results, step: int) -> dict[str, tuple[tuple[str,
                 frame = frame[frame["quantity"] == name]
             if len(frame):
                 label = f"{variant} {short_projection(name)} {vector_name(space)}" if space else f"{variant} {name}"
-                judged.append(
-                    (label, settledness(frame.drop(columns=["group", "space", "quantity"], errors="ignore"), step))
-                )
+                frame = frame.drop(columns=["group", "space", "quantity"], errors="ignore")
+                tolerance = _tolerance(frame, step, results, name, space) if source == "projection" else None
+                judged.append((label, settledness(frame, step, tolerance=tolerance or SETTLED_TOLERANCE)))
         found[key] = tuple(judged)
     return found
 
 
+def _continued_verdicts(at_horizon: pd.DataFrame, dims, reference: str) -> dict[str, str]:
+    """Each claim's verdict on the :func:`geocont.statistics.continued` table: every quantity another third on at
+    its last-third rate (the V claims read the projections reproduced there)."""
+    moved = continued(at_horizon)
+    table = pd.concat(
+        [transformer_claims(moved, dims, reference=reference), up_o_claims(moved, dims, reference)], ignore_index=True
+    )
+    return dict(zip(table["key"], table["verdict"]))
+
+
+def _tolerance(frame: pd.DataFrame, step: int, results: Results, projection: str, space: str) -> float:
+    """A projection's settledness tolerance at ``step``: wider within noise of its random level
+    (:func:`geocont.statistics.near_random_tolerance`)."""
+    d = results.dims[projection][space]
+    wide = near_random_tolerance(d, results.settings.base.shape.n_layers - 1)
+    upto = frame[frame["step"] <= step]
+    final = upto[upto["step"] == upto["step"].max()]["value"].mean()
+    return wide if abs(final - random_abs_cos(d)) <= wide else SETTLED_TOLERANCE
+
+
+def _measured(found: Settledness) -> bool:
+    """Whether every seed's last-third change could be measured (a last third holding one snapshot cannot: such a
+    quantity always blocks its verdict)."""
+    values = found.changes.to_numpy(dtype=float)
+    return len(values) > 0 and bool(np.isfinite(values).all())
+
+
 def _horizon_note(
-    row: Any, judged: Horizon, others: tuple[tuple[str, Settledness], ...] | None = None
+    row: Any,
+    judged: Horizon,
+    others: tuple[tuple[str, Settledness], ...] | None = None,
+    continued_verdict: str | None = None,
 ) -> tuple[str, str]:
     """A claim's note and verdict where it is judged: a claim whose quantity (one projection's continuity, or any
-    of ``others``: :func:`other_settledness`) is still moving in some seed is "not settled"; its note adds its
-    rule's verdict then, the quantity's change over the last third, seed by seed, and (where the claim has an
-    early value) when it holds."""
+    of ``others``: :func:`other_settledness`) is still moving in some seed is "not settled" where that movement,
+    continued another third at its last-third rate, would change its verdict (``continued_verdict``:
+    :func:`_continued_verdicts`); its note adds its rule's verdict then, the quantity's change over the last third,
+    seed by seed, and (where the claim has an early value) when it holds. A claim still moving whose verdict the
+    movement would not change keeps its verdict, and its note says so."""
     parts, verdict = [], row.verdict
+    could_change = continued_verdict is None or movement_could_change(row.verdict, continued_verdict)
     if row.key in CLAIM_QUANTITIES:  # the keys name no dataset yet: on_dataset names it below
         found = judged.quantities[quantity_name(*CLAIM_QUANTITIES[row.key])]
+        blocks = could_change or not _measured(found)
         if not found.settled:
-            parts.append(PROSE.render("note-not-settled", step=judged.step, verdict=row.verdict))
-            verdict = "not settled"
+            if blocks:
+                parts.append(PROSE.render("note-not-settled", step=judged.step, verdict=row.verdict))
+                verdict = "not settled"
+            else:
+                parts.append(PROSE.render("note-moving-verdict-holds", continued=continued_verdict))
         parts.append(_changes_text(found))
     elif others:
         if not all(found.settled for _, found in others):
-            parts.append(PROSE.render("note-not-settled", step=judged.step, verdict=row.verdict))
-            verdict = "not settled"
+            if could_change or not all(_measured(found) for _, found in others):
+                parts.append(PROSE.render("note-not-settled", step=judged.step, verdict=row.verdict))
+                verdict = "not settled"
+            else:
+                parts.append(PROSE.render("note-moving-verdict-holds", continued=continued_verdict))
         parts += [PROSE.render("note-named-changes", name=name, changes=_changes_text(found)) for name, found in others]
     elif row.key in RISING:
         parts.append(PROSE.render("note-reads-a-change"))
@@ -183,7 +233,7 @@ def projection_claims(
 ) -> None:
     """The paper's pattern in the ``reference`` variant (``finals``: :func:`projection_finals`): each projection
     continuous in the space it predicts, above its random baseline; then V low in both spaces, near random and
-    below the projections of that space whose continuity is reproduced and settled (not in ``unsettled``: a claim
+    below the projections of that space whose continuity is reproduced and not blocked by its movement (not in ``unsettled``: a claim
     still moving reads "not settled", not reproduced)."""
     reproduced: dict[str, list[tuple[str, Estimate]]] = {"input": [], "output": []}
     for projection, space in PROJECTION_PREDICTIONS:
@@ -235,7 +285,7 @@ def activation_ablation_claims(
             key=f"activation-lowers-{short_projection(projection)}",
             template="activation-lowers",
             ours=difference(with_act, without),
-            baseline=random_abs_cos(dims[projection]["input"]),
+            baseline=math.nan,  # a difference of two measured conditions: no random level in the verdict
             verdict=verdict_for_difference(with_act, without),
             fill={
                 "projection": projection,
@@ -258,7 +308,7 @@ def softmax_ablation_claims(
             key=key,
             template="softmax-anchors",
             ours=difference(soft, lin),
-            baseline=random_abs_cos(dims[projection]["input"]),
+            baseline=math.nan,  # a difference of two measured conditions: no random level in the verdict
             verdict=verdict_for_difference(soft, lin),
             fill={"projection": projection, "softmax": soft, "linear": lin},
         )
