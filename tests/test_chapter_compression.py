@@ -149,8 +149,7 @@ def _claims(follows_guideline: bool, distant_error: float, rho_interval: tuple[f
 EXPECTED_KEYS = [
     f"{m}-{claim}"
     for m in ("pretrained", "ours")
-    for claim in [f"share-{p.replace('_proj', '')}" for p in PROJECTIONS]
-    + ["pruning", "adjacent-sharing"]
+    for claim in [f"share-{p.replace('_proj', '')}" for p in PROJECTIONS] + ["pruning", "adjacent-sharing"]
 ]
 
 

@@ -171,7 +171,9 @@ def checkpoint_channel(source, layout: str | None = None) -> pd.DataFrame:
 def channel_summary(rows: pd.DataFrame) -> pd.DataFrame:
     """Per projection: the mean, min and max over layers of each channel metric, and ``same_index``: the share of
     layers whose top coordinate is the projection's most common one (1.0: one coordinate in every layer)."""
-    table = rows.pivot_table(index=["projection", "layer"], columns="metric", values="value", dropna=False).reset_index()
+    table = rows.pivot_table(
+        index=["projection", "layer"], columns="metric", values="value", dropna=False
+    ).reset_index()
     out = []
     for projection, mine in table.groupby("projection", sort=False):
         index = mine["channel_index"].astype(int)
