@@ -162,3 +162,22 @@ def test_a_recorded_run_carries_the_channel_at_every_snapshot():
     assert shares["value"].between(1 / 24, 1).all()
     assert shares["step"].nunique() == table[table["metric"] == "val_loss"]["step"].nunique()
     assert len(model_channel(build_llama(SHAPE))) == 2 * (7 * 4 + 1)
+
+
+def test_the_channel_rules_can_return_each_of_their_verdicts():
+    from geocont.channel import random_top_share
+    from geocont.chapters.transformer_projections import channel_rules as rules
+    from geocont.statistics import Estimate as E
+
+    d = 128
+    assert 0.06 < random_top_share(d) < 0.07  # about 2 ln(d) / d, not 1/d
+    assert rules.carried_by_one_coordinate(E(0.6, 0.05, 3), d) == "reproduced"
+    assert rules.carried_by_one_coordinate(E(0.07, 0.01, 3), d) == "not reproduced"
+    assert rules.frame_removes(E(0.072, 0.004, 3), d) == "reproduced"  # random level at d = 128: 0.0706
+    assert rules.frame_removes(E(0.40, 0.04, 3), d) == "not reproduced"
+    assert rules.frame_removes(E(0.10, 0.05, 3), d) == "inconclusive"
+    assert rules.frame_keeps(E(0.66, 0.02, 3), E(0.68, 0.02, 3), d) == "reproduced"
+    assert rules.frame_keeps(E(0.07, 0.01, 3), E(0.68, 0.02, 3), d) == "not reproduced"
+    assert rules.frame_keeps(E(0.40, 0.02, 3), E(0.68, 0.02, 3), d) == "not reproduced"  # clearly below standard
+    assert rules.frame_keeps(E(0.15, 0.02, 3), E(0.20, 0.02, 3), d) == "partly reproduced"
+    assert rules.loss_gap(E(3.1, 0.01, 3), E(3.0, 0.01, 3)).mean == pytest.approx(0.1)

@@ -18,9 +18,11 @@ reads them from a ``transformers`` Llama model.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -165,7 +167,10 @@ def checkpoint_channel(source, layout: str | None = None) -> pd.DataFrame:
         mlp_gains=gains.get("mlp"),
         final_gain=gains.get("final"),
     )
-    return pd.DataFrame(rows, columns=["projection", "layer", "metric", "value"])
+    table = pd.DataFrame(rows, columns=["projection", "layer", "metric", "value"])
+    reader = next(p for p in READERS if p in matrices)
+    table.attrs["d_model"] = int(matrices[reader][0].shape[1])  # the residual stream: a reader's input side
+    return table
 
 
 def channel_summary(rows: pd.DataFrame) -> pd.DataFrame:
@@ -186,3 +191,18 @@ def channel_summary(rows: pd.DataFrame) -> pd.DataFrame:
                 row[f"{metric}_max"] = float(mine[metric].max())
         out.append(row)
     return pd.DataFrame(out).set_index("projection")
+
+
+#: Random unit vectors drawn to estimate :func:`random_top_share` (its standard error is under 0.5% of it).
+RANDOM_SHARE_DRAWS = 20000
+
+
+@functools.lru_cache(maxsize=32)
+def random_top_share(d: int) -> float:
+    """The random level of ``channel_share``: E[max_i x_i^2] of a uniformly random unit vector in ``d`` dimensions
+    (about 2 ln(d) / d for large d, not 1/d, the share of a perfectly flat vector), estimated from
+    :data:`RANDOM_SHARE_DRAWS` vectors of a fixed seed."""
+    rng = np.random.default_rng(d)
+    draws = rng.standard_normal((RANDOM_SHARE_DRAWS, d))
+    squares = draws**2 / (draws**2).sum(axis=1, keepdims=True)
+    return float(squares.max(axis=1).mean())
