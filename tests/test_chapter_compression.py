@@ -260,3 +260,9 @@ def test_the_text_builders_state_their_counts_and_render():
     ]
     for text in texts:  # each fills its template
         assert text.strip() and "{" not in text, text
+
+
+@pytest.mark.parametrize("value", ["9-20", ["a", "b", "c"]])
+def test_a_block_list_in_another_form_names_the_parameter_and_its_form(value):
+    with pytest.raises(ParameterError, match=r"sharing_layers must be a list of block indices such as \[9, 10, 11\]"):
+        chapter.CHAPTER.configure(scale="smoke", sharing_layers=value)

@@ -166,3 +166,12 @@ def test_the_step_schedule_needs_its_factor_and_the_factor_needs_the_schedule():
             MLPRunConfig(lr_schedule="step", lr_step_factor=bad)
     with pytest.raises(ValueError, match="valid choices: constant, cosine, step"):
         MLPRunConfig(lr_schedule="linear")
+
+
+def test_a_step_count_past_what_any_run_can_finish_is_refused():
+    from geocont.config import MAX_STEPS, LMRunConfig, MLPRunConfig
+
+    for config in (LMRunConfig, MLPRunConfig):
+        assert config(steps=MAX_STEPS).steps == MAX_STEPS
+        with pytest.raises(ValueError, match=r"^steps must be at most 10,000,000 .* got 1,000,000,000,000"):
+            config(steps=10**12)

@@ -7,7 +7,9 @@ run in this process at ``scale = "paper"``, with the presets' sizes kept (the 16
 network or hours replaced: Fashion-MNIST from its Debian package for the 60k-digit MNIST, the King
 James Bible for WikiText-103, SmolLM2-135M for Llama-3.1-8B, a few steps of one 64-token window
 (bf16 matrix products are ten times slower than fp32 on a CPU without AVX-512 BF16).
-Slow (several minutes): run with ``pytest -m slow``.
+Slow (about an hour of one worker on the slowest machine kind): the whole chapters run in ``make test-paper``
+(``pytest -m paper``); ``make test`` keeps every chapter's paper preset built and validated, and one run of each run
+family trained for two steps at the paper's shapes.
 """
 
 import ast
@@ -100,6 +102,7 @@ def execute(name: str, **parameters) -> dict:
     return namespace
 
 
+@pytest.mark.paper
 @pytest.mark.parametrize("name", list(CHAPTER_MODULES))
 def test_every_chapter_runs_its_paper_preset_on_offline_data(paper_dry_run, name):
     namespace = execute(name, **CHAPTER_PARAMETERS.get(name, {}))
@@ -116,3 +119,25 @@ def test_every_chapter_runs_its_paper_preset_on_offline_data(paper_dry_run, name
 def test_the_paper_presets_train_in_bf16_autocast(name):
     base = getattr(chapter(name).configure("paper"), "base", None)
     assert base is None or base.precision == "bf16-autocast"
+
+
+def test_every_chapters_paper_preset_is_built_and_validated():
+    for name in CHAPTER_MODULES:
+        settings = chapter(name).configure("paper")
+        assert settings.scale == "paper"
+
+
+def test_one_run_of_each_family_trains_at_the_paper_shapes():
+    """The MLP (16 x 256) and the transformer (8 layers, d = 512, an 8,192-token vocabulary), two steps each on
+    offline data, in fp32 (bf16 autocast's own path: tests/test_training_speed.py)."""
+    from geocont.lm import train_lm
+    from geocont.training import train_mlp
+
+    mlp = mlp_runs.build_settings("paper", {**mlp_runs.mlp_preset("paper"), **MLP_DRY_RUN, "steps": 2}).base
+    table = train_mlp(mlp.replace(device="cpu", n_snapshots=2, n_late_snapshots=0, snapshot_steps=()), progress=False)
+    assert (mlp.depth, mlp.width) == (16, 256) and table["step"].max() == 2
+    lm = lm_runs.build_settings("paper", {**lm_runs.lm_preset("paper"), **LM_DRY_RUN}).base
+    lm = lm.replace(device="cpu", steps=2, snapshot_steps=(1,), n_snapshots=2, n_late_snapshots=0)
+    assert (lm.shape.n_layers, lm.shape.d_model, lm.shape.vocab_size) == (8, 512, 8192)
+    trained = train_lm(lm, progress=False)
+    assert trained.table["step"].max() == 2 and sum(p.numel() for p in trained.model.parameters()) > 30_000_000

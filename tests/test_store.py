@@ -831,3 +831,16 @@ def test_predictions_are_scaled_by_the_measured_times_of_the_stored_runs(store_r
     out = io.StringIO()
     assert results.fill("smoke", executor="serial", out=out) == 0
     assert f"training 1 runs into {store_root} (predicted {results._minutes(wall)})" in out.getvalue()
+
+
+def test_a_store_of_another_numerics_revision_is_never_served_in_strict_mode_either(store_root):
+    results.copy_from_cache(store_root, "mlp", computed_entry(1.0).key_config())
+    _set_provenance(store.entry_folder(store_root, "mlp", job(1.0).key_config()), numerics_revision=2)
+    cache._remove(cache.key_path("mlp", job(1.0).key_config()))
+    for strict in ("0", "1"):
+        store._CHECKED.clear()
+        with store.environment(**{store.STORE_ONLY_ENV: strict}):
+            with pytest.raises(store.StoreError) as caught:
+                cache.load("mlp", job(1.0).key_config())
+        message = str(caught.value)
+        assert "numerics revision 2, but this code is revision 1" in message and "\n" not in message

@@ -313,7 +313,7 @@ def test_store_status_into_a_closed_pipe_ends_quietly(tmp_path, store_root):
     reader.stdin.close()
     assert reader.stdout.read().startswith(b"line ")
     reader.wait()
-    assert writer.stderr == "" and writer.returncode == 1
+    assert writer.stderr == "" and writer.returncode == 0  # the reader took what it wanted: not a failure
 
 
 # --------------------------------------------------------------------------- 11: the minor cases
@@ -412,3 +412,44 @@ def test_the_store_is_the_working_checkouts_and_named_on_the_first_line(tmp_path
     )
     monkeypatch.chdir(tmp_path)
     assert store.checkout_root() == Path(store.__file__).resolve().parents[2]  # outside any checkout: the package's
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["store", "--dry-run"], "--dry-run belongs to `store prune`, not to `store` (filling the store)"),
+        (["store", "status", "--dry-run"], "--dry-run belongs to `store prune`, not to `store status`"),
+        (["store", "prune", "--entries"], "--entries belongs to `store status`, not to `store prune`"),
+        (
+            ["store", "status", "--minutes", "3"],
+            "--minutes belongs to `store` (filling the store), not to `store status`",
+        ),
+    ],
+)
+def test_an_option_of_another_store_action_is_refused_before_any_work(argv, message, monkeypatch):
+    from geocont.book import build, results
+
+    monkeypatch.setattr(results, "fill", lambda *a, **k: pytest.fail("store trained"))
+    with pytest.raises(SystemExit) as exit_:
+        build.main(argv)
+    assert str(exit_.value) == f"error: {message}; nothing was done"
+
+
+def test_a_store_of_another_scale_is_refused_by_every_command_at_this_scale(tmp_path, monkeypatch):
+    from geocont import store
+
+    cpu = tmp_path / "results" / "cpu"
+    cpu.mkdir(parents=True)
+    monkeypatch.setenv(store.STORE_ENV, str(cpu))
+    assert store.store_root("cpu") == cpu
+    with pytest.raises(store.StoreError, match=r"holds the cpu scale's runs, not smoke's.*nothing was done$"):
+        store.store_root("smoke")
+    elsewhere = tmp_path / "my-store"
+    monkeypatch.setenv(store.STORE_ENV, str(elsewhere))
+    assert store.store_root("smoke") == elsewhere  # a new store: its first `store` records its scale
+    store.record_scale(elsewhere, "smoke")
+    with pytest.raises(store.StoreError, match="holds the smoke scale's runs, not paper's"):
+        store.store_root("paper")
+    (elsewhere / store.SCALE_FILE).write_text("{")
+    with pytest.raises(store.StoreError, match="scale file .* cannot be read"):
+        store.store_root("smoke")

@@ -45,6 +45,22 @@ def check_flag(name: str, value: Any) -> bool:
     return value
 
 
+#: The most optimizer steps one run may take: 500 times the paper's longest run (20,000 steps), weeks of a GPU and
+#: decades of this project's 2-core machine. A count past it is a typo, refused before any work.
+MAX_STEPS = 10_000_000
+
+
+def check_steps(value: Any, name: str = "steps") -> int:
+    """A run's step count: an integer from 1 to :data:`MAX_STEPS`; else a ValueError naming both bounds."""
+    steps = check_integer(name, value)
+    if steps > MAX_STEPS:
+        raise ValueError(
+            f"{name} must be at most {MAX_STEPS:,} (500 times the paper's longest run), got {steps:,}; "
+            "a run that long would not finish"
+        )
+    return steps
+
+
 def check_integer(name: str, value: Any, minimum: int = 1) -> int:
     """``value`` as an ``int`` if it is an integer (not a bool, not a float) ``>= minimum``; else a ValueError."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -271,7 +287,7 @@ class MLPRunConfig(RunConfig):
         if self.max_train is not None:
             object.__setattr__(self, "max_train", check_integer("max_train", self.max_train))
         if self.steps is not None:
-            object.__setattr__(self, "steps", check_integer("steps", self.steps))
+            object.__setattr__(self, "steps", check_steps(self.steps))
         object.__setattr__(
             self, "n_late_snapshots", check_integer("n_late_snapshots", self.n_late_snapshots, minimum=0)
         )
@@ -433,6 +449,7 @@ class LMRunConfig(RunConfig):
         if self.optimizer.name == "adam-rotated":
             raise ValueError("adam-rotated frames the MLP's hidden matrices; it is not defined for language-model runs")
         normalise(self, integers=("batch_size", "steps", "n_directions", "eval_windows"))
+        object.__setattr__(self, "steps", check_steps(self.steps))
         object.__setattr__(self, "seed", check_integer("seed", self.seed, minimum=0))
         object.__setattr__(self, "n_snapshots", check_integer("n_snapshots", self.n_snapshots, minimum=2))
         if self.device not in DEVICES:

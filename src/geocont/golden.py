@@ -121,6 +121,9 @@ GOLDEN_RUNS: dict[str, RunConfig] = {
     "lm-none": _lm("none"),
     "lm-relu": _lm("relu"),
     "lm-silu-linear-attention": _lm("silu", "linear"),
+    # Adam's moments for the residual stream in a random frame, the gains frozen, the residual channel recorded
+    "lm-silu-rotated-frame": _lm("silu").replace(residual_frame="rotated", record_channel=True),
+    "lm-silu-frozen-gains": _lm("silu").replace(norm_gains="frozen"),
 }
 
 
@@ -221,26 +224,68 @@ def fixture_path(name: str, root: Path = FIXTURES) -> Path:
     return root / f"{name}.parquet"
 
 
+class GoldenInputError(ValueError):
+    """A golden tool's input (manifest, fixture, folder, option) that cannot be used: one line naming it and the
+    command that rewrites it."""
+
+
 def manifest(root: Path = FIXTURES) -> dict:
-    """The fixtures' manifest: the numerics revision and the platform they were trained on."""
+    """The fixtures' manifest: the numerics revision, and the platform each fixture was trained on."""
     path = root / MANIFEST
     try:
-        return json.loads(path.read_text())
+        found = json.loads(path.read_text())
     except (OSError, ValueError) as error:
-        raise FileNotFoundError(
+        raise GoldenInputError(
             f"the golden fixtures' manifest {path} is unreadable ({error}); write them with "
             "`python -m geocont.golden write`"
         ) from None
+    if not isinstance(found, dict) or not isinstance(found.get("platforms", found.get("platform", {})), dict):
+        raise GoldenInputError(
+            f"the golden fixtures' manifest {path} is not a golden manifest (a JSON object with the fixtures' "
+            "platforms); rewrite it with `python -m geocont.golden write`"
+        )
+    return found
+
+
+def fixture_platform(recorded: dict, name: str) -> dict:
+    """The platform fixture ``name`` was trained on (``platforms`` per fixture; a manifest from before them has one
+    ``platform`` for all)."""
+    return recorded.get("platforms", {}).get(name) or recorded.get("platform", {})
 
 
 def read_fixture(name: str, root: Path = FIXTURES) -> pd.DataFrame:
     path = fixture_path(name, root)
     if not path.exists():
-        raise FileNotFoundError(
+        raise GoldenInputError(
             f"golden run {name} has no fixture {path}: write it with "
             f"`python -m geocont.golden write {name}` and commit it"
         )
-    return pd.read_parquet(path)
+    try:
+        table = pd.read_parquet(path)
+    except Exception as error:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+        raise GoldenInputError(
+            f"the golden fixture {path} is unreadable ({type(error).__name__}); rewrite it with "
+            f"`python -m geocont.golden write {name}`"
+        ) from None
+    missing = [column for column in [*VALUE_INDEX, "value"] if column not in table.columns]
+    if missing:
+        raise GoldenInputError(
+            f"the golden fixture {path} lacks the column(s) {', '.join(missing)}; rewrite it with "
+            f"`python -m geocont.golden write {name}`"
+        )
+    return table
+
+
+def check_writable(root: Path) -> None:
+    """A one-line :class:`GoldenInputError` where no fixture can be written into ``root`` (checked before training)."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root, prefix=".probe-"):
+            pass
+    except OSError as error:
+        raise GoldenInputError(
+            f"cannot write golden fixtures into {root} ({error.strerror or error}); make it writable first"
+        ) from None
 
 
 def platform_record(threads: int = 1) -> dict:
@@ -262,48 +307,69 @@ def same_platform(a: dict, b: dict) -> bool:
 
 
 def write(names: list[str], root: Path = FIXTURES, out=sys.stdout) -> None:
-    """Train the golden runs and write them as fixtures, with the manifest (revision and platform)."""
+    """Train the golden runs and write them as fixtures; the manifest records the numerics revision and, for each
+    fixture written now, this platform (the other fixtures keep theirs). The folder is checked first."""
     from tqdm.auto import tqdm
 
-    root.mkdir(parents=True, exist_ok=True)
-    for name in tqdm(check_names(names), desc="golden runs", unit="run"):
+    chosen = check_names(names)
+    check_writable(root)
+    try:
+        previous = manifest(root)
+    except GoldenInputError:
+        previous = {}
+    platforms = {name: fixture_platform(previous, name) for name in GOLDEN_RUNS if fixture_platform(previous, name)}
+    for name in tqdm(chosen, desc="golden runs", unit="run"):
         train(name).to_parquet(fixture_path(name, root), compression="zstd", index=False)
+        platforms[name] = platform_record()
     record = {
         "numerics_revision": NUMERICS_REVISION,
-        "platform": platform_record(),
+        "platforms": {name: platforms[name] for name in GOLDEN_RUNS if name in platforms},
         "runs": {name: GOLDEN_RUNS[name].to_dict() for name in GOLDEN_RUNS},
     }
     (root / MANIFEST).write_text(json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
-    print(f"wrote {len(check_names(names))} golden fixtures into {root}: commit them", file=out)
+    print(f"wrote {len(chosen)} golden fixtures into {root}: commit them", file=out)
 
 
 def compare_all(names: list[str], threads: int = 1, root: Path = FIXTURES, out=sys.stdout) -> int:
     """Retrain the golden runs here and print each one's :class:`Comparison` with its fixture; 1 where one
-    is outside what this platform allows (bit-identical on the fixtures' platform, else the tolerance)."""
+    is outside what this platform allows (bit-identical on its fixture's platform, else the tolerance). Every
+    fixture is read before any run is trained."""
+    chosen = check_names(names)
     recorded = manifest(root)
+    fixtures = {name: read_fixture(name, root) for name in chosen}
     here = platform_record(threads)
-    same = same_platform(recorded.get("platform", {}), here)
     print(
-        f"golden runs against fixtures of revision {recorded.get('numerics_revision')} trained on "
-        f"{recorded.get('platform', {}).get('cpu_model')} ({recorded.get('platform', {}).get('cpu_capability')}); here "
-        f"{here['cpu_model']} ({here['cpu_capability']}, {threads} threads): "
-        + ("the same platform, so bit-identical" if same else f"another platform, so within {GOLDEN_TOLERANCE:g}"),
+        f"golden runs against fixtures of revision {recorded.get('numerics_revision')}; here {here['cpu_model']} "
+        f"({here['cpu_capability']}, {threads} threads): bit-identical on a fixture's own platform, else within "
+        f"{GOLDEN_TOLERANCE:g}",
         file=out,
     )
     failed = 0
-    for name in check_names(names):
-        result = compare(read_fixture(name, root), train(name, threads))
+    for name in chosen:
+        same = same_platform(fixture_platform(recorded, name), here)
+        result = compare(fixtures[name], train(name, threads))
         ok = result.identical if same else result.within()
         failed += not ok
-        print(f"  {name:28s} {'ok  ' if ok else 'FAIL'} {result.text()}", file=out, flush=True)
+        where = "same platform" if same else "another platform"
+        print(f"  {name:28s} {'ok  ' if ok else 'FAIL'} ({where}) {result.text()}", file=out, flush=True)
     return 1 if failed else 0
+
+
+def _threads(text: str) -> int:
+    """``--threads``: a whole number from 1 to this machine's CPU count."""
+    import os
+
+    limit = os.cpu_count() or 1
+    if not text.isdigit() or not 1 <= int(text) <= limit:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {limit} (this machine's CPUs), got {text!r}")
+    return int(text)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m geocont.golden", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("write", "compare", "list"))
     parser.add_argument("names", nargs="*", help="golden runs (default: all)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads of the retrained runs (compare)")
+    parser.add_argument("--threads", type=_threads, default=1, help="torch threads of the retrained runs (compare)")
     args = parser.parse_args(argv)
     try:
         if args.command == "list":
@@ -314,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
             write(args.names)
             return 0
         return compare_all(args.names, threads=args.threads)
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, FileNotFoundError, GoldenInputError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 

@@ -170,7 +170,7 @@ RECORDED_METRICS = ("step_change", "cross_cos")
 
 def lm_job(config: LMRunConfig, label: str = "", progress: bool = False) -> sweeps.Job:
     """The sweep job of one language-model run (kind ``lm``); the entry must hold the weights and
-    :data:`RECORDED_METRICS`."""
+    :data:`RECORDED_METRICS`; it is trained only on the corpus text its key stands for (:func:`_corpus_check`)."""
     shape = config.shape
     return sweeps.Job(
         "lm",
@@ -182,7 +182,24 @@ def lm_job(config: LMRunConfig, label: str = "", progress: bool = False) -> swee
         require_metrics=RECORDED_METRICS,
         require_artifacts=(MODEL_ARTIFACT,),
         cost=float(config.steps * (shape.n_layers + 1)),
+        before_training=_corpus_check(config.corpus),
     )
+
+
+def corpus_check(corpus: str) -> str | None:
+    """Why ``corpus`` is not the text its runs' keys stand for (:func:`geocont.corpus_files.corpus_problem`), or None;
+    a copy saved in ``$GEOCONT_CORPUS_DIR`` is not checked (its content is what the user chose to train on)."""
+    from .corpus_files import corpus_problem
+    from .text import saved_corpus_path
+
+    saved = saved_corpus_path(corpus)
+    return None if saved is not None and saved.exists() else corpus_problem(corpus)
+
+
+@functools.lru_cache(maxsize=8)
+def _corpus_check(corpus: str) -> functools.partial:
+    """:func:`corpus_check` of ``corpus`` as one picklable callable per corpus (a sweep runs each once)."""
+    return functools.partial(corpus_check, corpus)
 
 
 def run_lm(config: LMRunConfig, progress: bool = True) -> pd.DataFrame:

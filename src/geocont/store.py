@@ -164,7 +164,14 @@ def store_root(scale: str) -> Path:
     if setting == STORE_OFF:
         raise StoreError(f"{STORE_ENV}=off: no results store is used; unset it to use results/{scale}")
     if setting:
-        return Path(setting)
+        root = Path(setting)
+        held = store_scale(root)
+        if held is not None and held != scale:
+            raise StoreError(
+                f"the results store {root} ({STORE_ENV}) holds the {held} scale's runs, not {scale}'s: point "
+                f"{STORE_ENV} at a store of scale {scale} (or unset it to use results/{scale}); nothing was done"
+            )
+        return root
     checkout = checkout_root()
     if checkout is None:
         raise StoreError(
@@ -172,6 +179,33 @@ def store_root(scale: str) -> Path:
             f"set {STORE_ENV} to a store folder"
         )
     return checkout / RESULTS / scale
+
+
+#: The file in a store's root that records the scale of its runs (written by ``store`` where it is missing).
+SCALE_FILE = "scale.json"
+
+
+def store_scale(root: Path) -> str | None:
+    """The scale whose runs a store holds: its :data:`SCALE_FILE`, else the name of a checkout's ``results/<scale>``
+    folder, else None (a new store). A scale file that cannot be read is a one-line :class:`StoreError`."""
+    from .scales import SCALES
+
+    marker = root / SCALE_FILE
+    if marker.exists():
+        try:
+            held = json.loads(marker.read_text())["scale"]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise StoreError(f"the store's scale file {marker} cannot be read ({error}); remove it or fix it") from None
+        return str(held)
+    return root.name if root.parent.name == RESULTS and root.name in SCALES else None
+
+
+def record_scale(root: Path, scale: str) -> None:
+    """Write the store's :data:`SCALE_FILE` where it has none (``store`` does, before it trains)."""
+    marker = root / SCALE_FILE
+    if not marker.exists():
+        root.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps({"scale": scale}) + "\n")
 
 
 #: The spellings of ``GEOCONT_STORE_ONLY`` (any case) that turn strict mode off and on.
@@ -505,15 +539,27 @@ _CHECKED: set[Path] = set()
 
 
 def check_revisions(root: Path) -> None:
-    """Refuse (:class:`StoreError`) a store whose entries mix numerics revisions (entries of one revision trained
-    by different code are one science: the golden runs, :mod:`geocont.golden`, hold the code to it); checked once
-    per process and root."""
+    """Refuse (:class:`StoreError`) a store whose entries mix numerics revisions, or hold another revision than this
+    code's (entries of one revision trained by different code are one science: the golden runs, :mod:`geocont.golden`,
+    hold the code to it); checked once per process and root, before any entry is served, in strict mode too."""
     if root in _CHECKED:
         return
     groups = revisions(root)
-    if len(numerics_revisions(groups)) > 1:
+    held = numerics_revisions(groups)
+    if len(held) > 1:
         raise StoreError(mixed_revisions_message(root, groups))
+    if held and set(held) != {NUMERICS_REVISION}:
+        raise StoreError(other_revision_message(root, held))
     _CHECKED.add(root)
+
+
+def other_revision_message(root: Path, held: Mapping[Any, list[str]]) -> str:
+    """One line: the store at ``root`` holds another numerics revision than this code's, so it is not read."""
+    return (
+        f"the store {root} holds runs of numerics revision {', '.join(map(str, held))}, but this code is "
+        f"revision {NUMERICS_REVISION}: its runs are not this code's science; restore that code, or move the store "
+        "aside and retrain it"
+    )
 
 
 #: Why the last lookup of a key found no usable store entry (a corrupt one), for strict mode's message.

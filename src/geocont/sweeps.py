@@ -81,6 +81,9 @@ class Job:
     require_metrics: tuple[str, ...] = ()
     require_artifacts: tuple[str, ...] = ()
     cost: float = 1.0
+    #: checked once before the job is trained (never where it is served from the cache or the store): returns why it
+    #: must not be trained here, in one line, or None (e.g. :func:`geocont.corpus_files.corpus_problem`)
+    before_training: Callable[[], str | None] | None = None
 
     def key_config(self) -> dict[str, Any]:
         """The configuration the cache keys on: ``config``, plus the thread count unless it is 1 and the
@@ -499,6 +502,7 @@ def run_jobs(
     cache.clean_stale({job.kind for job in jobs})
     sweep = _Sweep(jobs, on_result)
     _forbid_training_in_strict_mode(sweep.pending)
+    refuse_untrainable(sweep.pending)
     announce_claims(sweep.pending)
     with sweep.progress_bar(progress):
         _execute(spec, sweep.pending, threads=threads, report=sweep.report, deadline=deadline)
@@ -525,6 +529,25 @@ def _usable_executor(executor: str | None) -> ExecutorSpec:
         if problem:
             raise ValueError(problem)
     return spec
+
+
+class CannotTrain(RuntimeError):
+    """A run that must not be trained here (its inputs differ from what its key stands for): one line, before any
+    run starts."""
+
+
+def refuse_untrainable(pending: Sequence[Job]) -> None:
+    """Raise :class:`CannotTrain` with the first problem any pending job's ``before_training`` check reports (each
+    distinct check run once)."""
+    seen = set()
+    for job in pending:
+        check = job.before_training
+        if check is None or check in seen:
+            continue
+        seen.add(check)
+        problem = check()
+        if problem:
+            raise CannotTrain(problem)
 
 
 def _forbid_training_in_strict_mode(pending: Sequence[Job]) -> None:
@@ -664,6 +687,7 @@ def run_job(job: Job, progress: bool = True) -> pd.DataFrame:
     if table is not None:
         return cut_exploded(table)
     store.forbid_training(job.kind, job.key_config(), job.label, cache_dir=cache.cache_root())
+    refuse_untrainable([job])
     with pinned_threads():
         return cut_exploded(
             cache.cached(

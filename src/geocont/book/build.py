@@ -32,7 +32,7 @@ from pathlib import Path
 from .. import store
 from ..scales import ParameterError, check_scale
 from ..store import CHAPTER_ENV, STORE_ENV, STORE_OFF, RunMissing, StoreError
-from ..sweeps import EXECUTOR_ENV, executor_problem, resolve_executor
+from ..sweeps import EXECUTOR_ENV, CannotTrain, executor_problem, resolve_executor
 from . import results
 from .paths import BOOK_ENV, CLAIMS_ENV, CLOSING, DEFAULT_SCALE, Layout, chapters, repository_root
 
@@ -130,6 +130,8 @@ def execute(root: Path, notebook: Path, parameters: dict, layout: Layout | None 
         except papermill.PapermillExecutionError as error:
             if error.ename == store.RunMissing.__name__:  # strict mode: the one line, not the kernel's traceback
                 raise store.RunMissing(error.evalue) from None
+            if error.ename == CannotTrain.__name__:  # a changed corpus: the one line, before any run trained
+                raise CannotTrain(error.evalue) from None
             _say_partial(notebook, partial)
             raise
         except KeyboardInterrupt:
@@ -448,7 +450,7 @@ def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     try:
         _main(args)
-    except (ParameterError, StoreError, RunMissing) as error:
+    except (ParameterError, StoreError, RunMissing, CannotTrain) as error:
         raise SystemExit(f"error: {error}") from None
     except KeyboardInterrupt:
         print(
@@ -457,10 +459,10 @@ def main(argv: list[str] | None = None) -> None:
             flush=True,
         )
         raise SystemExit(INTERRUPTED) from None
-    except BrokenPipeError:  # the reader left (`... | head -1`): no traceback, and none when Python flushes stdout
+    except BrokenPipeError:  # the reader left (`... | head -1`): it read what it wanted, so no traceback and exit 0
         with contextlib.suppress(OSError, ValueError, AttributeError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise SystemExit(1) from None
+        raise SystemExit(0) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -613,6 +615,8 @@ def _check_arguments(args: argparse.Namespace) -> None:
         except ValueError as error:
             raise ParameterError(str(error)) from None
         os.environ[EXECUTOR_ENV] = args.executor
+    if args.command == "store":
+        _check_store_options(args)
     if args.command in STORE_COMMANDS:
         check_scale(args.scale)
         if getattr(args, "minutes", None) is not None and not args.minutes > 0:
@@ -626,6 +630,24 @@ def _check_arguments(args: argparse.Namespace) -> None:
                 raise ParameterError(str(error)) from None
     elif args.command == "build" and args.scale:
         check_scale(args.scale)
+
+
+#: The ``store`` options that belong to one action only (``None``: filling the store, no action named).
+STORE_ACTION_OPTIONS = {
+    "dry_run": ("--dry-run", "prune"),
+    "entries": ("--entries", "status"),
+    "minutes": ("--minutes", None),
+}
+
+
+def _check_store_options(args: argparse.Namespace) -> None:
+    """An option of another ``store`` action is refused in one line (``store --dry-run`` would otherwise train)."""
+    for name, (flag, action) in STORE_ACTION_OPTIONS.items():
+        value = getattr(args, name, None)
+        if value not in (None, False) and args.action != action:
+            belongs = f"`store {action}`" if action else "`store` (filling the store)"
+            here = f"`store {args.action}`" if args.action else "`store` (filling the store)"
+            raise ParameterError(f"{flag} belongs to {belongs}, not to {here}; nothing was done")
 
 
 def _store_command(args: argparse.Namespace) -> int:

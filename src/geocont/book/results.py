@@ -35,7 +35,7 @@ import pandas as pd
 from .. import cache, store
 from ..preflight import check_run_configs
 from ..scales import ParameterError
-from ..sweeps import SweepFailed, predicted_wall_seconds, resolve_executor, run_jobs
+from ..sweeps import CannotTrain, SweepFailed, predicted_wall_seconds, resolve_executor, run_jobs
 from .paths import Layout, repository_root
 from .runs import ANALYSES_READ_BY, BookRun, RunSet, book_run_set
 
@@ -460,6 +460,7 @@ def fill(
     store") describes the staging cache."""
     root = store.store_root(scale)
     _refuse_another_numerics_revision(root)
+    store.record_scale(root, scale)
     filling = _Filling(root, minutes=minutes, out=out)
     filling.store_missing_runs(scale, chapters=chapters, executor=executor)
     if not filling.failures:
@@ -473,15 +474,7 @@ def fill(
 def _refuse_another_numerics_revision(root: Path) -> None:
     """A one-line :class:`geocont.store.StoreError` where the store at ``root`` mixes numerics revisions or holds
     another revision than this code's: runs trained now would mix them."""
-    store.check_revisions(root)
-    existing = store.status(root, verify_files=False)
-    if not existing.current_numerics:
-        held = ", ".join(map(str, store.numerics_revisions(existing.revisions)))
-        raise store.StoreError(
-            f"the store {root} holds runs of numerics revision {held}, but this code is "
-            f"revision {store.NUMERICS_REVISION}: runs trained now would mix revisions; restore "
-            "that code, or move the store aside and retrain it"
-        )
+    store.check_revisions(root)  # a store of another revision is refused there, as when its entries are served
 
 
 class _Filling:
@@ -561,6 +554,8 @@ class _Filling:
             except SweepFailed as error:
                 self.failures.append(str(error))
                 print(error, file=self.out, flush=True)
+            except CannotTrain as error:
+                raise store.StoreError(str(error)) from None
 
     def put(self, run: BookRun, source: str) -> bool:
         """Copy ``run`` from the current run cache into the store; whether it was stored (a failure is recorded)."""

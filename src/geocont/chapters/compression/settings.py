@@ -150,10 +150,10 @@ def build_settings(scale: str, values: dict[str, Any]) -> CompressionSettings:
             raise ValueError(f"{name} must be a positive integer, got {preset[name]!r}")
     if int(preset["group_size"]) < 2:
         raise ValueError("group_size must be >= 2: sharing needs at least two layers per group")
-    layers = {}
+    layers: dict[str, tuple[int, ...] | None] = {}
     for name in ("sharing_layers", "pruning_layers"):
         value = preset.pop(name)
-        layers[name] = None if value is None else tuple(int(l) for l in value)
+        layers[name] = None if value is None else _block_indices(name, value)
         if layers[name] is not None and (len(layers[name]) < 3 or any(l < 0 for l in layers[name])):
             raise ValueError(f"{name} needs at least 3 non-negative block indices (or None for all), got {value}")
     device = preset.pop("device")
@@ -219,3 +219,15 @@ CHAPTER = Chapter(
     describe=describe,
     runs=CompressionSettings.lm_configs,
 )
+
+
+def _block_indices(name: str, value) -> tuple[int, ...]:
+    """A list of block indices, or a one-line ``ValueError`` naming the parameter and the form it takes."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise ValueError(f"{name} must be a list of block indices such as [9, 10, 11] (or None), got {value!r}")
+    try:
+        return tuple(int(index) for index in value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{name} must be a list of block indices such as [9, 10, 11] (or None), got {value!r}"
+        ) from None

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from .claim_table import (  # noqa: F401
+    NOT_COUNTED,
     claims,
     drift_claims,
     drift_verdict_claim,
