@@ -361,7 +361,9 @@ def _threads(text: str) -> int:
 
     limit = os.cpu_count() or 1
     if not text.isdigit() or not 1 <= int(text) <= limit:
-        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {limit} (this machine's CPUs), got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number from 1 to {limit} (this machine's CPUs), got {text!r}"
+        )
     return int(text)
 
 
