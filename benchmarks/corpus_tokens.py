@@ -16,8 +16,10 @@ from __future__ import annotations
 import argparse
 import time
 
+from geocont import corpus_files
 from geocont.chapters.lm_runs import LM_PRESETS
 from geocont.corpus_census import CENSUS_CORPORA, census_table, epochs, train_tokens
+from geocont.preflight import corpus_problem
 
 
 def main() -> None:
@@ -27,6 +29,9 @@ def main() -> None:
     args = parser.parse_args()
     preset = LM_PRESETS["cpu"]
     vocab_size, tokens_per_step = preset["vocab_size"], preset["batch_size"] * preset["max_seq_len"]
+    problem = corpus_problem(args.corpus) or corpus_files.corpus_problem(args.corpus)
+    if problem:  # a missing or damaged source: one line, before any work
+        raise SystemExit(f"error: {problem}")
 
     started = time.perf_counter()
     census = census_table(args.corpus, vocab_size)

@@ -45,3 +45,26 @@ def test_a_main_claim_missing_from_the_snapshot_is_named(tmp_path):
     path.write_text(json.dumps(payload))
     with pytest.raises(KeyError, match="rotation-drift"):
         findings.main_claims(snapshot)
+
+
+def test_every_failure_of_the_findings_command_is_one_line(tmp_path, monkeypatch, capsys):
+    for name in ("_toc.yml", "_config.yml"):
+        (tmp_path / name).write_text("")
+    snapshot = findings.snapshot_dir(tmp_path)
+    shutil.copytree(findings.snapshot_dir(repository_root()), snapshot)
+    (tmp_path / "README.md").write_text("no markers here\n")
+    monkeypatch.chdir(tmp_path)
+
+    def error_of() -> str:
+        assert findings.main(["--write"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and err.startswith("error: ")
+        return err
+
+    assert "README.md has no findings markers" in error_of()
+    (snapshot / "condition2.json").write_text("{")
+    assert "claims snapshot" in error_of() and "condition2.json" in error_of()
+    (snapshot / "condition2.json").unlink()
+    assert "condition2.json is missing or unreadable" in error_of()
+    monkeypatch.chdir(tmp_path.parent)
+    assert "run from inside the geocont repository" in error_of()

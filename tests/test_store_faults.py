@@ -453,3 +453,38 @@ def test_a_store_of_another_scale_is_refused_by_every_command_at_this_scale(tmp_
     (elsewhere / store.SCALE_FILE).write_text("{")
     with pytest.raises(store.StoreError, match="scale file .* cannot be read"):
         store.store_root("smoke")
+
+
+def test_check_reads_and_can_write_the_snapshot_before_it_executes_any_chapter(tmp_path, monkeypatch):
+    import io
+    import types
+
+    from geocont.book import build, results
+
+    snapshot = tmp_path / results.SNAPSHOT
+    snapshot.mkdir()
+    (snapshot / "timeline.json").write_text("{not json")
+    status = types.SimpleNamespace(
+        store=types.SimpleNamespace(corrupt=[], root=tmp_path), complete=True, chapter_complete=lambda name: True
+    )
+    monkeypatch.setattr(results, "book_status", lambda scale: status)
+    monkeypatch.setattr(build, "_execute_from_store", lambda *a, **k: pytest.fail("a chapter was executed"))
+    out = io.StringIO()
+    assert build.check("cpu", out=out) == 1
+    line = out.getvalue().strip()
+    assert line.startswith(f"error: the claims snapshot {snapshot / 'timeline.json'} is unreadable") and "\n" not in line
+    (snapshot / "timeline.json").write_text('{"claims": []}')
+    assert results.snapshot_problem(snapshot, ["timeline"], writing=False) is None
+
+
+def test_a_build_folder_that_cannot_be_made_is_one_line_before_any_chapter(tmp_path, store_root, monkeypatch):
+    from geocont.book import build
+
+    store_root.mkdir()
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(build, "execute_stale", lambda *a, **k: pytest.fail("a chapter was executed"))
+    (tmp_path / "_build").write_text("a file where the build folder goes")
+    with pytest.raises(SystemExit) as exit_:
+        build.main(["build", "--output", str(tmp_path)])
+    assert str(exit_.value).startswith("error: the build folder") and "is a file" in str(exit_.value)
+    assert build.build_folder_problem(tmp_path / "fresh" / "_build") is None

@@ -126,6 +126,7 @@ def execute(root: Path, notebook: Path, parameters: dict, layout: Layout | None 
                 cwd=str(root),
                 progress_bar=True,
                 kernel_name="python3",
+                extra_arguments=KERNEL_ARGUMENTS,
             )
         except papermill.PapermillExecutionError as error:
             if error.ename == store.RunMissing.__name__:  # strict mode: the one line, not the kernel's traceback
@@ -605,6 +606,12 @@ def _main(args: argparse.Namespace) -> None:
 STORE_COMMANDS = ("store", "verify", "check")
 
 
+#: The kernel's own log at errors only: its notice that a local kernel talks over TCP without encryption (once per
+#: chapter, on the loopback interface of this machine) is not the reader's concern. Warnings of the chapters' code
+#: are Python warnings, unaffected.
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
+
+
 def _check_arguments(args: argparse.Namespace) -> None:
     """Before any work: ``GEOCONT_STORE_ONLY``, the executor (which the chapters' kernels inherit), the scale, the
     minutes and the chapters named; a bad one is a :class:`geocont.scales.ParameterError`."""
@@ -706,6 +713,31 @@ def _check_where_it_works(args: argparse.Namespace) -> None:
         problem = store.store_folder_problem(store.store_root(args.scale), write=True)
         if problem:
             raise StoreError(problem)
+    if args.command in ("build", "run", "check"):
+        output = getattr(args, "output", None)
+        problem = build_folder_problem(Layout((Path(output) if output else repository_root()).resolve()).build)
+        if problem:
+            raise ParameterError(problem)
+
+
+def build_folder_problem(folder: Path) -> str | None:
+    """Why the book's build folder (``<output>/_build``) cannot be written, in one line, or None."""
+    import tempfile
+
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        return f"the build folder {folder} cannot be made: {existing} is a file; move it aside or choose --output"
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".geocont-probe-"):
+            pass
+    except OSError as error:
+        return (
+            f"the build folder {folder} is not writable ({error.strerror or error}); make it writable or choose "
+            "another --output"
+        )
+    return None
 
 
 def render_after_run(root: Path, scale: str, layout: Layout | None = None) -> Path:
@@ -751,6 +783,10 @@ def check(scale: str, write_snapshot: bool = False, out=sys.stdout) -> int:
         print(f"{waiting}, so no {scale} chapter is checked against its claims snapshot", file=out)
         return 0
     snapshot = status.store.root / results.SNAPSHOT
+    problem = results.snapshot_problem(snapshot, ready, writing=write_snapshot)
+    if problem:  # before any chapter is executed
+        print(f"error: {problem}", file=out)
+        return 1
     unsnapped = [name for name in ready if not (snapshot / f"{name}.json").exists()]
     if not write_snapshot and unsnapped:
         print(

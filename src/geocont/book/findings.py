@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .claims import _cell, _ours_cell, read
+from .claims import MissingClaims, _cell, _ours_cell, read
 from .paths import repository_root
 
 #: The paper's main claims, one per row of the README's table, in the paper's order: ``(chapter, claim name)``;
@@ -88,16 +88,59 @@ def write(readme_path: Path, snapshot: Path) -> bool:
     return True
 
 
+class FindingsError(RuntimeError):
+    """The findings table cannot be made or written: one line naming the file and the fix."""
+
+
+def _snapshot_tables(snapshot: Path) -> None:
+    """A one-line :class:`FindingsError` where a snapshot file the table reads is missing or unreadable."""
+    for chapter in dict(MAIN_CLAIMS):
+        path = snapshot / f"{chapter}.json"
+        try:
+            read(path)
+        except MissingClaims as error:
+            raise FindingsError(
+                f"the claims snapshot {path} is missing or unreadable ({str(error).split(': ', 1)[-1]}); restore it "
+                f"(`git checkout {path}`) or rewrite it with `python -m geocont.book check --scale cpu --write-snapshot`"
+            ) from None
+
+
+def run(write_readme: bool, root: Path | None = None, out=sys.stdout) -> None:
+    """Print the findings table, or (``write_readme``) write it into README.md; every failure a :class:`FindingsError`."""
+    try:
+        root = root or repository_root()
+    except FileNotFoundError as error:
+        raise FindingsError(str(error)) from None
+    snapshot = snapshot_dir(root)
+    _snapshot_tables(snapshot)
+    try:
+        table = findings_markdown(snapshot)
+    except KeyError as error:
+        raise FindingsError(
+            f"{error.args[0]}; rewrite the snapshot with `python -m geocont.book check --write-snapshot`"
+        ) from None
+    if not write_readme:
+        print(table, file=out)
+        return
+    readme = root / "README.md"
+    try:
+        changed = write(readme, snapshot)
+    except ValueError as error:
+        raise FindingsError(f"{error}: put them back around the findings table in {readme}") from None
+    except OSError as error:
+        raise FindingsError(f"cannot rewrite {readme} ({error.strerror or error}); make it writable") from None
+    print("README.md: findings table " + ("rewritten" if changed else "already current"), file=out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="replace the table in README.md")
     args = parser.parse_args(argv)
-    root = repository_root()
-    if args.write:
-        changed = write(root / "README.md", snapshot_dir(root))
-        print("README.md: findings table " + ("rewritten" if changed else "already current"))
-    else:
-        print(findings_markdown(snapshot_dir(root)))
+    try:
+        run(args.write)
+    except FindingsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -989,6 +989,33 @@ CLAIM_TOLERANCE = 1e-5
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
 
+def snapshot_problem(snapshot: Path, chapters: Sequence[str], writing: bool) -> str | None:
+    """Why the claims snapshot ``snapshot`` cannot be read (a file of ``chapters`` that is not a claims table) or,
+    ``writing``, cannot be written, in one line naming the file and the fix; None where it can. Checked before any
+    chapter is executed."""
+    for chapter in chapters:
+        path = snapshot / f"{chapter}.json"
+        if not path.exists():
+            continue
+        try:
+            payload = json.loads(path.read_text())
+            if not isinstance(payload, dict) or not isinstance(payload.get("claims"), list):
+                raise ValueError("not a claims table (a JSON object with a list of claims)")
+        except (OSError, ValueError) as error:
+            return (
+                f"the claims snapshot {path} is unreadable ({error}); restore it (`git checkout {path}`) or "
+                "rewrite it with `python -m geocont.book check --write-snapshot`"
+            )
+    if writing:
+        folder = snapshot if snapshot.exists() else snapshot.parent
+        if not os.access(folder, os.W_OK) or any(
+            (snapshot / f"{chapter}.json").exists() and not os.access(snapshot / f"{chapter}.json", os.W_OK)
+            for chapter in chapters
+        ):
+            return f"the claims snapshot {snapshot} cannot be written (read-only); make it writable first"
+    return None
+
+
 def _records(path: Path) -> dict[str, Any]:
     payload = json.loads(path.read_text())
     claims = {str(row.get("key")): row for row in payload.get("claims", [])}  # a key names its dataset
