@@ -53,12 +53,45 @@ def test_rerun_commands_quote_values_for_the_shell():
 
 
 def test_claim_rows_have_the_shared_columns_and_valid_verdicts():
-    row = claim_row("ch", "claim", "q", "0.9", 0.8, 0.1, 3, 0.05, "reproduced", key="a-claim")
+    row = claim_row(
+        chapter="ch",
+        claim="claim",
+        quantity="q",
+        paper="0.9",
+        ours_mean=0.8,
+        ours_std=0.1,
+        n_seeds=3,
+        baseline=0.05,
+        verdict="reproduced",
+        key="a-claim",
+    )
     assert list(pd.DataFrame([row]).columns) == CLAIM_COLUMNS
     with pytest.raises(ValueError, match="valid choices"):
-        claim_row("ch", "claim", "q", "0.9", 0.8, 0.1, 3, 0.05, "sort of", key="a-claim")
+        claim_row(
+            chapter="ch",
+            claim="claim",
+            quantity="q",
+            paper="0.9",
+            ours_mean=0.8,
+            ours_std=0.1,
+            n_seeds=3,
+            baseline=0.05,
+            verdict="sort of",
+            key="a-claim",
+        )
     with pytest.raises(ValueError, match="lower-case"):
-        claim_row("ch", "claim", "q", "0.9", 0.8, 0.1, 3, 0.05, "reproduced", key="A claim")
+        claim_row(
+            chapter="ch",
+            claim="claim",
+            quantity="q",
+            paper="0.9",
+            ours_mean=0.8,
+            ours_std=0.1,
+            n_seeds=3,
+            baseline=0.05,
+            verdict="reproduced",
+            key="A claim",
+        )
 
 
 @pytest.mark.parametrize(

@@ -472,7 +472,9 @@ def test_check_reads_and_can_write_the_snapshot_before_it_executes_any_chapter(t
     out = io.StringIO()
     assert build.check("cpu", out=out) == 1
     line = out.getvalue().strip()
-    assert line.startswith(f"error: the claims snapshot {snapshot / 'timeline.json'} is unreadable") and "\n" not in line
+    assert (
+        line.startswith(f"error: the claims snapshot {snapshot / 'timeline.json'} is unreadable") and "\n" not in line
+    )
     (snapshot / "timeline.json").write_text('{"claims": []}')
     assert results.snapshot_problem(snapshot, ["timeline"], writing=False) is None
 
@@ -488,3 +490,14 @@ def test_a_build_folder_that_cannot_be_made_is_one_line_before_any_chapter(tmp_p
         build.main(["build", "--output", str(tmp_path)])
     assert str(exit_.value).startswith("error: the build folder") and "is a file" in str(exit_.value)
     assert build.build_folder_problem(tmp_path / "fresh" / "_build") is None
+
+
+def test_store_prune_is_checked_only_for_what_pruning_needs(store_root, monkeypatch, capsys):
+    from geocont.book import build, results
+
+    store_root.mkdir()
+    monkeypatch.setenv("GEOCONT_EXECUTOR", "no-such-executor")  # pruning trains nothing: its executor is not read
+    monkeypatch.setattr(results, "prune", lambda scale, dry_run: print(f"pruned dry_run={dry_run}") or 0)
+    with pytest.raises(SystemExit) as exit_:
+        build.main(["store", "prune", "--dry-run", "--scale", "smoke"])
+    assert exit_.value.code == 0 and "pruned dry_run=True" in capsys.readouterr().out

@@ -210,6 +210,7 @@ def split_claim_key(full_key: str) -> tuple[str, str]:
 
 
 def claim_row(
+    *,
     chapter: str,
     claim: str,
     quantity: str,
@@ -220,7 +221,6 @@ def claim_row(
     baseline: float,
     verdict: str,
     note: str = "",
-    *,
     key: str,
     dataset: str = "",
     primary: bool = True,

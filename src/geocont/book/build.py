@@ -700,12 +700,17 @@ def _run_chapter(args: argparse.Namespace, root: Path) -> None:
 def _check_where_it_works(args: argparse.Namespace) -> None:
     """Before any work: the executor of the commands that train here (the chapters' commands check theirs in the
     preflight), the store folder ``$GEOCONT_STORE`` names, and that ``store`` can write its store."""
-    filling = args.command == "store" and args.action != "status"
+    filling = args.command == "store" and args.action is None
+    pruning = args.command == "store" and args.action == "prune"
+    if pruning:  # pruning trains nothing: only the store, and (without --dry-run) that it can be written
+        problem = store.store_folder_problem(store.store_root(args.scale), write=not args.dry_run)
+        if problem:
+            raise StoreError(problem)
     if filling or args.command == "verify":
         problem = executor_problem(args.executor)
         if problem:
             raise ParameterError(problem)
-    if store.store_setting() not in ("", STORE_OFF) and not filling:  # `store` may create it
+    if store.store_setting() not in ("", STORE_OFF) and not filling and not pruning:  # `store` may create it
         problem = store.store_folder_problem(Path(store.store_setting()))
         if problem:
             raise StoreError(problem)
