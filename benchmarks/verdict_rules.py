@@ -2,7 +2,7 @@
 the same runs twice, under the book's rules and under the rules they replaced, and every claim whose verdict
 or number differs printed as ``before -> after``.
 
-The rules replaced (CONTRIBUTING.md, "Verdict rules", gives the book's):
+The rules replaced (docs/design.md, "Verdict rules", gives the book's):
 
 * a claim "at the random level" was ``verdict_for_value`` against the random level (within 0.10 of it),
   not ``verdict_at_random_level`` (within 3 standard errors);

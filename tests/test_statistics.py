@@ -116,7 +116,7 @@ def test_turn_rates_divide_by_the_snapshot_interval_and_the_window_mean_weights_
 
 
 # ---------------------------------------------------------------------------------------------
-# The verdict rules that cannot pass for the wrong reason (CONTRIBUTING.md, "Verdict rules")
+# The verdict rules that cannot pass for the wrong reason (docs/design.md, "Verdict rules")
 # ---------------------------------------------------------------------------------------------
 
 

@@ -5,7 +5,7 @@ Each projection's layers are walked in order, one weight matrix read at a time, 
 by two weight matrices whatever the model's size. The result has one row per (projection, layer), columns
 :data:`COLUMNS`; pair columns compare layer ``l`` with ``l + 1`` (:func:`geocont.metrics.pair_directions`) and
 ``flag`` says why one is NaN. What cannot be measured is refused before any weight is read (:func:`plan`).
-CONTRIBUTING.md ("The checkpoint analyzer") gives the rules.
+docs/design.md ("The checkpoint analyzer") gives the rules.
 """
 
 from __future__ import annotations
@@ -237,7 +237,7 @@ def analyze(
     ``method``: passed to :func:`~geocont.metrics.top_singular_triplets`; ``auto`` sends
     matrices with a side above :data:`AUTO_ALIGNMENT_MAX_DIM` to its iterative method
     (which has a convergence check and falls back to exact SVD). File-backed sources are cached by content,
-    layout and settings (CONTRIBUTING.md, "The checkpoint analyzer"); the table's ``attrs`` hold the source,
+    layout and settings (docs/design.md, "The checkpoint analyzer"); the table's ``attrs`` hold the source,
     layout, architecture and the checkpoint's parameter count.
     """
     check_method(method)

@@ -7,7 +7,7 @@
   weight and bias, ``H`` the head's weight).
 
 Each balance is reported as its change since the first snapshot relative to its size: :func:`relative_motion`.
-CONTRIBUTING.md ("Balances") derives them from the symmetries.
+docs/design.md ("Balances") derives them from the symmetries.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ immutable version (``table.parquet``, artifacts, ``config.json``), and a ``CLAIM
 key. :func:`cached` loads the entry, or claims the key, computes it and saves it (:func:`save`). The workers of a sweep
 (:mod:`geocont.sweeps`) meet here, on one machine or over shared storage, so every step is safe under concurrent
 writers and readers. Where the cache has no entry, :func:`load` falls back to the read-only results store
-(:mod:`geocont.store`). CONTRIBUTING.md ("The run cache") gives the design: atomic saves, readers, claims,
+(:mod:`geocont.store`). docs/design.md ("The run cache") gives the design: atomic saves, readers, claims,
 leftovers, the read log, shared storage.
 """
 

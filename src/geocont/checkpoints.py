@@ -4,7 +4,7 @@ A source lists its tensors and their shapes without reading any data, and reads 
 float32 ``torch.Tensor`` in PyTorch's ``[out, in]`` orientation: :class:`GGUFSource`, :class:`SafetensorsSource`
 (a file or a directory of shards), :class:`ModuleSource` (an in-memory module). :func:`open_source` picks one for
 a path, a Hugging Face model id, an offline model name or a module. Damage found is a :class:`CorruptCheckpoint`
-naming the file. CONTRIBUTING.md ("Checkpoints and layouts") says how each format is read and what damage can
+naming the file. docs/design.md ("Checkpoints and layouts") says how each format is read and what damage can
 and cannot be found.
 """
 

@@ -4,7 +4,7 @@ deduplicated and split into training and validation by document.
 The sources are :data:`SOURCES` (the King James Bible; the Python, Linux, LLVM and Perl documentation; Jane
 Austen's novels). reST and POD become prose with :func:`geocont.rst_text.plain_text` and
 :func:`geocont.pod_text.plain_text`; repeated documents and paragraphs are dropped; a document is in the
-validation split where the hash of its id says so (:func:`is_validation`). CONTRIBUTING.md ("Text corpora")
+validation split where the hash of its id says so (:func:`is_validation`). docs/design.md ("Text corpora")
 gives each source's unit and licence and the deduplication rules.
 """
 

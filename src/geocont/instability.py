@@ -5,7 +5,7 @@ events** (maximal stretches of trace points whose loss exceeds ``max(INSTABILITY
 of the earlier trace points``, MEMORISED_LOSS)``, or a recent median with ``window``), the **memorised step**
 (the first trace point whose loss is below :data:`MEMORISED_LOSS`), and weight v1 continuity **across** the
 events and **between** them (the two add up to the change over the whole run). Nothing here knows a chapter:
-every function takes a (sweep) run table and returns one row per run or per event. CONTRIBUTING.md
+every function takes a (sweep) run table and returns one row per run or per event. docs/design.md
 ("Instability events") gives the rules and why.
 """
 
@@ -23,7 +23,7 @@ from .statistics import Estimate, estimate, final_estimate, per_run
 from .tables import RUN_KEYS, select
 
 #: A trace point is unstable when its loss exceeds this factor times the running minimum of the
-#: earlier trace points (and the memorisation threshold): CONTRIBUTING.md ("Instability events") says why 10.
+#: earlier trace points (and the memorisation threshold): docs/design.md ("Instability events") says why 10.
 INSTABILITY_FACTOR = 10.0
 
 #: The training loss (cross-entropy, nats) below which the training set counts as memorised: the

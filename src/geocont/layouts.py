@@ -3,7 +3,7 @@
 A :class:`Layout` is a list of :class:`Rule` s, each a regular expression over tensor names with a
 ``(?P<layer>\\d+)`` group and the projection it names (one of :data:`PROJECTIONS`); a rule can say that the
 tensor is stored ``[in, out]`` and that it is one part of a fused matrix. :func:`detect_layout` picks the
-registered layout (:data:`LAYOUTS`) that matches most tensors; CONTRIBUTING.md ("Checkpoints and layouts")
+registered layout (:data:`LAYOUTS`) that matches most tensors; docs/design.md ("Checkpoints and layouts")
 lists them. To add a layout, register it::
 
     from geocont.layouts import Layout, Rule, register_layout

@@ -10,7 +10,7 @@ Architecture (our choice where the paper is silent)::
 ``norm`` is the identity, or in the normalisation conditions a pre-norm LayerNorm or RMSNorm without learnable
 gain or bias. The ``depth`` hidden matrices ``W_l`` ([width, width]) are the ones whose adjacent-layer continuity
 is measured. Every condition starts with a forward signal of stable scale, by one initialisation rule.
-CONTRIBUTING.md ("The residual MLP") gives the norms' symmetries and the initialisation rule.
+docs/design.md ("The residual MLP") gives the norms' symmetries and the initialisation rule.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class BatchCentredReLU(nn.Module):
     (momentum :data:`RUNNING_MOMENTUM`; set by the first training batch), so that an example's output there does
     not depend on the rest of its batch; before the first training batch (the snapshot at step 0) eval mode
     subtracts the batch's own mean and keeps nothing. A running mean outside the gradient could not serve: the
-    optimizer grows the component it removes. CONTRIBUTING.md ("The residual MLP") gives the design.
+    optimizer grows the component it removes. docs/design.md ("The residual MLP") gives the design.
     """
 
     def __init__(self) -> None:
@@ -187,7 +187,7 @@ NORMS: tuple[str, ...] = ("none", "layernorm", "rmsnorm")
 
 
 def make_norm(name: str, width: int) -> nn.Module:
-    """The pre-norm of a block, without learnable gain or bias (CONTRIBUTING.md, "The residual MLP")."""
+    """The pre-norm of a block, without learnable gain or bias (docs/design.md, "The residual MLP")."""
     if name == "layernorm":
         return nn.LayerNorm(width, elementwise_affine=False)
     if name == "rmsnorm":

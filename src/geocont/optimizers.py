@@ -4,7 +4,7 @@ Plain SGD is rotation-equivariant; Adam is not: its per-coordinate scaling singl
 same one in every layer, so Adam alone may align the layers of a linear net. :class:`FrameAdam` runs Adam for
 each matrix ``W`` ([out, in]) in the coordinates ``W' = R^T W R'``, with fixed orthogonal ``R`` ([out, out]) and
 ``R'`` ([in, in]) drawn independently for every layer: each layer has its own Adam axes, none of them shared.
-Parameters without a frame (biases, embedding, head) get plain Adam. CONTRIBUTING.md ("FrameAdam") gives the
+Parameters without a frame (biases, embedding, head) get plain Adam. docs/design.md ("FrameAdam") gives the
 argument.
 """
 

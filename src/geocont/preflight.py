@@ -5,7 +5,7 @@ corpus) is reported here in one line, within seconds, instead of inside the swee
 thread count above the machine's cores and a long predicted time are said without stopping. Each problem
 raises :class:`PreflightError` (a :class:`geocont.scales.ParameterError`, so the book's command line prints it
 as one line). :func:`check_settings` checks a chapter's run configurations and the checkpoints its settings
-name. CONTRIBUTING.md ("Preflight") lists every check.
+name. docs/design.md ("Preflight") lists every check.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 ``ray.init`` to an address that accepts TCP but is no Ray GCS (the cluster's control service) retries for
 minutes. This module asks the address itself, without importing Ray: a TCP connection (:func:`reachable`,
 which the preflight also uses for download hosts), then one gRPC call in the GCS's own protocol
-(:func:`ray_gcs_problem`). CONTRIBUTING.md ("The Ray probe") describes the exchange.
+(:func:`ray_gcs_problem`). docs/design.md ("The Ray probe") describes the exchange.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A *group* is an ordered list of same-shaped matrices whose adjacent pairs are co
 matrices, or one transformer projection (say ``q_proj``) across layers. Every chapter records through
 :class:`ContinuityRecorder` and gets the same tidy table (:mod:`geocont.tables`). A snapshot at step ``t`` reads
 the weights ``W(t)``, the minibatch gradient at ``W(t)`` and the cumulative gradient; every value that compares
-an undefined singular direction is NaN (:func:`geocont.metrics.pair_directions`). CONTRIBUTING.md ("What a
+an undefined singular direction is NaN (:func:`geocont.metrics.pair_directions`). docs/design.md ("What a
 snapshot records") lists every metric.
 """
 

@@ -3,7 +3,7 @@
 **Sharing** replaces a group of adjacent layers' weights by one shared right (``input``) or left (``output``)
 basis and per-layer coefficients, against each layer truncated on its own (``none``), at ranks that cost the
 same (:func:`matched_ranks`). **Pruning**: :func:`without_layer`. **Evaluation**: :func:`window_nll`. Each
-experiment is also a :class:`geocont.sweeps.Job`. CONTRIBUTING.md ("Sharing and pruning") gives the bases, the
+experiment is also a :class:`geocont.sweeps.Job`. docs/design.md ("Sharing and pruning") gives the bases, the
 budgets and the jobs.
 """
 

@@ -3,7 +3,7 @@
 Aggregation is always two-stage: first the mean over a run's layer pairs (one number per run and step), then
 the mean and standard deviation over seeds, so the spread reported everywhere is the seed-to-seed spread. A
 diverged run is left out of the estimates at a run's end, and counted (``Estimate.n_diverged``). Nothing here
-knows a chapter. CONTRIBUTING.md ("Verdict rules") gives the three rules that keep a verdict from passing for
+knows a chapter. docs/design.md ("Verdict rules") gives the three rules that keep a verdict from passing for
 the wrong reason: the random level judged against its own spread, windowed peaks, and a single seed's spread.
 """
 

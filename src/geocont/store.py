@@ -4,7 +4,7 @@ One entry per run of a scale's book, ``<root>/<kind>/<key>/`` (``results/<scale>
 ``$GEOCONT_STORE``): ``entry.json``, ``table.parquet`` and, where a chapter reads them, the trained weights,
 keyed exactly as the run cache keys the run. Nothing writes to it but ``python -m geocont.book store``
 (:func:`write_entry`); :func:`lookup` (called by :func:`geocont.cache.load` after the cache misses) reads an
-entry only after its checksum matches. This module reads no cache. CONTRIBUTING.md ("The results store") gives
+entry only after its checksum matches. This module reads no cache. docs/design.md ("The results store") gives
 the layout, the lookup, the revisions and the environment variables.
 """
 

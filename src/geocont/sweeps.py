@@ -5,7 +5,7 @@ computes its table). :func:`run_jobs` loads what the cache (or the results store
 each key once, under an executor: ``serial``, ``local[:N]`` (worker processes) or ``ray[:ADDRESS]``; the
 ``executor`` argument, else ``$GEOCONT_EXECUTOR``, else ``local``. Every run computes with
 ``$GEOCONT_RUN_THREADS`` torch threads (default 1), so that its table is the same under every executor.
-CONTRIBUTING.md ("Sweeps and executors") gives the executors, determinism, strict mode, slices and failures.
+docs/design.md ("Sweeps and executors") gives the executors, determinism, strict mode, slices and failures.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 ``step``, ``group``, ``layer``, ``metric`` (:data:`METRICS`), ``space``, ``direction`` and ``value``; a sweep adds
 the run's configuration columns (``condition``, ``optimizer``, ``seed``...). **Claims table**: one row per claim
 checked against the paper, columns :data:`CLAIM_COLUMNS`, published by each chapter and collected by the
-closing one. CONTRIBUTING.md ("The run table and the claims table") says what each column holds.
+closing one. docs/design.md ("The run table and the claims table") says what each column holds.
 """
 
 from __future__ import annotations

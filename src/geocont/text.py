@@ -9,7 +9,7 @@
 
 Splits are deterministic (by chapter for ``kjv``, by a hash of the document's id for ``offline-english``). A
 corpus saved with :func:`save_corpus` into ``$GEOCONT_CORPUS_DIR`` is read from there first. Tokenizers are
-byte-level BPE trained on the training split only, cached by corpus and vocabulary size. CONTRIBUTING.md ("Text
+byte-level BPE trained on the training split only, cached by corpus and vocabulary size. docs/design.md ("Text
 corpora") gives the corpora's sizes and splits.
 """
 

@@ -157,7 +157,7 @@ def train_with_recording(
     change the model, its gradients or any random state. A non-finite loss or gradient ends training there as an
     outcome (one ``diverged`` row; the step is returned, else None); without a recorder it raises
     :class:`TrainingDiverged`. Subnormal floats are flushed to zero while it trains (the caller's setting is
-    restored). CONTRIBUTING.md ("The training loop") gives the details.
+    restored). docs/design.md ("The training loop") gives the details.
     """
     parameters = [p for group in optimizer.param_groups for p in group["params"]]
     initial_lrs = [group["lr"] for group in optimizer.param_groups]
@@ -253,7 +253,7 @@ class MLPProbe:
     its input (``mean_input_cos``, ``mean_input_share``, ``mean_input_pair_cos``), the motion of the logits and of
     the hidden product (``logit_change``, ``product_change``), the near-linear share of radial activations
     (``near_linear_share``) and, with ``balance``, the motion of the conserved balances (``pair_balance_motion``,
-    ``unit_balance_motion``). CONTRIBUTING.md ("What the MLP probe records") defines each.
+    ``unit_balance_motion``). docs/design.md ("What the MLP probe records") defines each.
 
     The model runs in eval mode under ``torch.no_grad`` (then back to its mode): no running
     statistic moves, no gradient is touched, and no random state is drawn (the singular-vector

@@ -12,7 +12,7 @@ Usage (from the repository root)::
     python -m geocont.book verify --scale cpu    # retrain a sample of the store and compare
     python -m geocont.book check --scale cpu     # the chapters the store serves whole vs the claims snapshot
 
-CONTRIBUTING.md ("The book build") says what is executed when, and where executed chapters and claims live.
+docs/design.md ("The book build") says what is executed when, and where executed chapters and claims live.
 """
 
 from __future__ import annotations

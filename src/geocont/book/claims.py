@@ -4,7 +4,7 @@ A chapter ends with ``publish(claims, chapter="<name>", scale=scale, overrides=o
 ``<claims directory>/<chapter>.json`` (the rows in :data:`geocont.tables.CLAIM_COLUMNS` format, with the scale
 and parameter overrides that produced them). The closing chapter calls :func:`collect`, which reads every
 chapter's table in table-of-contents order and raises :class:`MissingClaims` where one is missing.
-CONTRIBUTING.md ("Claims tables") says which row is a claim's verdict of record and where the tables live.
+docs/design.md ("Claims tables") says which row is a claim's verdict of record and where the tables live.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@
 * ``python -m geocont.book check --scale cpu [--write-snapshot]`` (:func:`geocont.book.build.check`, which
   executes and renders; :func:`compare_claims` here).
 
-CONTRIBUTING.md ("The results store's commands") says what each does.
+docs/design.md ("The results store's commands") says what each does.
 """
 
 from __future__ import annotations
@@ -456,7 +456,7 @@ def fill(
     """``store``: train the runs of the book at ``scale`` that its store lacks into the store, longest first,
     copying in the runs a run cache already holds (:class:`_Filling`; ``minutes``: none starts after that), then
     capture the analyses of each chapter whose runs are all stored by executing it with ``execute_chapter`` (the
-    book build's ``execute``; None: no analysis is captured); 0 when nothing failed. CONTRIBUTING.md ("The results
+    book build's ``execute``; None: no analysis is captured); 0 when nothing failed. docs/design.md ("The results
     store") describes the staging cache."""
     root = store.store_root(scale)
     _refuse_another_numerics_revision(root)
