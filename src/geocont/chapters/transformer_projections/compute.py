@@ -48,6 +48,7 @@ from .findings import (
     lost_finding,
     pretrained_finding,
 )
+from .residual_channel import CHANNEL_KEYS, channel_claims, channel_table, reference_channel  # noqa: F401
 from .runs import (
     Results,
     late_changes,

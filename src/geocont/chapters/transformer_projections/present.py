@@ -7,6 +7,7 @@ gap and its explanations).
 
 from __future__ import annotations
 
+from .channel_figures import channel_figure  # noqa: F401
 from .corpus_and_control import (  # noqa: F401
     census_rows,
     control_figure,

@@ -32,6 +32,7 @@ from ...statistics import (
 from .. import lm_runs
 from ..common import short_projection
 from ..lm_runs import PROJECTION_PREDICTIONS
+from .residual_channel import channel_claims
 from .runs import Results, projection_finals, projection_values, variant_estimate
 from .settings import CHAPTER
 from .settledness import CLAIM_QUANTITIES, horizon, quantity_name
@@ -41,12 +42,13 @@ from .up_o_gap import PROSE, RISING, rising_claims, up_o_claims, up_o_values
 SOFTMAX_KEYS = ("softmax-anchors-q", "softmax-anchors-k")
 
 
-def claims(results: Results) -> pd.DataFrame:
+def claims(results: Results, channel: pd.DataFrame | None = None) -> pd.DataFrame:
     """The chapter's claims table, judged at the :func:`horizon` (every variant at its step), with the same claims
     judged at ``early_step`` in its ``early`` column (:func:`geocont.book.chapter.with_early`; the longer run's
     claims have none). A claim on one projection's continuity whose quantity is still moving in some seed there is
     "not settled" (its verdict by the rules in the note); each note adds when the claim holds
-    (:func:`geocont.statistics.holds_when`) and the quantity's change over the last third, seed by seed."""
+    (:func:`geocont.statistics.holds_when`) and the quantity's change over the last third, seed by seed. ``channel``
+    (:func:`.residual_channel.reference_channel`) adds the claims on O's and Down's residual channel."""
     reference, dims = results.reference, results.dims
     judged = horizon(results)
     at_horizon = up_to_step(results.table, judged.step)
@@ -74,6 +76,8 @@ def claims(results: Results) -> pd.DataFrame:
         _horizon_note(row, judged, others.get(row.key), continued_verdicts.get(row.key)) for row in table.itertuples()
     ]
     table = table.assign(note=[note for note, _ in judged_rows], verdict=[verdict for _, verdict in judged_rows])
+    if channel is not None:  # the residual channel of the trained weights (:mod:`.residual_channel`)
+        table = concat_claims(table, channel_claims(results, channel))
     return on_dataset(table, results.settings.base.corpus)
 
 
