@@ -5,7 +5,7 @@ or number differs printed as ``before -> after``.
 The rules replaced (docs/design.md, "Verdict rules", gives the book's):
 
 * a claim "at the random level" was ``verdict_for_value`` against the random level (within 0.10 of it),
-  not ``verdict_at_random_level`` (within 3 standard errors);
+  not ``verdict_at_random_level`` (the equivalence test: the whole 95% interval within one random pair's sd);
 * a peak was the largest single snapshot of a seed's layer-mean series (``max_per_seed``), not the windowed
   peak of ``PEAK_WINDOW`` snapshots;
 * a single seed counted as spread 0, not ``SINGLE_SEED_SD``.
@@ -36,7 +36,7 @@ def old_peaks_per_seed(table, metric, space, direction, **equal):
     return statistics.max_per_seed(table, metric, space, direction, **equal)
 
 
-def old_verdict_at_random_level(ours, baseline, baseline_sd, k=statistics.RANDOM_LEVEL_K):
+def old_verdict_at_random_level(ours, baseline, margin):
     return statistics.verdict_for_value(ours, baseline)
 
 

@@ -19,7 +19,8 @@ import pandas as pd
 import torch
 from safetensors.torch import load_file
 
-from geocont.channel import channel_summary, checkpoint_channel, model_channel, random_top_share
+from geocont.channel import model_channel, random_top_share
+from geocont.checkpoint_channel import channel_summary, checkpoint_channel
 from geocont.config import TransformerShape
 from geocont.pretrained import OFFLINE_MODELS
 from geocont.store import store_root

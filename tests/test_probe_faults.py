@@ -419,11 +419,16 @@ def test_a_horizon_of_years_is_said_before_training(monkeypatch, capsys):
 
     monkeypatch.setattr(preflight, "dataset_problem", lambda name: None)
     monkeypatch.setenv("GEOCONT_STORE", "off")  # the committed cpu store would hold some of the runs predicted
-    long = MLP.run_configs(MLP.configure("smoke", steps=10**12))
+    from geocont.config import MAX_STEPS
+    from geocont.scales import ParameterError
+
+    with pytest.raises(ParameterError, match="steps must be at most 10,000,000"):  # past any run: refused at once
+        MLP.configure("smoke", steps=10**12)
+    long = MLP.run_configs(MLP.configure("smoke", steps=MAX_STEPS))
     preflight.check_run_configs(long, executor="local:2")
     note = capsys.readouterr().err.strip()
     assert note.startswith(f"note: the {len(set(long))} runs not in the cache are predicted to take about ")
-    assert " years on 2 workers" in note and "the longest, 1,000,000,000,000 steps of depth 16 x width 32" in note
+    assert " on 2 workers" in note and "the longest, 10,000,000 steps of depth 16 x width 32" in note
     assert preflight.time_note(MLP.run_configs(MLP.configure("smoke")), executor="local:2") is None  # a minute
     cpu = MLP.run_configs(MLP.configure("cpu"))
     assert "about 3 min" in preflight.time_note(cpu, executor="local:2")  # a 9,360-step run, as measured

@@ -42,7 +42,7 @@ def test_the_main_claims_split_into_what_held_and_what_did_not(tmp_path):
     )
     held, short = summary.easy_and_difficult(rows).split("**What was difficult.**")
     assert (
-        "rotation drift" not in held
+        "The linear net loses its continuity by rotation drift" not in held
         and "The linear net loses its continuity by rotation drift (*not reproduced*" in short
     )
 

@@ -37,6 +37,7 @@ def test_run_table_is_tidy_and_complete():
         "trace_loss",
         "trace_weight_cos",
         "diverged",
+        "exploded",
         "near_linear_share",
         "pair_balance_motion",
         "unit_balance_motion",

@@ -69,8 +69,10 @@ ZSTD_LEVEL = 19
 #: this is every module the training code imports.
 TRAINING_CODE = (
     "balance.py",
+    "channel.py",
     "config.py",
     "corpora.py",
+    "corpus_files.py",
     "data.py",
     "dataset_names.py",
     "kjv.py",

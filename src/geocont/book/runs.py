@@ -27,7 +27,7 @@ from ..sweeps import Job
 #: The chapters that read trained weights (through :func:`geocont.lm.trained_lm`), not only run tables:
 #: their language-model runs keep ``model.safetensors`` in the results store; every other run's weights are
 #: left out (tests/test_store.py checks this list against the chapters' code).
-WEIGHTS_READ_BY = ("compression", "pretrained_continuity")
+WEIGHTS_READ_BY = ("compression", "pretrained_continuity", "transformer_projections")
 
 #: The chapters that compute analyses (:data:`geocont.store.ANALYSIS_KINDS`: weight sharing and pruning, the
 #: checkpoint analyzer, a corpus's census) from trained or pretrained models and corpora: ``store`` captures them once every run such a chapter
