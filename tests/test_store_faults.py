@@ -501,3 +501,15 @@ def test_store_prune_is_checked_only_for_what_pruning_needs(store_root, monkeypa
     with pytest.raises(SystemExit) as exit_:
         build.main(["store", "prune", "--dry-run", "--scale", "smoke"])
     assert exit_.value.code == 0 and "pruned dry_run=True" in capsys.readouterr().out
+
+
+def test_a_cache_or_store_path_that_is_not_utf8_is_refused_in_one_line(tmp_path, monkeypatch):
+    import os
+
+    from geocont import cache, store
+
+    odd = os.fsdecode(os.fsencode(str(tmp_path)) + b"/caf\xe9")  # a Latin-1 byte: not UTF-8
+    monkeypatch.setenv("GEOCONT_CACHE_DIR", odd)
+    problem = cache.cache_root_problem()
+    assert problem.startswith("the run cache (GEOCONT_CACHE_DIR)") and "not valid UTF-8" in problem
+    assert "not valid UTF-8" in store.store_folder_problem(type(tmp_path)(odd), write=True)

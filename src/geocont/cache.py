@@ -67,17 +67,33 @@ def cache_root() -> Path:
     return Path(os.environ.get("GEOCONT_CACHE_DIR") or Path.home() / ".cache" / "geocont" / "runs")
 
 
+def path_encoding_problem(path: Path, what: str, variable: str) -> str | None:
+    """Why ``path`` cannot hold files the run tables are written into (a name that is not valid UTF-8: pyarrow and
+    JSON cannot write there), in one line, or None."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return (
+            f"{what} {os.fsencode(path)!r} has a name that is not valid UTF-8, where the run tables cannot be "
+            f"written; point {variable} at a folder with a UTF-8 name"
+        )
+    return None
+
+
 def cache_root_problem() -> str | None:
     """Why :func:`cache_root` cannot hold the cache at all (it, or a folder it would be created in, is a file), or
     None. A cache that exists but cannot be written is no problem here: its stores warn and the results are still
     returned."""
     root = cache_root()
+    source = "GEOCONT_CACHE_DIR" if os.environ.get("GEOCONT_CACHE_DIR") else "the default run cache"
+    problem = path_encoding_problem(root, f"the run cache ({source})", "GEOCONT_CACHE_DIR")
+    if problem:
+        return problem
     existing = root
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if existing.is_dir():
         return None
-    source = "GEOCONT_CACHE_DIR" if os.environ.get("GEOCONT_CACHE_DIR") else "the default run cache"
     where = "is a file" if existing == root else f"lies under {existing}, which is a file"
     return (
         f"the run cache {root} ({source}) {where}, not a folder: every run would be trained again and not "
