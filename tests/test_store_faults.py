@@ -513,3 +513,25 @@ def test_a_cache_or_store_path_that_is_not_utf8_is_refused_in_one_line(tmp_path,
     problem = cache.cache_root_problem()
     assert problem.startswith("the run cache (GEOCONT_CACHE_DIR)") and "not valid UTF-8" in problem
     assert "not valid UTF-8" in store.store_folder_problem(type(tmp_path)(odd), write=True)
+
+
+def test_a_failed_write_stops_the_filling_before_another_run_starts(tmp_path, monkeypatch, capsys):
+    import errno
+    import io
+    import types
+
+    from geocont import sweeps
+    from geocont.book import results
+
+    def disk_full(root, run):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(results, "_write", disk_full)
+    filling = results._Filling(tmp_path, minutes=None, out=io.StringIO())
+    assert not sweeps._past(filling.start_by)  # no deadline: runs start
+    run = types.SimpleNamespace(name="mlp/abc", label="res-none seed 0")
+    assert not filling.put(run, "this slice")
+    assert filling.halted and sweeps._past(filling.start_by)  # no further run starts
+    said = filling.out.getvalue()
+    assert "could not store mlp/abc (res-none seed 0): [Errno 28] No space left on device" in said
+    assert "stopping: no further run starts" in said

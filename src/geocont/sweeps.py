@@ -289,7 +289,11 @@ def _pool_context() -> multiprocessing.context.BaseContext:
 # --------------------------------------------------------------------------- executors
 
 
-def _past(deadline: float | None) -> bool:
+def _past(deadline: float | Callable[[], float | None] | None) -> bool:
+    """Whether ``deadline`` (a ``time.time()`` value, or a callable giving one: a sweep's caller may move it, e.g.
+    to stop at a failure) has passed."""
+    if callable(deadline):
+        deadline = deadline()
     return deadline is not None and time.time() >= deadline
 
 

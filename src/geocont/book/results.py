@@ -489,6 +489,14 @@ class _Filling:
         self.user_cache = str(cache.cache_root())
         self.failures: list[str] = []
         self.stored = 0
+        #: set at the first run that could not be written: no further run starts (its work would be lost too)
+        self.halted = False
+
+    def start_by(self) -> float:
+        """When the last run may start: now where a write has failed, else the deadline (never where there is none)."""
+        if self.halted:
+            return 0.0
+        return math.inf if self.deadline is None else self.deadline
 
     def store_missing_runs(self, scale: str, *, chapters: Sequence[str] | None, executor: str | None) -> None:
         """Copy in what a run cache holds, train the rest (until the deadline), and repeat while runs land (a
@@ -497,7 +505,7 @@ class _Filling:
         while True:
             before = self.stored
             missing = self._copy_cached_runs(scale, chapters)
-            if missing and (self.deadline is None or time.time() < self.deadline):
+            if missing and not self.halted and (self.deadline is None or time.time() < self.deadline):
                 self._train(missing, timing=timing, executor=executor)
             if self.stored == before:  # nothing new: done, out of time, or every remaining run failed
                 return
@@ -546,7 +554,7 @@ class _Filling:
                 run_jobs(
                     [run.job for run in missing],
                     executor,
-                    deadline=self.deadline,
+                    deadline=self.start_by,
                     on_result=lambda job, _: self.put(
                         by_name[store.entry_name(job.kind, job.key_config())], "this slice"
                     ),
@@ -564,6 +572,9 @@ class _Filling:
         except (store.StoreError, OSError) as error:
             self.failures.append(f"{run.name} ({run.label}): {error}")
             print(f"could not store {run.name} ({run.label}): {error}", file=self.out, flush=True)
+            if not self.halted:
+                self.halted = True
+                print(f"stopping: no further run starts ({_write_problem(self.root, self.staging)})", file=self.out)
             return False
         self.stored += 1
         print(
@@ -572,6 +583,35 @@ class _Filling:
             flush=True,
         )
         return True
+
+
+#: Below this many free bytes on the disk of the store or its staging cache, a failed write is put down to the disk.
+LOW_DISK_BYTES = 100 * 2**20
+
+
+def _write_problem(*folders: Path) -> str:
+    """What most likely made a write fail, in a few words: a disk nearly full (with its free bytes), else the OS
+    error of writing a probe file, else "see the failure above"."""
+    import shutil
+    import tempfile
+
+    for folder in folders:
+        existing = folder
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        try:
+            free = shutil.disk_usage(existing).free
+        except OSError:
+            continue
+        if free < LOW_DISK_BYTES:
+            return f"the disk holding {existing} has {free / 2**20:.0f} MB free: No space left on device"
+        try:
+            with tempfile.NamedTemporaryFile(dir=existing, prefix=".geocont-probe-") as probe:
+                probe.write(b"\0" * 4096)
+                probe.flush()
+        except OSError as error:
+            return f"{existing}: {error.strerror or error}"
+    return "see the failure above"
 
 
 def capture_ready_analyses(
