@@ -133,8 +133,14 @@ def test_one_run_of_each_family_trains_at_the_paper_shapes():
     from geocont.lm import train_lm
     from geocont.training import train_mlp
 
-    mlp = mlp_runs.build_settings("paper", {**mlp_runs.mlp_preset("paper"), **MLP_DRY_RUN, "steps": 2}).base
-    table = train_mlp(mlp.replace(device="cpu", n_snapshots=2, n_late_snapshots=0, snapshot_steps=()), progress=False)
+    import dataclasses
+
+    from geocont.config import MLPRunConfig
+
+    fields = {f.name for f in dataclasses.fields(MLPRunConfig)}
+    preset = {k: v for k, v in {**mlp_runs.mlp_preset("paper"), **MLP_DRY_RUN}.items() if k in fields}
+    mlp = MLPRunConfig(**{**preset, "steps": 2, "device": "cpu", "n_snapshots": 2, "n_late_snapshots": 0})
+    table = train_mlp(mlp, progress=False)
     assert (mlp.depth, mlp.width) == (16, 256) and table["step"].max() == 2
     lm = lm_runs.build_settings("paper", {**lm_runs.lm_preset("paper"), **LM_DRY_RUN}).base
     lm = lm.replace(device="cpu", steps=2, snapshot_steps=(1,), n_snapshots=2, n_late_snapshots=0)
