@@ -130,12 +130,11 @@ def test_every_chapters_paper_preset_is_built_and_validated():
 def test_one_run_of_each_family_trains_at_the_paper_shapes():
     """The MLP (16 x 256) and the transformer (8 layers, d = 512, an 8,192-token vocabulary), two steps each on
     offline data, in fp32 (bf16 autocast's own path: tests/test_training_speed.py)."""
-    from geocont.lm import train_lm
-    from geocont.training import train_mlp
-
     import dataclasses
 
     from geocont.config import MLPRunConfig
+    from geocont.lm import train_lm
+    from geocont.training import train_mlp
 
     fields = {f.name for f in dataclasses.fields(MLPRunConfig)}
     preset = {k: v for k, v in {**mlp_runs.mlp_preset("paper"), **MLP_DRY_RUN}.items() if k in fields}
