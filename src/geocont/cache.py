@@ -67,6 +67,25 @@ def cache_root() -> Path:
     return Path(os.environ.get("GEOCONT_CACHE_DIR") or Path.home() / ".cache" / "geocont" / "runs")
 
 
+def write_probe(folder: Path) -> tuple[Path, str | None]:
+    """Whether a file can be created in ``folder`` (or, where it does not exist yet, in the nearest folder above it):
+    that nearest existing path, and why not (``"not a folder"`` where it is a file, else the OS error of a real probe
+    file, which a read-only mount fails too) or None."""
+    import tempfile
+
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return existing, "not a folder"
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".geocont-probe-"):
+            pass
+    except OSError as error:
+        return existing, str(error.strerror or error)
+    return existing, None
+
+
 def path_encoding_problem(path: Path, what: str, variable: str) -> str | None:
     """Why ``path`` cannot hold files the run tables are written into (a name that is not valid UTF-8: pyarrow and
     JSON cannot write there), in one line, or None."""

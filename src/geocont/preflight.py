@@ -123,23 +123,16 @@ def writable_problem(folder: Path, what: str, variable: str, consequence: str) -
     """Why no file can be created in ``folder`` (or, where it does not exist yet, in the nearest folder above it),
     or None: a real probe, so that a read-only mount or home is caught too. A file in the way is
     :func:`geocont.cache.cache_root_problem`'s case, not this one's."""
-    import tempfile
+    from .cache import write_probe
 
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
+    existing, why = write_probe(folder)
+    if why is None or why == "not a folder":
         return None
-    try:
-        with tempfile.NamedTemporaryFile(dir=existing, prefix=".geocont-probe-"):
-            pass
-    except OSError as error:
-        source = variable if os.environ.get(variable) else f"the default, as {variable} is unset"
-        return (
-            f"{what} {folder} ({source}) cannot be written ({error.strerror or error} in {existing}): "
-            f"{consequence}; set {variable} to a writable folder"
-        )
-    return None
+    source = variable if os.environ.get(variable) else f"the default, as {variable} is unset"
+    return (
+        f"{what} {folder} ({source}) cannot be written ({why} in {existing}): "
+        f"{consequence}; set {variable} to a writable folder"
+    )
 
 
 def storage_problem(configs: Sequence[Any]) -> str | None:

@@ -19,7 +19,6 @@ import json
 import os
 import platform
 import shutil
-import tempfile
 import time
 import tokenize
 import uuid
@@ -247,17 +246,14 @@ def store_folder_problem(root: Path, write: bool = False) -> str | None:
                 "use the checkout's results/<scale>"
             )
         return None
-    existing = root
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
+    from .cache import write_probe
+
+    existing, why = write_probe(root)
+    if why == "not a folder":
         return f"the results store {root} cannot be created: {existing} is a file, not a folder"
-    try:
-        with tempfile.NamedTemporaryFile(dir=existing, prefix=".geocont-probe-"):
-            pass
-    except OSError as error:
+    if why is not None:
         return (
-            f"the results store {root} cannot be written ({error.strerror or error} in {existing}): nothing "
+            f"the results store {root} cannot be written ({why} in {existing}): nothing "
             f"trained would be kept; make it writable, or set {STORE_ENV} to a writable folder"
         )
     return None

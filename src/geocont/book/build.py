@@ -594,6 +594,8 @@ def _main(args: argparse.Namespace) -> None:
         raise SystemExit(str(error)) from None
     _check_arguments(args)
     _check_where_it_works(args)
+    if getattr(args, "executor", None):  # the chapters' kernels inherit it, once every check has passed
+        os.environ[EXECUTOR_ENV] = args.executor
     if args.command in STORE_COMMANDS:
         raise SystemExit(_store_command(args))
     if args.command == "build":
@@ -616,12 +618,11 @@ def _check_arguments(args: argparse.Namespace) -> None:
     """Before any work: ``GEOCONT_STORE_ONLY``, the executor (which the chapters' kernels inherit), the scale, the
     minutes and the chapters named; a bad one is a :class:`geocont.scales.ParameterError`."""
     store.strict()  # a GEOCONT_STORE_ONLY that is neither true nor false: one line
-    if getattr(args, "executor", None):  # the chapters' kernels inherit it; checked before any work
+    if getattr(args, "executor", None):  # checked before any work; set for the chapters' kernels by _main
         try:
             resolve_executor(args.executor)
         except ValueError as error:
             raise ParameterError(str(error)) from None
-        os.environ[EXECUTOR_ENV] = args.executor
     if args.command == "store":
         _check_store_options(args)
     if args.command in STORE_COMMANDS:
@@ -727,21 +728,13 @@ def _check_where_it_works(args: argparse.Namespace) -> None:
 
 def build_folder_problem(folder: Path) -> str | None:
     """Why the book's build folder (``<output>/_build``) cannot be written, in one line, or None."""
-    import tempfile
+    from ..cache import write_probe
 
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if existing.exists() and not existing.is_dir():
+    existing, why = write_probe(folder)
+    if why == "not a folder":
         return f"the build folder {folder} cannot be made: {existing} is a file; move it aside or choose --output"
-    try:
-        with tempfile.NamedTemporaryFile(dir=existing, prefix=".geocont-probe-"):
-            pass
-    except OSError as error:
-        return (
-            f"the build folder {folder} is not writable ({error.strerror or error}); make it writable or choose "
-            "another --output"
-        )
+    if why is not None:
+        return f"the build folder {folder} is not writable ({why}); make it writable or choose another --output"
     return None
 
 
