@@ -230,6 +230,10 @@ def seeds_text(seeds: Any) -> str:
     return f"{len(seeds)} ({', '.join(map(str, seeds))})"
 
 
+#: How the note of a row shown but not counted starts (:class:`ClaimsBuilder`'s ``not_counted``).
+NOT_COUNTED = "not counted: "
+
+
 class ClaimsBuilder:
     """Collects one chapter's claims, each under a stable key, into a claims table.
 
@@ -348,7 +352,7 @@ class ClaimsBuilder:
             raise ValueError(f"claim key {full_key!r} is used twice in chapter {self.chapter!r}")
         note = words.note
         if key in self.not_counted:
-            why = f"not counted: {self.not_counted[key]}"
+            why = f"{NOT_COUNTED}{self.not_counted[key]}"
             note = f"{why}; {note}" if note else why
         if isinstance(ours, Estimate):
             mean, spread, count = ours.mean, ours.std, ours.n
@@ -407,9 +411,10 @@ def claim(claims: pd.DataFrame, key: str, dataset: str | None = None) -> pd.Seri
 
 def on_dataset(claims: pd.DataFrame, dataset: str) -> pd.DataFrame:
     """``claims`` (built without a dataset) judged on ``dataset``: every key names it, and every row is its
-    claim's verdict of record (a chapter that judges each claim on one dataset names it once, here)."""
+    claim's verdict of record (a chapter that judges each claim on one dataset names it once, here), as built: a row
+    built as not counted (:class:`ClaimsBuilder`'s ``not_counted``) stays so."""
     keys = [claim_key(split_claim_key(key)[0], dataset) for key in claims["key"]]
-    return claims.assign(key=keys, dataset=dataset, primary=True)
+    return claims.assign(key=keys, dataset=dataset, primary=claims["primary"].astype(bool))
 
 
 def has_claim(claims: pd.DataFrame, key: str, dataset: str | None = None) -> bool:
