@@ -123,7 +123,7 @@ def writable_problem(folder: Path, what: str, variable: str, consequence: str) -
     """Why no file can be created in ``folder`` (or, where it does not exist yet, in the nearest folder above it),
     or None: a real probe, so that a read-only mount or home is caught too. A file in the way is
     :func:`geocont.cache.cache_root_problem`'s case, not this one's."""
-    from .cache import write_probe
+    from .folders import write_probe
 
     existing, why = write_probe(folder)
     if why is None or why == "not a folder":

@@ -232,7 +232,7 @@ def store_folder_problem(root: Path, write: bool = False) -> str | None:
     """Why the store at ``root`` cannot be read (``$GEOCONT_STORE`` naming a folder that does not exist: it would
     read as an empty store) or, with ``write``, written (a real probe: a read-only mount is caught too); None
     where it can. A store to write need not exist yet: the nearest folder above it must then be writable."""
-    from .cache import path_encoding_problem
+    from .folders import path_encoding_problem
 
     problem = path_encoding_problem(root, "the results store", STORE_ENV)
     if problem:
@@ -246,7 +246,7 @@ def store_folder_problem(root: Path, write: bool = False) -> str | None:
                 "use the checkout's results/<scale>"
             )
         return None
-    from .cache import write_probe
+    from .folders import write_probe
 
     existing, why = write_probe(root)
     if why == "not a folder":

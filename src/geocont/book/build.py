@@ -728,7 +728,7 @@ def _check_where_it_works(args: argparse.Namespace) -> None:
 
 def build_folder_problem(folder: Path) -> str | None:
     """Why the book's build folder (``<output>/_build``) cannot be written, in one line, or None."""
-    from ..cache import write_probe
+    from ..folders import write_probe
 
     existing, why = write_probe(folder)
     if why == "not a folder":
