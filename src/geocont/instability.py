@@ -106,7 +106,7 @@ def _first_finite(values: np.ndarray) -> float:
     return float(finite[0]) if len(finite) else math.nan
 
 
-def _reference(loss: np.ndarray, window: int | None) -> np.ndarray:
+def reference_levels(loss: np.ndarray, window: int | None = None) -> np.ndarray:
     """Per trace point, the level its loss is read against: the minimum of the earlier points, or (``window``)
     the median of the previous ``window`` points; inf at the first point, which has none."""
     if window is None:
@@ -119,7 +119,7 @@ def _events_of_run(run: pd.DataFrame, factor: float, floor: float, window: int |
     loss = run["loss"].to_numpy()
     v1 = run["v1"].to_numpy()
     steps = run["step"].to_numpy()
-    running_min = _reference(loss, window)
+    running_min = reference_levels(loss, window)
     threshold = np.maximum(factor * running_min, floor)
     unstable = loss > threshold
     events, index = [], 0

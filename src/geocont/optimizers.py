@@ -39,6 +39,14 @@ def random_frames(matrices: Sequence[torch.Tensor], seed: int) -> dict[torch.Ten
     return frames
 
 
+def _closure_loss(closure) -> torch.Tensor | None:
+    """The loss of an optimizer step's ``closure`` (evaluated with gradients on), or None without one."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
+
+
 class FrameAdam(torch.optim.Optimizer):
     """Adam (as ``torch.optim.Adam``, L2 ``weight_decay`` included) with each framed matrix
     ``W`` updated in the coordinates ``R^T W R'`` (see the module docstring).
@@ -85,10 +93,7 @@ class FrameAdam(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         for group, inner in zip(self.param_groups, self.adam.param_groups):
             inner.update({key: group[key] for key in ("lr", "betas", "eps", "weight_decay")})
             for param in group["params"]:
@@ -173,10 +178,7 @@ class ResidualFrameAdam(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         self.inner.param_groups[0]["lr"] = self.param_groups[0]["lr"]
         for param in self.param_groups[0]["params"]:
             shadow = self.shadows.get(id(param))

@@ -26,7 +26,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .instability import INSTABILITY_FACTOR, MEMORISED_LOSS
+from .instability import INSTABILITY_FACTOR, MEMORISED_LOSS, reference_levels
 from .tables import DIVERGED, EXPLODED, RUN_KEYS, make_row
 
 #: The loss series the rule reads, first present first.
@@ -52,7 +52,7 @@ def explosion_step(
     steps, loss = np.asarray(steps)[keep], np.asarray(loss, dtype=float)[keep]
     if len(loss) < 2:
         return None
-    running_min = np.minimum.accumulate(np.concatenate([[np.inf], loss[:-1]]))
+    running_min = reference_levels(loss)  # the event rule's own running minimum of the earlier points
     threshold = np.maximum(factor * running_min, floor)
     unstable = loss > threshold
     starts = np.flatnonzero(unstable & ~np.concatenate([[False], unstable[:-1]]))
